@@ -1,0 +1,27 @@
+# distbench: probes -> per-configuration torchrun comm jobs -> tables -> plots -> report.
+#   snakemake --cores 1                         # everything (Gloo on CPU; NCCL where GPUs exist)
+#   snakemake --cores 1 --config gpus=6         # declare 6 GPUs per node
+#   snakemake --cores 1 report                  # the report from cached tables/CSVs
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config.yaml"
+
+
+include: "rules/common.smk"
+
+
+rule all:
+    input:
+        "report/report.md",
+        "report/report.html",
+    default_target: True
+
+
+include: "rules/probe.smk"
+include: "rules/comm.smk"
+include: "rules/aggregate.smk"
+include: "rules/plot.smk"
+include: "rules/report.smk"

@@ -1,0 +1,119 @@
+"""From a validated config (and the GPUs on this host) to the list of comm jobs.
+
+The Snakefile calls `make_plan` once when the DAG is built; each job's output path carries every
+config key that selects it (backend, dtype, world size, NCCL settings), so Snakemake's own
+bookkeeping is the cache. Values that tune a job without selecting it (sizes, iters) reach the
+rule through `params:`, which makes Snakemake rerun exactly the jobs they change.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from distbench.sizes import human_bytes, parse_size, sizes_from_config
+
+
+@dataclass(frozen=True)
+class CommJob:
+    backend: str
+    dtype: str
+    world_size: int
+    nccl_env_label: str
+    nccl_env: dict = field(hash=False, compare=False)
+
+    @property
+    def wildcards(self) -> dict:
+        return {"backend": self.backend, "dtype": self.dtype, "world_size": self.world_size,
+                "nccl_env": self.nccl_env_label}
+
+
+def nccl_env_label(env: dict) -> str:
+    """{} -> 'default'; {NCCL_ALGO: Ring, NCCL_PROTO: Simple} -> 'NCCL_ALGO=Ring+NCCL_PROTO=Simple'."""
+    if not env:
+        return "default"
+    return "+".join(f"{k}={env[k]}" for k in sorted(env))
+
+
+def detect_gpus() -> tuple[int, str]:
+    """GPUs usable on this host, cheaply (no torch import: the no-op rerun must stay fast)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    proc = Path("/proc/driver/nvidia/gpus")
+    n = len(list(proc.iterdir())) if proc.is_dir() else None
+    if n is None and shutil.which("nvidia-smi"):
+        try:
+            out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
+            n = sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+        except (OSError, subprocess.SubprocessError):
+            n = 0
+    n = n or 0
+    if visible is not None and n:
+        ids = [v for v in visible.split(",") if v.strip() and v.strip() != "-1"]
+        n = min(n, len(ids))
+        return n, f"detected {n} (CUDA_VISIBLE_DEVICES={visible!r})"
+    return n, f"detected {n} via {'/proc/driver/nvidia' if proc.is_dir() else 'nvidia-smi -L' if shutil.which('nvidia-smi') else 'no NVIDIA driver on this host'}"
+
+
+def make_plan(config: dict, detected: tuple[int, str] | None = None) -> dict:
+    """Return {'jobs': [CommJob], 'gpus': int, 'gpus_source': str, 'skipped': [{'what','why'}], ...}."""
+    if config["gpus"] == "auto":
+        gpus, source = detected if detected is not None else detect_gpus()
+        gpus_source = f"auto: {source}"
+    else:
+        gpus, gpus_source = int(config["gpus"]), "declared in config (gpus)"
+    comm = config["comm"]
+    skipped, jobs, world_sizes = [], [], {}
+    for backend in config["backends"]:
+        sizes = list(config["world_sizes"])
+        if backend == "nccl":
+            if gpus == 0:
+                skipped.append({"what": "backend nccl", "why": f"no GPU on this host ({gpus_source})"})
+                continue
+            dropped = [w for w in sizes if w > gpus]
+            sizes = [w for w in sizes if w <= gpus]
+            if dropped:
+                skipped.append({"what": f"nccl world sizes {dropped}",
+                                "why": f"above gpus={gpus}: NCCL needs one GPU per rank"})
+        envs = comm["nccl_env"] if backend == "nccl" else [{}]
+        world_sizes[backend] = sizes
+        for dtype in comm["dtypes"]:
+            for ws in sizes:
+                for env in _unique_envs(envs):
+                    jobs.append(CommJob(backend, dtype, ws, nccl_env_label(env), {k: str(v) for k, v in env.items()}))
+    if "gloo" in config["backends"]:
+        cap = parse_size(comm["gloo"]["max_bytes"])
+        above = [s for s in sizes_from_config(comm) if s > cap]
+        if above:
+            skipped.append({"what": f"gloo sizes above {human_bytes(cap)} ({len(above)} sizes up to {human_bytes(max(above))})",
+                            "why": "comm.gloo.max_bytes keeps CPU runs short"})
+    return {"jobs": jobs, "gpus": gpus, "gpus_source": gpus_source, "skipped": skipped,
+            "world_sizes": world_sizes, "backends_run": sorted({j.backend for j in jobs})}
+
+
+def _unique_envs(envs: list[dict]) -> list[dict]:
+    seen, out = set(), []
+    for env in envs:
+        label = nccl_env_label(env)
+        if label not in seen:
+            seen.add(label)
+            out.append(env)
+    return out
+
+
+def job_params(config: dict, backend: str) -> dict:
+    """The values that shape a job's measurements (a change reruns the job via Snakemake's params trigger)."""
+    comm = config["comm"]
+    sizes = sizes_from_config(comm)
+    p = {"ops": list(comm["ops"]), "warmup": comm["warmup"], "iters": comm["iters"],
+         "trials": comm["trials"], "timing": list(comm["timing"]), "op_timeout_s": comm["op_timeout_s"],
+         "job_timeout_s": comm["job_timeout_s"], "job_env": {k: str(v) for k, v in config["job_env"].items()}}
+    if backend == "gloo":
+        g = comm["gloo"]
+        cap = parse_size(g["max_bytes"])
+        sizes = [s for s in sizes if s <= cap]
+        p.update(warmup=g["warmup"], iters=g["iters"], trials=g["trials"], timing=["host"])
+    p["sizes"] = sizes
+    return p

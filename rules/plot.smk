@@ -1,0 +1,12 @@
+# Seaborn figures (PNG + SVG) from the summary table.
+
+
+rule plot_comm:
+    input:
+        summary="results/tables/comm_summary.csv",
+    output:
+        directory("results/figures"),
+    log:
+        "results/logs/plot/comm.log",
+    script:
+        "../workflow/scripts/plot_comm.py"

@@ -1,0 +1,10 @@
+from pathlib import Path
+
+from distbench.plots import make_all
+from distbench.workflow import logged
+
+sm = snakemake  # noqa: F821 - injected by Snakemake
+with logged(sm.log[0]):
+    Path(sm.output[0]).mkdir(parents=True, exist_ok=True)
+    for f in make_all(sm.input.summary, sm.output[0]):
+        print(f)

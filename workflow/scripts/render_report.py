@@ -1,0 +1,10 @@
+from pathlib import Path
+
+from distbench.report import render_report
+from distbench.workflow import logged
+
+sm = snakemake  # noqa: F821 - injected by Snakemake
+with logged(sm.log[0]):
+    figures = sorted(Path(sm.input.figures).glob("*.png"))
+    render_report(sm.input.summary, sm.input.largest, sm.input.env, figures, dict(sm.params.config),
+                  sm.params.plan, sm.output.md, sm.output.html)

@@ -1,0 +1,16 @@
+from distbench.launch import run_comm_job
+from distbench.plan import CommJob
+from distbench.workflow import logged
+
+sm = snakemake  # noqa: F821 - injected by Snakemake
+job = CommJob(sm.wildcards.backend, sm.wildcards.dtype, int(sm.wildcards.world_size),
+              sm.wildcards.nccl_env, sm.params.nccl_env)
+with logged(str(sm.log[0]) + ".launcher"):
+    result = run_comm_job(job, sm.params.job, sm.output.csv, sm.output.placement, sm.log[0])
+    print(f"comm job {job.wildcards}: {result}")
+    # A failed job still leaves its CSV (status failed/skipped) so the rest of the DAG goes on;
+    # the placement file may be missing if torchrun never started a rank.
+    import json, os
+    if not os.path.exists(sm.output.placement):
+        from distbench.io import atomic_write_json
+        atomic_write_json(sm.output.placement, {"ranks": [], "error": result})
