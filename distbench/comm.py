@@ -124,11 +124,11 @@ class Harness:
         args.world_size = self.world_size
         if args.backend == "nccl":
             if not torch.cuda.is_available():
-                raise SystemExit("backend nccl needs CUDA, but torch.cuda.is_available() is False on this host")
+                raise SystemExit("distbench error: backend nccl needs CUDA, but torch.cuda.is_available() is False on this host")
             visible = torch.cuda.device_count()
             if self.local_rank >= visible:
                 raise SystemExit(
-                    f"rank {self.rank} has LOCAL_RANK {self.local_rank} but only {visible} GPU(s) are visible "
+                    f"distbench error: rank {self.rank} has LOCAL_RANK {self.local_rank} but only {visible} GPU(s) are visible "
                     f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}): use at most {visible} "
                     "processes per node with NCCL")
             self.device = torch.device("cuda", self.local_rank)
@@ -345,13 +345,13 @@ def main(argv=None) -> int:
         from distbench.io import atomic_write_json
         atomic_write_json(args.placement_out, {"ranks": records, "error": problem})
     if problem:
-        print(f"distbench: {problem}", file=sys.stderr)
+        print(f"distbench error: {problem}", file=sys.stderr)
         h.dist.destroy_process_group()
         return 3
     f, emit = _csv_writer(partial_path(out)) if h.rank == 0 else (None, lambda rows: None)
     for point in plan_points(args.ops, args.sizes, args.timing):
         if h.rank == 0:
-            print(f"distbench: {point.op} {point.size_bytes} B {point.timing}", file=sys.stderr, flush=True)
+            print(f"distbench: measuring {point.op} {point.size_bytes} B {point.timing}", file=sys.stderr, flush=True)
         h.measure(point, emit)
     h.dist.barrier()
     if f is not None:

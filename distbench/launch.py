@@ -51,7 +51,7 @@ def job_environment(job, params: dict, base: dict | None = None) -> dict:
 
 def _last_error(log_text: str) -> str:
     lines = [l.strip() for l in log_text.splitlines() if l.strip()]
-    for pat in (r"^distbench: (?!all_|reduce_|broadcast |send_recv |barrier )", r"(Error|error|Exception):", r"SIG\w+"):
+    for pat in (r"distbench error: ", r"(Error|error|Exception):", r"SIG\w+"):
         hits = [l for l in lines if re.search(pat, l)]
         if hits:
             return hits[-1][:400]

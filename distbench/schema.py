@@ -94,3 +94,7 @@ def markdown_table() -> str:
     lines = ["| column | type | meaning |", "| --- | --- | --- |"]
     lines += [f"| `{c.name}` | {c.dtype} | {c.doc} |" for c in COMM_COLUMNS]
     return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(markdown_table())

@@ -41,3 +41,12 @@ def plan_for_report():
         "backends_run": PLAN["backends_run"],
         "jobs": [j.wildcards for j in PLAN["jobs"]],
     }
+
+
+def nccl_probe_params():
+    """The NCCL probe runs at the largest NCCL world size (world_size 0 = nothing to probe)."""
+    ws = max(PLAN["world_sizes"].get("nccl") or [0])
+    why = next((s["why"] for s in PLAN["skipped"] if s["what"] == "backend nccl"), "no NCCL jobs in this config")
+    params = job_params(config, "nccl")
+    return {"world_size": ws, "why": why, "ops": params["ops"], "sizes": params["sizes"],
+            "job_env": params["job_env"]}

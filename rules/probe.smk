@@ -1,4 +1,4 @@
-# Probes: what produced the numbers. (Topology and NCCL's own log join here.)
+# Probes: what produced the numbers, and NCCL's own account of how it moved them.
 
 
 rule probe_env:
@@ -8,3 +8,42 @@ rule probe_env:
         "results/logs/probe/env.log",
     script:
         "../workflow/scripts/probe_env.py"
+
+
+rule probe_topology:
+    output:
+        "results/probe/topology.json",
+    log:
+        "results/logs/probe/topology.log",
+    script:
+        "../workflow/scripts/probe_topology.py"
+
+
+# NCCL_DEBUG=INFO slows small messages: this job runs apart from (and never during) timed runs.
+rule probe_nccl:
+    output:
+        json="results/probe/nccl.json",
+        logs=directory("results/probe/nccl_logs"),
+    log:
+        "results/logs/probe/nccl.log",
+    params:
+        probe=nccl_probe_params(),
+    threads: workflow.cores
+    script:
+        "../workflow/scripts/probe_nccl.py"
+
+
+rule diagnose:
+    input:
+        summary="results/tables/comm_summary.csv",
+        env="results/probe/env.json",
+        topology="results/probe/topology.json",
+        nccl="results/probe/nccl.json",
+        placement=lambda wc: [p.replace("comm.csv", "placement.json") for p in comm_csvs()],
+    output:
+        table="results/tables/comm_diagnosed.csv",
+        advice="results/probe/advice.json",
+    log:
+        "results/logs/probe/diagnose.log",
+    script:
+        "../workflow/scripts/diagnose.py"

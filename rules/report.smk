@@ -4,9 +4,10 @@
 
 rule report:
     input:
-        summary="results/tables/comm_summary.csv",
+        summary="results/tables/comm_diagnosed.csv",
         largest="results/tables/comm_largest.csv",
         env="results/probe/env.json",
+        advice="results/probe/advice.json",
         figures="results/figures",
     output:
         md="report/report.md",

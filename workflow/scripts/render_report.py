@@ -1,3 +1,4 @@
+import json
 from pathlib import Path
 
 from distbench.report import render_report
@@ -6,5 +7,6 @@ from distbench.workflow import logged
 sm = snakemake  # noqa: F821 - injected by Snakemake
 with logged(sm.log[0]):
     figures = sorted(Path(sm.input.figures).glob("*.png"))
+    extra = json.loads(Path(sm.input.advice).read_text())
     render_report(sm.input.summary, sm.input.largest, sm.input.env, figures, dict(sm.params.config),
-                  sm.params.plan, sm.output.md, sm.output.html)
+                  sm.params.plan, sm.output.md, sm.output.html, extra=extra)

@@ -1,0 +1,99 @@
+"""NCCL's own account: a short torchrun job with NCCL_DEBUG=INFO, never during timed runs
+(the logging slows small messages). Each op runs once per size; the rank logs are parsed into
+channels, transports, rings/trees and the algorithm/protocol NCCL chose per size.
+
+    python -m distbench.probes.nccl_probe --world-size 2 --out nccl.json --log-dir logs/
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,GRAPH,ENV,TUNING"}
+
+
+def worker(ops: list[str], sizes: list[int]) -> int:
+    import torch
+    import torch.distributed as dist
+
+    from distbench.ops import OPS, Ctx, element_count
+
+    local_rank = int(os.environ["LOCAL_RANK"])
+    device = torch.device("cuda", local_rank)
+    torch.cuda.set_device(device)
+    dist.init_process_group("nccl", device_id=device)
+    ctx = Ctx(dist.get_rank(), dist.get_world_size(), device, torch.float32, "nccl")
+    for op in ops:
+        spec = OPS[op]
+        if ctx.world_size < spec.min_world_size or not spec.moves_data:
+            continue
+        for size in sizes:
+            count = element_count(spec, size, 4, ctx.world_size)
+            if count:
+                spec.run(ctx, spec.make(ctx, count))
+                torch.cuda.synchronize()
+    dist.destroy_process_group()
+    return 0
+
+
+def run_probe(world_size: int, ops: list[str], sizes: list[int], job_env: dict, out_json, log_dir,
+              timeout_s: int = 300) -> dict:
+    from distbench.io import atomic_write_json
+    from distbench.probes.nccl_log import algo_by_size, describe_algo_ranges, parse_nccl_log_files
+
+    log_dir = Path(log_dir)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    for old in log_dir.glob("nccl.*.log"):
+        old.unlink()
+    env = {**os.environ, **job_env, **DEBUG_ENV, "OMP_NUM_THREADS": "1",
+           "NCCL_DEBUG_FILE": str(log_dir.resolve() / "nccl.%h.%p.log")}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={world_size}",
+           "-m", "distbench.probes.nccl_probe", "--worker", "--ops", ",".join(ops),
+           "--sizes", ",".join(map(str, sizes))]
+    result: dict = {"available": False, "world_size": world_size}
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
+        (log_dir / "torchrun.log").write_text(proc.stdout + proc.stderr)
+        if proc.returncode != 0:
+            result["reason"] = f"probe job exited with code {proc.returncode}; see {log_dir / 'torchrun.log'}"
+    except subprocess.TimeoutExpired:
+        result["reason"] = f"probe job killed after {timeout_s} s"
+    logs = sorted(log_dir.glob("nccl.*.log"))
+    if logs:
+        try:
+            parsed = parse_nccl_log_files(logs)
+            rows = algo_by_size(parsed)
+            result.update(parsed, available=True, algo_by_size=rows,
+                          algo_ranges=describe_algo_ranges(rows) if rows else None,
+                          log_files=[str(p) for p in logs])
+        except ValueError as e:
+            result.setdefault("reason", str(e))
+    elif "reason" not in result:
+        result["reason"] = "NCCL wrote no debug log"
+    atomic_write_json(out_json, result)
+    return result
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m distbench.probes.nccl_probe")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--world-size", type=int, default=2)
+    p.add_argument("--ops", default="all_reduce")
+    p.add_argument("--sizes", default=",".join(str(8 * 4**k) for k in range(15)))
+    p.add_argument("--out", default="nccl.json")
+    p.add_argument("--log-dir", default="nccl_logs")
+    args = p.parse_args(argv)
+    ops, sizes = args.ops.split(","), [int(s) for s in args.sizes.split(",")]
+    if args.worker:
+        return worker(ops, sizes)
+    res = run_probe(args.world_size, ops, sizes, {}, args.out, args.log_dir)
+    print(res.get("algo_ranges") or res.get("reason"))
+    return 0 if res["available"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,31 @@
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def torchrun(args, nproc=2, timeout=180, env=None):
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+           "-m", "distbench.comm", *args]
+    e = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=e)
+
+
+@pytest.fixture
+def workflow_dir(tmp_path):
+    """A copy of the workflow (not the package: that is installed) in a fresh directory."""
+    for name in ("Snakefile", "config.yaml"):
+        shutil.copy(REPO / name, tmp_path / name)
+    for name in ("rules", "workflow"):
+        shutil.copytree(REPO / name, tmp_path / name)
+    return tmp_path
+
+
+def snakemake(cwd, *args, timeout=600):
+    cmd = [sys.executable, "-m", "snakemake", "--cores", "1", *args]
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)

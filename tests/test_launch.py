@@ -1,0 +1,49 @@
+"""A job that crashes or hangs ends in bounded time with a recorded status; finished rows survive."""
+
+import time
+
+from distbench.launch import job_environment, run_comm_job, torchrun_command
+from distbench.plan import CommJob
+from distbench.schema import read_comm_csv
+
+
+def _params(**kw):
+    p = {"ops": ["all_reduce"], "sizes": [8], "warmup": 0, "iters": 2, "trials": 2, "timing": ["host"],
+         "op_timeout_s": 60, "job_timeout_s": 120,
+         "job_env": {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}}
+    p.update(kw)
+    return p
+
+
+def test_command_is_an_argument_list_and_env_keeps_nvls_off():
+    job = CommJob("nccl", "float32", 2, "NCCL_ALGO=Ring", {"NCCL_ALGO": "Ring"})
+    cmd = torchrun_command(job, _params(), "o.csv", "p.json")
+    assert isinstance(cmd, list) and "--nproc_per_node=2" in cmd and "NCCL_ALGO=Ring" in cmd
+    env = job_environment(job, _params(), base={"OMP_NUM_THREADS": "8"})
+    assert env["NCCL_NVLS_ENABLE"] == "0" and env["NCCL_ALGO"] == "Ring" and env["OMP_NUM_THREADS"] == "1"
+
+
+def test_a_crashing_job_records_failed_and_skipped_rows(tmp_path):
+    # NCCL on a host without CUDA: every rank exits with a readable reason.
+    job = CommJob("nccl", "float32", 2, "default", {})
+    msg = run_comm_job(job, _params(ops=["all_reduce", "barrier"], sizes=[8, 1024]), tmp_path / "c.csv",
+                       tmp_path / "p.json", tmp_path / "log")
+    assert "needs CUDA" in msg
+    df = read_comm_csv(tmp_path / "c.csv")
+    assert list(df["status"][:2]) == ["failed", "failed"]  # the point in progress, both trials
+    assert (df["status"][2:] == "skipped").all() and len(df) == (2 + 1) * 2
+    assert df["message"].str.contains("needs CUDA").all()
+
+
+def test_a_hung_job_is_killed_in_bounded_time_and_keeps_finished_rows(tmp_path):
+    # 8 B finishes at once; 256 MiB x 200 iterations on Gloo outlasts the 8 s job limit.
+    job = CommJob("gloo", "float32", 2, "default", {})
+    t0 = time.monotonic()
+    msg = run_comm_job(job, _params(sizes=[8, 256 * 2**20], iters=200, job_timeout_s=8), tmp_path / "c.csv",
+                       tmp_path / "p.json", tmp_path / "log")
+    assert time.monotonic() - t0 < 60
+    assert "killed after 8 s" in msg
+    df = read_comm_csv(tmp_path / "c.csv").set_index(["size_bytes", "trial"])
+    assert df.loc[(8, 0), "status"] == "ok" and df.loc[(8, 1), "status"] == "ok"
+    assert df.loc[(256 * 2**20, 0), "status"] == "failed"
+    assert not (tmp_path / "c.csv.partial").exists()

@@ -1,0 +1,53 @@
+import pandas as pd
+import pytest
+
+from distbench.aggregate import SUMMARY_COLUMNS, largest, summarize
+from distbench.schema import COMM_COLUMN_NAMES, SchemaError, check_comm_frame, markdown_table, read_comm_csv
+from tests.conftest import REPO
+
+
+def _row(**kw):
+    r = {"backend": "gloo", "world_size": 2, "op": "all_reduce", "dtype": "float32", "nccl_env": "default",
+         "timing": "host", "inplace": True, "size_bytes": 1024, "count": 256, "trial": 0, "iters": 5,
+         "time_us": 10.0, "algbw_gbps": 0.1, "busbw_gbps": 0.1, "correct": True, "status": "ok", "message": ""}
+    r.update(kw)
+    return r
+
+
+def test_docs_show_the_contract_as_written_in_code():
+    assert markdown_table() in (REPO / "docs/csv-schema.md").read_text()
+
+
+def test_contract_rejects_missing_columns_and_unknown_status(tmp_path):
+    df = pd.DataFrame([_row()])
+    check_comm_frame(df)
+    with pytest.raises(SchemaError, match="missing"):
+        check_comm_frame(df.drop(columns=["busbw_gbps"]))
+    with pytest.raises(SchemaError, match="unknown status"):
+        check_comm_frame(pd.DataFrame([_row(status="great")]))
+    with pytest.raises(SchemaError, match="positive time_us"):
+        check_comm_frame(pd.DataFrame([_row(time_us=float("nan"))]))
+    path = tmp_path / "x.csv"
+    pd.DataFrame([_row(), _row(trial=1, correct=None, status="skipped", message="why")]).to_csv(path, index=False)
+    back = read_comm_csv(path)
+    assert list(back.columns) == list(COMM_COLUMN_NAMES) and back["correct"].isna().sum() == 1
+
+
+def test_summary_statistics_and_worst_status():
+    rows = [_row(trial=t, time_us=v) for t, v in enumerate([10.0, 12.0, 11.0, 100.0])]
+    rows.append(_row(trial=4, status="failed", message="boom", time_us=float("nan")))
+    s = summarize(pd.DataFrame(rows))
+    assert list(s.columns) == SUMMARY_COLUMNS and len(s) == 1
+    r = s.iloc[0]
+    assert r["n_trials"] == 4 and r["time_us_median"] == pytest.approx(11.5) and r["time_us_min"] == 10.0
+    assert r["status"] == "failed" and r["message"] == "boom"
+    times = pd.Series([10.0, 12.0, 11.0, 100.0])
+    assert r["time_us_cv"] == pytest.approx(times.std(ddof=0) / times.mean())
+    assert r["time_us_p95"] == pytest.approx(times.quantile(0.95))
+
+
+def test_largest_picks_each_series_largest_ok_size():
+    rows = [_row(size_bytes=s, trial=0) for s in (8, 1024, 4096)] + [_row(size_bytes=8192, status="oom", time_us=float("nan"))]
+    rows += [_row(world_size=4, size_bytes=64)]
+    big = largest(summarize(pd.DataFrame(rows)))
+    assert dict(zip(big["world_size"], big["size_bytes"])) == {2: 4096, 4: 64}

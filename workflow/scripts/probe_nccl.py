@@ -1,0 +1,12 @@
+from distbench.io import atomic_write_json
+from distbench.probes.nccl_probe import run_probe
+from distbench.workflow import logged
+
+sm = snakemake  # noqa: F821 - injected by Snakemake
+with logged(sm.log[0]):
+    p = sm.params.probe
+    if p["world_size"] < 2:
+        atomic_write_json(sm.output.json, {"available": False, "reason": p["why"]})
+    else:
+        res = run_probe(p["world_size"], p["ops"], p["sizes"], p["job_env"], sm.output.json, sm.output.logs)
+        print(res.get("algo_ranges") or res.get("reason"))
