@@ -1,0 +1,192 @@
+"""Theoretical link peak per GPU, and published busbw figures to hold results against.
+
+nccl-tests' busbw is defined so it "can be directly compared to hardware peak bandwidths"
+(https://raw.githubusercontent.com/NVIDIA/nccl-tests/master/doc/PERFORMANCE.md); that peak is the
+per-GPU, per-direction bandwidth of the slowest link on the ring. Line rate is not reachable:
+NVLink packets carry ~20% overhead, so ~80% of it is the practical ceiling
+(https://github.com/NVIDIA/nccl/issues/1054, https://github.com/NVIDIA/nccl-tests/issues/149).
+All bandwidths here are GB/s = 1e9 B/s, one direction.
+"""
+
+from __future__ import annotations
+
+import re
+
+# NVLink generation -> (GB/s per link per direction, links per GPU on the flagship part).
+NVLINK_GENERATIONS = {1: (20.0, 4), 2: (25.0, 6), 3: (25.0, 12), 4: (25.0, 18), 5: (50.0, 18)}
+# GPU name fragment -> NVLink generation. Order matters: "GH200" before "H200", "A800"/"H800" have fewer links.
+_GPU_NVLINK = (
+    (r"GB[23]00|B[123]00", 5, None),
+    (r"H800", 4, 8),
+    (r"GH200|H200|H100|H20\b", 4, None),
+    (r"A800", 3, 8),
+    (r"A100", 3, None),
+    (r"V100", 2, None),
+    (r"P100", 1, None),
+)
+# PCIe generation -> GB/s per lane per direction after 128b/130b (Gen3+) encoding.
+PCIE_LANE_GBPS = {3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
+PCIE_EFFECTIVE = 0.8  # TLP/DLLP overhead: a Gen4 x16 slot moves ~25 of its ~32 GB/s
+_GPU_PCIE_GEN = ((r"H100|H200|H20\b|B200|RTX 50|L40|RTX PRO", 5), (r"A100|A800|A10\b|A30|A40|L4\b|RTX 30|RTX 40|RTX A", 4),
+                 (r"V100|T4\b|P100|RTX 20", 3))
+
+
+def _nvlink_generation_from_name(gpu_name: str | None) -> tuple[int | None, int | None]:
+    for pattern, gen, links in _GPU_NVLINK:
+        if gpu_name and re.search(pattern, gpu_name, re.I):
+            # PCIe cards of NVLink GPUs reach peers over a bridge or not at all; the topology decides.
+            return gen, links
+    return None, None
+
+
+def _pcie_gen_from_name(gpu_name: str | None) -> int | None:
+    for pattern, gen in _GPU_PCIE_GEN:
+        if gpu_name and re.search(pattern, gpu_name, re.I):
+            return gen
+    return None
+
+
+def _gpu_paths(topology: dict | None, gpus: list[str] | None) -> tuple[dict | None, dict[str, int]]:
+    """(slowest GPU-GPU link, NVLink count per GPU over its NVLink peers) for the GPUs in use.
+
+    NCCL builds its rings over NVLink when the NVLink graph connects every GPU (NVSwitch boards,
+    V100 hybrid cube-mesh, A100 4-GPU mesh); only otherwise does a PCIe hop bound the ring.
+    """
+    links = [l for l in (topology or {}).get("links") or [] if not gpus or (l["a"] in gpus and l["b"] in gpus)]
+    if not links:
+        return None, {}
+    order = {"NV": 0, "PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}
+    slowest = max(links, key=lambda l: (order.get(l["type"], 6), -(l.get("nvlinks") or 0)))
+    nodes = {l["a"] for l in links} | {l["b"] for l in links}
+    per_gpu = {g: 0 for g in nodes}
+    adj: dict[str, set] = {g: set() for g in nodes}
+    for l in links:
+        if l["type"] == "NV":
+            per_gpu[l["a"]] += l["nvlinks"]
+            per_gpu[l["b"]] += l["nvlinks"]
+            adj[l["a"]].add(l["b"])
+            adj[l["b"]].add(l["a"])
+    seen, todo = set(), [next(iter(nodes))]
+    while todo:
+        g = todo.pop()
+        if g not in seen:
+            seen.add(g)
+            todo += adj[g] - seen
+    if seen == nodes and slowest["type"] != "NV":
+        # Connected over NVLink despite some PCIe pairs: report the NVLink side as the path.
+        slowest = min((l for l in links if l["type"] == "NV"), key=lambda l: l["nvlinks"])
+    return slowest, (per_gpu if seen == nodes else {})
+
+
+def link_peak(topology: dict | None = None, nvlink: dict | None = None, nccl: dict | None = None,
+              gpu_name: str | None = None, gpus: list[str] | None = None) -> dict:
+    """{"peak_gbps": float|None, "link": "NVLink4 x18", "basis": "...", "kind": nvlink|pcie|network|None}.
+
+    `gpus` (e.g. ["GPU0", "GPU1"]) restricts the topology to the GPUs the job used."""
+    if gpu_name is None:
+        names = (topology or {}).get("gpu_names") or {}
+        gpu_name = next(iter(names.values()), None)
+        nv_gpus = (nvlink or {}).get("gpus") or []
+        gpu_name = gpu_name or (nv_gpus[0].get("name") if nv_gpus else None)
+
+    # Across nodes the NIC is the bottleneck (NVLink/PCIe inside a node are far faster).
+    if nccl and (nccl.get("nnodes") or 1) > 1:
+        speeds = list((nccl.get("net_speeds_mbps") or {}).values())
+        net = nccl.get("net_plugin") or "network"
+        if speeds:
+            gbps = min(speeds) / 8 / 1000  # Mb/s -> GB/s
+            return {"peak_gbps": gbps, "link": f"NET/{net} {min(speeds) // 1000} Gb/s", "kind": "network",
+                    "basis": f"{nccl['nnodes']} nodes: the slowest NIC NCCL reported runs at {min(speeds) // 1000} Gb/s "
+                             f"= {gbps:g} GB/s per direction, assuming one NIC per GPU."}
+        return {"peak_gbps": None, "link": f"NET/{net}", "kind": "network",
+                "basis": f"{nccl['nnodes']} nodes over NET/{net}, but the NCCL log gives no NIC speed."}
+
+    path, nv_per_gpu = _gpu_paths(topology, gpus)
+    nv_gpus = [g for g in (nvlink or {}).get("gpus", []) if g.get("nvlink_active")]
+    gen, default_links = _nvlink_generation_from_name(gpu_name)
+    nvml_gens = {g["nvlink_generation"] for g in nv_gpus if g.get("nvlink_generation")}
+    if gen is None and nvml_gens:
+        gen = min(nvml_gens)
+
+    if path is not None:
+        uses_nvlink = path["type"] == "NV"
+    elif nvlink and nvlink.get("available"):
+        uses_nvlink = bool(nv_gpus)
+    else:  # only the name is known: SXM parts sit on NVLink, PCIe cards are assumed not bridged
+        uses_nvlink = gen is not None and not re.search(r"PCIe", gpu_name or "", re.I)
+    if uses_nvlink and gen:
+        per_link, flagship_links = NVLINK_GENERATIONS[gen]
+        if nv_gpus:
+            links = min(g["nvlink_active"] for g in nv_gpus)
+            src = f"NVML reports {links} active links per GPU (fewest over GPUs)"
+        elif path is not None:
+            # Per GPU, its NVLinks to all peers, capped at what the part has: NV18 to each of 7
+            # NVSwitch peers is the same 18 links seen 7 times, while a mesh's NV4s add up.
+            links = min(min(n, default_links or flagship_links) for n in nv_per_gpu.values())
+            src = f"nvidia-smi topo -m shows {path['raw']} between {path['a']} and {path['b']} ({links} links per GPU)"
+        else:
+            links = default_links or flagship_links
+            src = f"{gpu_name} has {links} links"
+        peak = per_link * links
+        return {"peak_gbps": peak, "link": f"NVLink{gen} x{links}", "kind": "nvlink",
+                "basis": f"{src}; NVLink{gen} carries {per_link:g} GB/s per link per direction, so {peak:g} GB/s "
+                         f"(about {peak * 0.8:.0f} GB/s is reachable after protocol overhead)."}
+
+    # PCIe: prefer the link NVML reports (max gen/width, since idle GPUs downclock the link).
+    pcie = [(g.get("pcie_gen_max"), g.get("pcie_width_max")) for g in (nvlink or {}).get("gpus", [])]
+    pcie = [(gn, w) for gn, w in pcie if gn and w]
+    if pcie:
+        pgen, width = min(pcie)
+        src = "NVML"
+    else:
+        pgen, width, src = _pcie_gen_from_name(gpu_name), 16, f"assumed x16 for {gpu_name}"
+    if pgen in PCIE_LANE_GBPS:
+        peak = round(PCIE_LANE_GBPS[pgen] * width, 1)
+        where = f" ({path['type']} between {path['a']} and {path['b']})" if path else ""
+        cross = " The path crosses the CPU interconnect between NUMA nodes, which can cap it lower." if path and path["type"] == "SYS" else ""
+        return {"peak_gbps": peak, "link": f"PCIe Gen{pgen} x{width}", "kind": "pcie",
+                "basis": f"GPUs talk over PCIe{where}; Gen{pgen} x{width} ({src}) is {peak:g} GB/s raw per direction, "
+                         f"about {peak * PCIE_EFFECTIVE:.0f} GB/s effective.{cross}"}
+    return {"peak_gbps": None, "link": None, "kind": None,
+            "basis": "no topology, NVML or known GPU name to derive the link peak from."}
+
+
+GiB = 1 << 30
+# Published busbw for large all_reduce; each row cites where the number was stated.
+_EXPECTED_FIELDS = ("gpu", "gpus", "op", "min_bytes", "nvls", "expected_busbw_gbps_low", "expected_busbw_gbps_high",
+                    "source", "note")
+_EXPECTED_ROWS = (
+    ("H100", 8, "all_reduce", 1 * GiB, False, 360.0, 370.0, "https://github.com/NVIDIA/nccl-tests/issues/212",
+     "NCCL maintainer: ~370 GB/s effective NVLink4 bandwidth with NCCL_ALGO=RING (NVLS off); "
+     "corroborated by 368.76 GB/s in https://github.com/NVIDIA/nccl-tests/issues/309"),
+    ("H100", 8, "all_reduce", 1 * GiB, True, 450.0, 480.0, "https://github.com/NVIDIA/nccl-tests/issues/212",
+     "NVLink SHARP (NVLS, the default on NVSwitch systems): peak busbw ~480 GB/s on 8 GPUs at large sizes"),
+    ("H200", 8, "all_reduce", 1 * GiB, True, 450.0, 480.0, "https://github.com/NVIDIA/nccl-tests/issues/272",
+     "8x H200, NCCL 2.20.3 defaults: peak 475 GB/s busbw (sizes up to 4 GiB)"),
+    ("H200", 2, "all_reduce", 1 * GiB, False, 320.0, 340.0, "distbench issue 3",
+     "2x H200 NV18, nccl-tests all_reduce 1 GiB ~330 GB/s busbw, measured by our team on 2026-11-26"),
+    ("A100", 8, "all_reduce", 8 * GiB, False, 220.0, 235.0, "https://github.com/NVIDIA/nccl-tests/issues/149",
+     "NCCL maintainer: 12 NVLink3 links give ~240 GB/s effective, ~230 GB/s reachable at 8 GiB"),
+)
+EXPECTED = [dict(zip(_EXPECTED_FIELDS, r)) for r in _EXPECTED_ROWS]
+
+
+def _norm_op(op: str) -> str:
+    return op.replace("_", "").lower()
+
+
+def expected_for(gpu_name: str | None, world_size: int, op: str, size_bytes: int,
+                 nvls: bool | None = None) -> dict | None:
+    """The published figure that applies, or None. With nvls unknown the NVLS-off (lower) row wins,
+    so a run is never judged against a ceiling it may not have been allowed to use."""
+    if not gpu_name or re.search(r"PCIe|NVL\b", gpu_name, re.I):
+        return None  # the figures are for SXM parts on NVSwitch baseboards
+    rows = [
+        r for r in EXPECTED
+        if re.search(rf"\b{r['gpu']}\b", gpu_name, re.I) and r["gpus"] == world_size
+        and _norm_op(r["op"]) == _norm_op(op) and size_bytes >= r["min_bytes"]
+        and (nvls is None or r["nvls"] == nvls)
+    ]
+    if not rows:
+        return None
+    return min(rows, key=lambda r: r["expected_busbw_gbps_low"])
