@@ -103,11 +103,12 @@ def _unique_envs(envs: list[dict]) -> list[dict]:
     return out
 
 
-def job_params(config: dict, backend: str) -> dict:
+def job_params(config: dict, backend: str, nccl_env: str = "default") -> dict:
     """The values that shape a job's measurements (a change reruns the job via Snakemake's params trigger)."""
     comm = config["comm"]
     sizes = sizes_from_config(comm)
-    p = {"ops": list(comm["ops"]), "warmup": comm["warmup"], "iters": comm["iters"],
+    ops = comm["ops"] if nccl_env == "default" else comm.get("nccl_env_ops") or comm["ops"]
+    p = {"ops": list(ops), "warmup": comm["warmup"], "iters": comm["iters"],
          "trials": comm["trials"], "timing": list(comm["timing"]), "op_timeout_s": comm["op_timeout_s"],
          "job_timeout_s": comm["job_timeout_s"], "job_env": {k: str(v) for k, v in config["job_env"].items()}}
     if backend == "gloo":

@@ -9,7 +9,7 @@ rule comm_job:
         "results/logs/comm/{backend}/{dtype}/ws{world_size}/{nccl_env}.log",
     params:
         # Values that shape the measurements: a change reruns exactly the jobs it touches.
-        job=lambda wc: job_params(config, wc.backend),
+        job=lambda wc: job_params(config, wc.backend, wc.nccl_env),
         nccl_env=lambda wc: comm_job(wc).nccl_env,
     # All cores: two benchmark jobs must never run at the same time and disturb each other.
     threads: workflow.cores

@@ -32,3 +32,9 @@ def test_gloo_params_cap_sizes_and_use_host_timing():
     assert max(g["sizes"]) == 128 * 2**20 and max(n["sizes"]) == 2**30
     assert g["timing"] == ["host"] and n["timing"] == ["events", "graph"]
     assert g["iters"] == 5 and n["iters"] == 20
+
+
+def test_nccl_env_ops_limit_only_non_default_settings():
+    cfg = check_config({"comm": {"nccl_env": [{}, {"NCCL_ALGO": "Tree"}], "nccl_env_ops": ["all_reduce"]}})
+    assert job_params(cfg, "nccl", "default")["ops"] == cfg["comm"]["ops"]
+    assert job_params(cfg, "nccl", "NCCL_ALGO=Tree")["ops"] == ["all_reduce"]

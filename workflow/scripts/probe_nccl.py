@@ -1,3 +1,5 @@
+from pathlib import Path
+
 from distbench.io import atomic_write_json
 from distbench.probes.nccl_probe import run_probe
 from distbench.workflow import logged
@@ -5,6 +7,7 @@ from distbench.workflow import logged
 sm = snakemake  # noqa: F821 - injected by Snakemake
 with logged(sm.log[0]):
     p = sm.params.probe
+    Path(sm.output.logs).mkdir(parents=True, exist_ok=True)
     if p["world_size"] < 2:
         atomic_write_json(sm.output.json, {"available": False, "reason": p["why"]})
     else:

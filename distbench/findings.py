@@ -1,0 +1,285 @@
+"""Computed, plain-language findings from comm_summary.csv, plus the helpers plots and report share.
+
+Every sentence is built from numbers in the table; a sentence whose data are missing is not emitted.
+The "primary" selection (one timing/dtype/nccl_env/inplace per backend) lives here so that the
+figures, the tables and the sentences all describe the same rows.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from distbench.schema import _to_bool
+
+SUMMARY_COLUMNS = (
+    "backend", "world_size", "op", "dtype", "nccl_env", "timing", "inplace", "size_bytes", "n_trials",
+    "time_us_median", "time_us_p5", "time_us_p95", "time_us_min", "time_us_cv", "algbw_gbps_median",
+    "busbw_gbps_median", "busbw_gbps_max", "correct", "status", "message",
+)
+TIMING_PREFERENCE = ("events", "graph", "host")  # device-side timing first: it excludes host overhead
+REFERENCE_SIZE = 1e8  # "about 100 MB": large enough to be bandwidth-bound on every link
+BACKEND_NAMES = {"nccl": "NCCL", "gloo": "Gloo", "mpi": "MPI", "ucc": "UCC"}
+STATUS_PHRASES = {
+    "oom": "ran out of memory",
+    "skipped": "were skipped",
+    "failed": "failed",
+    "wrong": "returned WRONG results",
+}
+
+
+# ---------------------------------------------------------------- formatting
+def human_bytes(n) -> str:
+    """Binary units: 8 B, 1 KiB, 1.5 MiB, 128 MiB, 1 GiB."""
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            break
+        n /= 1024
+    if unit == "B":
+        return f"{int(n)} B"
+    return f"{n:.1f}".removesuffix(".0") + f" {unit}"
+
+
+def _sig3(x: float) -> str:
+    return f"{x:#.3g}".rstrip(".")  # '#' keeps trailing zeros (8.00), rstrip drops a bare point (412.)
+
+
+def human_time_us(us) -> str:
+    """Three significant digits in µs, ms or s: 4.12 µs, 412 µs, 15.3 ms, 2.05 s."""
+    us = float(us)
+    if us < 999.5:
+        return f"{_sig3(us)} µs"
+    if us < 999.5e3:
+        return f"{_sig3(us / 1e3)} ms"
+    return f"{_sig3(us / 1e6)} s"
+
+
+def backend_name(b: str) -> str:
+    return BACKEND_NAMES.get(str(b), str(b).upper())
+
+
+# ---------------------------------------------------------------- loading and selection
+def normalise_summary(df: pd.DataFrame) -> pd.DataFrame:
+    """Types the summary as the report expects; idempotent, so callers may pass a raw read_csv."""
+    df = df.copy()
+    for col in ("backend", "op", "dtype", "nccl_env", "timing", "status", "message"):
+        if col in df:
+            df[col] = df[col].astype("string")
+    if "message" in df:
+        df["message"] = df["message"].fillna("")
+    if "nccl_env" in df:
+        df["nccl_env"] = df["nccl_env"].fillna("default")
+    for col in ("world_size", "size_bytes"):
+        if col in df:
+            df[col] = pd.to_numeric(df[col]).astype("int64")
+    for col in ("inplace", "correct"):
+        if col in df:
+            df[col] = df[col].map(_to_bool).astype("boolean")
+    if "inplace" in df:
+        df["inplace"] = df["inplace"].fillna(False)
+    for col in SUMMARY_COLUMNS:
+        if col.startswith(("time_us", "algbw", "busbw")) and col in df:
+            df[col] = pd.to_numeric(df[col], errors="coerce").astype("float64")
+    return df
+
+
+def read_summary(path) -> pd.DataFrame:
+    """Read comm_summary.csv / comm_largest.csv; a missing or empty file gives an empty table."""
+    path = Path(path)
+    if not path.exists() or path.stat().st_size == 0:
+        return normalise_summary(pd.DataFrame({c: [] for c in SUMMARY_COLUMNS}))
+    return normalise_summary(pd.read_csv(path))
+
+
+def _first_present(values, preferred):
+    """The first preferred value present in `values`, else the first value in order of appearance."""
+    present = list(dict.fromkeys(values.dropna().tolist()))
+    for p in preferred:
+        if p in present:
+            return p
+    return present[0] if present else None
+
+
+PRIMARY = {  # column -> preference order for the "primary" value per backend
+    "timing": TIMING_PREFERENCE,
+    "dtype": ("float32",),
+    "nccl_env": ("default",),
+    "inplace": (False,),
+}
+
+
+def primary_rows(df: pd.DataFrame, vary=(), ok_only: bool = True) -> pd.DataFrame:
+    """Per backend, keep the primary timing, dtype, nccl_env and inplace, except the columns in `vary`.
+
+    Chosen per backend because backends legitimately differ (Gloo has only host timing).
+    """
+    if ok_only:
+        df = df[df["status"] == "ok"]
+    parts = []
+    for _, g in df.groupby("backend", sort=True):
+        for col, pref in PRIMARY.items():
+            if col not in vary and col != "inplace":
+                g = g[g[col] == _first_present(g[col], pref)]
+        if "inplace" not in vary:
+            # Per op: torch's all_reduce and broadcast exist only in place, the others only out of place.
+            g = pd.concat([o[o["inplace"] == _first_present(o["inplace"], PRIMARY["inplace"])]
+                           for _, o in g.groupby("op", sort=False)]) if len(g) else g
+        parts.append(g)
+    if not parts:
+        return df.iloc[0:0]
+    return pd.concat(parts, ignore_index=True)
+
+
+def pick_op(ops, preferred: str = "all_reduce"):
+    ops = list(dict.fromkeys(ops))
+    return preferred if preferred in ops else (ops[0] if ops else None)
+
+
+def closest_size(sizes, target: float = REFERENCE_SIZE):
+    """The measured size closest to `target` on a log scale (128 MiB beats 64 MiB for 100 MB)."""
+    sizes = [int(s) for s in sizes if s > 0]
+    return min(sizes, key=lambda s: (abs(math.log(s / target)), s)) if sizes else None
+
+
+def _one(df: pd.DataFrame, **eq):
+    for k, v in eq.items():
+        df = df[df[k] == v]
+    return df.iloc[0] if len(df) else None
+
+
+# ---------------------------------------------------------------- sentences
+def _backend_ratio(p: pd.DataFrame) -> list[str]:
+    if p["backend"].nunique() < 2:
+        return []
+    backends = sorted(p["backend"].unique())
+    fast_pair = [b for b in ("nccl", "gloo") if b in backends]
+    a, b = fast_pair if len(fast_pair) == 2 else backends[:2]
+    common_ops = [o for o in p["op"].unique() if o != "barrier"
+                  and {a, b} <= set(p.loc[p["op"] == o, "backend"])]
+    op = pick_op(common_ops)
+    if op is None:
+        return []
+    q = p[p["op"] == op]
+    keys_a = set(zip(q.loc[q["backend"] == a, "world_size"], q.loc[q["backend"] == a, "size_bytes"]))
+    keys_b = set(zip(q.loc[q["backend"] == b, "world_size"], q.loc[q["backend"] == b, "size_bytes"]))
+    common = keys_a & keys_b
+    size = closest_size({s for _, s in common})
+    if size is None:
+        return []
+    ws = max(w for w, s in common if s == size)  # most ranks: closest to the use case
+    ta = _one(q, backend=a, world_size=ws, size_bytes=size)["time_us_median"]
+    tb = _one(q, backend=b, world_size=ws, size_bytes=size)["time_us_median"]
+    (fast, tf), (slow, ts) = sorted([(a, ta), (b, tb)], key=lambda x: x[1])
+    return [f"{backend_name(fast)} is {ts / tf:.1f}× faster than {backend_name(slow)} for {op} at "
+            f"{human_bytes(size)} (world size {ws}: {human_time_us(tf)} vs {human_time_us(ts)})."]
+
+
+def _peak_busbw(p: pd.DataFrame, peak: dict | None) -> list[str]:
+    bw = p[(p["op"] != "barrier") & p["busbw_gbps_median"].notna()]
+    by_size: dict[int, list[str]] = {}
+    for op, g in bw.groupby("op", sort=False):
+        size = int(g["size_bytes"].max())
+        r = g[g["size_bytes"] == size].sort_values("busbw_gbps_median").iloc[-1]
+        text = (f"{op} {r['busbw_gbps_median']:.1f} GB/s on {backend_name(r['backend'])}, "
+                f"world size {r['world_size']} ({r['timing']} timing)")
+        if peak and peak.get("peak_gbps") and r["backend"] == "nccl":
+            text += f", {100 * r['busbw_gbps_median'] / float(peak['peak_gbps']):.0f}% of the " \
+                    f"{float(peak['peak_gbps']):g} GB/s {peak.get('link') or 'link'} peak"
+        by_size.setdefault(size, []).append(text)
+    return [f"Peak busbw at the largest size ({human_bytes(s)}): " + "; ".join(t) + "."
+            for s, t in sorted(by_size.items(), reverse=True)]
+
+
+def _scaling(p: pd.DataFrame) -> list[str]:
+    out = []
+    for backend, g in p.groupby("backend", sort=True):
+        op = pick_op([o for o in g["op"].unique() if o != "barrier"])
+        g = g[g["op"] == op]
+        if g["world_size"].nunique() < 2:
+            continue
+        lo, hi = int(g["world_size"].min()), int(g["world_size"].max())
+        size = closest_size(set(g.loc[g["world_size"] == lo, "size_bytes"])
+                            & set(g.loc[g["world_size"] == hi, "size_bytes"]))
+        if size is None:
+            continue
+        t_lo = _one(g, world_size=lo, size_bytes=size)["time_us_median"]
+        t_hi = _one(g, world_size=hi, size_bytes=size)["time_us_median"]
+        r = t_hi / t_lo
+        change = f"grows {r:.1f}×" if r >= 1 else f"falls {1 / r:.1f}×"
+        out.append(f"{backend_name(backend)} {op} time {change} from {lo} to {hi} ranks at "
+                   f"{human_bytes(size)} ({human_time_us(t_lo)} vs {human_time_us(t_hi)}).")
+    return out
+
+
+def _timing_overhead(summary: pd.DataFrame) -> list[str]:
+    """Compare timing modes at the smallest size, where launch/sync overhead dominates."""
+    p = primary_rows(summary, vary=("timing",))
+    out = []
+    for backend, g in p.groupby("backend", sort=True):
+        op = pick_op(g["op"].unique())
+        g = g[g["op"] == op]
+        for other, template in (
+            ("graph", "CUDA-graph timing {verb} {d} of launch overhead at {size} "
+                      "(events {te} vs graph {to}; {where})."),
+            ("host", "Host-clock timing adds {d} per op at {size} over CUDA events "
+                     "(host {to} vs events {te}; {where}): synchronisation overhead, not network time."),
+        ):
+            ev, ot = g[g["timing"] == "events"], g[g["timing"] == other]
+            common = set(zip(ev["world_size"], ev["size_bytes"])) & set(zip(ot["world_size"], ot["size_bytes"]))
+            if not common:
+                continue
+            ws, size = min(common, key=lambda k: (k[1], k[0]))
+            te = _one(ev, world_size=ws, size_bytes=size)["time_us_median"]
+            to = _one(ot, world_size=ws, size_bytes=size)["time_us_median"]
+            d = te - to if other == "graph" else to - te
+            if d <= 0:  # say so rather than print a negative saving
+                out.append(f"{other.capitalize()} timing shows no overhead difference from events at "
+                           f"{human_bytes(size)} (events {human_time_us(te)} vs {other} {human_time_us(to)}; "
+                           f"{backend_name(backend)} {op}, world size {ws}).")
+                continue
+            out.append(template.format(verb="removes", d=human_time_us(d), size=human_bytes(size),
+                                       te=human_time_us(te), to=human_time_us(to),
+                                       where=f"{backend_name(backend)} {op}, world size {ws}"))
+    return out
+
+
+def _describe(r) -> str:
+    return (f"{r['op']} {backend_name(r['backend'])} ws {r['world_size']} {r['dtype']} "
+            f"{r['timing']} at {human_bytes(r['size_bytes'])}")
+
+
+def _problems(summary: pd.DataFrame, limit: int = 4) -> list[str]:
+    out = []
+    bad = summary[summary["status"] != "ok"]
+    for status in ["wrong"] + [s for s in STATUS_PHRASES if s != "wrong"]:
+        rows = bad[bad["status"] == status]
+        if rows.empty:
+            continue
+        examples = [_describe(r) for _, r in rows.head(limit).iterrows()]
+        more = f" and {len(rows) - limit} more" if len(rows) > limit else ""
+        n = len(rows)
+        noun = "measurement" if n == 1 else "measurements"
+        verb = STATUS_PHRASES[status]
+        if n == 1:
+            verb = verb.replace("were ", "was ")
+        line = f"{n} {noun} {verb}: {', '.join(examples)}{more}."
+        if status == "wrong":
+            line = f"⚠ CORRECTNESS FAILURE: {line} Do not trust these numbers."
+        out.append(line)
+    return out
+
+
+def compute_findings(summary_df: pd.DataFrame, plan: dict | None = None, *, peak: dict | None = None) -> list[str]:
+    """Short sentences with numbers; `peak` (extra['peak']) adds % of link peak for NCCL."""
+    summary = normalise_summary(summary_df)
+    plan = plan or {}
+    p = primary_rows(summary)
+    out = _problems(summary)
+    out += [f"Not measured: {s['what']} — {s['why']}." for s in plan.get("skipped") or []
+            if str(s.get("what", "")).startswith("backend ")]
+    if not p.empty:
+        out += _backend_ratio(p) + _peak_busbw(p, peak) + _scaling(p) + _timing_overhead(summary)
+    return out

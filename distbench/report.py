@@ -1,0 +1,241 @@
+"""The Markdown + self-contained HTML report.
+
+Both are rendered from the same context by Jinja2 templates in distbench/templates. The HTML inlines
+every figure as a data: URI and has no external CSS/JS, so it can be mailed or archived as one file.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+import jinja2
+import pandas as pd
+import yaml
+
+from distbench.findings import (
+    backend_name, compute_findings, human_bytes, primary_rows, read_summary,
+)
+from distbench.io import atomic_write_text
+
+TEMPLATES = Path(__file__).parent / "templates"
+MAX_TABLE_ROWS = 200  # beyond this a table stops being read; the CSVs hold everything
+MAX_SIZES_PER_OP = 12  # compact summary: evenly spaced sizes, first and last always kept
+ENV_KEYS = ("hostname", "platform", "python", "torch", "cuda", "nccl_version", "gloo_available",
+            "driver", "gpu_count", "cpu_model", "cpu_count", "git_commit")
+
+
+def _fmt(v, digits: int = 1) -> str:
+    if v is None or (isinstance(v, float) and v != v) or v is pd.NA:
+        return "—"
+    if isinstance(v, float):
+        return f"{v:,.{digits}f}"
+    return str(v)
+
+
+def _table(headers, rows, total: int | None = None) -> dict:
+    """A table both templates render: headers, rows of strings, and how many rows were cut."""
+    rows = [[_fmt(c) for c in r] for r in rows]
+    total = len(rows) if total is None else total
+    return {"headers": list(headers), "rows": rows[:MAX_TABLE_ROWS], "omitted": max(0, total - MAX_TABLE_ROWS),
+            "note": ""}
+
+
+def _env_table(env: dict) -> dict:
+    rows = [[k, env.get(k)] for k in ENV_KEYS if k in env]
+    rows += [[f"GPU {g.get('index', i)}", f"{g.get('name')} ({_fmt(g.get('memory_total_mib'))} MiB, "
+              f"PCI {g.get('pci_bus_id')}, {g.get('uuid')})"] for i, g in enumerate(env.get("gpus") or [])]
+    rows += [[k, json.dumps(v) if isinstance(v, (dict, list)) else v] for k, v in env.items()
+             if k not in ENV_KEYS and k != "gpus"]
+    return _table(["key", "value"], rows)
+
+
+def _plan(plan: dict) -> dict:
+    ws = plan.get("world_sizes") or {}
+    ran = [f"{backend_name(b)} ({b}): world sizes {', '.join(map(str, ws.get(b, [])))}"
+           for b in plan.get("backends_run") or []]
+    skipped = [f"{s.get('what')}: skipped — {s.get('why')}" for s in plan.get("skipped") or []]
+    gpus = f"{plan.get('gpus')} ({plan.get('gpus_source')})" if "gpus" in plan else None
+    return {"ran": ran, "skipped": skipped, "gpus": gpus}
+
+
+def _largest_table(largest: pd.DataFrame, peak: dict | None) -> dict:
+    peak_gbps = float(peak["peak_gbps"]) if peak and peak.get("peak_gbps") else None
+    # nccl_env / inplace columns only when they vary; otherwise rows would look like duplicates or waste width
+    varying = [c for c in ("nccl_env", "inplace") if largest[c].nunique() > 1]
+    keys = ["op", "backend", "world_size", "dtype", *varying, "timing"]
+    headers = ["op", "backend", "ws", "dtype", *varying, "timing", "size", "time µs", "busbw GB/s"]
+    if peak_gbps:
+        headers.append("% of link peak")
+    rows = []
+    for _, r in largest.sort_values(keys).iterrows():
+        row = [r[k] for k in keys] + [human_bytes(r["size_bytes"]), r["time_us_median"], r["busbw_gbps_median"]]
+        if peak_gbps:  # the link peak describes GPU links: meaningless for Gloo over TCP/shared memory
+            bw = r["busbw_gbps_median"]
+            row.append(f"{100 * bw / peak_gbps:.0f}%" if r["backend"] == "nccl" and pd.notna(bw) else None)
+        rows.append(row)
+    return _table(headers, rows)
+
+
+def _thin(sizes: list[int]) -> list[int]:
+    if len(sizes) <= MAX_SIZES_PER_OP:
+        return sizes
+    step = (len(sizes) - 1) / (MAX_SIZES_PER_OP - 1)
+    return sorted({sizes[round(i * step)] for i in range(MAX_SIZES_PER_OP)})
+
+
+def _compact_table(summary: pd.DataFrame) -> dict:
+    """op × size rows, one column per (backend, world size): median time and busbw, primary timing."""
+    p = primary_rows(summary)
+    if p.empty:
+        return _table([], [])
+    cols = sorted(set(zip(p["backend"], p["world_size"])))
+    cell = {(r["op"], r["size_bytes"], r["backend"], r["world_size"]): r for _, r in p.iterrows()}
+    timing = {b: g["timing"].iloc[0] for b, g in p.groupby("backend")}
+    headers = ["op", "size"] + [f"{b} ws{w} ({timing[b]})" for b, w in cols]
+    rows, total = [], 0
+    for op in dict.fromkeys(p["op"]):
+        sizes = sorted(set(p.loc[p["op"] == op, "size_bytes"]))
+        total += len(sizes)
+        for s in _thin(sizes):
+            row = [op, human_bytes(s)]
+            for b, w in cols:
+                r = cell.get((op, s, b, w))
+                if r is None:
+                    row.append(None)
+                    continue
+                bw = r["busbw_gbps_median"]
+                row.append(f"{r['time_us_median']:,.1f} µs" + (f" · {bw:.3g} GB/s" if pd.notna(bw) else ""))
+            rows.append(row)
+    table = _table(headers, rows)
+    table["note"] = f"{len(rows)} of {total} op × size rows shown" if len(rows) < total else ""
+    return table
+
+
+def _problem_table(summary: pd.DataFrame) -> dict:
+    bad = summary[summary["status"] != "ok"]
+    rows = [[r["status"], r["op"], r["backend"], r["world_size"], r["dtype"], r["nccl_env"], r["timing"],
+             human_bytes(r["size_bytes"]), r["message"]] for _, r in bad.iterrows()]
+    return _table(["status", "op", "backend", "ws", "dtype", "nccl_env", "timing", "size", "message"], rows)
+
+
+FIGURE_TITLES = {
+    "time_vs_size": "Time per op vs message size",
+    "busbw_vs_size": "Bus bandwidth vs message size",
+    "backend_comparison_100mb": "Backends compared at about 100 MB",
+    "timing_modes": "Timing modes (events, CUDA graph, host clock)",
+    "nccl_env": "NCCL environment sweep",
+    "dtype": "Bus bandwidth by dtype",
+}
+
+
+def _figures(figures, out_md: Path) -> list[dict]:
+    """One entry per figure stem: PNG for display (inlined in HTML), SVG offered as a link."""
+    by_stem: dict[str, dict[str, Path]] = {}
+    for f in map(Path, figures):
+        if f.exists():
+            by_stem.setdefault(f.stem, {})[f.suffix.lower().lstrip(".")] = f
+    out = []
+    for stem, files in by_stem.items():
+        img = files.get("png") or files.get("svg")
+        if img is None:
+            continue
+        mime = "image/png" if img.suffix.lower() == ".png" else "image/svg+xml"
+        rel = {ext: Path(os.path.relpath(p, out_md.parent)).as_posix() for ext, p in files.items()}
+        out.append({"name": stem, "title": FIGURE_TITLES.get(stem, stem.replace("_", " ")), "md_src": rel[img.suffix.lower()[1:]],
+                    "svg": rel.get("svg"), "data_uri": f"data:{mime};base64,"
+                    + base64.b64encode(img.read_bytes()).decode("ascii")})
+    return out
+
+
+def _cell(v, limit: int = 300) -> str | None:
+    """A probe value as one table cell: scalars as is, flat dicts/lists inline, deep structures counted."""
+    if v is None or isinstance(v, (str, int, float, bool)):
+        text = v
+    elif isinstance(v, dict) and all(not isinstance(x, (dict, list)) for x in v.values()):
+        text = ", ".join(f"{k}={x}" for k, x in v.items()) or None
+    elif isinstance(v, list) and all(not isinstance(x, (dict, list)) for x in v):
+        text = ", ".join(map(str, v)) or None
+    else:  # rings, tuning tables, matrices: too deep for a report cell; the JSON file keeps them
+        text = f"{len(v)} {'entry' if len(v) == 1 else 'entries'} (see the probe JSON)"
+    return text if not isinstance(text, str) or len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _extra_block(value) -> dict:
+    """An extra section as a table (flat values), bullet items and preformatted blocks (multi-line text)."""
+    block = {"table": None, "items": [], "blocks": []}
+    if isinstance(value, str):
+        block["blocks"].append({"label": "", "text": value})
+    elif isinstance(value, dict):
+        multi = {k: v for k, v in value.items() if isinstance(v, str) and "\n" in v}
+        block["blocks"] = [{"label": k, "text": v} for k, v in multi.items()]
+        block["table"] = _table(["key", "value"], [[k, _cell(v)] for k, v in value.items() if k not in multi])
+    elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        keys = list(dict.fromkeys(k for v in value for k in v))
+        block["table"] = _table(keys, [[_cell(v.get(k)) for k in keys] for v in value])
+    elif isinstance(value, list):
+        block["items"] = [str(_cell(v)) for v in value]
+    else:
+        block["items"] = [str(value)]
+    return block
+
+
+EXTRA_TITLES = {"advice": "Advice", "topology": "GPU topology", "nccl": "NCCL", "peak": "Link peak",
+                "placement": "Rank placement"}
+
+
+def _extras(extra: dict | None) -> list[dict]:
+    out = []
+    for key, value in (extra or {}).items():
+        if value is None or value == [] or value == {}:
+            continue  # render each section only when present
+        out.append({"key": key, "title": EXTRA_TITLES.get(key, key.replace("_", " ").capitalize()),
+                    **_extra_block(value)})
+    return out
+
+
+def _md_cell(v) -> str:
+    return str(v).replace("|", "\\|").replace("\n", " ")
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=jinja2.select_autoescape(enabled_extensions=("html", "html.j2"), default_for_string=False),
+        trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, undefined=jinja2.StrictUndefined,
+    )
+    env.filters["mdcell"] = _md_cell
+    return env
+
+
+def build_context(summary_csv, largest_csv, env_json, figures, config, plan, out_md, extra=None) -> dict:
+    summary = read_summary(summary_csv)
+    largest = read_summary(largest_csv)
+    env_path = Path(env_json)
+    env = json.loads(env_path.read_text()) if env_path.exists() else {}
+    peak = (extra or {}).get("peak")
+    return {
+        "title": "distbench communication benchmark report",
+        "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "env": _env_table(env),
+        "plan": _plan(plan or {}),
+        "config_yaml": yaml.safe_dump(config or {}, sort_keys=False, allow_unicode=True).rstrip(),
+        "findings": compute_findings(summary, plan, peak=peak),
+        "largest": _largest_table(largest, peak),
+        "compact": _compact_table(summary),
+        "problems": _problem_table(summary),
+        "figures": _figures(figures, Path(out_md)),
+        "extras": _extras(extra),
+    }
+
+
+def render_report(summary_csv, largest_csv, env_json, figures: list[Path], config: dict, plan: dict,
+                  out_md, out_html, extra: dict | None = None) -> None:
+    """Write the Markdown report (figures linked relative to out_md) and the self-contained HTML one."""
+    ctx = build_context(summary_csv, largest_csv, env_json, figures, config, plan, out_md, extra)
+    env = _environment()
+    atomic_write_text(out_md, env.get_template("report.md.j2").render(**ctx))
+    atomic_write_text(out_html, env.get_template("report.html.j2").render(**ctx))

@@ -1,0 +1,80 @@
+"""Figures: the expected files exist, are real PNG/SVG, and optional figures appear only with data."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from synthetic import build_summary, make_synthetic, summary_row
+
+from distbench import plots
+from distbench.plots import plt
+from distbench.findings import normalise_summary
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+ALWAYS = ("time_vs_size", "busbw_vs_size", "backend_comparison_100mb")
+
+
+def _names(paths):
+    return {p.name for p in paths}
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("plots")
+    data = make_synthetic(tmp)
+    return plots.make_all(data["summary_csv"], tmp / "figures"), tmp / "figures"
+
+
+def test_expected_files_valid_png_and_svg(written):
+    paths, out_dir = written
+    expected = {f"{n}.{ext}" for n in ALWAYS + ("timing_modes",) for ext in ("png", "svg")}
+    assert _names(paths) == expected
+    assert {p.name for p in out_dir.iterdir()} == expected  # nothing else, no leftover temp files
+    for p in paths:
+        data = p.read_bytes()
+        if p.suffix == ".png":
+            assert data.startswith(PNG_MAGIC)
+            assert len(data) < 1_000_000  # small enough to inline in the HTML
+        else:
+            head = data[:400].decode()
+            assert head.startswith("<?xml") and "<svg" in head
+
+
+def _ok(summary):
+    # the builders take the ok rows make_all passes them; calling them directly keeps the tests fast
+    df = normalise_summary(summary)
+    return df[df["status"] == "ok"]
+
+
+def test_single_timing_skips_timing_modes():
+    ok = _ok(build_summary(timings={"nccl": ("events",), "gloo": ("host",)}))
+    assert plots.fig_timing_modes(ok) is None
+    assert plots.fig_vs_size(ok, plots.TIME) is not None
+    plt.close("all")
+
+
+def test_env_and_dtype_figures_only_when_swept():
+    ok = _ok(build_summary(backends=("nccl",), world_sizes=(2,), timings={"nccl": ("events",)},
+                           dtypes=("float32", "bfloat16"), nccl_envs=("default", "NCCL_ALGO=Ring")))
+    assert plots.fig_nccl_env(ok) is not None and plots.fig_dtype(ok) is not None
+    plain = _ok(build_summary(backends=("nccl",), world_sizes=(2,), timings={"nccl": ("events",)}))
+    assert plots.fig_nccl_env(plain) is None and plots.fig_dtype(plain) is None
+    plt.close("all")
+
+
+def test_barrier_in_time_plot_not_in_busbw_plot():
+    rows = [summary_row(op=op, size_bytes=s, time_us_median=10.0 + s / 1e4) for op in ("all_reduce", "barrier")
+            for s in (8, 1024, 1 << 20)]
+    ok = normalise_summary(pd.DataFrame(rows))
+    ok.loc[ok["op"] == "barrier", "busbw_gbps_median"] = float("nan")
+    titles = lambda fig: {ax.get_title() for ax in fig.axes}  # noqa: E731
+    assert "barrier" in titles(plots.fig_vs_size(ok, plots.TIME))
+    assert "barrier" not in titles(plots.fig_vs_size(ok, plots.BUSBW))
+    plt.close("all")
+
+
+def test_only_ok_rows_plotted_and_empty_data_skipped(tmp_path):
+    summary = build_summary(backends=("gloo",), world_sizes=(2,))
+    summary["status"] = "failed"
+    data = make_synthetic(tmp_path, summary)
+    assert plots.make_all(data["summary_csv"], tmp_path / "figures") == []
