@@ -32,6 +32,10 @@ def pick_placement(placement_files) -> list[dict] | None:
     return best
 
 
+NCCL_OP_NAMES = {"AllReduce": "all_reduce", "AllGather": "all_gather", "ReduceScatter": "reduce_scatter",
+                 "Broadcast": "broadcast"}
+
+
 def join_nccl_algo(summary: pd.DataFrame, nccl: dict | None) -> pd.DataFrame:
     """nccl_algo/nccl_proto columns from the probe's TUNING lines, for NCCL rows with default settings."""
     out = summary.copy()
@@ -39,7 +43,14 @@ def join_nccl_algo(summary: pd.DataFrame, nccl: dict | None) -> pd.DataFrame:
     rows = (nccl or {}).get("algo_by_size") or []
     if not rows:
         return out
-    choice = {(r["op"], int(r["size_bytes"])): (r["algo"], r["proto"]) for r in rows}
+    # NCCL logs AllGather/ReduceScatter bytes per rank; our size_bytes is the total buffer.
+    per_rank = {"all_gather", "reduce_scatter"}
+    nranks = int((nccl or {}).get("nranks") or 1)
+    choice = {}
+    for r in rows:
+        op = NCCL_OP_NAMES.get(r["op"])
+        if op:
+            choice[(op, int(r["size_bytes"]) * (nranks if op in per_rank else 1))] = (r["algo"], r["proto"])
     for i in out.index[(out["backend"] == "nccl") & (out["nccl_env"] == "default")]:
         hit = choice.get((out.at[i, "op"], int(out.at[i, "size_bytes"])))
         if hit:
