@@ -138,19 +138,23 @@ class Harness:
         timeout = dt.timedelta(seconds=args.op_timeout_s)
         kw = {"device_id": self.device} if args.backend == "nccl" else {}
         dist.init_process_group(args.backend, timeout=timeout, **kw)
+        # Bookkeeping (placement, agreement, max over ranks) runs on a separate Gloo group, as
+        # nccl-tests uses MPI for it: it must not depend on the NCCL settings under test (with
+        # NCCL_ALGO=Tree, NCCL has no algorithm for all_gather) nor add traffic to the timed comm.
+        self.ctrl = dist.new_group(backend="gloo") if args.backend == "nccl" else None
         self.dtype = getattr(torch, args.dtype)
         self.elem_bytes = torch.empty((), dtype=self.dtype).element_size()
         self.cuda = self.device.type == "cuda"
 
     # Every rank votes; all take the worst outcome, so no rank is left waiting in a collective.
     def agree(self, ok: bool) -> bool:
-        t = self.torch.tensor([1 if ok else 0], dtype=self.torch.int32, device=self.device)
-        self.dist.all_reduce(t, op=self.dist.ReduceOp.MIN)
+        t = self.torch.tensor([1 if ok else 0], dtype=self.torch.int32)
+        self.dist.all_reduce(t, op=self.dist.ReduceOp.MIN, group=self.ctrl)
         return bool(t.item())
 
     def max_over_ranks(self, values: list[float]) -> list[float]:
-        t = self.torch.tensor(values, dtype=self.torch.float64, device=self.device)
-        self.dist.all_reduce(t, op=self.dist.ReduceOp.MAX)
+        t = self.torch.tensor(values, dtype=self.torch.float64)
+        self.dist.all_reduce(t, op=self.dist.ReduceOp.MAX, group=self.ctrl)
         return t.tolist()
 
     def sync(self):
@@ -160,7 +164,7 @@ class Harness:
     def placement(self) -> list[dict]:
         rec = _placement(self.rank, self.local_rank, self.device)
         out = [None] * self.world_size
-        self.dist.all_gather_object(out, rec)
+        self.dist.all_gather_object(out, rec, group=self.ctrl)
         return out
 
     def measure(self, point: Point, emit) -> None:
@@ -353,7 +357,7 @@ def main(argv=None) -> int:
         if h.rank == 0:
             print(f"distbench: measuring {point.op} {point.size_bytes} B {point.timing}", file=sys.stderr, flush=True)
         h.measure(point, emit)
-    h.dist.barrier()
+    h.dist.barrier(group=h.ctrl)
     if f is not None:
         f.close()
         os.replace(partial_path(out), out)
