@@ -17,6 +17,8 @@ rule all:
     input:
         "report/report.md",
         "report/report.html",
+        # Each job's CSV is a target too: deleting one reruns exactly that job (and what reads it).
+        comm_csvs,
     default_target: True
 
 

@@ -220,7 +220,7 @@ def rule_noisy(ctx: _Ctx) -> list[dict]:
     if df.empty:
         return []
     largest = df.groupby(["backend", "world_size", "op"])["size_bytes"].transform("max")
-    large = df[(df["size_bytes"] >= LARGE_BYTES) | (df["size_bytes"] == largest)]
+    large = df[(df["size_bytes"] >= LARGE_BYTES) | ((df["size_bytes"] == largest) & (df["size_bytes"] > 0))]
     noisy = large[large["time_us_cv"] > CV_NOISY]
     if noisy.empty:
         return []

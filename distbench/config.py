@@ -90,6 +90,28 @@ def fill_defaults(config: dict, schema: dict) -> dict:
     return out
 
 
+def _accepts_integer_only(schema: dict, sub: dict) -> bool:
+    sub = _resolve(schema, sub)
+    alts = [_resolve(schema, a) for a in sub.get("oneOf", [sub])]
+    return any(a.get("type") == "integer" for a in alts) and not any(a.get("type") == "string" for a in alts)
+
+
+def coerce_cli_values(node, schema: dict, sub: dict | None = None):
+    """`--config world_sizes=[2,4]` arrives as ['2', '4']: turn digit strings into integers where
+    the schema wants an integer (and no string), so the command line reads like the YAML file."""
+    sub = _resolve(schema, sub if sub is not None else schema)
+    if isinstance(node, str) and node.strip().isdigit() and _accepts_integer_only(schema, sub):
+        return int(node)
+    if isinstance(node, list) and "items" in sub:
+        return [coerce_cli_values(v, schema, sub["items"]) for v in node]
+    if isinstance(node, dict):
+        props = dict(sub.get("properties") or {})
+        for alt in sub.get("oneOf", []):
+            props.update(_resolve(schema, alt).get("properties") or {})
+        return {k: coerce_cli_values(v, schema, props[k]) if k in props else v for k, v in node.items()}
+    return node
+
+
 def check_config(config: dict) -> dict:
     """Validate; return the config with defaults filled in. Raise ConfigError naming every bad key."""
     import jsonschema
@@ -97,6 +119,7 @@ def check_config(config: dict) -> dict:
     from distbench.sizes import parse_size
 
     schema = load_schema()
+    config = coerce_cli_values(config, schema)
     validator = jsonschema.Draft7Validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
     problems = [_describe(schema, e) for e in errors]

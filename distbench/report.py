@@ -175,6 +175,8 @@ def _extra_block(value) -> dict:
         block["table"] = _table(["key", "value"], [[k, _cell(v)] for k, v in value.items() if k not in multi])
     elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
         keys = list(dict.fromkeys(k for v in value for k in v))
+        # JSON round trips sort keys; advice reads best as severity, text, then the evidence.
+        keys = [k for k in ("severity", "text") if k in keys] + [k for k in keys if k not in ("severity", "text")]
         block["table"] = _table(keys, [[_cell(v.get(k)) for k in keys] for v in value])
     elif isinstance(value, list):
         block["items"] = [str(_cell(v)) for v in value]

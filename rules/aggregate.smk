@@ -10,5 +10,7 @@ rule aggregate_comm:
         largest="results/tables/comm_largest.csv",
     log:
         "results/logs/aggregate/comm.log",
+    conda:
+        "../envs/distbench.yaml"
     script:
         "../workflow/scripts/aggregate_comm.py"

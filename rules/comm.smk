@@ -13,5 +13,7 @@ rule comm_job:
         nccl_env=lambda wc: comm_job(wc).nccl_env,
     # All cores: two benchmark jobs must never run at the same time and disturb each other.
     threads: workflow.cores
+    conda:
+        "../envs/distbench.yaml"
     script:
         "../workflow/scripts/run_comm.py"

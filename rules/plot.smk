@@ -8,5 +8,7 @@ rule plot_comm:
         directory("results/figures"),
     log:
         "results/logs/plot/comm.log",
+    conda:
+        "../envs/distbench.yaml"
     script:
         "../workflow/scripts/plot_comm.py"

@@ -6,6 +6,8 @@ rule probe_env:
         "results/probe/env.json",
     log:
         "results/logs/probe/env.log",
+    conda:
+        "../envs/distbench.yaml"
     script:
         "../workflow/scripts/probe_env.py"
 
@@ -15,6 +17,8 @@ rule probe_topology:
         "results/probe/topology.json",
     log:
         "results/logs/probe/topology.log",
+    conda:
+        "../envs/distbench.yaml"
     script:
         "../workflow/scripts/probe_topology.py"
 
@@ -29,6 +33,8 @@ rule probe_nccl:
     params:
         probe=nccl_probe_params(),
     threads: workflow.cores
+    conda:
+        "../envs/distbench.yaml"
     script:
         "../workflow/scripts/probe_nccl.py"
 
@@ -45,5 +51,7 @@ rule diagnose:
         advice="results/probe/advice.json",
     log:
         "results/logs/probe/diagnose.log",
+    conda:
+        "../envs/distbench.yaml"
     script:
         "../workflow/scripts/diagnose.py"

@@ -17,5 +17,7 @@ rule report:
     params:
         plan=plan_for_report(),
         config=config,
+    conda:
+        "../envs/distbench.yaml"
     script:
         "../workflow/scripts/render_report.py"

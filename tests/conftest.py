@@ -21,7 +21,7 @@ def workflow_dir(tmp_path):
     """A copy of the workflow (not the package: that is installed) in a fresh directory."""
     for name in ("Snakefile", "config.yaml"):
         shutil.copy(REPO / name, tmp_path / name)
-    for name in ("rules", "workflow"):
+    for name in ("rules", "workflow", "envs", "profiles"):
         shutil.copytree(REPO / name, tmp_path / name)
     return tmp_path
 

@@ -7,6 +7,7 @@ The report carries a tiny inline script that counts <img> elements with naturalW
 from __future__ import annotations
 
 import html
+import os
 import re
 import shutil
 import subprocess
@@ -15,14 +16,16 @@ import pytest
 from synthetic import render_synthetic_report
 
 BROWSER = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
-pytestmark = pytest.mark.skipif(BROWSER is None, reason="no chromium/chromium-browser/google-chrome on PATH "
-                                                        "(CI installs Debian's chromium)")
+# CI sets DISTBENCH_REQUIRE_BROWSER=1: there a missing browser is a failure, not a skip.
+pytestmark = pytest.mark.skipif(BROWSER is None and not os.environ.get("DISTBENCH_REQUIRE_BROWSER"),
+                                reason="no chromium/chromium-browser/google-chrome on PATH (CI installs Debian's chromium)")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars",
          "--virtual-time-budget=5000", "--run-all-compositor-stages-before-draw"]
 
 
 def _browser(tmp, name, *args):
+    assert BROWSER, "DISTBENCH_REQUIRE_BROWSER is set but no chromium/chromium-browser/google-chrome is on PATH"
     cmd = [BROWSER, *FLAGS, f"--user-data-dir={tmp / f'profile-{name}'}", *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=90, check=True).stdout
 
