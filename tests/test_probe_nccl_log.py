@@ -123,3 +123,17 @@ def test_prefixed_lines_and_warn():
 def test_no_info_lines_raise(text):
     with pytest.raises(ValueError, match="no 'NCCL INFO' lines"):
         parse_nccl_log(text)
+
+
+def test_lent_h200x2_probe_logs_from_our_own_pipeline():
+    # Written by `probe_nccl` (distbench.probes.nccl_probe) on the lent 2x H200 machine, 2026-11-26:
+    # rank 0 logged the TUNING lines, rank 1 only INIT/GRAPH.
+    from distbench.probes.nccl_log import algo_by_size, describe_algo_ranges, parse_nccl_log_files
+
+    files = [FIX / "h200x2-lent-2026-11-26-rank0-tuning.log", FIX / "h200x2-lent-2026-11-26-rank1.log"]
+    parsed = parse_nccl_log_files(files)
+    assert parsed["nccl_version"] == "2.28.9" and parsed["nranks"] == 2
+    assert parsed["channels"]["nvls"] == 0 and set(parsed["transport_counts"]) == {"P2P/CUMEM"}
+    rows = {(r["op"], r["size_bytes"]): (r["algo"], r["proto"]) for r in algo_by_size(parsed)}
+    assert rows[("AllReduce", 8)] == ("Ring", "LL") and rows[("AllReduce", 2**30)] == ("Ring", "Simple")
+    assert "AllReduce" in describe_algo_ranges(algo_by_size(parsed))

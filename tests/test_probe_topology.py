@@ -6,6 +6,7 @@ Fixture sources (details in docs/fixtures.md):
   rtx4090x8_pcie.txt    https://github.com/NVIDIA/go-gpuallocator/issues/17
   a100x4_nv4_nics.txt   https://github.com/NVIDIA/nccl-tests/issues/331 (NIC Legend lines 2-3 completed)
   v100x8_hcm.txt        https://github.com/NVIDIA/nccl-tests/issues/29 (last CPU affinity completed)
+  h200x2-lent-2026-11-26.txt  written by our probe_topology rule on the lent 2x H200 machine
 """
 
 from pathlib import Path
@@ -93,3 +94,9 @@ def test_probe_topology_on_cpu_host(monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
     r = probe_topology()
     assert r["available"] is False and "nvidia-smi" in r["reason"]
+
+
+def test_lent_h200x2_fixture_from_our_probe():
+    t = load("h200x2-lent-2026-11-26.txt")
+    assert t["gpus"] == ["GPU0", "GPU1"] and t["matrix"]["GPU1"]["GPU0"] == "NV18"
+    assert t["cpu_affinity"] == {"GPU0": "0-31", "GPU1": "0-31"} and t["gpu_numa_id"]["GPU0"] is None
