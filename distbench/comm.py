@@ -38,6 +38,7 @@ class Point:
     op: str
     size_bytes: int
     timing: str
+    inplace: bool = False
 
 
 def job_timings(backend: str, timings: list[str]) -> list[str]:
@@ -47,23 +48,24 @@ def job_timings(backend: str, timings: list[str]) -> list[str]:
     return list(dict.fromkeys(timings))
 
 
-def plan_points(ops: list[str], sizes: list[int], timings: list[str]) -> list[Point]:
+def plan_points(ops: list[str], sizes: list[int], timings: list[str], inplace=(False,)) -> list[Point]:
     """The measurement order shared by the harness and the launcher (which fills in after a crash)."""
-    from distbench.ops import OPS
+    from distbench.ops import OPS, placements
 
     points = []
     for op in ops:
         op_sizes = sizes if OPS[op].moves_data else [0]
         for size in op_sizes:
             for timing in timings:
-                points.append(Point(op, size, timing))
+                for ip in placements(OPS[op], list(inplace)):
+                    points.append(Point(op, size, timing, ip))
     return points
 
 
-def base_row(args, point: Point, count: int, inplace: bool) -> dict:
+def base_row(args, point: Point, count: int) -> dict:
     return {
         "backend": args.backend, "world_size": args.world_size, "op": point.op, "dtype": args.dtype,
-        "nccl_env": args.nccl_env_label, "timing": point.timing, "inplace": inplace,
+        "nccl_env": args.nccl_env_label, "timing": point.timing, "inplace": point.inplace,
         "size_bytes": point.size_bytes, "count": count, "trial": 0, "iters": args.iters,
         "time_us": math.nan, "algbw_gbps": math.nan, "busbw_gbps": math.nan, "correct": None,
         "status": "ok", "message": "",
@@ -175,8 +177,8 @@ class Harness:
         ctx = Ctx(self.rank, self.world_size, self.device, self.dtype, args.backend)
         count = element_count(spec, point.size_bytes, self.elem_bytes, self.world_size)
         size_bytes = count * self.elem_bytes if spec.moves_data else 0
-        point = Point(point.op, size_bytes, point.timing) if spec.moves_data and count else point
-        row = base_row(args, point, count, spec.inplace)
+        point = Point(point.op, size_bytes, point.timing, point.inplace) if spec.moves_data and count else point
+        row = base_row(args, point, count)
 
         def emit_status(status, message):
             emit([{**row, "trial": t, "status": status, "message": message} for t in range(args.trials)])
@@ -192,7 +194,7 @@ class Harness:
 
         bufs, err = None, None
         try:
-            bufs = spec.make(ctx, count)
+            bufs = (spec.make_inplace if point.inplace and not spec.inplace else spec.make)(ctx, count)
         except torch.OutOfMemoryError as e:
             err = ("oom", f"allocating {size_bytes} B buffers: {str(e).splitlines()[0]}")
         except RuntimeError as e:  # CPU allocation failure or unsupported dtype
@@ -313,6 +315,7 @@ def parse_args(argv=None):
     p.add_argument("--sizes", default="1MiB", help="comma-separated sizes, e.g. 8,1MiB,1GB")
     p.add_argument("--dtype", choices=DTYPES, default="float32")
     p.add_argument("--timing", default="events", help="comma-separated: events,graph,host")
+    p.add_argument("--inplace", default="false", help="comma-separated: false,true (nccl-tests' out-of-place / in-place)")
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--trials", type=int, default=5)
@@ -329,6 +332,11 @@ def parse_args(argv=None):
         p.error(f"unknown op(s) {unknown}; allowed: {sorted(OPS)}")
     args.sizes = [parse_size(s) for s in args.sizes.split(",") if s]
     args.timing = job_timings(args.backend, [t for t in args.timing.split(",") if t])
+    flags = {"false": False, "true": True}
+    bad_ip = [v for v in args.inplace.split(",") if v not in flags]
+    if bad_ip:
+        p.error(f"unknown --inplace value(s) {bad_ip}; allowed: false, true")
+    args.inplace = [flags[v] for v in args.inplace.split(",")]
     bad = [t for t in args.timing if t not in ("events", "graph", "host")]
     if bad:
         p.error(f"unknown timing(s) {bad}; allowed: events, graph, host")
@@ -353,9 +361,9 @@ def main(argv=None) -> int:
         h.dist.destroy_process_group()
         return 3
     f, emit = _csv_writer(partial_path(out)) if h.rank == 0 else (None, lambda rows: None)
-    for point in plan_points(args.ops, args.sizes, args.timing):
+    for point in plan_points(args.ops, args.sizes, args.timing, args.inplace):
         if h.rank == 0:
-            print(f"distbench: measuring {point.op} {point.size_bytes} B {point.timing}", file=sys.stderr, flush=True)
+            print(f"distbench: measuring {point.op} {point.size_bytes} B {point.timing}{' in-place' if point.inplace else ''}", file=sys.stderr, flush=True)
         h.measure(point, emit)
     h.dist.barrier(group=h.ctrl)
     if f is not None:

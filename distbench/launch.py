@@ -31,6 +31,7 @@ def torchrun_command(job, params: dict, out_csv, placement_json) -> list[str]:
         "--ops", ",".join(params["ops"]),
         "--sizes", ",".join(str(s) for s in params["sizes"]),
         "--timing", ",".join(params["timing"]),
+        "--inplace", ",".join("true" if v else "false" for v in params.get("inplace", [False])),
         "--warmup", str(params["warmup"]), "--iters", str(params["iters"]),
         "--trials", str(params["trials"]), "--op-timeout-s", str(params["op_timeout_s"]),
         "--nccl-env-label", job.nccl_env_label,
@@ -129,11 +130,12 @@ def _write_failure_csv(job, params, out_csv: Path, message: str) -> None:
         nccl_env_label, iters = job.nccl_env_label, params["iters"]
 
     rows = list(done)
-    for i, point in enumerate(plan_points(params["ops"], params["sizes"], params["timing"])[n_done:]):
+    points = plan_points(params["ops"], params["sizes"], params["timing"], params.get("inplace", [False]))
+    for i, point in enumerate(points[n_done:]):
         spec = OPS[point.op]
         count = element_count(spec, point.size_bytes, elem, job.world_size)
         size = count * elem if spec.moves_data and count else point.size_bytes
-        base = base_row(A, Point(point.op, size, point.timing), count, spec.inplace)
+        base = base_row(A, Point(point.op, size, point.timing, point.inplace), count)
         status, msg = ("failed", message) if i == 0 else ("skipped", f"not run: the job ended early ({message})")
         rows += [{k: _fmt(v) for k, v in {**base, "trial": t, "status": status, "message": msg}.items()}
                  for t in range(trials)]

@@ -35,6 +35,7 @@ class OpSpec:
     make: Callable[["Ctx", int], Buffers]  # (ctx, count) -> buffers
     run: Callable[["Ctx", Buffers], None]
     inplace: bool = False  # torch's API is in-place for this op (output overwrites input)
+    make_inplace: Callable[["Ctx", int], Buffers] | None = None  # nccl-tests' in-place variant, if any
     min_world_size: int = 1
     graph_capturable: bool = True
     moves_data: bool = True  # barrier: latency only, no algbw/busbw
@@ -78,6 +79,22 @@ def _reduce_scatter_make(ctx, count):
     start = ctx.rank * chunk
     return Buffers(send, recv,
                    lambda: (pattern(ctx, chunk, 0, start).float() * n + n * (n + 1) // 2).to(ctx.dtype))
+
+
+def _all_gather_make_inplace(ctx, count):
+    # nccl-tests in-place: each rank's input is its own chunk of the output buffer.
+    n, chunk = ctx.world_size, count // ctx.world_size
+    recv = torch.empty(count, dtype=ctx.dtype, device=ctx.device)
+    send = recv.narrow(0, ctx.rank * chunk, chunk)
+    send.copy_(pattern(ctx, chunk, ctx.rank + 1))
+    return Buffers(send, recv, lambda: torch.cat([pattern(ctx, chunk, r + 1) for r in range(n)]))
+
+
+def _reduce_scatter_make_inplace(ctx, count):
+    # nccl-tests in-place: the output is this rank's chunk of the input buffer.
+    b = _reduce_scatter_make(ctx, count)
+    chunk = count // ctx.world_size
+    return Buffers(b.send, b.send.narrow(0, ctx.rank * chunk, chunk), b.expected)
 
 
 def _broadcast_make(ctx, count):
@@ -134,9 +151,9 @@ OPS: dict[str, OpSpec] = {s.name: s for s in (
     OpSpec("all_reduce", lambda n: 2 * (n - 1) / n, False, _all_reduce_make,
            lambda c, b: dist.all_reduce(b.send), inplace=True),
     OpSpec("all_gather", lambda n: (n - 1) / n, True, _all_gather_make,
-           lambda c, b: dist.all_gather_into_tensor(b.recv, b.send)),
+           lambda c, b: dist.all_gather_into_tensor(b.recv, b.send), make_inplace=_all_gather_make_inplace),
     OpSpec("reduce_scatter", lambda n: (n - 1) / n, True, _reduce_scatter_make,
-           lambda c, b: dist.reduce_scatter_tensor(b.recv, b.send)),
+           lambda c, b: dist.reduce_scatter_tensor(b.recv, b.send), make_inplace=_reduce_scatter_make_inplace),
     OpSpec("broadcast", lambda n: 1.0, False, _broadcast_make,
            lambda c, b: dist.broadcast(b.send, src=0), inplace=True),
     OpSpec("all_to_all", lambda n: (n - 1) / n, True, _all_to_all_make,
@@ -145,6 +162,16 @@ OPS: dict[str, OpSpec] = {s.name: s for s in (
     OpSpec("barrier", lambda n: float("nan"), False, lambda c, n: Buffers(None, None, None), _barrier_run,
            graph_capturable=False, moves_data=False),
 )}
+
+
+def placements(spec: OpSpec, requested: list[bool]) -> list[bool]:
+    """The in-place variants to run: torch fixes all_reduce/broadcast in place; ops without an
+    in-place form (all_to_all, send_recv, barrier) run out of place only."""
+    if spec.inplace:
+        return [True]
+    if spec.make_inplace is None:
+        return [False]
+    return list(dict.fromkeys(requested)) or [False]
 
 
 def element_count(spec: OpSpec, size_bytes: int, elem_bytes: int, world_size: int) -> int:

@@ -82,3 +82,15 @@ def test_two_ranks_on_one_gpu_is_an_error_that_says_how_to_fix_it():
     assert check_placement(recs) is None
     # same GPU UUID string on two hosts is not sharing
     assert check_placement([{**recs[0]}, {**recs[0], "rank": 1, "hostname": "other"}]) is None
+
+
+def test_inplace_variants_run_and_check(tmp_path):
+    out = tmp_path / "comm.csv"
+    r = torchrun(["--backend", "gloo", "--ops", "all_gather,reduce_scatter,all_reduce", "--sizes", "1KiB",
+                  "--inplace", "false,true", "--warmup", "0", "--iters", "2", "--trials", "1", "--out", str(out)])
+    assert r.returncode == 0, r.stderr[-2000:]
+    df = read_comm_csv(out)
+    got = sorted(zip(df["op"], df["inplace"].astype(bool)))
+    assert got == [("all_gather", False), ("all_gather", True), ("all_reduce", True),
+                   ("reduce_scatter", False), ("reduce_scatter", True)]
+    assert (df["status"] == "ok").all() and df["correct"].all()

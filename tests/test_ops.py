@@ -86,3 +86,23 @@ def test_check_catches_a_wrong_chunk_order():
     bufs = [spec.make(c, 12) for c in _ranks(2)]
     swapped = torch.cat([bufs[1].send, bufs[0].send])
     assert not torch.equal(swapped, bufs[0].expected())
+
+
+@pytest.mark.parametrize("op", ["all_gather", "reduce_scatter"])
+@pytest.mark.parametrize("n", [2, 3])
+def test_inplace_variants_alias_their_buffers_and_expect_the_same(op, n):
+    spec = OPS[op]
+    count = element_count(spec, 4 * 96, 4, n)
+    for c in _ranks(n):
+        a, b = spec.make(c, count), spec.make_inplace(c, count)
+        assert torch.equal(a.send, b.send) and torch.equal(a.expected(), b.expected())
+        chunk_of_the_other = b.send if op == "all_gather" else b.recv
+        whole = b.recv if op == "all_gather" else b.send
+        assert chunk_of_the_other.data_ptr() == whole.data_ptr() + c.rank * (count // n) * 4
+
+
+def test_placements():
+    from distbench.ops import placements
+    assert placements(OPS["all_reduce"], [False]) == [True]  # torch: in place only
+    assert placements(OPS["all_to_all"], [False, True]) == [False]
+    assert placements(OPS["all_gather"], [False, True]) == [False, True]
