@@ -120,7 +120,7 @@ def check_config(config: dict) -> dict:
 
     schema = load_schema()
     config = coerce_cli_values(config, schema)
-    validator = jsonschema.Draft7Validator(schema)
+    validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
     problems = [_describe(schema, e) for e in errors]
     if not problems:

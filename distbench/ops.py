@@ -52,7 +52,9 @@ class Ctx:
 
 def pattern(ctx: Ctx, count: int, offset, start: int = 0) -> torch.Tensor:
     """(i % 7) + offset for i in [start, start+count): rank-dependent, exact in half precision."""
-    idx = torch.arange(start, start + count, device=ctx.device)
+    # int32 indices where they fit: the temporary is then no larger than a float32 buffer.
+    itype = torch.int32 if start + count < 2**31 else torch.int64
+    idx = torch.arange(start, start + count, device=ctx.device, dtype=itype)
     return ((idx % 7) + offset).to(ctx.dtype)
 
 
