@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime as dt
-import json
 import math
 import os
 import socket
@@ -287,7 +286,7 @@ class Harness:
         return times
 
 
-def _fmt(v):
+def csv_value(v):
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return ""
     return f"{v:.6g}" if isinstance(v, float) else v
@@ -302,7 +301,7 @@ def _csv_writer(path: Path):
 
     def emit(rows):
         for r in rows:
-            w.writerow({k: _fmt(v) for k, v in r.items()})
+            w.writerow({k: csv_value(v) for k, v in r.items()})
         f.flush()
     return f, emit
 

@@ -8,6 +8,7 @@ on and the report shows what happened.
 from __future__ import annotations
 
 import csv
+import io
 import os
 import re
 import signal
@@ -15,8 +16,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
-from distbench.comm import Point, partial_path, plan_points, base_row, _fmt
+from distbench.comm import Point, partial_path, plan_points, base_row, csv_value
 from distbench.io import atomic_write_text
 from distbench.schema import COMM_COLUMN_NAMES
 
@@ -125,21 +127,18 @@ def _write_failure_csv(job, params, out_csv: Path, message: str) -> None:
     done = done[: n_done * trials]  # a torn last batch (killed mid-write) is dropped
     elem = torch.empty((), dtype=getattr(torch, job.dtype)).element_size()
 
-    class A:  # the fields base_row reads
-        backend, world_size, dtype = job.backend, job.world_size, job.dtype
-        nccl_env_label, iters = job.nccl_env_label, params["iters"]
-
+    fields = SimpleNamespace(backend=job.backend, world_size=job.world_size, dtype=job.dtype,
+                             nccl_env_label=job.nccl_env_label, iters=params["iters"])
     rows = list(done)
     points = plan_points(params["ops"], params["sizes"], params["timing"], params.get("inplace", [False]))
     for i, point in enumerate(points[n_done:]):
         spec = OPS[point.op]
         count = element_count(spec, point.size_bytes, elem, job.world_size)
         size = count * elem if spec.moves_data and count else point.size_bytes
-        base = base_row(A, Point(point.op, size, point.timing, point.inplace), count)
+        base = base_row(fields, Point(point.op, size, point.timing, point.inplace), count)
         status, msg = ("failed", message) if i == 0 else ("skipped", f"not run: the job ended early ({message})")
-        rows += [{k: _fmt(v) for k, v in {**base, "trial": t, "status": status, "message": msg}.items()}
+        rows += [{k: csv_value(v) for k, v in {**base, "trial": t, "status": status, "message": msg}.items()}
                  for t in range(trials)]
-    import io
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=COMM_COLUMN_NAMES)
     w.writeheader()

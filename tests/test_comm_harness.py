@@ -4,8 +4,6 @@ import os
 import subprocess
 import sys
 
-import pandas as pd
-import pytest
 
 from distbench.comm import check_placement
 from distbench.ops import OPS

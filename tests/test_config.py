@@ -1,6 +1,5 @@
 """Config validation: bad values are rejected before any job runs, naming the key and allowed values."""
 
-from pathlib import Path
 
 import pytest
 import yaml

@@ -1,3 +1,6 @@
+from pathlib import Path
+
+from distbench.io import atomic_write_json
 from distbench.launch import run_comm_job
 from distbench.plan import CommJob
 from distbench.workflow import logged
@@ -9,8 +12,6 @@ with logged(str(sm.log[0]) + ".launcher"):
     result = run_comm_job(job, sm.params.job, sm.output.csv, sm.output.placement, sm.log[0])
     print(f"comm job {job.wildcards}: {result}")
     # A failed job still leaves its CSV (status failed/skipped) so the rest of the DAG goes on;
-    # the placement file may be missing if torchrun never started a rank.
-    import json, os
-    if not os.path.exists(sm.output.placement):
-        from distbench.io import atomic_write_json
+    # the placement file is missing when torchrun never started a rank.
+    if not Path(sm.output.placement).exists():
         atomic_write_json(sm.output.placement, {"ranks": [], "error": result})
