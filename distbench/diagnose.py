@@ -58,6 +58,17 @@ def join_nccl_algo(summary: pd.DataFrame, nccl: dict | None) -> pd.DataFrame:
     return out
 
 
+NCCL_REPORT_KEYS = ("nccl_version_full", "nranks", "nnodes", "channels", "transport_counts", "net_plugin",
+                    "nvls", "collnet", "env", "algo_ranges", "warnings")
+
+
+def nccl_digest(nccl: dict | None) -> dict | None:
+    """What the report shows of NCCL's log; the full parse stays in results/probe/nccl.json."""
+    if not nccl:
+        return None
+    return {k: nccl.get(k) for k in NCCL_REPORT_KEYS if nccl.get(k) not in (None, [], {})}
+
+
 def diagnose(summary_csv, env_json, topology_json, nccl_json, placement_files, out_csv, out_json) -> dict:
     summary = pd.read_csv(summary_csv)
     env = json.loads(Path(env_json).read_text())
@@ -71,7 +82,7 @@ def diagnose(summary_csv, env_json, topology_json, nccl_json, placement_files, o
     table = join_nccl_algo(percent_of_peak(summary, (peak or {}).get("peak_gbps")), nccl)
     extra = {
         "advice": advise(summary, env, topology, nccl, placement, peak),
-        "topology": topology, "nvlink": nvlink, "nccl": nccl,
+        "topology": topology, "nvlink": nvlink, "nccl": nccl_digest(nccl),
         "peak": peak if peak and peak.get("peak_gbps") else None,
         "placement": placement,
     }

@@ -53,11 +53,23 @@ def job_environment(job, params: dict, base: dict | None = None) -> dict:
 
 
 def _last_error(log_text: str) -> str:
-    lines = [l.strip() for l in log_text.splitlines() if l.strip()]
-    for pat in (r"distbench error: ", r"(Error|error|Exception):", r"SIG\w+"):
-        hits = [l for l in lines if re.search(pat, l)]
-        if hits:
-            return hits[-1][:400]
+    """The most telling line of a failed job's log, for the `message` column."""
+    lines = [ln.strip() for ln in log_text.splitlines() if ln.strip()]
+    ours = [ln for ln in lines if "distbench error: " in ln]
+    if ours:
+        return ours[-1][ours[-1].index("distbench error: ") + len("distbench error: "):][:400]
+    # A Python exception in a rank ("[rank1]: torch.OutOfMemoryError: ...").
+    exc = [ln for ln in lines if re.match(r"^(\[rank\d+\]: )?[\w.]*(Error|Exception)\b.*: ", ln)
+           and "ChildFailedError" not in ln]
+    # torchrun's summary names the rank that failed first and how.
+    root = re.search(r"Root Cause.*?rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)[^\n]*?(\(SIG\w+\))?\n",
+                     "\n".join(lines) + "\n", re.S)
+    if root:
+        rank, code, sig = root.groups()
+        first = f"rank {rank} exited with code {code}{' ' + sig if sig else ''} (torchrun's root cause)"
+        return (first + (f"; last error: {exc[-1]}" if exc else ""))[:400]
+    if exc:
+        return exc[-1][:400]
     return lines[-1][:400] if lines else "no output"
 
 

@@ -47,3 +47,26 @@ def test_a_hung_job_is_killed_in_bounded_time_and_keeps_finished_rows(tmp_path):
     assert df.loc[(8, 0), "status"] == "ok" and df.loc[(8, 1), "status"] == "ok"
     assert df.loc[(256 * 2**20, 0), "status"] == "failed"
     assert not (tmp_path / "c.csv.partial").exists()
+
+
+def test_a_lost_rank_ends_the_job_with_a_recorded_status(tmp_path, monkeypatch):
+    from distbench import launch
+    from tests.conftest import REPO
+
+    real = launch.torchrun_command
+
+    def with_dying_rank(*a, **kw):
+        cmd = real(*a, **kw)
+        i = cmd.index("distbench.comm")
+        return cmd[: i - 1] + [str(REPO / "tests/helpers/rank_dies.py")] + cmd[i + 1:]
+
+    monkeypatch.setattr(launch, "torchrun_command", with_dying_rank)
+    job = CommJob("gloo", "float32", 2, "default", {})
+    t0 = time.monotonic()
+    msg = run_comm_job(job, _params(sizes=[8, 1024, 4096], op_timeout_s=20), tmp_path / "c.csv",
+                       tmp_path / "p.json", tmp_path / "log")
+    assert time.monotonic() - t0 < 90
+    assert "rank 1 exited with code 17" in msg
+    df = read_comm_csv(tmp_path / "c.csv")
+    assert list(df["status"]) == ["ok", "ok", "failed", "failed", "skipped", "skipped"]
+    assert df.loc[df["status"] == "failed", "size_bytes"].tolist() == [1024, 1024]

@@ -1,0 +1,19 @@
+"""A torchrun entry point whose rank 1 dies (as if killed or crashed) at the second measurement."""
+import os
+import sys
+
+from distbench import comm
+
+_measure = comm.Harness.measure
+_seen = {"n": 0}
+
+
+def measure(self, point, emit):
+    _seen["n"] += 1
+    if self.rank == 1 and _seen["n"] == 2:
+        os._exit(17)
+    return _measure(self, point, emit)
+
+
+comm.Harness.measure = measure
+sys.exit(comm.main(sys.argv[1:]))
