@@ -1,0 +1,49 @@
+"""Copy a finished run's tables, probes and figures into a benchmarks/ folder and render its report
+there (figure links relative to the folder), without rerunning anything.
+
+    python benchmarks/publish_run.py WORKDIR CONFIG OUTDIR --gpus-source "..."
+"""
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+import yaml
+
+from distbench.config import check_config
+from distbench.plan import make_plan
+from distbench.report import render_report
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("workdir", type=Path, help="directory holding results/ of the run")
+    p.add_argument("config", type=Path)
+    p.add_argument("outdir", type=Path)
+    p.add_argument("--gpus", type=int, required=True, help="GPUs the run had (the plan is rebuilt from it)")
+    p.add_argument("--gpus-source", default="detected on the GPU host; report re-rendered elsewhere")
+    a = p.parse_args()
+    res, out = a.workdir / "results", a.outdir
+    for sub in ("tables", "probe", "figures", "probe/nccl_logs"):
+        (out / sub).mkdir(parents=True, exist_ok=True)
+    for f in (res / "tables").glob("*.csv"):
+        shutil.copy(f, out / "tables")
+    for name in ("env", "topology", "nccl", "advice"):
+        shutil.copy(res / "probe" / f"{name}.json", out / "probe")
+    for f in (res / "probe/nccl_logs").glob("nccl.*.log"):
+        shutil.copy(f, out / "probe/nccl_logs")
+    for f in (res / "figures").glob("*.png"):
+        shutil.copy(f, out / "figures")
+    cfg = check_config({**yaml.safe_load(a.config.read_text()), "gpus": a.gpus})
+    plan = make_plan(cfg)
+    plan_report = {"gpus": plan["gpus"], "gpus_source": a.gpus_source, "skipped": plan["skipped"],
+                   "world_sizes": plan["world_sizes"], "backends_run": plan["backends_run"],
+                   "jobs": [j.wildcards for j in plan["jobs"]]}
+    render_report(out / "tables/comm_diagnosed.csv", out / "tables/comm_largest.csv", out / "probe/env.json",
+                  sorted((out / "figures").glob("*.png")), cfg, plan_report, out / "report.md", out / "report.html",
+                  extra=json.loads((out / "probe/advice.json").read_text()))
+
+
+if __name__ == "__main__":
+    main()
