@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from distbench import peak as peak_mod
+from distbench.sizes import human_bytes
 
 # busbw below this share of the link peak at the largest size is suspicious. Healthy NVLink runs
 # reach ~60% (2-GPU all_gather/reduce_scatter) to ~80% (all_reduce, broadcast) of the raw peak,
@@ -39,15 +40,6 @@ class _Ctx:
 
 def _item(severity: str, text: str, **evidence) -> dict:
     return {"severity": severity, "text": text, "evidence": evidence}
-
-
-def _human_bytes(n: float) -> str:
-    n = int(n)
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            v = n / scale
-            return f"{v:g} {unit}" if v == int(v) else f"{v:.1f} {unit}"
-    return f"{n} B"
 
 
 def _ok(summary: pd.DataFrame) -> pd.DataFrame:
@@ -100,7 +92,7 @@ def rule_below_link_peak(ctx: _Ctx) -> list[dict]:
             path = f" (the topology shows {', '.join(types)} between the GPUs)"
         out.append(_item(
             "warn",
-            f"{r['op']} at {_human_bytes(r['size_bytes'])} reached {r['busbw_gbps_median']:.1f} GB/s busbw, "
+            f"{r['op']} at {human_bytes(r['size_bytes'])} reached {r['busbw_gbps_median']:.1f} GB/s busbw, "
             f"{100 * frac:.0f}% of the {peak_gbps:g} GB/s {link} peak; check the path type between the GPUs "
             f"with `nvidia-smi topo -m`{path}: NV# is NVLink, PIX/PXB/PHB/NODE/SYS go over PCIe.",
             op=r["op"], size_bytes=int(r["size_bytes"]), busbw_gbps=float(r["busbw_gbps_median"]),
@@ -207,7 +199,7 @@ def rule_wrong_results(ctx: _Ctx) -> list[dict]:
     bad = s[(s["status"] == "wrong") | wrong_check]
     if bad.empty:
         return []
-    cases = [f"{r.op} {_human_bytes(r.size_bytes)} ({r.dtype}, {r.backend})" for r in bad.itertuples()]
+    cases = [f"{r.op} {human_bytes(r.size_bytes)} ({r.dtype}, {r.backend})" for r in bad.itertuples()]
     shown = ", ".join(cases[:5]) + (f" and {len(cases) - 5} more" if len(cases) > 5 else "")
     return [_item("error",
                   f"{len(cases)} measurements returned wrong results: {shown}; their bandwidths are not valid "
@@ -228,7 +220,7 @@ def rule_noisy(ctx: _Ctx) -> list[dict]:
     return [_item(
         "warn",
         f"{len(noisy)} large-message measurements vary by more than {100 * CV_NOISY:.0f}% between trials; the worst, "
-        f"{worst['op']} at {_human_bytes(worst['size_bytes'])} ({worst['timing']} timing), has a coefficient of variation "
+        f"{worst['op']} at {human_bytes(worst['size_bytes'])} ({worst['timing']} timing), has a coefficient of variation "
         f"of {100 * worst['time_us_cv']:.0f}% (p5 {worst['time_us_p5']:.1f} us, p95 {worst['time_us_p95']:.1f} us): "
         f"other jobs, clock changes or too few iterations are likely; rerun on an idle machine with more trials.",
         count=int(len(noisy)), op=worst["op"], size_bytes=int(worst["size_bytes"]), cv=float(worst["time_us_cv"]))]
@@ -248,7 +240,7 @@ def rule_host_overhead(ctx: _Ctx) -> list[dict]:
     r = both.loc[(both["host"] / both["events"]).idxmax()]
     return [_item(
         "info",
-        f"At small sizes host timing is much slower than CUDA events: {r['op']} at {_human_bytes(r['size_bytes'])} "
+        f"At small sizes host timing is much slower than CUDA events: {r['op']} at {human_bytes(r['size_bytes'])} "
         f"takes {r['host']:.1f} us by the host clock but {r['events']:.1f} us on the GPU; the difference is kernel "
         f"launch and Python/framework dispatch overhead, which events (and CUDA graphs) leave out.",
         op=r["op"], size_bytes=int(r["size_bytes"]), host_us=float(r["host"]), events_us=float(r["events"]),
@@ -271,7 +263,7 @@ def rule_below_expected(ctx: _Ctx) -> list[dict]:
             continue
         out.append(_item(
             "warn",
-            f"{r['op']} on {int(r['world_size'])}x {name} at {_human_bytes(r['size_bytes'])} reached "
+            f"{r['op']} on {int(r['world_size'])}x {name} at {human_bytes(r['size_bytes'])} reached "
             f"{r['busbw_gbps_median']:.1f} GB/s busbw, far below the published "
             f"{exp['expected_busbw_gbps_low']:g}-{exp['expected_busbw_gbps_high']:g} GB/s ({exp['source']}).",
             op=r["op"], size_bytes=int(r["size_bytes"]), busbw_gbps=float(r["busbw_gbps_median"]),

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from distbench.sizes import human_bytes  # noqa: F401 - re-exported for plots and report
+
 from distbench.schema import _to_bool
 
 SUMMARY_COLUMNS = (
@@ -31,18 +33,6 @@ STATUS_PHRASES = {
 
 
 # ---------------------------------------------------------------- formatting
-def human_bytes(n) -> str:
-    """Binary units: 8 B, 1 KiB, 1.5 MiB, 128 MiB, 1 GiB."""
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            break
-        n /= 1024
-    if unit == "B":
-        return f"{int(n)} B"
-    return f"{n:.1f}".removesuffix(".0") + f" {unit}"
-
-
 def _sig3(x: float) -> str:
     return f"{x:#.3g}".rstrip(".")  # '#' keeps trailing zeros (8.00), rstrip drops a bare point (412.)
 

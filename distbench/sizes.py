@@ -56,9 +56,11 @@ def sizes_from_config(comm_cfg: dict) -> list[int]:
     return sorted({parse_size(s) for s in sizes})
 
 
-def human_bytes(n: int) -> str:
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale:
+def human_bytes(n) -> str:
+    """Binary units, as the reports print sizes: 8 B, 1.5 KiB, 976.6 KiB, 128 MiB, 1 GiB."""
+    n = int(n)
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= scale:
             v = n / scale
-            return f"{v:.0f} {unit}" if v == int(v) else f"{v:.3g} {unit}"
+            return f"{v:.0f} {unit}" if v == int(v) else f"{v:.1f} {unit}"
     return f"{n} B"

@@ -24,6 +24,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterable
 
+from distbench.sizes import human_bytes
+
 # Index order of NCCL's ncclAlgoStr / ncclProtoStr (src/enqueue.cc, src/include/device.h).
 ALGO_NAMES = ("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT")
 PROTO_NAMES = ("LL", "LL128", "Simple")
@@ -255,14 +257,6 @@ def algo_by_size(parsed: dict) -> list[dict]:
     return [seen[k] for k in sorted(seen)]
 
 
-def _human_bytes(n: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            v = n / scale
-            return f"{v:g} {unit}" if v == int(v) else f"{v:.1f} {unit}"
-    return f"{n} B"
-
-
 def describe_algo_ranges(rows: list[dict]) -> str:
     """Contiguous size ranges with one algo/proto, e.g. "1 MiB: Ring/LL, 2 MiB+: Ring/Simple"."""
     by_op: dict[str, list[dict]] = {}
@@ -278,7 +272,7 @@ def describe_algo_ranges(rows: list[dict]) -> str:
                 runs.append([r])
         pieces = []
         for i, run in enumerate(runs):
-            lo, hi = _human_bytes(run[0]["size_bytes"]), _human_bytes(run[-1]["size_bytes"])
+            lo, hi = human_bytes(run[0]["size_bytes"]), human_bytes(run[-1]["size_bytes"])
             if i == len(runs) - 1 and len(runs) > 1:
                 span = f"{lo}+"
             else:
