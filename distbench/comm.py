@@ -105,11 +105,10 @@ def _placement(rank: int, local_rank: int, device) -> dict:
            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "device": str(device),
            "device_index": device.index, "pci_bus_id": None, "uuid": None, "gpu_name": None}
     if device.type == "cuda":
-        p = torch.cuda.get_device_properties(device)
-        rec["gpu_name"] = p.name
-        rec["uuid"] = str(getattr(p, "uuid", "")) or None
-        if hasattr(p, "pci_bus_id"):
-            rec["pci_bus_id"] = f"{getattr(p, 'pci_domain_id', 0):04x}:{p.pci_bus_id:02x}:{getattr(p, 'pci_device_id', 0):02x}.0"
+        from distbench.probes.env import gpu_identity
+
+        ident = gpu_identity(torch.cuda.get_device_properties(device))
+        rec.update(gpu_name=ident["name"], uuid=ident["uuid"], pci_bus_id=ident["pci_bus_id"])
     return rec
 
 

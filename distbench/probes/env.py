@@ -38,6 +38,14 @@ def git_commit(cwd=None) -> str | None:
     return rev
 
 
+def gpu_identity(props) -> dict:
+    """Name, UUID and PCI bus id from torch.cuda.get_device_properties (placement and env share it)."""
+    pci = None
+    if hasattr(props, "pci_bus_id"):
+        pci = f"{getattr(props, 'pci_domain_id', 0):04x}:{props.pci_bus_id:02x}:{getattr(props, 'pci_device_id', 0):02x}.0"
+    return {"name": props.name, "uuid": str(getattr(props, "uuid", "")) or None, "pci_bus_id": pci}
+
+
 def collect_env(workdir=None) -> dict:
     import torch
     import torch.distributed as dist
@@ -69,9 +77,7 @@ def collect_env(workdir=None) -> dict:
         for i in range(env["gpu_count"]):
             p = torch.cuda.get_device_properties(i)
             env["gpus"].append({
-                "index": i, "name": p.name, "uuid": str(getattr(p, "uuid", "")) or None,
-                "pci_bus_id": (f"{getattr(p, 'pci_domain_id', 0):04x}:{p.pci_bus_id:02x}:{getattr(p, 'pci_device_id', 0):02x}.0"
-                               if hasattr(p, "pci_bus_id") else None),
+                "index": i, **gpu_identity(p),
                 "memory_total_mib": p.total_memory // 2**20,
                 "capability": f"{p.major}.{p.minor}",
                 "multiprocessors": p.multi_processor_count,
