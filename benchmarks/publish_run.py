@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 
 from distbench.config import check_config
-from distbench.plan import make_plan
+from distbench.plan import make_plan, plan_summary
 from distbench.report import render_report
 
 
@@ -36,10 +36,7 @@ def main():
     for f in (res / "figures").glob("*.png"):
         shutil.copy(f, out / "figures")
     cfg = check_config({**yaml.safe_load(a.config.read_text()), "gpus": a.gpus})
-    plan = make_plan(cfg)
-    plan_report = {"gpus": plan["gpus"], "gpus_source": a.gpus_source, "skipped": plan["skipped"],
-                   "world_sizes": plan["world_sizes"], "backends_run": plan["backends_run"],
-                   "jobs": [j.wildcards for j in plan["jobs"]]}
+    plan_report = plan_summary(make_plan(cfg), a.gpus_source)
     render_report(out / "tables/comm_diagnosed.csv", out / "tables/comm_largest.csv", out / "probe/env.json",
                   sorted((out / "figures").glob("*.png")), cfg, plan_report, out / "report.md", out / "report.html",
                   extra=json.loads((out / "probe/advice.json").read_text()))

@@ -14,7 +14,7 @@ import pandas as pd
 
 from distbench.sizes import human_bytes  # noqa: F401 - re-exported for plots and report
 
-from distbench.schema import _to_bool
+from distbench.schema import to_bool
 
 SUMMARY_COLUMNS = (
     "backend", "world_size", "op", "dtype", "nccl_env", "timing", "inplace", "size_bytes", "n_trials",
@@ -67,7 +67,7 @@ def normalise_summary(df: pd.DataFrame) -> pd.DataFrame:
             df[col] = pd.to_numeric(df[col]).astype("int64")
     for col in ("inplace", "correct"):
         if col in df:
-            df[col] = df[col].map(_to_bool).astype("boolean")
+            df[col] = df[col].map(to_bool).astype("boolean")
     if "inplace" in df:
         df["inplace"] = df["inplace"].fillna(False)
     for col in SUMMARY_COLUMNS:

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from distbench.comm import Point, partial_path, plan_points, base_row, csv_value
-from distbench.io import atomic_write_text
+from distbench.io import atomic_write_json, atomic_write_text
 from distbench.schema import COMM_COLUMN_NAMES
 
 
@@ -74,7 +74,7 @@ def _last_error(log_text: str) -> str:
 
 
 def run_comm_job(job, params: dict, out_csv, placement_json, log_path) -> str:
-    """Run the job; return 'ok' or the failure reason. out_csv exists afterwards in every case."""
+    """Run the job; return 'ok' or the failure reason. out_csv and placement_json exist afterwards in every case."""
     out_csv, log_path = Path(out_csv), Path(log_path)
     out_csv.parent.mkdir(parents=True, exist_ok=True)
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -104,6 +104,8 @@ def run_comm_job(job, params: dict, out_csv, placement_json, log_path) -> str:
     detail = _last_error(log_path.read_text(errors="replace"))
     message = f"{reason}: {detail}"
     _write_failure_csv(job, params, out_csv, message)
+    if not Path(placement_json).exists():  # torchrun never got a rank as far as the placement check
+        atomic_write_json(placement_json, {"ranks": [], "error": message})
     return message
 
 

@@ -118,3 +118,18 @@ def job_params(config: dict, backend: str, nccl_env: str = "default") -> dict:
         p.update(warmup=g["warmup"], iters=g["iters"], trials=g["trials"], timing=["host"])
     p["sizes"] = sizes
     return p
+
+
+def plan_summary(plan: dict, gpus_source: str | None = None) -> dict:
+    """The plan as the report shows it (plain data: it reaches the report rule through params)."""
+    return {"gpus": plan["gpus"], "gpus_source": gpus_source or plan["gpus_source"], "skipped": plan["skipped"],
+            "world_sizes": plan["world_sizes"], "backends_run": plan["backends_run"],
+            "jobs": [j.wildcards for j in plan["jobs"]]}
+
+
+def nccl_probe_params(config: dict, plan: dict) -> dict:
+    """The NCCL debug probe runs at the largest NCCL world size (world_size 0: nothing to probe, and why)."""
+    ws = max(plan["world_sizes"].get("nccl") or [0])
+    why = next((s["why"] for s in plan["skipped"] if s["what"] == "backend nccl"), "no NCCL jobs in this config")
+    params = job_params(config, "nccl")
+    return {"world_size": ws, "why": why, "ops": params["ops"], "sizes": params["sizes"], "job_env": params["job_env"]}

@@ -71,13 +71,13 @@ def read_comm_csv(path):
     dtypes = {c.name: c.dtype for c in COMM_COLUMNS if c.dtype not in ("bool", "boolean")}
     df = pd.read_csv(path, dtype=dtypes, keep_default_na=True)
     for col in ("inplace", "correct"):
-        df[col] = df[col].map(_to_bool).astype("boolean")
+        df[col] = df[col].map(to_bool).astype("boolean")
     df["message"] = df["message"].fillna("")
     check_comm_frame(df)
     return df
 
 
-def _to_bool(v):
+def to_bool(v):
     if isinstance(v, bool):
         return v
     if v is None or (isinstance(v, float) and v != v):

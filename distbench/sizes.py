@@ -61,6 +61,5 @@ def human_bytes(n) -> str:
     n = int(n)
     for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if abs(n) >= scale:
-            v = n / scale
-            return f"{v:.0f} {unit}" if v == int(v) else f"{v:.1f} {unit}"
+            return f"{n / scale:.1f}".removesuffix(".0") + f" {unit}"
     return f"{n} B"

@@ -3,7 +3,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from distbench.config import ConfigError, SCHEMA_PATH, check_config
-from distbench.plan import job_params, make_plan
+from distbench.plan import job_params, make_plan, nccl_probe_params, plan_summary
 
 try:
     # Readable errors first (every bad key, with the allowed values), then Snakemake's own check.
@@ -30,23 +30,3 @@ def comm_job(wildcards):
 
 def comm_csvs(wildcards=None):
     return [f"{COMM_DIR}/comm.csv".format(**j.wildcards) for j in PLAN["jobs"]]
-
-
-def plan_for_report():
-    return {
-        "gpus": PLAN["gpus"],
-        "gpus_source": PLAN["gpus_source"],
-        "skipped": PLAN["skipped"],
-        "world_sizes": PLAN["world_sizes"],
-        "backends_run": PLAN["backends_run"],
-        "jobs": [j.wildcards for j in PLAN["jobs"]],
-    }
-
-
-def nccl_probe_params():
-    """The NCCL probe runs at the largest NCCL world size (world_size 0 = nothing to probe)."""
-    ws = max(PLAN["world_sizes"].get("nccl") or [0])
-    why = next((s["why"] for s in PLAN["skipped"] if s["what"] == "backend nccl"), "no NCCL jobs in this config")
-    params = job_params(config, "nccl")
-    return {"world_size": ws, "why": why, "ops": params["ops"], "sizes": params["sizes"],
-            "job_env": params["job_env"]}

@@ -31,7 +31,7 @@ rule probe_nccl:
     log:
         "results/logs/probe/nccl.log",
     params:
-        probe=nccl_probe_params(),
+        probe=nccl_probe_params(config, PLAN),
     threads: workflow.cores
     conda:
         "../envs/distbench.yaml"

@@ -15,7 +15,7 @@ rule report:
     log:
         "results/logs/report/report.log",
     params:
-        plan=plan_for_report(),
+        plan=plan_summary(PLAN),
         config=config,
     conda:
         "../envs/distbench.yaml"

@@ -1,5 +1,6 @@
 """A job that crashes or hangs ends in bounded time with a recorded status; finished rows survive."""
 
+import json
 import time
 
 from distbench.launch import job_environment, run_comm_job, torchrun_command
@@ -33,6 +34,9 @@ def test_a_crashing_job_records_failed_and_skipped_rows(tmp_path):
     assert list(df["status"][:2]) == ["failed", "failed"]  # the point in progress, both trials
     assert (df["status"][2:] == "skipped").all() and len(df) == (2 + 1) * 2
     assert df["message"].str.contains("needs CUDA").all()
+    # no rank reached the placement check: the launcher still leaves the declared output, with the reason
+    placement = json.loads((tmp_path / "p.json").read_text())
+    assert placement["ranks"] == [] and "needs CUDA" in placement["error"]
 
 
 def test_a_hung_job_is_killed_in_bounded_time_and_keeps_finished_rows(tmp_path):

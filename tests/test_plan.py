@@ -1,5 +1,5 @@
 from distbench.config import check_config
-from distbench.plan import job_params, make_plan, nccl_env_label
+from distbench.plan import job_params, make_plan, nccl_env_label, nccl_probe_params, plan_summary
 
 
 def test_cpu_host_skips_nccl_and_says_why():
@@ -38,3 +38,15 @@ def test_nccl_env_ops_limit_only_non_default_settings():
     cfg = check_config({"comm": {"nccl_env": [{}, {"NCCL_ALGO": "Tree"}], "nccl_env_ops": ["all_reduce"]}})
     assert job_params(cfg, "nccl", "default")["ops"] == cfg["comm"]["ops"]
     assert job_params(cfg, "nccl", "NCCL_ALGO=Tree")["ops"] == ["all_reduce"]
+
+
+def test_probe_params_and_summary():
+    cpu = make_plan(check_config({}), detected=(0, "none"))
+    probe = nccl_probe_params(check_config({}), cpu)
+    assert probe["world_size"] == 0 and "no GPU" in probe["why"]
+    gpu_cfg = check_config({"gpus": 4})
+    probe = nccl_probe_params(gpu_cfg, make_plan(gpu_cfg))
+    assert probe["world_size"] == 4 and max(probe["sizes"]) == 2**30
+    summary = plan_summary(make_plan(gpu_cfg), "declared")
+    assert summary["gpus_source"] == "declared" and {"backend": "nccl", "dtype": "float32", "world_size": 4,
+                                                      "nccl_env": "default"} in summary["jobs"]

@@ -32,3 +32,5 @@ def test_sizes_from_config_list_is_sorted_unique_bytes():
 
 def test_human_bytes():
     assert human_bytes(8) == "8 B" and human_bytes(2**20) == "1 MiB" and human_bytes(2**30) == "1 GiB"
+    assert human_bytes(10**6) == "976.6 KiB" and human_bytes(1536) == "1.5 KiB"
+    assert human_bytes(2**27 - 8) == "128 MiB"  # rounded to world-size multiples, printed as the size asked for
