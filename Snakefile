@@ -14,12 +14,12 @@ include: "rules/common.smk"
 
 
 rule all:
+    default_target: True
     input:
         "report/report.md",
         "report/report.html",
         # Each job's CSV is a target too: deleting one reruns exactly that job (and what reads it).
         comm_csvs,
-    default_target: True
 
 
 include: "rules/probe.smk"

@@ -5,22 +5,29 @@ from __future__ import annotations
 import pandas as pd
 
 from distbench.io import atomic_write_csv
-from distbench.schema import read_comm_csv
+from distbench.schema import read_comm_csv, read_comm_ranks_csv
 
 KEYS = ["backend", "world_size", "op", "dtype", "nccl_env", "timing", "inplace", "size_bytes"]
 SERIES = [k for k in KEYS if k != "size_bytes"]
 # Worst first: a point's status is the worst over its trials.
 STATUS_RANK = {"wrong": 0, "failed": 1, "oom": 2, "skipped": 3, "ok": 4}
 SUMMARY_COLUMNS = KEYS + [
-    "n_trials", "time_us_median", "time_us_p5", "time_us_p95", "time_us_min", "time_us_cv",
-    "algbw_gbps_median", "busbw_gbps_median", "busbw_gbps_max", "correct", "status", "message",
+    "n_trials", "rank_agg", "time_us_median", "time_us_p5", "time_us_p95", "time_us_min", "time_us_cv",
+    "algbw_gbps_median", "busbw_gbps_median", "busbw_gbps_max", "rank_spread_pct_median", "correct", "status",
+    "message",
 ]
 
 
-def combine(paths) -> pd.DataFrame:
-    frames = [read_comm_csv(p) for p in paths]
-    df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    return df.sort_values(KEYS + ["trial"], kind="stable").reset_index(drop=True)
+def combine(paths, read=read_comm_csv, order=("trial",)) -> pd.DataFrame:
+    frames = [read(p) for p in paths]
+    non_empty = [f for f in frames if len(f)]  # pandas warns on concatenating empty frames
+    df = pd.concat(non_empty or frames, ignore_index=True)
+    return df.sort_values(KEYS + list(order), kind="stable").reset_index(drop=True)
+
+
+def rank_spread_pct(df: pd.DataFrame) -> pd.Series:
+    """Per trial: how much faster the fastest rank was than the slowest, in % of the slowest."""
+    return (df["time_us_rank_max"] - df["time_us_rank_min"]) / df["time_us_rank_max"] * 100
 
 
 def summarize(df: pd.DataFrame) -> pd.DataFrame:
@@ -34,6 +41,7 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
         rows.append({
             **dict(zip(KEYS, key)),
             "n_trials": len(ok),
+            "rank_agg": g["rank_agg"].iloc[0],
             "time_us_median": t.median() if len(t) else float("nan"),
             "time_us_p5": t.quantile(0.05) if len(t) else float("nan"),
             "time_us_p95": t.quantile(0.95) if len(t) else float("nan"),
@@ -42,6 +50,7 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
             "algbw_gbps_median": ok["algbw_gbps"].median() if len(ok) else float("nan"),
             "busbw_gbps_median": ok["busbw_gbps"].median() if len(ok) else float("nan"),
             "busbw_gbps_max": ok["busbw_gbps"].max() if len(ok) else float("nan"),
+            "rank_spread_pct_median": rank_spread_pct(ok).median() if len(ok) else float("nan"),
             "correct": bool(corr.all()) if len(corr) else pd.NA,
             "status": worst,
             "message": next((m for m in g["message"] if m), ""),
@@ -58,9 +67,10 @@ def largest(summary: pd.DataFrame) -> pd.DataFrame:
     return ok.loc[idx].sort_values(["op", "backend", "world_size", "timing"]).reset_index(drop=True)
 
 
-def aggregate(job_csvs, out_raw, out_summary, out_largest) -> pd.DataFrame:
+def aggregate(job_csvs, rank_csvs, out_raw, out_ranks, out_summary, out_largest) -> pd.DataFrame:
     df = combine(job_csvs)
     summary = summarize(df)
+    atomic_write_csv(out_ranks, combine(rank_csvs, read_comm_ranks_csv, order=("trial", "rank")))
     atomic_write_csv(out_raw, df)
     atomic_write_csv(out_summary, summary)
     atomic_write_csv(out_largest, largest(summary))

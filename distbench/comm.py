@@ -4,16 +4,40 @@ Run alone:
     torchrun --standalone --nproc_per_node=2 -m distbench.comm --backend gloo \
         --ops all_reduce,all_gather --sizes 1MiB,16MiB --out comm.csv
 
-Timing modes (CSV column `timing`):
-- events: CUDA events around `iters` back-to-back ops on the stream (nccl-tests' default);
-- graph:  the `iters` ops captured once in a CUDA graph and replayed (nccl-tests -G);
-- host:   host clock with a device synchronisation around every single op (what a naive loop sees).
-Per trial, time_us = elapsed / iters on each rank, then the max over ranks.
+What one trial measures, per timing mode (CSV column `timing`):
+- events: a CUDA event before and after `iters` back-to-back ops on the current stream, after one
+  aligning op and a device synchronisation; time per op = elapsed / iters.
+- graph:  the `iters` ops are captured once in a CUDA graph (after warm-up on the capture stream);
+  per trial the graph is replayed `graph_launches` times between two CUDA events (nccl-tests -G);
+  time per op = elapsed / (iters x graph_launches).
+- host:   host clock around every single op followed by a device synchronisation (what a naive
+  loop sees); time per op = the mean of those. Gloo (CPU) only has this mode.
+Each rank times its own ops; every rank's time per trial is kept (comm_ranks.csv) and the row's
+`time_us` aggregates them as `rank_agg` says: `max` (default: the slowest rank bounds the step of
+a synchronous job), or nccl-tests' `avg`, `min`, `rank0`.
+
+How this differs from nccl-tests (which our figures are compared with): nccl-tests times with a
+host clock around `iters` launches followed by a stream synchronisation (after a barrier), and
+by default reports the average over ranks (`-a 1`). CUDA events exclude the host's final
+synchronisation and start when the GPU reaches the first op, so for a stream kept busy they
+measure the same interval; `max` over ranks is >= nccl-tests' average by the spread between ranks,
+which comm_ranks.csv and the `time_us_rank_min` / `time_us_rank_max` columns show.
+
+Checks: every op's output is compared exactly with the expected values on every rank, twice: once
+eagerly before warm-up, and once after the timed trials through the same mechanism that was timed
+(eager ops for events/host; for graph, a replay of the timed graph itself when each of its ops
+works on its own buffer set, else of a graph captured the same way with one op per buffer set),
+after re-writing the inputs and poisoning the outputs. The checks are never inside a timed region.
+
+Buffers rotate: where `iters` copies of a point's buffers fit in `rotate_bytes`, op j of a trial
+works on copy j (as nccl-tests shifts its buffer offset per iteration), so a small size is not
+flattered by data that stays in a cache between ops.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import datetime as dt
 import math
@@ -24,11 +48,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from distbench.schema import COMM_COLUMN_NAMES
+from distbench.choices import BACKENDS, DEVICE_TIMINGS, DTYPES, RANK_AGGS, TIMINGS
+from distbench.schema import COMM_COLUMN_NAMES, COMM_RANK_COLUMN_NAMES
 from distbench.sizes import parse_size
 
-DTYPES = ("float32", "float64", "bfloat16", "float16", "int32")
-DEVICE_TIMINGS = ("events", "graph")
+DEFAULT_ROTATE_BYTES = 256 * 2**20
 
 
 @dataclass(frozen=True)
@@ -65,10 +89,15 @@ def base_row(args, point: Point, count: int) -> dict:
     return {
         "backend": args.backend, "world_size": args.world_size, "op": point.op, "dtype": args.dtype,
         "nccl_env": args.nccl_env_label, "timing": point.timing, "inplace": point.inplace,
-        "size_bytes": point.size_bytes, "count": count, "trial": 0, "iters": args.iters,
-        "time_us": math.nan, "algbw_gbps": math.nan, "busbw_gbps": math.nan, "correct": None,
-        "status": "ok", "message": "",
+        "size_bytes": point.size_bytes, "count": count, "trial": 0, "iters": ops_per_trial(args, point.timing),
+        "rank_agg": args.rank_agg, "time_us": math.nan, "time_us_rank_min": math.nan,
+        "time_us_rank_max": math.nan, "slowest_rank": None, "algbw_gbps": math.nan, "busbw_gbps": math.nan,
+        "correct": None, "status": "ok", "message": "",
     }
+
+
+def ops_per_trial(args, timing: str) -> int:
+    return args.iters * (args.graph_launches if timing == "graph" else 1)
 
 
 def bandwidths(size_bytes: int, time_us: float, factor: float) -> tuple[float, float]:
@@ -77,6 +106,26 @@ def bandwidths(size_bytes: int, time_us: float, factor: float) -> tuple[float, f
         return math.nan, math.nan
     algbw = size_bytes / (time_us * 1e-6) / 1e9
     return algbw, algbw * factor
+
+
+def aggregate_over_ranks(per_rank: list[float], how: str) -> float:
+    """One trial's time from every rank's time: max | avg | min | rank0 (nccl-tests' -a 3/1/2/0)."""
+    if how == "max":
+        return max(per_rank)
+    if how == "min":
+        return min(per_rank)
+    if how == "avg":
+        return sum(per_rank) / len(per_rank)
+    if how == "rank0":
+        return per_rank[0]
+    raise ValueError(f"rank_agg {how!r}: allowed {', '.join(RANK_AGGS)}")
+
+
+def rotation_slots(footprint_bytes: int, iters: int, rotate_bytes: int) -> int:
+    """How many copies of a point's buffers the timed ops rotate through (1 = no rotation)."""
+    if footprint_bytes <= 0 or rotate_bytes <= 0:
+        return 1
+    return max(1, min(iters, rotate_bytes // footprint_bytes))
 
 
 def check_placement(records: list[dict]) -> str | None:
@@ -94,6 +143,10 @@ def check_placement(records: list[dict]) -> str | None:
                     "restrict CUDA_VISIBLE_DEVICES to fewer GPUs than ranks per node.")
         seen[host_key] = r["rank"]
     return None
+
+
+def _ranks_text(ranks: list[int]) -> str:
+    return ", ".join(map(str, ranks[:8])) + (f" and {len(ranks) - 8} more" if len(ranks) > 8 else "")
 
 
 # --- everything below runs inside the torchrun ranks ------------------------------------------
@@ -138,7 +191,7 @@ class Harness:
         timeout = dt.timedelta(seconds=args.op_timeout_s)
         kw = {"device_id": self.device} if args.backend == "nccl" else {}
         dist.init_process_group(args.backend, timeout=timeout, **kw)
-        # Bookkeeping (placement, agreement, max over ranks) runs on a separate Gloo group, as
+        # Bookkeeping (placement, agreement, per-rank times) runs on a separate Gloo group, as
         # nccl-tests uses MPI for it: it must not depend on the NCCL settings under test (with
         # NCCL_ALGO=Tree, NCCL has no algorithm for all_gather) nor add traffic to the timed comm.
         self.ctrl = dist.new_group(backend="gloo") if args.backend == "nccl" else None
@@ -152,10 +205,12 @@ class Harness:
         self.dist.all_reduce(t, op=self.dist.ReduceOp.MIN, group=self.ctrl)
         return bool(t.item())
 
-    def max_over_ranks(self, values: list[float]) -> list[float]:
+    def gather_rows(self, values: list[float]) -> list[list[float]]:
+        """Every rank's vector of values, indexed by rank (on every rank)."""
         t = self.torch.tensor(values, dtype=self.torch.float64)
-        self.dist.all_reduce(t, op=self.dist.ReduceOp.MAX, group=self.ctrl)
-        return t.tolist()
+        out = [self.torch.empty_like(t) for _ in range(self.world_size)]
+        self.dist.all_gather(out, t, group=self.ctrl)
+        return [o.tolist() for o in out]
 
     def sync(self):
         if self.cuda:
@@ -179,7 +234,7 @@ class Harness:
         row = base_row(args, point, count)
 
         def emit_status(status, message):
-            emit([{**row, "trial": t, "status": status, "message": message} for t in range(args.trials)])
+            emit([{**row, "trial": t, "status": status, "message": message} for t in range(args.trials)], [])
 
         if self.world_size < spec.min_world_size:
             return emit_status("skipped", f"{point.op} needs world size >= {spec.min_world_size}")
@@ -190,83 +245,122 @@ class Harness:
         if point.timing == "graph" and not spec.graph_capturable:
             return emit_status("skipped", f"{point.op} cannot be captured in a CUDA graph (host-side sync)")
 
-        bufs, err = None, None
+        make = spec.make_inplace if point.inplace and not spec.inplace else spec.make
+        # send + recv (+ the expected values, built once for the check)
+        footprint = 3 * size_bytes
+        n_slots = rotation_slots(footprint, args.iters, args.rotate_bytes)
+        slots, err = [], None
         try:
-            bufs = (spec.make_inplace if point.inplace and not spec.inplace else spec.make)(ctx, count)
+            slots = [make(ctx, count) for _ in range(n_slots)]
         except torch.OutOfMemoryError as e:
-            err = ("oom", f"allocating {size_bytes} B buffers: {str(e).splitlines()[0]}")
+            err = ("oom", f"allocating {n_slots} x {size_bytes} B buffers: {str(e).splitlines()[0]}")
         except RuntimeError as e:  # CPU allocation failure or unsupported dtype
             kind = "oom" if "alloc" in str(e).lower() or "memory" in str(e).lower() else "failed"
             err = (kind, str(e).splitlines()[0])
         if not self.agree(err is None):
-            bufs = None
+            slots = None
             self._release()
             return emit_status(*(err or ("oom", "another rank could not allocate its buffers")))
 
         try:
-            correct = self._check(spec, ctx, bufs)
-            times_us = self._time(spec, ctx, bufs, point.timing)
+            before = self._check(spec, ctx, slots, lambda: self._run_each_slot(spec, ctx, slots))
+            times_us, after = self._time_and_check(spec, ctx, slots, point.timing)
             err = None
         except torch.OutOfMemoryError as e:
-            err, correct, times_us = ("oom", str(e).splitlines()[0]), None, None
+            err, before, after, times_us = ("oom", str(e).splitlines()[0]), None, None, None
         except RuntimeError as e:
-            err, correct, times_us = ("failed", str(e).splitlines()[0][:300]), None, None
+            err, before, after, times_us = ("failed", str(e).splitlines()[0][:300]), None, None, None
         ok = self.agree(err is None)
-        bufs = None
+        slots = None
         self._release()
         if not ok:
             return emit_status(*(err or ("failed", "another rank failed this measurement")))
 
-        times_us = self.max_over_ranks(times_us)
+        # One gather: [check before, check after, trial times...] from every rank.
+        code = {None: -1.0, True: 1.0, False: 0.0}
+        per_rank = self.gather_rows([code[before], code[after], *times_us])
+        correct, message = self._verdict(per_rank, point.timing)
         factor = spec.bus_factor(self.world_size)
-        rows = []
-        for t, time_us in enumerate(times_us):
+        rows, rank_rows = [], []
+        for t in range(args.trials):
+            trial_times = [r[2 + t] for r in per_rank]
+            time_us = aggregate_over_ranks(trial_times, args.rank_agg)
             algbw, busbw = bandwidths(size_bytes, time_us, factor)
-            status = "ok" if correct is not False else "wrong"
-            msg = "" if status == "ok" else "result differs from the expected values on at least one rank"
-            rows.append({**row, "trial": t, "time_us": time_us, "algbw_gbps": algbw, "busbw_gbps": busbw,
-                         "correct": correct, "status": status, "message": msg})
-        emit(rows)
+            rows.append({**row, "trial": t, "time_us": time_us, "time_us_rank_min": min(trial_times),
+                         "time_us_rank_max": max(trial_times),
+                         "slowest_rank": max(range(self.world_size), key=trial_times.__getitem__),
+                         "algbw_gbps": algbw, "busbw_gbps": busbw, "correct": correct,
+                         "status": "ok" if correct is not False else "wrong", "message": message})
+            rank_rows += [{k: row[k] for k in COMM_RANK_COLUMN_NAMES if k in row} | {"trial": t, "rank": r, "time_us": tr}
+                          for r, tr in enumerate(trial_times)]
+        emit(rows, rank_rows)
+
+    def _verdict(self, per_rank: list[list[float]], timing: str) -> tuple[bool | None, str]:
+        if all(r[0] < 0 for r in per_rank):
+            return None, ""
+        how = {"graph": "the timed CUDA graph's replay", "events": "the timed eager ops",
+               "host": "the timed eager ops"}[timing]
+        bad_before = [i for i, r in enumerate(per_rank) if r[0] == 0]
+        bad_after = [i for i, r in enumerate(per_rank) if r[1] == 0]
+        parts = []
+        if bad_before:
+            parts.append(f"before timing (eager op) on rank(s) {_ranks_text(bad_before)}")
+        if bad_after:
+            parts.append(f"after {how} on rank(s) {_ranks_text(bad_after)}")
+        if parts:
+            return False, "result differs from the expected values " + "; ".join(parts)
+        return True, ""
 
     def _release(self):
         if self.cuda:
             self.torch.cuda.empty_cache()
 
-    def _check(self, spec, ctx, bufs) -> bool | None:
-        if bufs.expected is None:
-            spec.run(ctx, bufs)
-            self.sync()
-            return None
-        spec.run(ctx, bufs)
-        self.sync()
-        got = bufs.recv
-        ok = bool(self.torch.equal(got, bufs.expected()))
-        return self.agree(ok)
+    def _run_each_slot(self, spec, ctx, slots) -> None:
+        for b in slots:
+            spec.run(ctx, b)
 
-    def _time(self, spec, ctx, bufs, timing: str) -> list[float]:
-        torch, args = self.torch, self.args
-        run = lambda: spec.run(ctx, bufs)  # noqa: E731
-        for _ in range(args.warmup):
-            run()
+    def _check(self, spec, ctx, slots, run_once) -> bool | None:
+        """Re-write inputs, poison outputs, run one op per buffer set via `run_once`, compare exactly.
+        Returns this rank's verdict (None when the op has nothing to check)."""
+        if slots[0].expected is None:
+            return None
+        for b in slots:
+            b.init()
+        run_once()
         self.sync()
-        graph = None
+        expected = slots[0].expected()
+        return all(bool(self.torch.equal(b.recv, expected)) for b in slots)
+
+    def _time_and_check(self, spec, ctx, slots, timing: str) -> tuple[list[float], bool | None]:
+        torch, args = self.torch, self.args
+        n_slots = len(slots)
+
+        def run(j):
+            spec.run(ctx, slots[j % n_slots])
+
+        # Warm up on the stream the graph is captured on (as nccl-tests does), so NCCL's lazy
+        # per-stream setup happens outside the capture.
+        stream = torch.cuda.Stream(self.device) if timing == "graph" else None
+        if stream is not None:
+            stream.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+            for j in range(args.warmup):
+                run(j)
+        self.sync()
+        graph = check_graph = None
         if timing == "graph":
-            # Capture on a side stream after warm-up (communicators exist), as torch.cuda.graph expects.
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                for _ in range(args.iters):
-                    run()
+            graph = self._capture(stream, [lambda j=j: run(j) for j in range(args.iters)])
             graph.replay()
             self.sync()
         times = []
         for _ in range(args.trials):
-            run()  # one un-timed op aligns the ranks before the clock starts
+            run(0)  # one un-timed op aligns the ranks before the clock starts
             self.sync()
             if timing == "host":
                 total = 0.0
-                for _ in range(args.iters):
+                for j in range(args.iters):
                     t0 = time.perf_counter()
-                    run()
+                    run(j)
                     self.sync()
                     total += time.perf_counter() - t0
                 times.append(total / args.iters * 1e6)
@@ -274,15 +368,32 @@ class Harness:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             if graph is not None:
-                graph.replay()
+                for _ in range(args.graph_launches):
+                    graph.replay()
             else:
-                for _ in range(args.iters):
-                    run()
+                for j in range(args.iters):
+                    run(j)
             end.record()
             end.synchronize()
-            times.append(start.elapsed_time(end) * 1e3 / args.iters)
-        del graph
-        return times
+            times.append(start.elapsed_time(end) * 1e3 / ops_per_trial(args, timing))
+
+        # Check what was timed, outside the timed region.
+        if graph is not None:
+            if n_slots < args.iters:  # the timed graph repeats ops on one buffer set: one op per set instead
+                check_graph = self._capture(stream, [lambda j=j: run(j) for j in range(n_slots)])
+            replay = (check_graph or graph).replay
+            after = self._check(spec, ctx, slots, replay)
+        else:
+            after = self._check(spec, ctx, slots, lambda: self._run_each_slot(spec, ctx, slots))
+        del graph, check_graph
+        return times, after
+
+    def _capture(self, stream, ops):
+        graph = self.torch.cuda.CUDAGraph()
+        with self.torch.cuda.graph(graph, stream=stream):
+            for op in ops:
+                op()
+        return graph
 
 
 def csv_value(v):
@@ -291,53 +402,85 @@ def csv_value(v):
     return f"{v:.6g}" if isinstance(v, float) else v
 
 
-def _csv_writer(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    f = open(path, "w", newline="")
-    w = csv.DictWriter(f, fieldnames=COMM_COLUMN_NAMES)
-    w.writeheader()
-    f.flush()
+class ResultWriter:
+    """Rank 0's two CSVs (rows, per-rank times), written to `.partial` files and renamed on close,
+    so a job cut short never leaves a file that looks complete. Per-rank rows of a point are
+    written before its rows: a finished row always has its per-rank times on disk."""
 
-    def emit(rows):
-        for r in rows:
-            w.writerow({k: csv_value(v) for k, v in r.items()})
-        f.flush()
-    return f, emit
+    def __init__(self, out: Path, ranks_out: Path):
+        self.targets = [(out, COMM_COLUMN_NAMES), (ranks_out, COMM_RANK_COLUMN_NAMES)]
+        self.files, self.writers = [], []
+        for path, columns in self.targets:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            f = open(partial_path(path), "w", newline="")
+            w = csv.DictWriter(f, fieldnames=columns)
+            w.writeheader()
+            f.flush()
+            self.files.append(f)
+            self.writers.append(w)
+
+    def emit(self, rows: list[dict], rank_rows: list[dict]) -> None:
+        for i, batch in ((1, rank_rows), (0, rows)):
+            for r in batch:
+                self.writers[i].writerow({k: csv_value(v) for k, v in r.items()})
+            self.files[i].flush()
+
+    def close(self) -> None:
+        for f in self.files:
+            f.close()
+        for path, _ in reversed(self.targets):  # rows last: its presence means the job completed
+            os.replace(partial_path(path), path)
+
+
+def ranks_path(out: Path) -> Path:
+    return out.with_name(f"{out.stem}_ranks{out.suffix or '.csv'}")
 
 
 def parse_args(argv=None):
+    from distbench.ops import OPS
+
     p = argparse.ArgumentParser(prog="python -m distbench.comm", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--backend", choices=("nccl", "gloo"), required=True)
-    p.add_argument("--ops", default="all_reduce", help="comma-separated op names")
+    p.add_argument("--backend", choices=BACKENDS, required=True)
+    p.add_argument("--ops", default="all_reduce", help=f"comma-separated op names: {','.join(OPS)}")
     p.add_argument("--sizes", default="1MiB", help="comma-separated sizes, e.g. 8,1MiB,1GB")
     p.add_argument("--dtype", choices=DTYPES, default="float32")
-    p.add_argument("--timing", default="events", help="comma-separated: events,graph,host")
+    p.add_argument("--timing", default="events", help=f"comma-separated: {','.join(TIMINGS)}")
     p.add_argument("--inplace", default="false", help="comma-separated: false,true (nccl-tests' out-of-place / in-place)")
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--trials", type=int, default=5)
+    p.add_argument("--graph-launches", type=int, default=1,
+                   help="graph timing: replays of the captured `iters` ops per trial (nccl-tests -G)")
+    p.add_argument("--rank-agg", choices=RANK_AGGS, default="max",
+                   help="how a trial's per-rank times become time_us (nccl-tests -a: rank0/avg/min/max)")
+    p.add_argument("--rotate-bytes", default=str(DEFAULT_ROTATE_BYTES),
+                   help="rotate among up to `iters` copies of a point's buffers while they fit in this many bytes (0: off)")
     p.add_argument("--op-timeout-s", type=int, default=300, help="process-group timeout per collective")
     p.add_argument("--nccl-env-label", default="default", help="label written to the nccl_env column")
     p.add_argument("--out", required=True, help="CSV to write (rank 0); atomically renamed when complete")
+    p.add_argument("--ranks-out", help="per-rank times CSV (default: <out stem>_ranks.csv beside --out)")
     p.add_argument("--placement-out", help="JSON with every rank's GPU placement")
     args = p.parse_args(argv)
-    from distbench.ops import OPS
 
     args.ops = [o for o in args.ops.split(",") if o]
     unknown = [o for o in args.ops if o not in OPS]
     if unknown:
-        p.error(f"unknown op(s) {unknown}; allowed: {sorted(OPS)}")
+        p.error(f"unknown op(s) {unknown}; allowed: {', '.join(OPS)}")
     args.sizes = [parse_size(s) for s in args.sizes.split(",") if s]
+    bad = [t for t in args.timing.split(",") if t and t not in TIMINGS]
+    if bad:
+        p.error(f"unknown timing(s) {bad}; allowed: {', '.join(TIMINGS)}")
     args.timing = job_timings(args.backend, [t for t in args.timing.split(",") if t])
     flags = {"false": False, "true": True}
     bad_ip = [v for v in args.inplace.split(",") if v not in flags]
     if bad_ip:
         p.error(f"unknown --inplace value(s) {bad_ip}; allowed: false, true")
     args.inplace = [flags[v] for v in args.inplace.split(",")]
-    bad = [t for t in args.timing if t not in ("events", "graph", "host")]
-    if bad:
-        p.error(f"unknown timing(s) {bad}; allowed: events, graph, host")
+    args.rotate_bytes = parse_size(args.rotate_bytes)
+    for name in ("iters", "trials", "graph_launches"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be >= 1")
     return args
 
 
@@ -349,6 +492,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     h = Harness(args)
     out = Path(args.out)
+    ranks_out = Path(args.ranks_out) if args.ranks_out else ranks_path(out)
     records = h.placement()
     problem = check_placement(records)
     if h.rank == 0 and args.placement_out:
@@ -358,15 +502,15 @@ def main(argv=None) -> int:
         print(f"distbench error: {problem}", file=sys.stderr)
         h.dist.destroy_process_group()
         return 3
-    f, emit = _csv_writer(partial_path(out)) if h.rank == 0 else (None, lambda rows: None)
+    writer = ResultWriter(out, ranks_out) if h.rank == 0 else None
+    emit = writer.emit if writer else (lambda rows, rank_rows: None)
     for point in plan_points(args.ops, args.sizes, args.timing, args.inplace):
         if h.rank == 0:
             print(f"distbench: measuring {point.op} {point.size_bytes} B {point.timing}{' in-place' if point.inplace else ''}", file=sys.stderr, flush=True)
         h.measure(point, emit)
     h.dist.barrier(group=h.ctrl)
-    if f is not None:
-        f.close()
-        os.replace(partial_path(out), out)
+    if writer is not None:
+        writer.close()
     h.dist.destroy_process_group()
     return 0
 

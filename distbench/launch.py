@@ -1,4 +1,4 @@
-"""Run one comm job under torchrun with a bounded time, and always leave a complete CSV behind.
+"""Run one comm job under torchrun with a bounded time, and always leave complete CSVs behind.
 
 If the job crashes, hangs or loses a rank, the rows it finished are kept, the measurement in
 progress is recorded as `failed` with a readable reason, and the rest as `skipped`, so the DAG goes
@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-from distbench.comm import Point, partial_path, plan_points, base_row, csv_value
+from distbench.comm import Point, base_row, csv_value, partial_path, plan_points, ranks_path
 from distbench.io import atomic_write_json, atomic_write_text
-from distbench.schema import COMM_COLUMN_NAMES
+from distbench.schema import COMM_COLUMN_NAMES, COMM_RANK_COLUMN_NAMES
 
 
 def torchrun_command(job, params: dict, out_csv, placement_json) -> list[str]:
@@ -35,9 +35,12 @@ def torchrun_command(job, params: dict, out_csv, placement_json) -> list[str]:
         "--timing", ",".join(params["timing"]),
         "--inplace", ",".join("true" if v else "false" for v in params.get("inplace", [False])),
         "--warmup", str(params["warmup"]), "--iters", str(params["iters"]),
-        "--trials", str(params["trials"]), "--op-timeout-s", str(params["op_timeout_s"]),
+        "--trials", str(params["trials"]), "--graph-launches", str(params["graph_launches"]),
+        "--rank-agg", params["rank_agg"], "--rotate-bytes", str(params["rotate_bytes"]),
+        "--op-timeout-s", str(params["op_timeout_s"]),
         "--nccl-env-label", job.nccl_env_label,
-        "--out", str(out_csv), "--placement-out", str(placement_json),
+        "--out", str(out_csv), "--ranks-out", str(ranks_path(Path(out_csv))),
+        "--placement-out", str(placement_json),
     ]
 
 
@@ -74,12 +77,14 @@ def _last_error(log_text: str) -> str:
 
 
 def run_comm_job(job, params: dict, out_csv, placement_json, log_path) -> str:
-    """Run the job; return 'ok' or the failure reason. out_csv and placement_json exist afterwards in every case."""
+    """Run the job; return 'ok' or the failure reason. out_csv, its per-rank times CSV
+    (comm.ranks_path) and placement_json exist afterwards in every case."""
     out_csv, log_path = Path(out_csv), Path(log_path)
     out_csv.parent.mkdir(parents=True, exist_ok=True)
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    for stale in (out_csv, partial_path(out_csv)):
-        stale.unlink(missing_ok=True)
+    for path in (out_csv, ranks_path(out_csv)):
+        for stale in (path, partial_path(path)):
+            stale.unlink(missing_ok=True)
     cmd = torchrun_command(job, params, out_csv, placement_json)
     timeout_s = params["job_timeout_s"]
     t0 = time.monotonic()
@@ -97,7 +102,7 @@ def run_comm_job(job, params: dict, out_csv, placement_json, log_path) -> str:
     wall_s = time.monotonic() - t0
     with open(log_path, "a") as log:
         log.write(f"# distbench: exit {rc} after {wall_s:.1f} s\n")
-    if reason is None and out_csv.exists():
+    if reason is None and out_csv.exists() and ranks_path(out_csv).exists():
         return "ok"
     if reason is None:
         reason = "torchrun exited 0 but wrote no CSV"
@@ -122,12 +127,20 @@ def _kill_group(proc: subprocess.Popen) -> None:
             continue
 
 
-def _read_partial(path: Path) -> list[dict]:
+def _read_partial(path: Path, columns) -> list[dict]:
     if not path.exists():
         return []
     with open(path, newline="") as f:
-        rows = [r for r in csv.DictReader(f) if None not in r.values() and len(r) == len(COMM_COLUMN_NAMES)]
+        rows = [r for r in csv.DictReader(f) if None not in r.values() and len(r) == len(columns)]
     return rows
+
+
+def _csv_text(rows: list[dict], columns) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=columns)
+    w.writeheader()
+    w.writerows(rows)
+    return buf.getvalue()
 
 
 def _write_failure_csv(job, params, out_csv: Path, message: str) -> None:
@@ -135,14 +148,20 @@ def _write_failure_csv(job, params, out_csv: Path, message: str) -> None:
     from distbench.ops import OPS, element_count
     import torch
 
-    done = _read_partial(partial_path(out_csv))
+    done = _read_partial(partial_path(out_csv), COMM_COLUMN_NAMES)
     trials = params["trials"]
     n_done = len(done) // trials
     done = done[: n_done * trials]  # a torn last batch (killed mid-write) is dropped
+    # Per-rank times are written before their point's rows: keep those of finished points only.
+    point_keys = ("op", "size_bytes", "timing", "inplace")
+    finished = {tuple(r[k] for k in point_keys) for r in done}
+    rank_rows = [r for r in _read_partial(partial_path(ranks_path(out_csv)), COMM_RANK_COLUMN_NAMES)
+                 if tuple(r[k] for k in point_keys) in finished]
     elem = torch.empty((), dtype=getattr(torch, job.dtype)).element_size()
 
     fields = SimpleNamespace(backend=job.backend, world_size=job.world_size, dtype=job.dtype,
-                             nccl_env_label=job.nccl_env_label, iters=params["iters"])
+                             nccl_env_label=job.nccl_env_label, iters=params["iters"],
+                             graph_launches=params["graph_launches"], rank_agg=params["rank_agg"])
     rows = list(done)
     points = plan_points(params["ops"], params["sizes"], params["timing"], params.get("inplace", [False]))
     for i, point in enumerate(points[n_done:]):
@@ -153,9 +172,7 @@ def _write_failure_csv(job, params, out_csv: Path, message: str) -> None:
         status, msg = ("failed", message) if i == 0 else ("skipped", f"not run: the job ended early ({message})")
         rows += [{k: csv_value(v) for k, v in {**base, "trial": t, "status": status, "message": msg}.items()}
                  for t in range(trials)]
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=COMM_COLUMN_NAMES)
-    w.writeheader()
-    w.writerows(rows)
-    atomic_write_text(out_csv, buf.getvalue())
-    partial_path(out_csv).unlink(missing_ok=True)
+    atomic_write_text(ranks_path(out_csv), _csv_text(rank_rows, COMM_RANK_COLUMN_NAMES))
+    atomic_write_text(out_csv, _csv_text(rows, COMM_COLUMN_NAMES))
+    for path in (out_csv, ranks_path(out_csv)):
+        partial_path(path).unlink(missing_ok=True)

@@ -4,26 +4,48 @@ Each spec declares only what differs between collectives:
 - how many elements the measured buffer holds for a requested size (nccl-tests' `size` column:
   the total buffer for all_gather / reduce_scatter / all_to_all),
 - the bus-bandwidth factor (nccl-tests doc/PERFORMANCE.md),
-- how to build rank-dependent inputs, run the op, and the expected output for the check.
+- how to allocate its buffers, (re)write rank-dependent inputs into them, run the op, and the
+  expected output for the check.
 The harness in distbench.comm owns warm-up, timing, checking and statistics.
 
-Input values are small integers (`(i % 7) + rank + 1`), so every sum is exact in bf16/fp16 and a
-wrong chunk order or a missing rank changes the result.
+Exact checks at any world size and dtype
+----------------------------------------
+Inputs are small non-negative integers, laid out periodically (`periodic`). A sum of such values
+is exact in a floating-point type, in any order and with any partial sums (ring, tree, NCCL's
+LL/LL128/Simple protocols), as long as every partial sum stays within the range in which that
+type represents every integer: 2^8 for bfloat16, 2^11 for float16, 2^24 for float32, 2^53 for
+float64, 2^31 - 1 for int32 (`exact_limit`). For a sum over n ranks, `reduce_weights` picks the
+inputs so that the largest possible sum is <= that limit:
+- n <= limit: rank r holds ((i + r) mod m) + 1 at index i, with m = min(7, limit // n), so every
+  sum is <= n * m <= limit (bfloat16: m = 7 up to 36 ranks, m = 2 at 100 ranks, m = 1 from 129);
+- n > limit (bfloat16 beyond 256 ranks, float16 beyond 2048): rank r holds 1 where
+  (i + r) mod K == 0 and 0 elsewhere, K = ceil(n / limit), so each sum counts at most
+  ceil(n / K) <= limit ranks.
+Every rank contributes a non-zero value somewhere in every period, so a missing or doubled rank
+changes the result, and m > 1 makes the values depend on the position. Because exact inputs exist
+for every (n, dtype), the check is always an exact comparison: no tolerance is needed, and none
+could hide a real error. The earlier inputs ((i % 7) + rank + 1) were not exact beyond 17 ranks in
+bfloat16 (tests/test_ops.py shows it). Ops that only move data (gather, broadcast, send/recv,
+all_to_all) need each single value to be exact: they stay below the same limit.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
 import torch.distributed as dist
 
+from distbench import choices
+
 
 @dataclass
 class Buffers:
     send: torch.Tensor | None
     recv: torch.Tensor | None
+    init: Callable[[], None]  # (re)writes the inputs in place and poisons an output that is not an input
     expected: Callable[[], torch.Tensor] | None  # built lazily: only needed for the check
 
 
@@ -32,7 +54,7 @@ class OpSpec:
     name: str
     bus_factor: Callable[[int], float]  # world size -> busbw / algbw
     split_across_ranks: bool  # buffer divided into world_size chunks: count rounds down
-    make: Callable[["Ctx", int], Buffers]  # (ctx, count) -> buffers
+    make: Callable[["Ctx", int], Buffers]  # (ctx, count) -> buffers holding the inputs
     run: Callable[["Ctx", Buffers], None]
     inplace: bool = False  # torch's API is in-place for this op (output overwrites input)
     make_inplace: Callable[["Ctx", int], Buffers] | None = None  # nccl-tests' in-place variant, if any
@@ -50,62 +72,134 @@ class Ctx:
     backend: str
 
 
-def pattern(ctx: Ctx, count: int, offset, start: int = 0) -> torch.Tensor:
-    """(i % 7) + offset for i in [start, start+count): rank-dependent, exact in half precision."""
-    # int32 indices where they fit: the temporary is then no larger than a float32 buffer.
-    itype = torch.int32 if start + count < 2**31 else torch.int64
-    idx = torch.arange(start, start + count, device=ctx.device, dtype=itype)
-    return ((idx % 7) + offset).to(ctx.dtype)
+# --- exact integer inputs ----------------------------------------------------------------------
+
+def exact_limit(dtype: torch.dtype) -> int:
+    """Largest L such that every integer in [0, L] is exactly representable in dtype."""
+    if dtype.is_floating_point:
+        # eps = 2^-(mantissa bits); with the implicit bit every integer up to 2^(bits+1) is exact
+        return 2 ** (round(-math.log2(torch.finfo(dtype).eps)) + 1)
+    return torch.iinfo(dtype).max
 
 
-# --- the ops ---------------------------------------------------------------------------------
+def reduce_weights(world_size: int, dtype: torch.dtype) -> list[int]:
+    """One period of the inputs of a sum over world_size ranks (see the module docstring)."""
+    limit = exact_limit(dtype)
+    if world_size <= limit:
+        m = min(7, limit // world_size)
+        return [k + 1 for k in range(m)]
+    period = math.ceil(world_size / limit)
+    return [1] + [0] * (period - 1)
+
+
+def reduce_sums(world_size: int, dtype: torch.dtype) -> list[int]:
+    """Exact sum over ranks at each phase of the period (rank r holds weights[(i + r) % P])."""
+    w = reduce_weights(world_size, dtype)
+    p = len(w)
+    sums = [sum(w[(a + r) % p] for r in range(world_size)) for a in range(p)]
+    assert max(sums) <= exact_limit(dtype), "inputs would round: see distbench.ops docstring"
+    return sums
+
+
+def data_values(rank: int, dtype: torch.dtype) -> list[int]:
+    """One period (7) of rank-identifying values for ops that move data without reducing it."""
+    span = min(exact_limit(dtype), 2**20) - 1
+    return [(k + rank) % span + 1 for k in range(7)]
+
+
+def periodic(ctx: Ctx, values: list[int], count: int, start: int = 0) -> torch.Tensor:
+    """x[j] = values[(start + j) % len(values)] for j < count, in ctx.dtype on ctx.device.
+
+    Built by repeating one period: no index tensor as large as the buffer is needed."""
+    p = len(values)
+    rolled = [values[(start + k) % p] for k in range(p)]
+    period = torch.tensor(rolled, dtype=ctx.dtype, device=ctx.device)
+    return period.repeat(-(-count // p))[:count]
+
+
+def poison(t: torch.Tensor) -> None:
+    """Fill an output with a value no correct result contains (NaN, or -1 for integers)."""
+    t.fill_(float("nan") if t.dtype.is_floating_point else -1)
+
+
+def _reduce_input(ctx: Ctx, count: int) -> torch.Tensor:
+    w = reduce_weights(ctx.world_size, ctx.dtype)
+    return periodic(ctx, w, count, start=ctx.rank % len(w))
+
+
+def _reduce_expected(ctx: Ctx, count: int, start: int = 0) -> torch.Tensor:
+    return periodic(ctx, reduce_sums(ctx.world_size, ctx.dtype), count, start)
+
+
+def _empty(ctx, count):
+    return torch.empty(count, dtype=ctx.dtype, device=ctx.device)
+
+
+# --- the ops -----------------------------------------------------------------------------------
 
 def _all_reduce_make(ctx, count):
-    n = ctx.world_size
-    buf = pattern(ctx, count, ctx.rank + 1)
-    # sum over ranks of (i%7)+r+1 = n*(i%7) + n(n+1)/2
-    return Buffers(buf, buf, lambda: (pattern(ctx, count, 0).float() * n + n * (n + 1) // 2).to(ctx.dtype))
+    buf = _empty(ctx, count)
+    b = Buffers(buf, buf, lambda: buf.copy_(_reduce_input(ctx, count)), lambda: _reduce_expected(ctx, count))
+    b.init()
+    return b
+
+
+def _gathered(ctx, chunk):
+    return torch.cat([periodic(ctx, data_values(r, ctx.dtype), chunk) for r in range(ctx.world_size)])
 
 
 def _all_gather_make(ctx, count):
-    n, chunk = ctx.world_size, count // ctx.world_size
-    send = pattern(ctx, chunk, ctx.rank + 1)
-    recv = torch.empty(count, dtype=ctx.dtype, device=ctx.device)
-    return Buffers(send, recv, lambda: torch.cat([pattern(ctx, chunk, r + 1) for r in range(n)]))
+    chunk = count // ctx.world_size
+    send, recv = _empty(ctx, chunk), _empty(ctx, count)
 
-
-def _reduce_scatter_make(ctx, count):
-    n, chunk = ctx.world_size, count // ctx.world_size
-    send = pattern(ctx, count, ctx.rank + 1)
-    recv = torch.empty(chunk, dtype=ctx.dtype, device=ctx.device)
-    start = ctx.rank * chunk
-    return Buffers(send, recv,
-                   lambda: (pattern(ctx, chunk, 0, start).float() * n + n * (n + 1) // 2).to(ctx.dtype))
+    def init():
+        send.copy_(periodic(ctx, data_values(ctx.rank, ctx.dtype), chunk))
+        poison(recv)
+    b = Buffers(send, recv, init, lambda: _gathered(ctx, chunk))
+    b.init()
+    return b
 
 
 def _all_gather_make_inplace(ctx, count):
     # nccl-tests in-place: each rank's input is its own chunk of the output buffer.
-    n, chunk = ctx.world_size, count // ctx.world_size
-    recv = torch.empty(count, dtype=ctx.dtype, device=ctx.device)
-    send = recv.narrow(0, ctx.rank * chunk, chunk)
-    send.copy_(pattern(ctx, chunk, ctx.rank + 1))
-    return Buffers(send, recv, lambda: torch.cat([pattern(ctx, chunk, r + 1) for r in range(n)]))
-
-
-def _reduce_scatter_make_inplace(ctx, count):
-    # nccl-tests in-place: the output is this rank's chunk of the input buffer.
-    b = _reduce_scatter_make(ctx, count)
     chunk = count // ctx.world_size
-    return Buffers(b.send, b.send.narrow(0, ctx.rank * chunk, chunk), b.expected)
+    recv = _empty(ctx, count)
+    send = recv.narrow(0, ctx.rank * chunk, chunk)
+
+    def init():
+        poison(recv)
+        send.copy_(periodic(ctx, data_values(ctx.rank, ctx.dtype), chunk))
+    b = Buffers(send, recv, init, lambda: _gathered(ctx, chunk))
+    b.init()
+    return b
+
+
+def _reduce_scatter_make(ctx, count, inplace=False):
+    chunk = count // ctx.world_size
+    send = _empty(ctx, count)
+    # nccl-tests in-place: the output is this rank's chunk of the input buffer.
+    recv = send.narrow(0, ctx.rank * chunk, chunk) if inplace else _empty(ctx, chunk)
+
+    def init():
+        send.copy_(_reduce_input(ctx, count))
+        if not inplace:
+            poison(recv)
+    b = Buffers(send, recv, init, lambda: _reduce_expected(ctx, chunk, start=ctx.rank * chunk))
+    b.init()
+    return b
 
 
 def _broadcast_make(ctx, count):
-    buf = pattern(ctx, count, ctx.rank + 1)
-    return Buffers(buf, buf, lambda: pattern(ctx, count, 1))  # root 0's values everywhere
+    buf = _empty(ctx, count)
+    # root 0's values everywhere; every other rank starts from its own, different values
+    b = Buffers(buf, buf, lambda: buf.copy_(periodic(ctx, data_values(ctx.rank, ctx.dtype), count)),
+                lambda: periodic(ctx, data_values(0, ctx.dtype), count))
+    b.init()
+    return b
 
 
 def _a2a_values(ctx, count, src, dst_of_chunk) -> torch.Tensor:
-    # value = (src*n + dst) % 64 + (i % 3): identifies sender, receiver and position.
+    # value = (src*n + dst) % 64 + (i % 3): identifies sender, receiver and position (<= 66: exact in bf16).
     n, chunk = ctx.world_size, count // ctx.world_size
     idx = torch.arange(count, device=ctx.device)
     return (((src * n + dst_of_chunk(idx // chunk)) % 64) + (idx % 3)).to(ctx.dtype)
@@ -113,22 +207,32 @@ def _a2a_values(ctx, count, src, dst_of_chunk) -> torch.Tensor:
 
 def _all_to_all_make(ctx, count):
     n, chunk = ctx.world_size, count // ctx.world_size
-    send = _a2a_values(ctx, count, ctx.rank, lambda j: j)
-    recv = torch.empty(count, dtype=ctx.dtype, device=ctx.device)
+    send, recv = _empty(ctx, count), _empty(ctx, count)
+
+    def init():
+        send.copy_(_a2a_values(ctx, count, ctx.rank, lambda j: j))
+        poison(recv)
 
     def expected():
         idx = torch.arange(count, device=ctx.device)
         src, k = idx // chunk, idx % chunk
         return (((src * n + ctx.rank) % 64) + ((ctx.rank * chunk + k) % 3)).to(ctx.dtype)
 
-    return Buffers(send, recv, expected)
+    b = Buffers(send, recv, init, expected)
+    b.init()
+    return b
 
 
 def _send_recv_make(ctx, count):
-    send = pattern(ctx, count, ctx.rank + 1)
-    recv = torch.empty(count, dtype=ctx.dtype, device=ctx.device)
+    send, recv = _empty(ctx, count), _empty(ctx, count)
     src = (ctx.rank - 1) % ctx.world_size
-    return Buffers(send, recv, lambda: pattern(ctx, count, src + 1))
+
+    def init():
+        send.copy_(periodic(ctx, data_values(ctx.rank, ctx.dtype), count))
+        poison(recv)
+    b = Buffers(send, recv, init, lambda: periodic(ctx, data_values(src, ctx.dtype), count))
+    b.init()
+    return b
 
 
 def _send_recv_run(ctx, b):
@@ -155,15 +259,17 @@ OPS: dict[str, OpSpec] = {s.name: s for s in (
     OpSpec("all_gather", lambda n: (n - 1) / n, True, _all_gather_make,
            lambda c, b: dist.all_gather_into_tensor(b.recv, b.send), make_inplace=_all_gather_make_inplace),
     OpSpec("reduce_scatter", lambda n: (n - 1) / n, True, _reduce_scatter_make,
-           lambda c, b: dist.reduce_scatter_tensor(b.recv, b.send), make_inplace=_reduce_scatter_make_inplace),
+           lambda c, b: dist.reduce_scatter_tensor(b.recv, b.send),
+           make_inplace=lambda c, n: _reduce_scatter_make(c, n, inplace=True)),
     OpSpec("broadcast", lambda n: 1.0, False, _broadcast_make,
            lambda c, b: dist.broadcast(b.send, src=0), inplace=True),
     OpSpec("all_to_all", lambda n: (n - 1) / n, True, _all_to_all_make,
            lambda c, b: dist.all_to_all_single(b.recv, b.send)),
     OpSpec("send_recv", lambda n: 1.0, False, _send_recv_make, _send_recv_run, min_world_size=2),
-    OpSpec("barrier", lambda n: float("nan"), False, lambda c, n: Buffers(None, None, None), _barrier_run,
-           graph_capturable=False, moves_data=False),
+    OpSpec("barrier", lambda n: float("nan"), False, lambda c, n: Buffers(None, None, lambda: None, None),
+           _barrier_run, graph_capturable=False, moves_data=False),
 )}
+assert tuple(OPS) == choices.OPS, "distbench.choices.OPS and the registry must list the same ops"
 
 
 def placements(spec: OpSpec, requested: list[bool]) -> list[bool]:

@@ -108,9 +108,12 @@ def job_params(config: dict, backend: str, nccl_env: str = "default") -> dict:
     comm = config["comm"]
     sizes = sizes_from_config(comm)
     ops = comm["ops"] if nccl_env == "default" else comm.get("nccl_env_ops") or comm["ops"]
-    p = {"ops": list(ops), "warmup": comm["warmup"], "iters": comm["iters"],
-         "trials": comm["trials"], "timing": list(comm["timing"]), "inplace": list(comm["inplace"]), "op_timeout_s": comm["op_timeout_s"],
-         "job_timeout_s": comm["job_timeout_s"], "job_env": {k: str(v) for k, v in config["job_env"].items()}}
+    p = {"ops": list(ops), "warmup": comm["warmup"], "iters": comm["iters"], "trials": comm["trials"],
+         "timing": list(comm["timing"]), "inplace": list(comm["inplace"]),
+         "graph_launches": comm["graph_launches"], "rank_agg": comm["rank_agg"],
+         "rotate_bytes": parse_size(comm["rotate_bytes"]),
+         "op_timeout_s": comm["op_timeout_s"], "job_timeout_s": comm["job_timeout_s"],
+         "job_env": {k: str(v) for k, v in config["job_env"].items()}}
     if backend == "gloo":
         g = comm["gloo"]
         cap = parse_size(g["max_bytes"])

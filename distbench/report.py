@@ -2,6 +2,7 @@
 
 Both are rendered from the same context by Jinja2 templates in distbench/templates. The HTML inlines
 every figure as a data: URI and has no external CSS/JS, so it can be mailed or archived as one file.
+The Markdown links copies of its figures in figures/ beside it, so the report directory is portable.
 """
 
 from __future__ import annotations
@@ -9,6 +10,9 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shlex
+import shutil
+import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -19,13 +23,18 @@ import yaml
 from distbench.findings import (
     backend_name, compute_findings, human_bytes, primary_rows, read_summary,
 )
-from distbench.io import atomic_write_text
+from distbench.io import atomic_write_bytes, atomic_write_text
+from distbench.probes.env import JOB_ENV_PREFIXES
 
 TEMPLATES = Path(__file__).parent / "templates"
 MAX_TABLE_ROWS = 200  # beyond this a table stops being read; the CSVs hold everything
 MAX_SIZES_PER_OP = 12  # compact summary: evenly spaced sizes, first and last always kept
 ENV_KEYS = ("hostname", "platform", "python", "torch", "cuda", "nccl_version", "gloo_available",
             "driver", "gpu_count", "cpu_model", "cpu_count", "git_commit")
+# Row labels where the probe's key alone misleads. nccl_version is what torch loaded; NVIDIA images also
+# set an NCCL_VERSION environment variable (the NCCL the image ships), which lands in job_env.
+ENV_LABELS = {"nccl_version": "NCCL (loaded by torch)"}
+JOB_ENV_LABEL = f"environment variables ({', '.join(p + '*' for p in JOB_ENV_PREFIXES)})"
 
 
 def _fmt(v, digits: int = 1) -> str:
@@ -44,12 +53,36 @@ def _table(headers, rows, total: int | None = None) -> dict:
             "note": ""}
 
 
+def _nccl_loaded(env: dict) -> str:
+    if env.get("nccl_version"):
+        return str(env["nccl_version"])
+    if env.get("cuda_available") is False or ("cuda_available" not in env and not env.get("cuda")):
+        return "n/a (no CUDA)"
+    return "n/a (torch reported no NCCL)"
+
+
+def _job_env(job_env) -> str:
+    """Environment variables as NAME=value, shell-quoted where needed, in one cell."""
+    if not isinstance(job_env, dict):
+        return str(job_env)
+    return " ".join(f"{k}={shlex.quote(str(v))}" for k, v in sorted(job_env.items())) or "none set"
+
+
 def _env_table(env: dict) -> dict:
-    rows = [[k, env.get(k)] for k in ENV_KEYS if k in env]
+    if not env:
+        return _table(["key", "value"], [])
+    rows = []
+    for k in ENV_KEYS:
+        if k == "nccl_version":
+            rows.append([ENV_LABELS[k], _nccl_loaded(env)])
+        elif k in env:
+            rows.append([ENV_LABELS.get(k, k), env.get(k)])
     rows += [[f"GPU {g.get('index', i)}", f"{g.get('name')} ({_fmt(g.get('memory_total_mib'))} MiB, "
               f"PCI {g.get('pci_bus_id')}, {g.get('uuid')})"] for i, g in enumerate(env.get("gpus") or [])]
+    if "job_env" in env:
+        rows.append([JOB_ENV_LABEL, _job_env(env["job_env"])])
     rows += [[k, json.dumps(v) if isinstance(v, (dict, list)) else v] for k, v in env.items()
-             if k not in ENV_KEYS and k != "gpus"]
+             if k not in ENV_KEYS and k not in ("gpus", "job_env")]
     return _table(["key", "value"], rows)
 
 
@@ -132,8 +165,15 @@ FIGURE_TITLES = {
 }
 
 
-def _figures(figures, out_md: Path) -> list[dict]:
-    """One entry per figure stem: PNG for display (inlined in HTML), SVG offered as a link."""
+def _figures(figures, figures_dir: Path, out_md: Path) -> list[dict]:
+    """One entry per figure stem: PNG for display (inlined in HTML), SVG offered as a link.
+
+    The Markdown links point into figures_dir (beside the report: the copies _publish_figures puts
+    there), so the report directory can be copied or archived on its own.
+    """
+    def link(p: Path) -> str:  # where the copy will be, relative to the report
+        return Path(os.path.relpath(figures_dir / p.name, out_md.parent)).as_posix()
+
     by_stem: dict[str, dict[str, Path]] = {}
     for f in map(Path, figures):
         if f.exists():
@@ -144,11 +184,63 @@ def _figures(figures, out_md: Path) -> list[dict]:
         if img is None:
             continue
         mime = "image/png" if img.suffix.lower() == ".png" else "image/svg+xml"
-        rel = {ext: Path(os.path.relpath(p, out_md.parent)).as_posix() for ext, p in files.items()}
-        out.append({"name": stem, "title": FIGURE_TITLES.get(stem, stem.replace("_", " ")), "md_src": rel[img.suffix.lower()[1:]],
-                    "svg": rel.get("svg"), "data_uri": f"data:{mime};base64,"
-                    + base64.b64encode(img.read_bytes()).decode("ascii")})
+        svg = files.get("svg") if files.get("svg") != img else None
+        out.append({"name": stem, "title": FIGURE_TITLES.get(stem, stem.replace("_", " ")), "md_src": link(img),
+                    "svg": link(svg) if svg else None, "files": [img, *([svg] if svg else [])],
+                    "data_uri": f"data:{mime};base64," + base64.b64encode(img.read_bytes()).decode("ascii")})
     return out
+
+
+def _publish_figures(files: list[Path], figures_dir: Path) -> None:
+    """Put the linked figure files into figures_dir, replacing what was there, never half-way.
+
+    They are copied into a temporary directory next to figures_dir, which then replaces it by rename;
+    a failure on the way removes the temporary directory and leaves any previous figures_dir as it was.
+    Files that already live in figures_dir (publish_run renders beside its own figures/) stay put, and
+    that directory is not replaced: only the missing files are added, each atomically.
+    """
+    figures_dir = Path(figures_dir)
+    here = figures_dir.resolve() if figures_dir.is_dir() else None
+    if here is not None and any(f.resolve().parent == here for f in files):
+        for f in files:
+            if f.resolve().parent != here:
+                atomic_write_bytes(figures_dir / f.name, f.read_bytes())
+        return
+    figures_dir.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(dir=figures_dir.parent, prefix=f".{figures_dir.name}.", suffix=".tmp"))
+    try:
+        for f in files:
+            shutil.copyfile(f, stage / f.name)
+        os.chmod(stage, 0o777 & ~_umask())  # mkdtemp creates 0700; reports are meant to be shared
+        _swap_in(stage, figures_dir)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+
+
+def _swap_in(new: Path, target: Path) -> None:
+    """Rename directory new to target; an existing target is moved aside first (rename cannot replace a
+    non-empty directory), put back if the rename fails, and deleted once new is in place."""
+    if target.is_symlink() or target.is_file():
+        target.unlink()
+    if not target.exists():
+        os.replace(new, target)
+        return
+    aside = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".old"))
+    os.replace(target, aside / target.name)
+    try:
+        os.replace(new, target)
+    except BaseException:
+        os.replace(aside / target.name, target)
+        aside.rmdir()
+        raise
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _cell(v, limit: int = 300) -> str | None:
@@ -213,7 +305,12 @@ def _environment() -> jinja2.Environment:
     return env
 
 
-def build_context(summary_csv, largest_csv, env_json, figures, config, plan, out_md, extra=None) -> dict:
+def _figures_dir(out_md, figures_dir=None) -> Path:
+    return Path(figures_dir) if figures_dir is not None else Path(out_md).parent / "figures"
+
+
+def build_context(summary_csv, largest_csv, env_json, figures, config, plan, out_md, extra=None,
+                  figures_dir=None) -> dict:
     summary = read_summary(summary_csv)
     largest = read_summary(largest_csv)
     env_path = Path(env_json)
@@ -229,15 +326,24 @@ def build_context(summary_csv, largest_csv, env_json, figures, config, plan, out
         "largest": _largest_table(largest, peak),
         "compact": _compact_table(summary),
         "problems": _problem_table(summary),
-        "figures": _figures(figures, Path(out_md)),
+        "figures": _figures(figures, _figures_dir(out_md, figures_dir), Path(out_md)),
         "extras": _extras(extra),
     }
 
 
 def render_report(summary_csv, largest_csv, env_json, figures: list[Path], config: dict, plan: dict,
-                  out_md, out_html, extra: dict | None = None) -> None:
-    """Write the Markdown report (figures linked relative to out_md) and the self-contained HTML one."""
-    ctx = build_context(summary_csv, largest_csv, env_json, figures, config, plan, out_md, extra)
+                  out_md, out_html, extra: dict | None = None, figures_dir=None) -> None:
+    """Write the Markdown report, the figures it links and the self-contained HTML one.
+
+    The figures are copied into figures_dir (default: figures/ beside out_md) and linked relative to
+    out_md, so the directory holding both can be copied elsewhere; the HTML inlines them as data: URIs.
+    Both texts are rendered before anything is written, and every write is atomic.
+    """
+    figures_dir = _figures_dir(out_md, figures_dir)
+    ctx = build_context(summary_csv, largest_csv, env_json, figures, config, plan, out_md, extra, figures_dir)
     env = _environment()
-    atomic_write_text(out_md, env.get_template("report.md.j2").render(**ctx))
-    atomic_write_text(out_html, env.get_template("report.html.j2").render(**ctx))
+    md = env.get_template("report.md.j2").render(**ctx)
+    html = env.get_template("report.html.j2").render(**ctx)
+    _publish_figures([p for f in ctx["figures"] for p in f["files"]], figures_dir)
+    atomic_write_text(out_md, md)
+    atomic_write_text(out_html, html)

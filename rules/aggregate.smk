@@ -3,9 +3,11 @@
 
 rule aggregate_comm:
     input:
-        comm_csvs,
+        jobs=comm_csvs,
+        ranks=comm_rank_csvs,
     output:
         raw="results/tables/comm.csv",
+        ranks="results/tables/comm_ranks.csv",
         summary="results/tables/comm_summary.csv",
         largest="results/tables/comm_largest.csv",
     log:

@@ -1,16 +1,16 @@
 # Config validation and the job plan. The logic lives in the distbench package; this file wires it.
 from snakemake.exceptions import WorkflowError
-from snakemake.utils import validate
 
-from distbench.config import ConfigError, SCHEMA_PATH, check_config
+from distbench.choices import BACKENDS, DTYPES
+from distbench.config import ConfigError, check_config
 from distbench.plan import job_params, make_plan, nccl_probe_params, plan_summary
 
 try:
-    # Readable errors first (every bad key, with the allowed values), then Snakemake's own check.
+    # Readable errors (every bad key, with the allowed values), then snakemake.utils.validate
+    # against distbench/config.schema.yaml, which fills in the defaults.
     config.update(check_config(config))
 except ConfigError as e:
     raise WorkflowError(str(e))
-validate(config, str(SCHEMA_PATH))
 
 PLAN = make_plan(config)
 JOBS = {tuple(str(v) for v in j.wildcards.values()): j for j in PLAN["jobs"]}
@@ -18,15 +18,21 @@ COMM_DIR = "results/comm/{backend}/{dtype}/ws{world_size}/{nccl_env}"
 
 
 wildcard_constraints:
-    backend="nccl|gloo",
-    dtype="[a-z0-9]+",
+    backend="|".join(BACKENDS),
+    dtype="|".join(DTYPES),
     world_size=r"\d+",
     nccl_env=r"[A-Za-z0-9_=+.,:^-]+",
 
 
 def comm_job(wildcards):
-    return JOBS[(wildcards.backend, wildcards.dtype, wildcards.world_size, wildcards.nccl_env)]
+    return JOBS[
+        (wildcards.backend, wildcards.dtype, wildcards.world_size, wildcards.nccl_env)
+    ]
 
 
 def comm_csvs(wildcards=None):
     return [f"{COMM_DIR}/comm.csv".format(**j.wildcards) for j in PLAN["jobs"]]
+
+
+def comm_rank_csvs(wildcards=None):
+    return [f"{COMM_DIR}/comm_ranks.csv".format(**j.wildcards) for j in PLAN["jobs"]]

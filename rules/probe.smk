@@ -30,11 +30,11 @@ rule probe_nccl:
         logs=directory("results/probe/nccl_logs"),
     log:
         "results/logs/probe/nccl.log",
-    params:
-        probe=nccl_probe_params(config, PLAN),
-    threads: workflow.cores
     conda:
         "../envs/distbench.yaml"
+    threads: workflow.cores
+    params:
+        probe=nccl_probe_params(config, PLAN),
     script:
         "../workflow/scripts/probe_nccl.py"
 
@@ -45,7 +45,9 @@ rule diagnose:
         env="results/probe/env.json",
         topology="results/probe/topology.json",
         nccl="results/probe/nccl.json",
-        placement=lambda wc: [p.replace("comm.csv", "placement.json") for p in comm_csvs()],
+        placement=lambda wc: [
+            p.replace("comm.csv", "placement.json") for p in comm_csvs()
+        ],
     output:
         table="results/tables/comm_diagnosed.csv",
         advice="results/probe/advice.json",

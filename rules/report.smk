@@ -1,5 +1,6 @@
 # Jinja2 report: Markdown + a self-contained HTML page. `snakemake report` rebuilds it from the
-# cached tables without starting a benchmark.
+# cached tables without starting a benchmark. report/figures holds copies of the figures the Markdown
+# links (figures/<name>.png), so report/ can be copied elsewhere whole.
 
 
 rule report:
@@ -12,12 +13,13 @@ rule report:
     output:
         md="report/report.md",
         html="report/report.html",
+        figures=directory("report/figures"),
     log:
         "results/logs/report/report.log",
+    conda:
+        "../envs/distbench.yaml"
     params:
         plan=plan_summary(PLAN),
         config=config,
-    conda:
-        "../envs/distbench.yaml"
     script:
         "../workflow/scripts/render_report.py"

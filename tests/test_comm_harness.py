@@ -1,9 +1,10 @@
-"""The harness under real torchrun and real Gloo process groups (world size 2)."""
+"""The harness under real torchrun and real Gloo process groups (world size 2 unless a test needs more)."""
 
 import os
 import subprocess
 import sys
 
+import pytest
 
 from distbench.comm import check_placement
 from distbench.ops import OPS
@@ -92,3 +93,91 @@ def test_inplace_variants_run_and_check(tmp_path):
     assert got == [("all_gather", False), ("all_gather", True), ("all_reduce", True),
                    ("reduce_scatter", False), ("reduce_scatter", True)]
     assert (df["status"] == "ok").all() and df["correct"].all()
+
+
+def _helper(script, args, nproc=2, env=None, timeout=240):
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+           str(REPO / "tests/helpers" / script), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})})
+
+
+def test_an_op_that_goes_wrong_after_warm_up_is_caught_by_the_check_after_timing(tmp_path):
+    out = tmp_path / "comm.csv"
+    r = _helper("wrong_after_warmup.py", ["--backend", "gloo", "--ops", "all_reduce", "--sizes", "1KiB",
+                                          "--warmup", "1", "--iters", "2", "--trials", "2", "--out", str(out)])
+    assert r.returncode == 0, r.stderr[-2000:]
+    df = read_comm_csv(out)
+    assert (df["status"] == "wrong").all() and not df["correct"].any()
+    msg = df["message"].iloc[0]
+    assert "after the timed eager ops" in msg and "before timing" not in msg and "rank(s) 0, 1" in msg
+
+
+def test_every_ranks_time_is_kept_and_combined_as_configured(tmp_path):
+    from distbench.schema import read_comm_ranks_csv
+
+    r = _helper("rank_times.py", [str(tmp_path)], nproc=3)
+    assert r.returncode == 0, r.stderr[-2000:]
+    base = [20.0, 40.0, 10.0]  # rank r's time in trial t: base[r] + t (tests/helpers/rank_times.py)
+    combine = {"max": max, "min": min, "avg": lambda v: sum(v) / len(v), "rank0": lambda v: v[0]}
+    for how, f in combine.items():
+        df = read_comm_csv(tmp_path / f"{how}.csv")
+        assert (df["rank_agg"] == how).all()
+        for t in range(3):
+            row = df[df["trial"] == t].iloc[0]
+            times = [b + t for b in base]
+            assert row["time_us"] == pytest.approx(f(times), rel=1e-5), how  # CSV keeps 6 digits
+            assert row["time_us_rank_min"] == pytest.approx(min(times))
+            assert row["time_us_rank_max"] == pytest.approx(max(times)) and row["slowest_rank"] == 1
+            # bandwidth follows the combined time (nccl-tests' definitions)
+            assert row["algbw_gbps"] == pytest.approx(1024 / (f(times) * 1e-6) / 1e9, rel=1e-5)
+        ranks = read_comm_ranks_csv(tmp_path / f"{how}_ranks.csv")
+        got = {(int(x.trial), int(x.rank)): x.time_us for x in ranks.itertuples()}
+        assert got == {(t, rk): base[rk] + t for t in range(3) for rk in range(3)}
+
+
+@pytest.mark.parametrize("fail,status,text", [
+    ("oom", "oom", "another rank could not allocate"),
+    ("error", "failed", "injected failure on rank 0"),
+])
+def test_one_rank_failing_a_point_makes_every_rank_agree_and_go_on(tmp_path, fail, status, text):
+    out = tmp_path / "comm.csv"
+    r = _helper("one_rank_fails.py", ["--backend", "gloo", "--ops", "all_reduce", "--sizes", "1KiB,4KiB,16KiB",
+                                      "--warmup", "0", "--iters", "2", "--trials", "2", "--op-timeout-s", "20",
+                                      "--out", str(out)], env={"FAIL": fail}, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    df = read_comm_csv(out).set_index(["size_bytes", "trial"])
+    assert (df.loc[4096, "status"] == status).all()
+    assert df.loc[4096, "message"].str.contains(text).all()  # rank 0 writes the CSV
+    assert (df.loc[1024, "status"] == "ok").all() and (df.loc[16384, "status"] == "ok").all()
+
+
+def test_bfloat16_sums_are_checked_exactly_at_20_ranks(tmp_path):
+    # The inputs used before were not exact in bf16 beyond 17 ranks: a correct all_reduce came out `wrong`.
+    out = tmp_path / "comm.csv"
+    r = torchrun(["--backend", "gloo", "--ops", "all_reduce,reduce_scatter", "--dtype", "bfloat16", "--sizes", "1KiB",
+                  "--warmup", "0", "--iters", "1", "--trials", "1", "--out", str(out)], nproc=20, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    df = read_comm_csv(out)
+    assert (df["status"] == "ok").all() and df["correct"].all(), df[["op", "status", "message"]]
+
+
+def test_buffers_rotate_only_while_they_fit():
+    from distbench.comm import rotation_slots
+
+    assert rotation_slots(3 * 1024, 20, 2**28) == 20  # small: one buffer set per timed op
+    assert rotation_slots(3 * 2**26, 20, 2**28) == 1  # 64 MiB points: no room, one set
+    assert rotation_slots(3 * 2**20, 20, 2**28) == 20 and rotation_slots(3 * 2**24, 20, 2**28) == 5
+    assert rotation_slots(3 * 1024, 20, 0) == 1  # off
+
+
+def test_rotated_buffers_are_all_checked(tmp_path):
+    # 3 KiB per set, 4 iterations: 4 sets; with rotation off: 1. Both must be right.
+    for rotate in ("1MiB", "0"):
+        out = tmp_path / f"comm{rotate}.csv"
+        r = torchrun(["--backend", "gloo", "--ops", "all_reduce,all_gather,reduce_scatter,all_to_all,send_recv",
+                      "--sizes", "1KiB", "--inplace", "false,true", "--warmup", "1", "--iters", "4", "--trials", "2",
+                      "--rotate-bytes", rotate, "--out", str(out)])
+        assert r.returncode == 0, r.stderr[-2000:]
+        df = read_comm_csv(out)
+        assert (df["status"] == "ok").all() and df["correct"].all()

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from distbench.comm import bandwidths
+from distbench import ops as distbench_ops
 from distbench.ops import OPS, Ctx, element_count
 
 
@@ -106,3 +107,70 @@ def test_placements():
     assert placements(OPS["all_reduce"], [False]) == [True]  # torch: in place only
     assert placements(OPS["all_to_all"], [False, True]) == [False]
     assert placements(OPS["all_gather"], [False, True]) == [False, True]
+
+
+# --- exact checks at any world size ------------------------------------------------------------
+
+def _sequential_sum(inputs, order):
+    """Sum the ranks' inputs one at a time, rounding to the dtype after every step (as a ring does)."""
+    acc = inputs[order[0]].clone()
+    for r in order[1:]:
+        acc = (acc.double() + inputs[r].double()).to(acc.dtype)
+    return acc
+
+
+@pytest.mark.parametrize("dtype,sizes", [
+    (torch.bfloat16, [2, 17, 18, 20, 36, 37, 100, 128, 129, 256, 257, 300, 1024]),
+    (torch.float16, [2, 60, 61, 100, 1024, 2048, 2049]),
+    (torch.float32, [2, 1024]),
+    (torch.int32, [2, 1024]),
+])
+def test_sum_inputs_stay_exact_in_any_order_at_any_world_size(dtype, sizes):
+    import random
+
+    rng = random.Random(0)
+    for n in sizes:
+        count = 3 * len(distbench_ops.reduce_weights(n, dtype)) + 1
+        inputs = [OPS["all_reduce"].make(Ctx(r, n, torch.device("cpu"), dtype, "gloo"), count).send for r in range(n)]
+        expected = OPS["all_reduce"].make(Ctx(0, n, torch.device("cpu"), dtype, "gloo"), count).expected()
+        exact = sum(i.double() for i in inputs)
+        assert torch.equal(expected.double(), exact), (dtype, n)
+        shuffled = list(range(n))
+        rng.shuffle(shuffled)
+        for order in (list(range(n)), list(reversed(range(n))), shuffled):
+            assert torch.equal(_sequential_sum(inputs, order), expected), (dtype, n, order[:3])
+        # a missing rank changes the result somewhere (every rank contributes in every period)
+        assert not torch.equal(_sequential_sum(inputs, list(range(n - 1))), expected), (dtype, n)
+
+
+def test_the_old_inputs_were_not_exact_beyond_17_bfloat16_ranks():
+    # (i % 7) + rank + 1, the inputs before this check was made exact: a sequential bf16 sum rounds.
+    n = 20
+    idx = torch.arange(7)
+    inputs = [((idx % 7) + r + 1).to(torch.bfloat16) for r in range(n)]
+    exact = n * (idx % 7) + n * (n + 1) // 2
+    assert not torch.equal(_sequential_sum(inputs, list(range(n))).double(), exact.double())
+
+
+def test_init_rewrites_inputs_and_poisons_outputs():
+    for op in ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send_recv"):
+        for maker in (OPS[op].make, OPS[op].make_inplace):
+            if maker is None:
+                continue
+            b = maker(Ctx(1, 2, torch.device("cpu"), torch.float32, "gloo"), 8)
+            original = b.send.clone()
+            b.recv.fill_(123.0)  # a stale result of an earlier run
+            b.send.fill_(7.0) if b.send.data_ptr() != b.recv.data_ptr() else None
+            b.init()
+            assert torch.equal(b.send, original), op
+            if b.recv.data_ptr() != b.send.data_ptr() or b.recv.numel() != b.send.numel():
+                # out of place, or in place where the input is only part of the output: no stale value survives
+                assert not (b.recv == 123.0).any(), op
+
+
+def test_int32_poison_and_limits():
+    assert distbench_ops.exact_limit(torch.bfloat16) == 256 and distbench_ops.exact_limit(torch.float16) == 2048
+    assert distbench_ops.exact_limit(torch.float32) == 2**24 and distbench_ops.exact_limit(torch.int32) == 2**31 - 1
+    t = torch.zeros(3, dtype=torch.int32)
+    distbench_ops.poison(t)
+    assert (t == -1).all()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import os
 import re
 
 import pandas as pd
@@ -102,9 +101,9 @@ def test_markdown_content(report):
     assert "## GPU topology" in md and "```\n\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV18" in md
     assert "| transport_counts | P2P/CUMEM=24 |" in md and "| rings | 2 entries (see the probe JSON) |" in md
     assert "| 1 | node-01 | cuda:1 |" in md
-    for p in report["figures"]:
-        rel = os.path.relpath(p, report["out_md"].parent)
-        assert f"({rel})" in md or f"]({rel})" in md
+    for p in report["figures"]:  # linked as copies beside the report, not into the results tree
+        assert f"(figures/{p.name})" in md and "../" not in md
+        assert (report["out_md"].parent / "figures" / p.name).read_bytes() == p.read_bytes()
 
 
 def test_html_self_contained_and_escaped(report):

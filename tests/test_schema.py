@@ -2,20 +2,43 @@ import pandas as pd
 import pytest
 
 from distbench.aggregate import SUMMARY_COLUMNS, largest, summarize
-from distbench.schema import COMM_COLUMN_NAMES, SchemaError, check_comm_frame, markdown_table, read_comm_csv
+from distbench.schema import (
+    COMM_COLUMN_NAMES, COMM_RANK_COLUMNS, SchemaError, check_comm_frame, check_comm_ranks_frame, markdown_table,
+    read_comm_csv,
+)
 from tests.conftest import REPO
 
 
 def _row(**kw):
     r = {"backend": "gloo", "world_size": 2, "op": "all_reduce", "dtype": "float32", "nccl_env": "default",
          "timing": "host", "inplace": True, "size_bytes": 1024, "count": 256, "trial": 0, "iters": 5,
-         "time_us": 10.0, "algbw_gbps": 0.1, "busbw_gbps": 0.1, "correct": True, "status": "ok", "message": ""}
+         "rank_agg": "max", "time_us": 10.0, "time_us_rank_min": 9.0, "time_us_rank_max": 10.0, "slowest_rank": 1,
+         "algbw_gbps": 0.1, "busbw_gbps": 0.1, "correct": True, "status": "ok", "message": ""}
     r.update(kw)
     return r
 
 
-def test_docs_show_the_contract_as_written_in_code():
-    assert markdown_table() in (REPO / "docs/csv-schema.md").read_text()
+def test_docs_show_the_contracts_as_written_in_code():
+    docs = (REPO / "docs/csv-schema.md").read_text()
+    assert markdown_table() in docs and markdown_table(COMM_RANK_COLUMNS) in docs
+
+
+def test_rank_contract_and_rank_agg_values():
+    with pytest.raises(SchemaError, match="unknown rank_agg"):
+        check_comm_frame(pd.DataFrame([_row(rank_agg="median")]))
+    ranks = pd.DataFrame([{k: _row()[k] for k in ("backend", "world_size", "op", "dtype", "nccl_env", "timing",
+                                                 "inplace", "size_bytes", "trial")} | {"rank": 0, "time_us": 3.0}])
+    check_comm_ranks_frame(ranks)
+    with pytest.raises(SchemaError, match="missing"):
+        check_comm_ranks_frame(ranks.drop(columns=["rank"]))
+    with pytest.raises(SchemaError, match="positive"):
+        check_comm_ranks_frame(ranks.assign(time_us=0.0))
+
+
+def test_summary_reports_the_spread_between_ranks():
+    rows = [_row(trial=t, time_us_rank_min=lo, time_us_rank_max=10.0) for t, lo in enumerate([9.0, 5.0, 8.0])]
+    s = summarize(pd.DataFrame(rows)).iloc[0]
+    assert s["rank_spread_pct_median"] == pytest.approx(20.0) and s["rank_agg"] == "max"
 
 
 def test_contract_rejects_missing_columns_and_unknown_status(tmp_path):

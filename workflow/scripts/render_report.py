@@ -9,4 +9,4 @@ with logged(sm.log[0]):
     figures = sorted(Path(sm.input.figures).glob("*.png"))
     extra = json.loads(Path(sm.input.advice).read_text())
     render_report(sm.input.summary, sm.input.largest, sm.input.env, figures, dict(sm.params.config),
-                  sm.params.plan, sm.output.md, sm.output.html, extra=extra)
+                  sm.params.plan, sm.output.md, sm.output.html, extra=extra, figures_dir=sm.output.figures)

@@ -1,0 +1,21 @@
+"""Every allowed-value list of the project, written once (no torch import: the config check and
+the Snakefile read these before any job starts).
+
+`tests/test_choices.py` ties them to the places that must repeat them: the JSON schema that
+Snakemake validates against, the op registry (`distbench.ops.OPS`), the harness's command line,
+the rules' wildcard constraints and the README. Adding an op is one registry entry here and in
+`distbench/ops.py`; that test names anything else to update.
+"""
+
+from __future__ import annotations
+
+BACKENDS = ("nccl", "gloo")
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send_recv", "barrier")
+DTYPES = ("float32", "bfloat16", "float16", "float64", "int32")
+# events: CUDA events around back-to-back ops; graph: CUDA-graph replay; host: host clock around
+# each op plus a device sync. Gloo (CPU) only has `host`.
+TIMINGS = ("events", "graph", "host")
+DEVICE_TIMINGS = ("events", "graph")
+# How one trial's per-rank times become the row's `time_us` (nccl-tests' -a: 0 rank 0, 1 avg, 2 min, 3 max).
+RANK_AGGS = ("max", "avg", "min", "rank0")
+STATUSES = ("ok", "oom", "skipped", "failed", "wrong")

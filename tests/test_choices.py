@@ -1,0 +1,49 @@
+"""Each allowed-value list has one source (distbench.choices); everything that must repeat one is
+tied to it here, so adding an op, dtype, timing or backend is one edit plus what this test names."""
+
+import re
+
+from distbench import choices
+from distbench.config import load_schema
+from tests.conftest import REPO
+
+
+def _comm(schema):
+    return schema["properties"]["comm"]["properties"]
+
+
+def test_the_config_schema_allows_exactly_the_choices():
+    schema = load_schema()
+    comm = _comm(schema)
+    assert tuple(schema["properties"]["backends"]["items"]["enum"]) == choices.BACKENDS
+    assert tuple(comm["ops"]["items"]["enum"]) == choices.OPS
+    assert tuple(comm["ops"]["default"]) == choices.OPS
+    assert tuple(comm["nccl_env_ops"]["items"]["enum"]) == choices.OPS
+    assert tuple(comm["dtypes"]["items"]["enum"]) == choices.DTYPES
+    assert tuple(comm["timing"]["items"]["enum"]) == choices.TIMINGS
+    assert tuple(comm["rank_agg"]["enum"]) == choices.RANK_AGGS
+
+
+def test_the_registry_and_the_harness_command_line_use_the_choices():
+    import torch
+
+    from distbench.comm import parse_args
+    from distbench.ops import OPS
+
+    assert tuple(OPS) == choices.OPS
+    for dtype in choices.DTYPES:
+        assert isinstance(getattr(torch, dtype), torch.dtype)
+    args = parse_args(["--backend", "gloo", "--ops", ",".join(choices.OPS), "--out", "x.csv"])
+    assert tuple(args.ops) == choices.OPS
+
+
+def test_the_rules_take_wildcard_constraints_from_the_choices():
+    common = (REPO / "rules/common.smk").read_text()
+    assert 'backend="|".join(BACKENDS)' in common and 'dtype="|".join(DTYPES)' in common
+    assert 'backend="nccl' not in common and 'dtype="[' not in common
+
+
+def test_the_readme_names_every_choice():
+    readme = (REPO / "README.md").read_text()
+    for name in (*choices.OPS, *choices.DTYPES, *choices.TIMINGS, *choices.BACKENDS, *choices.RANK_AGGS):
+        assert f"`{name}`" in readme or re.search(rf"\b{name}\b", readme), name
