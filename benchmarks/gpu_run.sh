@@ -11,7 +11,7 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 now() { date +%s.%N; }
 case "${1:-default}" in
 default)
-  rm -rf results report/report.md report/report.html .snakemake
+  rm -rf results report/report.md report/report.html report/figures .snakemake
   t0=$(now); python3 -m snakemake --cores 1 -k > "$OUT/snakemake-default.log" 2>&1; rc=$?; t1=$(now)
   python3 -m snakemake --cores 1 > "$OUT/snakemake-noop.log" 2>&1; t2=$(now)
   echo "default run rc=$rc wall_s=$(python3 -c "print(round($t1 - $t0, 1))") noop_s=$(python3 -c "print(round($t2 - $t1, 2))")" | tee "$OUT/timing.txt"
@@ -22,7 +22,7 @@ default)
     env "${e[@]}" VARIANT=$v python3 -m torch.distributed.run --standalone --nproc_per_node=2 benchmarks/launch_overhead.py \
       2>/dev/null | { [ $v = default ] && cat || tail -n +2; } >> "$OUT/launch_overhead.csv"
   done
-  tar czf "$OUT/results-default.tgz" results report/report.md report/report.html
+  tar czf "$OUT/results-default.tgz" results report/report.md report/report.html report/figures
   ;;
 fidelity)
   rm -rf /tmp/fid && mkdir /tmp/fid && cp -r Snakefile config.yaml rules workflow benchmarks /tmp/fid/ && cd /tmp/fid

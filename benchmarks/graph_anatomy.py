@@ -14,7 +14,6 @@ by type and its kernels by name, read with the CUDA runtime's graph API).
 import collections
 import csv
 import ctypes
-import os
 import sys
 from pathlib import Path
 
@@ -22,7 +21,7 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).parent))
-from raw_nccl_baseline import NCCL_FLOAT32, NCCL_SUM, UniqueId, libnccl  # noqa: E402
+from raw_nccl_baseline import NCCL_FLOAT32, NCCL_SUM, setup  # noqa: E402
 
 OPS, TRIALS, WARMUP = 20, 10, 5
 SIZES = [8, 1024, 65536, 2**20]
@@ -75,22 +74,7 @@ def node_types(graph: torch.cuda.CUDAGraph) -> dict:
 
 def main():
     out_dir = Path(sys.argv[1])
-    local = int(os.environ["LOCAL_RANK"])
-    dev = torch.device("cuda", local)
-    torch.cuda.set_device(dev)
-    dist.init_process_group("nccl", device_id=dev)
-    rank, n = dist.get_rank(), dist.get_world_size()
-    ctrl = dist.new_group(backend="gloo")
-    dist.all_reduce(torch.ones(1, device=dev))
-    lib = libnccl()
-    uid = UniqueId()
-    if rank == 0:
-        assert lib.ncclGetUniqueId(ctypes.byref(uid)) == 0
-    box = [bytes(uid.internal)]
-    dist.broadcast_object_list(box, src=0, group=ctrl)
-    ctypes.memmove(uid.internal, box[0], 128)
-    comm = ctypes.c_void_p()
-    assert lib.ncclCommInitRank(ctypes.byref(comm), n, uid, rank) == 0
+    dev, rank, n, ctrl, lib, comm = setup()
 
     out_dir.mkdir(parents=True, exist_ok=True)
     rows, nodes = [], []

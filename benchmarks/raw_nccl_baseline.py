@@ -36,7 +36,9 @@ def libnccl() -> ctypes.CDLL:
     return lib
 
 
-def main():
+def setup():
+    """torch.distributed (NCCL + a Gloo group) and a raw NCCL communicator of its own, for this rank:
+    (device, rank, world size, gloo group, libnccl, communicator)."""
     local = int(os.environ["LOCAL_RANK"])
     dev = torch.device("cuda", local)
     torch.cuda.set_device(dev)
@@ -53,6 +55,11 @@ def main():
     ctypes.memmove(uid.internal, box[0], 128)
     comm = ctypes.c_void_p()
     assert lib.ncclCommInitRank(ctypes.byref(comm), n, uid, rank) == 0
+    return dev, rank, n, ctrl, lib, comm
+
+
+def main():
+    dev, rank, n, ctrl, lib, comm = setup()
 
     rows = []
     for size in SIZES:

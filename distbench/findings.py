@@ -17,9 +17,9 @@ from distbench.sizes import human_bytes  # noqa: F401 - re-exported for plots an
 from distbench.schema import to_bool
 
 SUMMARY_COLUMNS = (
-    "backend", "world_size", "op", "dtype", "nccl_env", "timing", "inplace", "size_bytes", "n_trials",
+    "backend", "world_size", "op", "dtype", "nccl_env", "timing", "inplace", "size_bytes", "n_trials", "rank_agg",
     "time_us_median", "time_us_p5", "time_us_p95", "time_us_min", "time_us_cv", "algbw_gbps_median",
-    "busbw_gbps_median", "busbw_gbps_max", "correct", "status", "message",
+    "busbw_gbps_median", "busbw_gbps_max", "rank_spread_pct_median", "correct", "status", "message",
 )
 TIMING_PREFERENCE = ("events", "graph", "host")  # device-side timing first: it excludes host overhead
 REFERENCE_SIZE = 1e8  # "about 100 MB": large enough to be bandwidth-bound on every link
@@ -55,7 +55,7 @@ def backend_name(b: str) -> str:
 def normalise_summary(df: pd.DataFrame) -> pd.DataFrame:
     """Types the summary as the report expects; idempotent, so callers may pass a raw read_csv."""
     df = df.copy()
-    for col in ("backend", "op", "dtype", "nccl_env", "timing", "status", "message"):
+    for col in ("backend", "op", "dtype", "nccl_env", "timing", "rank_agg", "status", "message"):
         if col in df:
             df[col] = df[col].astype("string")
     if "message" in df:
@@ -71,7 +71,7 @@ def normalise_summary(df: pd.DataFrame) -> pd.DataFrame:
     if "inplace" in df:
         df["inplace"] = df["inplace"].fillna(False)
     for col in SUMMARY_COLUMNS:
-        if col.startswith(("time_us", "algbw", "busbw")) and col in df:
+        if col.startswith(("time_us", "algbw", "busbw", "rank_spread")) and col in df:
             df[col] = pd.to_numeric(df[col], errors="coerce").astype("float64")
     return df
 

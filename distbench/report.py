@@ -100,12 +100,20 @@ def _largest_table(largest: pd.DataFrame, peak: dict | None) -> dict:
     # nccl_env / inplace columns only when they vary; otherwise rows would look like duplicates or waste width
     varying = [c for c in ("nccl_env", "inplace") if largest[c].nunique() > 1]
     keys = ["op", "backend", "world_size", "dtype", *varying, "timing"]
-    headers = ["op", "backend", "ws", "dtype", *varying, "timing", "size", "time µs", "busbw GB/s"]
+    # time_us combines every rank's time as rank_agg says (max by default); the spread says how far apart they were
+    aggs = sorted(set(largest["rank_agg"].dropna())) if "rank_agg" in largest else []
+    time_header = f"time µs ({'/'.join(aggs)} over ranks)" if aggs else "time µs"
+    spread = "rank_spread_pct_median" in largest and largest["rank_spread_pct_median"].notna().any()
+    headers = ["op", "backend", "ws", "dtype", *varying, "timing", "size", time_header, "busbw GB/s"]
+    if spread:
+        headers.append("rank spread %")
     if peak_gbps:
         headers.append("% of link peak")
     rows = []
     for _, r in largest.sort_values(keys).iterrows():
         row = [r[k] for k in keys] + [human_bytes(r["size_bytes"]), r["time_us_median"], r["busbw_gbps_median"]]
+        if spread:
+            row.append(r["rank_spread_pct_median"])
         if peak_gbps:  # the link peak describes GPU links: meaningless for Gloo over TCP/shared memory
             bw = r["busbw_gbps_median"]
             row.append(f"{100 * bw / peak_gbps:.0f}%" if r["backend"] == "nccl" and pd.notna(bw) else None)
