@@ -38,12 +38,19 @@ def test_pipeline_runs_caches_and_reruns_only_what_changed(workflow_dir):
     skipped = raw[raw["status"] == "skipped"]
     assert set(skipped["op"]) == {"send_recv"} and set(skipped["world_size"]) == {1}
     summary = pd.read_csv(workflow_dir / "results/tables/comm_summary.csv")
-    assert {"time_us_median", "time_us_p5", "time_us_p95", "time_us_cv", "busbw_gbps_median"} <= set(summary.columns)
+    assert {"time_us_median", "time_us_p5", "time_us_p95", "time_us_cv", "busbw_gbps_median",
+            "rank_spread_pct_median"} <= set(summary.columns)
+    # every rank's time of every measured trial, aggregated like the rows
+    ranks = pd.read_csv(workflow_dir / "results/tables/comm_ranks.csv")
+    measured = raw[raw["status"].isin(["ok", "wrong"])]
+    assert len(ranks) == (measured["world_size"]).sum() and set(ranks["rank"]) == {0, 1}
+    assert (raw["rank_agg"] == "max").all()
 
     # the report: NCCL skipped and why, figures, findings; HTML self-contained
     md = (workflow_dir / "report/report.md").read_text()
     assert "backend nccl" in md and "no GPU" in md
-    assert "![" in md and "busbw_vs_size.png" in md
+    assert "![" in md and "](figures/busbw_vs_size.png)" in md and "max over ranks" in md
+    assert (workflow_dir / "report/figures/busbw_vs_size.png").exists()  # beside the report: portable
     html = (workflow_dir / "report/report.html").read_text()
     assert "data:image/png;base64," in html and 'src="http' not in html
     assert (workflow_dir / "results/figures/busbw_vs_size.svg").exists()
