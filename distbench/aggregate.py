@@ -1,4 +1,4 @@
-"""Job CSVs -> tidy tables: raw rows, per-point statistics, and each series at its largest size."""
+"""Job CSVs -> tidy tables: per family, the raw rows (checked against its contract) and a summary."""
 
 from __future__ import annotations
 
@@ -74,4 +74,19 @@ def aggregate(job_csvs, rank_csvs, out_raw, out_ranks, out_summary, out_largest)
     atomic_write_csv(out_raw, df)
     atomic_write_csv(out_summary, summary)
     atomic_write_csv(out_largest, largest(summary))
+    return summary
+
+
+def aggregate_training(job_csvs, out_raw, out_summary, cost_gpu_hour_usd=None) -> pd.DataFrame:
+    """Training job CSVs -> results/tables/training.csv (checked against the contract) and the
+    per-configuration summary with scaling efficiency, exposed communication and overlap."""
+    from distbench.scaling import add_scaling, summarize_training
+    from distbench.schema import read_training_csv
+
+    frames = [read_training_csv(p) for p in job_csvs]
+    df = pd.concat([f for f in frames if len(f)] or frames, ignore_index=True)
+    df = df.sort_values(["backend", "config", "world_size", "phase", "step"], kind="stable").reset_index(drop=True)
+    summary = add_scaling(summarize_training(df), cost_gpu_hour_usd)
+    atomic_write_csv(out_raw, df)
+    atomic_write_csv(out_summary, summary)
     return summary

@@ -2,9 +2,9 @@
 the Snakefile read these before any job starts).
 
 `tests/test_choices.py` ties them to the places that must repeat them: the JSON schema that
-Snakemake validates against, the op registry (`distbench.ops.OPS`), the harness's command line,
+Snakemake validates against, the op registry (`distbench.comm.ops.OPS`), the harness's command line,
 the rules' wildcard constraints and the README. Adding an op is one registry entry here and in
-`distbench/ops.py`; that test names anything else to update.
+`distbench/comm/ops.py`; that test names anything else to update.
 """
 
 from __future__ import annotations
@@ -19,3 +19,10 @@ DEVICE_TIMINGS = ("events", "graph")
 # How one trial's per-rank times become the row's `time_us` (nccl-tests' -a: 0 rank 0, 1 avg, 2 min, 3 max).
 RANK_AGGS = ("max", "avg", "min", "rank0")
 STATUSES = ("ok", "oom", "skipped", "failed", "wrong")
+
+# The training family.
+TRAINING_PHASES = ("ddp", "compute_only", "allreduce_alone")
+COMM_HOOKS = ("none", "bf16_compress", "fp16_compress")
+TRAINING_DTYPES = ("float32", "bfloat16")
+OPTIMIZERS = ("sgd", "adamw")
+SCALINGS = ("weak", "strong")

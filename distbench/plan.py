@@ -89,8 +89,10 @@ def make_plan(config: dict, detected: tuple[int, str] | None = None) -> dict:
         if above:
             skipped.append({"what": f"gloo sizes above {human_bytes(cap)} ({len(above)} sizes up to {human_bytes(max(above))})",
                             "why": "comm.gloo.max_bytes keeps CPU runs short"})
-    return {"jobs": jobs, "gpus": gpus, "gpus_source": gpus_source, "skipped": skipped,
-            "world_sizes": world_sizes, "backends_run": sorted({j.backend for j in jobs})}
+    tjobs, tskipped = training_jobs(config, gpus)
+    return {"jobs": jobs, "gpus": gpus, "gpus_source": gpus_source, "skipped": skipped + tskipped,
+            "world_sizes": world_sizes, "backends_run": sorted({j.backend for j in jobs}),
+            "training_jobs": tjobs}
 
 
 def _unique_envs(envs: list[dict]) -> list[dict]:
@@ -127,7 +129,8 @@ def plan_summary(plan: dict, gpus_source: str | None = None) -> dict:
     """The plan as the report shows it (plain data: it reaches the report rule through params)."""
     return {"gpus": plan["gpus"], "gpus_source": gpus_source or plan["gpus_source"], "skipped": plan["skipped"],
             "world_sizes": plan["world_sizes"], "backends_run": plan["backends_run"],
-            "jobs": [j.wildcards for j in plan["jobs"]]}
+            "jobs": [j.wildcards for j in plan["jobs"]],
+            "training_jobs": [j.wildcards for j in plan.get("training_jobs", [])]}
 
 
 def nccl_probe_params(config: dict, plan: dict) -> dict:
@@ -136,3 +139,95 @@ def nccl_probe_params(config: dict, plan: dict) -> dict:
     why = next((s["why"] for s in plan["skipped"] if s["what"] == "backend nccl"), "no NCCL jobs in this config")
     params = job_params(config, "nccl")
     return {"world_size": ws, "why": why, "ops": params["ops"], "sizes": params["sizes"], "job_env": params["job_env"]}
+
+
+# --- the training family -----------------------------------------------------------------------
+
+DDP_DEFAULTS = {"bucket_cap_mb": 25, "gradient_as_bucket_view": False, "static_graph": False,
+                "broadcast_buffers": True, "comm_hook": "none", "grad_accum": 1}
+_DDP_SHORT = {"bucket_cap_mb": "bucket", "gradient_as_bucket_view": "gbv", "static_graph": "static",
+              "broadcast_buffers": "bcast", "comm_hook": "hook", "grad_accum": "accum"}
+
+
+@dataclass(frozen=True)
+class TrainingJob:
+    backend: str
+    world_size: int
+    config_label: str  # 'plain' = DDP's defaults; else the knobs that differ, e.g. 'bucket=100+hook=bf16_compress'
+    ddp: dict = field(hash=False, compare=False)
+    nccl_env: dict = field(hash=False, compare=False)
+
+    @property
+    def wildcards(self) -> dict:
+        return {"backend": self.backend, "world_size": self.world_size, "config": self.config_label}
+
+
+def ddp_label(ddp: dict, nccl_env: dict) -> str:
+    """A readable, path-safe name for a DDP configuration: only what differs from DDP's defaults."""
+    parts = []
+    for key, default in DDP_DEFAULTS.items():
+        value = ddp.get(key, default)
+        if value != default:
+            value = {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
+            parts.append(f"{_DDP_SHORT[key]}={value:g}" if isinstance(value, float) else f"{_DDP_SHORT[key]}={value}")
+    if nccl_env:
+        parts.append(nccl_env_label(nccl_env))
+    return "+".join(parts) or "plain"
+
+
+def training_jobs(config: dict, gpus: int) -> tuple[list[TrainingJob], list[dict]]:
+    """The training jobs (and what was skipped, and why): the configured DDP setup at every world
+    size plus a 1-rank baseline of plain DDP; with `tune`, every tune_space point at the largest
+    world size, each with its own 1-rank run."""
+    import itertools
+
+    tr = config["training"]
+    if not tr["enabled"]:
+        return [], [{"what": "training family", "why": "training.enabled is false"}]
+    if "nccl" in config["backends"] and gpus > 0:
+        backend = "nccl"
+    elif "gloo" in config["backends"]:
+        backend = "gloo"
+    else:
+        return [], [{"what": "training family", "why": f"backend nccl needs a GPU and gloo is not in backends (gpus={gpus})"}]
+    skipped = []
+    sizes = sorted(set(tr.get("world_sizes") or config["world_sizes"]))
+    if backend == "nccl":
+        dropped = [w for w in sizes if w > gpus]
+        sizes = [w for w in sizes if w <= gpus]
+        if dropped:
+            skipped.append({"what": f"training world sizes {dropped}", "why": f"above gpus={gpus}: NCCL needs one GPU per rank"})
+    jobs = {}
+
+    def add(ws, ddp, env):
+        full = {**DDP_DEFAULTS, **ddp}
+        job = TrainingJob(backend, ws, ddp_label(full, env), full, {k: str(v) for k, v in env.items()})
+        jobs.setdefault((ws, job.config_label), job)
+
+    for ws in sorted({1, *sizes}):
+        add(ws, tr["ddp"], {})
+    add(1, DDP_DEFAULTS, {})  # the fair baseline: plain DDP on one rank
+    if tr["tune"] and sizes:
+        space = tr["tune_space"]
+        keys = ["bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "comm_hook", "grad_accum"]
+        for values in itertools.product(*(space[k] for k in keys), space["nccl_env"]):
+            ddp = dict(zip(keys, values[:-1]))
+            env = values[-1] if backend == "nccl" else {}
+            add(max(sizes), {**tr["ddp"], **ddp}, env)
+            add(1, {**tr["ddp"], **ddp}, env)
+    return sorted(jobs.values(), key=lambda j: (j.config_label != "plain", j.config_label, j.world_size)), skipped
+
+
+def training_params(config: dict, job: TrainingJob) -> dict:
+    """The values that shape a training job's measurements (a change reruns the job)."""
+    tr = config["training"]
+    work = tr["gpu"] if job.backend == "nccl" else tr["cpu"]
+    if tr["scaling"] == "strong":  # a fixed global batch, split over the ranks
+        global_batch = tr.get("global_batch_size") or work["batch_size"] * max(tr.get("world_sizes") or config["world_sizes"])
+    else:  # weak: the per-rank batch is fixed (a new world size must not change the other jobs' params)
+        global_batch = work["batch_size"] * job.world_size
+    return {"model": "mlp", **work, "scaling": tr["scaling"], "global_batch_size": global_batch,
+            "dtype": tr["dtype"], "optimizer": tr["optimizer"], "warmup_steps": tr["warmup_steps"],
+            "steps": tr["steps"], "allreduce_trials": tr["allreduce_trials"], "ddp": dict(job.ddp),
+            "op_timeout_s": config["comm"]["op_timeout_s"], "job_timeout_s": tr["job_timeout_s"],
+            "job_env": {k: str(v) for k, v in config["job_env"].items()}}

@@ -317,15 +317,49 @@ def _figures_dir(out_md, figures_dir=None) -> Path:
     return Path(figures_dir) if figures_dir is not None else Path(out_md).parent / "figures"
 
 
+def _pct(x):
+    return None if x is None or pd.isna(x) else f"{100 * float(x):.1f}%"
+
+
+def _training(summary_csv) -> dict | None:
+    """The training family's section: computed findings first, then one row per configuration and
+    world size (None when the run had no training jobs)."""
+    if not summary_csv or not Path(summary_csv).exists():
+        return None
+    from distbench.scaling import training_findings, verdict
+
+    s = pd.read_csv(summary_csv)
+    if s.empty:
+        return None
+    s = s.sort_values(["config", "world_size"], key=lambda c: c.map(lambda v: (v != "plain", v)) if c.name == "config" else c)
+    headers = ["config", "ws", "step ms", "compute-only ms", "exposed comm ms", "overlap", "samples/s",
+               "efficiency vs plain 1 GPU", "vs own 1 GPU", "verdict", "status"]
+    rows = []
+    for _, r in s.iterrows():
+        label = verdict(r)[0] if r["world_size"] > 1 and r["status"] == "ok" else None
+        rows.append([r["config"], int(r["world_size"]), r["step_time_ms_median"], r["compute_only_ms_median"],
+                     r["exposed_comm_ms"], _pct(r["overlap_fraction"]), r["samples_per_s_median"],
+                     _pct(r["efficiency_vs_plain_1gpu"]), _pct(r["efficiency_vs_own_1gpu"]), label, r["status"]])
+    scaling = ", ".join(sorted(set(s["scaling"].astype(str))))
+    return {"findings": training_findings(s), "table": _table(headers, rows),
+            "note": (f"{scaling} scaling: "
+                     + ("the per-rank batch is fixed, so the global batch grows with the world size"
+                        if scaling == "weak" else "the global batch is fixed and split over the ranks")
+                     + ". Efficiency = samples/s at N ranks / (N x samples/s of plain DDP on 1 rank);"
+                       " exposed comm = DDP step - the same step without gradient sync (no_sync);"
+                       " overlap = 1 - exposed / the gradient all-reduce alone.")}
+
+
 def build_context(summary_csv, largest_csv, env_json, figures, config, plan, out_md, extra=None,
-                  figures_dir=None) -> dict:
+                  figures_dir=None, training_summary=None) -> dict:
     summary = read_summary(summary_csv)
     largest = read_summary(largest_csv)
     env_path = Path(env_json)
     env = json.loads(env_path.read_text()) if env_path.exists() else {}
     peak = (extra or {}).get("peak")
     return {
-        "title": "distbench communication benchmark report",
+        "title": "distbench benchmark report",
+        "training": _training(training_summary),
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "env": _env_table(env),
         "plan": _plan(plan or {}),
@@ -340,7 +374,7 @@ def build_context(summary_csv, largest_csv, env_json, figures, config, plan, out
 
 
 def render_report(summary_csv, largest_csv, env_json, figures: list[Path], config: dict, plan: dict,
-                  out_md, out_html, extra: dict | None = None, figures_dir=None) -> None:
+                  out_md, out_html, extra: dict | None = None, figures_dir=None, training_summary=None) -> None:
     """Write the Markdown report, the figures it links and the self-contained HTML one.
 
     The figures are copied into figures_dir (default: figures/ beside out_md) and linked relative to
@@ -348,7 +382,8 @@ def render_report(summary_csv, largest_csv, env_json, figures: list[Path], confi
     Both texts are rendered before anything is written, and every write is atomic.
     """
     figures_dir = _figures_dir(out_md, figures_dir)
-    ctx = build_context(summary_csv, largest_csv, env_json, figures, config, plan, out_md, extra, figures_dir)
+    ctx = build_context(summary_csv, largest_csv, env_json, figures, config, plan, out_md, extra, figures_dir,
+                        training_summary)
     env = _environment()
     md = env.get_template("report.md.j2").render(**ctx)
     html = env.get_template("report.html.j2").render(**ctx)

@@ -1,16 +1,17 @@
-"""The CSV contracts of every comm job and of results/tables/comm.csv / comm_ranks.csv.
+"""The CSV contracts of every benchmark family, written once here.
 
 comm.csv: one row per measurement (backend, world_size, op, dtype, nccl_env, timing, inplace,
 size_bytes, trial), its time aggregated over ranks. comm_ranks.csv: the same keys plus `rank`, one
-row per rank and trial. Written down once here; the harness writes these columns, aggregation
-checks them, and the tests hold both to it. docs/csv-schema.md renders these tables for humans.
+row per rank and trial. training.csv: one row per measured step (or all-reduce trial) of one DDP
+configuration. The harnesses write these columns, aggregation checks them, and the tests hold both
+to it. docs/csv-schema.md renders these tables for humans.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from distbench.choices import RANK_AGGS, STATUSES, TIMINGS
+from distbench.choices import RANK_AGGS, STATUSES, TIMINGS, TRAINING_PHASES
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,7 @@ class Column:
 COMM_COLUMNS: tuple[Column, ...] = (
     Column("backend", "string", "nccl or gloo"),
     Column("world_size", "int64", "number of ranks in the job"),
-    Column("op", "string", "collective name from distbench.ops.OPS"),
+    Column("op", "string", "collective name from distbench.comm.ops.OPS"),
     Column("dtype", "string", "element type (float32, bfloat16, ...)"),
     Column("nccl_env", "string", "label of the NCCL environment sweep point ('default' when none)"),
     Column("timing", "string", "events, graph or host (how elapsed time was taken: see below)"),
@@ -54,62 +55,120 @@ COMM_RANK_COLUMNS: tuple[Column, ...] = tuple(c for c in COMM_COLUMNS if c.name 
 COMM_RANK_COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in COMM_RANK_COLUMNS)
 
 
+TRAINING_COLUMNS: tuple[Column, ...] = (
+    Column("backend", "string", "nccl or gloo"),
+    Column("world_size", "int64", "number of ranks (one per GPU under NCCL)"),
+    Column("model", "string", "workload name (mlp)"),
+    Column("hidden_dim", "int64", "MLP width"),
+    Column("num_layers", "int64", "MLP depth (linear layers of hidden_dim x hidden_dim)"),
+    Column("batch_size", "int64", "samples per rank per optimizer step"),
+    Column("global_batch_size", "int64", "samples per optimizer step over all ranks"),
+    Column("scaling", "string", "weak (batch_size per rank fixed) or strong (global batch fixed)"),
+    Column("dtype", "string", "float32, or bfloat16 (autocast)"),
+    Column("optimizer", "string", "sgd or adamw"),
+    Column("bucket_cap_mb", "float64", "DDP bucket_cap_mb"),
+    Column("gradient_as_bucket_view", "bool", "DDP gradient_as_bucket_view"),
+    Column("static_graph", "bool", "DDP static_graph"),
+    Column("broadcast_buffers", "bool", "DDP broadcast_buffers"),
+    Column("comm_hook", "string", "none, bf16_compress or fp16_compress"),
+    Column("grad_accum", "int64", "micro-batches per optimizer step (gradients synced on the last)"),
+    Column("nccl_env", "string", "label of the NCCL environment ('default' when none)"),
+    Column("config", "string", "label of this DDP configuration ('plain' = DDP defaults)"),
+    Column("phase", "string", "ddp (full step), compute_only (same step under no_sync), allreduce_alone (the step's gradient buckets all-reduced alone)"),
+    Column("step", "int64", "measured step (or all-reduce trial) index, 0-based, after warm-up"),
+    Column("step_time_ms", "float64", "wall time of the step, max over ranks (CUDA events on GPU, host clock + sync on CPU)"),
+    Column("step_time_ms_rank_min", "float64", "the fastest rank's time for this step"),
+    Column("step_time_ms_rank_max", "float64", "the slowest rank's time for this step"),
+    Column("last_bucket_ms", "float64", "allreduce_alone: time of the last bucket DDP reduces (it cannot overlap backward); else empty"),
+    Column("samples_per_s", "float64", "global_batch_size / step time (all ranks together)"),
+    Column("samples_per_s_per_device", "float64", "samples_per_s / world_size"),
+    Column("grad_bytes", "Int64", "bytes of gradients DDP all-reduces per optimizer step (per rank; halved by a compression hook)"),
+    Column("n_buckets", "Int64", "DDP buckets"),
+    Column("peak_mem_allocated_bytes", "Int64", "GPU: torch.cuda.max_memory_allocated over the phase, max over ranks; empty on CPU"),
+    Column("peak_mem_reserved_bytes", "Int64", "GPU: torch.cuda.max_memory_reserved over the phase, max over ranks; empty on CPU"),
+    Column("energy_j", "float64", "GPU energy of this step summed over ranks, from NVML's total-energy counter; empty where NVML has none"),
+    Column("correct", "boolean", "the DDP replicas hold identical parameters after the phase (empty if not checked)"),
+    Column("status", "string", "ok, oom, skipped, failed or wrong"),
+    Column("message", "string", "why the status is not ok (empty when ok)"),
+)
+TRAINING_COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in TRAINING_COLUMNS)
+
+
 class SchemaError(ValueError):
     pass
 
 
-def check_comm_frame(df) -> None:
-    """Raise SchemaError if a DataFrame does not follow the comm CSV contract."""
-    missing = [c for c in COMM_COLUMN_NAMES if c not in df.columns]
-    extra = [c for c in df.columns if c not in COMM_COLUMN_NAMES]
+@dataclass(frozen=True)
+class Contract:
+    """One family's CSV: its columns, the allowed values of its categorical columns, and the column
+    that must be positive on `ok` rows."""
+    name: str
+    columns: tuple[Column, ...]
+    allowed: tuple[tuple[str, tuple], ...] = ()
+    positive_when_ok: str | None = None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+
+COMM = Contract("comm", COMM_COLUMNS, (("status", STATUSES), ("timing", TIMINGS), ("rank_agg", RANK_AGGS)),
+                positive_when_ok="time_us")
+COMM_RANKS = Contract("comm_ranks", COMM_RANK_COLUMNS, (("timing", TIMINGS),), positive_when_ok="time_us")
+TRAINING = Contract("training", TRAINING_COLUMNS, (("status", STATUSES), ("phase", TRAINING_PHASES)),
+                    positive_when_ok="step_time_ms")
+CONTRACTS = {c.name: c for c in (COMM, COMM_RANKS, TRAINING)}
+
+
+def check_frame(contract: Contract, df) -> None:
+    """Raise SchemaError if a DataFrame does not follow the contract."""
+    missing = [c for c in contract.names if c not in df.columns]
+    extra = [c for c in df.columns if c not in contract.names]
     if missing or extra:
-        raise SchemaError(f"comm CSV columns differ from the contract: missing={missing} extra={extra}")
-    bad_status = sorted(set(df["status"].dropna()) - set(STATUSES))
-    if bad_status:
-        raise SchemaError(f"unknown status values {bad_status}; allowed: {list(STATUSES)}")
-    bad_timing = sorted(set(df["timing"].dropna()) - set(TIMINGS))
-    if bad_timing:
-        raise SchemaError(f"unknown timing values {bad_timing}; allowed: {list(TIMINGS)}")
-    bad_agg = sorted(set(df["rank_agg"].dropna()) - set(RANK_AGGS))
-    if bad_agg:
-        raise SchemaError(f"unknown rank_agg values {bad_agg}; allowed: {list(RANK_AGGS)}")
-    ok = df[df["status"] == "ok"]
-    if ok["time_us"].isna().any() or (ok["time_us"] <= 0).any():
-        raise SchemaError("rows with status ok must have a positive time_us")
+        raise SchemaError(f"{contract.name} CSV columns differ from the contract: missing={missing} extra={extra}")
+    for col, allowed in contract.allowed:
+        bad = sorted(set(df[col].dropna()) - set(allowed))
+        if bad:
+            raise SchemaError(f"unknown {col} values {bad} in {contract.name}; allowed: {list(allowed)}")
+    col = contract.positive_when_ok
+    rows = df[df["status"] == "ok"] if "status" in df else df
+    if col and (rows[col].isna().any() or (rows[col] <= 0).any()):
+        raise SchemaError(f"{contract.name}: rows with status ok must have a positive {col}")
+
+
+def read_csv(contract: Contract, path):
+    """Read one of the contract's CSVs with its dtypes (and check it)."""
+    import pandas as pd
+
+    dtypes = {c.name: c.dtype for c in contract.columns if c.dtype not in ("bool", "boolean")}
+    df = pd.read_csv(path, dtype=dtypes, keep_default_na=True)
+    for c in contract.columns:
+        if c.dtype in ("bool", "boolean"):
+            df[c.name] = df[c.name].map(to_bool).astype("boolean")
+    if "message" in df:
+        df["message"] = df["message"].fillna("")
+    check_frame(contract, df)
+    return df
+
+
+def check_comm_frame(df) -> None:
+    check_frame(COMM, df)
 
 
 def check_comm_ranks_frame(df) -> None:
-    """Raise SchemaError if a DataFrame does not follow the per-rank CSV contract."""
-    missing = [c for c in COMM_RANK_COLUMN_NAMES if c not in df.columns]
-    extra = [c for c in df.columns if c not in COMM_RANK_COLUMN_NAMES]
-    if missing or extra:
-        raise SchemaError(f"comm_ranks CSV columns differ from the contract: missing={missing} extra={extra}")
-    if df["time_us"].isna().any() or (df["time_us"] <= 0).any():
-        raise SchemaError("per-rank rows must have a positive time_us")
-
-
-def read_comm_ranks_csv(path):
-    """Read a per-rank times CSV with the contract's dtypes (and check it)."""
-    import pandas as pd
-
-    dtypes = {c.name: c.dtype for c in COMM_RANK_COLUMNS if c.dtype not in ("bool", "boolean")}
-    df = pd.read_csv(path, dtype=dtypes, keep_default_na=True)
-    df["inplace"] = df["inplace"].map(to_bool).astype("boolean")
-    check_comm_ranks_frame(df)
-    return df
+    check_frame(COMM_RANKS, df)
 
 
 def read_comm_csv(path):
-    """Read a comm CSV with the contract's dtypes (and check it)."""
-    import pandas as pd
+    return read_csv(COMM, path)
 
-    dtypes = {c.name: c.dtype for c in COMM_COLUMNS if c.dtype not in ("bool", "boolean")}
-    df = pd.read_csv(path, dtype=dtypes, keep_default_na=True)
-    for col in ("inplace", "correct"):
-        df[col] = df[col].map(to_bool).astype("boolean")
-    df["message"] = df["message"].fillna("")
-    check_comm_frame(df)
-    return df
+
+def read_comm_ranks_csv(path):
+    return read_csv(COMM_RANKS, path)
+
+
+def read_training_csv(path):
+    return read_csv(TRAINING, path)
 
 
 def to_bool(v):
@@ -132,4 +191,5 @@ def markdown_table(columns=COMM_COLUMNS) -> str:
 
 
 if __name__ == "__main__":
-    print(markdown_table())
+    for contract in CONTRACTS.values():
+        print(f"## {contract.name}\n\n{markdown_table(contract.columns)}\n")

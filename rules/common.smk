@@ -3,7 +3,13 @@ from snakemake.exceptions import WorkflowError
 
 from distbench.choices import BACKENDS, DTYPES
 from distbench.config import ConfigError, check_config
-from distbench.plan import job_params, make_plan, nccl_probe_params, plan_summary
+from distbench.plan import (
+    job_params,
+    make_plan,
+    nccl_probe_params,
+    plan_summary,
+    training_params,
+)
 
 try:
     # Readable errors (every bad key, with the allowed values), then snakemake.utils.validate
@@ -15,6 +21,10 @@ except ConfigError as e:
 PLAN = make_plan(config)
 JOBS = {tuple(str(v) for v in j.wildcards.values()): j for j in PLAN["jobs"]}
 COMM_DIR = "results/comm/{backend}/{dtype}/ws{world_size}/{nccl_env}"
+TRAINING_JOBS = {
+    (j.backend, str(j.world_size), j.config_label): j for j in PLAN["training_jobs"]
+}
+TRAINING_DIR = "results/training/{backend}/ws{world_size}/{config}"
 
 
 wildcard_constraints:
@@ -22,6 +32,7 @@ wildcard_constraints:
     dtype="|".join(DTYPES),
     world_size=r"\d+",
     nccl_env=r"[A-Za-z0-9_=+.,:^-]+",
+    config=r"[A-Za-z0-9_=+.,:^-]+",
 
 
 def comm_job(wildcards):
@@ -36,3 +47,24 @@ def comm_csvs(wildcards=None):
 
 def comm_rank_csvs(wildcards=None):
     return [f"{COMM_DIR}/comm_ranks.csv".format(**j.wildcards) for j in PLAN["jobs"]]
+
+
+def training_job(wildcards):
+    return TRAINING_JOBS[(wildcards.backend, wildcards.world_size, wildcards.config)]
+
+
+def training_csvs(wildcards=None):
+    return [
+        f"{TRAINING_DIR}/training.csv".format(**j.wildcards)
+        for j in PLAN["training_jobs"]
+    ]
+
+
+def training_report_inputs(wildcards=None):
+    """The training tables and figures, when the plan has training jobs."""
+    if not PLAN["training_jobs"]:
+        return {}
+    return {
+        "training_summary": "results/tables/training_summary.csv",
+        "training_figures": "results/figures_training",
+    }

@@ -5,11 +5,13 @@
 
 rule report:
     input:
+        unpack(training_report_inputs),
         summary="results/tables/comm_diagnosed.csv",
         largest="results/tables/comm_largest.csv",
         env="results/probe/env.json",
         advice="results/probe/advice.json",
         figures="results/figures",
+        # the training family's table and figures, when the plan has training jobs
     output:
         md="report/report.md",
         html="report/report.html",

@@ -27,8 +27,8 @@ def test_the_config_schema_allows_exactly_the_choices():
 def test_the_registry_and_the_harness_command_line_use_the_choices():
     import torch
 
-    from distbench.comm import parse_args
-    from distbench.ops import OPS
+    from distbench.comm.harness import parse_args
+    from distbench.comm.ops import OPS
 
     assert tuple(OPS) == choices.OPS
     for dtype in choices.DTYPES:
@@ -47,3 +47,13 @@ def test_the_readme_names_every_choice():
     readme = (REPO / "README.md").read_text()
     for name in (*choices.OPS, *choices.DTYPES, *choices.TIMINGS, *choices.BACKENDS, *choices.RANK_AGGS):
         assert f"`{name}`" in readme or re.search(rf"\b{name}\b", readme), name
+
+
+def test_the_training_lists_match_the_schema():
+    schema = load_schema()
+    tr = schema["properties"]["training"]["properties"]
+    assert tuple(tr["dtype"]["enum"]) == choices.TRAINING_DTYPES
+    assert tuple(tr["optimizer"]["enum"]) == choices.OPTIMIZERS
+    assert tuple(tr["scaling"]["enum"]) == choices.SCALINGS
+    assert tuple(schema["definitions"]["ddp"]["properties"]["comm_hook"]["enum"]) == choices.COMM_HOOKS
+    assert tuple(tr["tune_space"]["properties"]["comm_hook"]["items"]["enum"]) == choices.COMM_HOOKS

@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from distbench.comm import check_placement
-from distbench.ops import OPS
+from distbench.placement import check_placement
+from distbench.comm.ops import OPS
 from distbench.schema import COMM_COLUMN_NAMES, read_comm_csv
 from tests.conftest import REPO, torchrun
 
@@ -163,7 +163,7 @@ def test_bfloat16_sums_are_checked_exactly_at_20_ranks(tmp_path):
 
 
 def test_buffers_rotate_only_while_they_fit():
-    from distbench.comm import rotation_slots
+    from distbench.comm.harness import rotation_slots
 
     assert rotation_slots(3 * 1024, 20, 2**28) == 20  # small: one buffer set per timed op
     assert rotation_slots(3 * 2**26, 20, 2**28) == 1  # 64 MiB points: no room, one set

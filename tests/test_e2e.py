@@ -15,6 +15,8 @@ TINY = {
     "world_sizes": [1, 2],
     "comm": {"ops": ["all_reduce", "all_gather", "send_recv", "barrier"], "sizes": ["8", "64KiB", "1MB"],
              "gloo": {"max_bytes": "1MiB", "warmup": 1, "iters": 3, "trials": 2}},
+    "training": {"warmup_steps": 1, "steps": 3, "allreduce_trials": 2,
+                 "cpu": {"hidden_dim": 32, "num_layers": 1, "batch_size": 8}},
 }
 
 
@@ -29,6 +31,7 @@ def test_pipeline_runs_caches_and_reruns_only_what_changed(workflow_dir):
     first = snakemake(workflow_dir, *cfg)
     assert first.returncode == 0, first.stderr[-3000:]
     assert sorted(_jobs_run(first.stderr)).count("comm_job") == 2
+    assert _jobs_run(first.stderr).count("training_job") == 2  # plain DDP at 1 and 2 ranks
 
     # tables follow the contract; every Gloo measurement is ok and checked
     raw = pd.read_csv(workflow_dir / "results/tables/comm.csv")
@@ -46,9 +49,20 @@ def test_pipeline_runs_caches_and_reruns_only_what_changed(workflow_dir):
     assert len(ranks) == (measured["world_size"]).sum() and set(ranks["rank"]) == {0, 1}
     assert (raw["rank_agg"] == "max").all()
 
+    # the training family: its table follows the contract, the summary has the scaling figures
+    from distbench.schema import read_training_csv
+
+    training = read_training_csv(workflow_dir / "results/tables/training.csv")
+    assert set(training["world_size"]) == {1, 2} and (training["status"] == "ok").all()
+    tsum = pd.read_csv(workflow_dir / "results/tables/training_summary.csv")
+    two = tsum[tsum["world_size"] == 2].iloc[0]
+    assert two["efficiency_vs_plain_1gpu"] > 0 and pd.notna(two["exposed_comm_ms"])
+    assert (workflow_dir / "results/figures_training/training_throughput.png").exists()
+
     # the report: NCCL skipped and why, figures, findings; HTML self-contained
     md = (workflow_dir / "report/report.md").read_text()
     assert "backend nccl" in md and "no GPU" in md
+    assert "## Training (DDP)" in md and "scaling efficiency" in md and "training_throughput.png" in md
     assert "![" in md and "](figures/busbw_vs_size.png)" in md and "max over ranks" in md
     assert (workflow_dir / "report/figures/busbw_vs_size.png").exists()  # beside the report: portable
     html = (workflow_dir / "report/report.html").read_text()
@@ -69,6 +83,7 @@ def test_pipeline_runs_caches_and_reruns_only_what_changed(workflow_dir):
     # changing a measurement parameter reruns the jobs it touches; adding a world size adds one job
     changed = snakemake(workflow_dir, *cfg, "-n", "--config", "world_sizes=[1,2,3]")
     assert _jobs_run(changed.stdout + changed.stderr).count("comm_job") == 1
+    assert _jobs_run(changed.stdout + changed.stderr).count("training_job") == 1
     (workflow_dir / "more_iters.yaml").write_text(yaml.safe_dump({"comm": {"gloo": {"iters": 4}}}))
     iters = snakemake(workflow_dir, "-n", "--configfile", "tiny.yaml", "more_iters.yaml")
     assert _jobs_run(iters.stdout + iters.stderr).count("comm_job") == 2
@@ -79,7 +94,7 @@ def test_pipeline_runs_caches_and_reruns_only_what_changed(workflow_dir):
     rep = snakemake(workflow_dir, "report", *cfg)
     assert rep.returncode == 0, rep.stderr[-3000:]
     ran = _jobs_run(rep.stderr)
-    assert "comm_job" not in ran and "probe_nccl" not in ran
-    assert {"aggregate_comm", "diagnose", "report"} <= set(ran)
+    assert "comm_job" not in ran and "training_job" not in ran and "probe_nccl" not in ran
+    assert {"aggregate_comm", "aggregate_training", "diagnose", "report"} <= set(ran)
     assert "torch.distributed.run" not in rep.stdout + rep.stderr
     assert (workflow_dir / "report/report.html").exists()

@@ -3,7 +3,8 @@
 import json
 import time
 
-from distbench.launch import job_environment, run_comm_job, torchrun_command
+from distbench.comm.job import comm_args, run_comm_job
+from distbench.launch import TorchrunJob, job_environment, torchrun_command
 from distbench.plan import CommJob
 from distbench.schema import read_comm_csv, read_comm_ranks_csv
 
@@ -18,9 +19,12 @@ def _params(**kw):
 
 def test_command_is_an_argument_list_and_env_keeps_nvls_off():
     job = CommJob("nccl", "float32", 2, "NCCL_ALGO=Ring", {"NCCL_ALGO": "Ring"})
-    cmd = torchrun_command(job, _params(), "o.csv", "p.json")
+    tjob = TorchrunJob("distbench.comm", comm_args(job, _params(), "o.csv", "p.json"), 2, {}, 60, [], "p.json",
+                       "log", lambda message: None)
+    cmd = torchrun_command(tjob)
     assert isinstance(cmd, list) and "--nproc_per_node=2" in cmd and "NCCL_ALGO=Ring" in cmd
-    env = job_environment(job, _params(), base={"OMP_NUM_THREADS": "8"})
+    assert cmd[cmd.index("-m", 3) + 1] == "distbench.comm"
+    env = job_environment(_params()["job_env"], job.nccl_env, base={"OMP_NUM_THREADS": "8"})
     assert env["NCCL_NVLS_ENABLE"] == "0" and env["NCCL_ALGO"] == "Ring" and env["OMP_NUM_THREADS"] == "1"
 
 
@@ -39,8 +43,9 @@ def test_a_crashing_job_records_failed_and_skipped_rows(tmp_path):
     assert placement["ranks"] == [] and "needs CUDA" in placement["error"]
 
 
-def _swap_entry_point(monkeypatch, helper):
-    """Run a tests/helpers entry point under the real launcher instead of distbench.comm."""
+def _swap_entry_point(monkeypatch, helper, module="distbench.comm"):
+    """Run a tests/helpers entry point under the real launcher instead of the family's module
+    (helpers that wrap a module, like shared_gpu.py, get the module name as their first argument)."""
     from distbench import launch
     from tests.conftest import REPO
 
@@ -48,8 +53,9 @@ def _swap_entry_point(monkeypatch, helper):
 
     def command(*a, **kw):
         cmd = real(*a, **kw)
-        i = cmd.index("distbench.comm")
-        return cmd[: i - 1] + [str(REPO / "tests/helpers" / helper)] + cmd[i + 1:]
+        i = cmd.index(module)
+        wrapped = [module] if helper == "shared_gpu.py" else []
+        return cmd[: i - 1] + [str(REPO / "tests/helpers" / helper), *wrapped] + cmd[i + 1:]
 
     monkeypatch.setattr(launch, "torchrun_command", command)
 

@@ -6,9 +6,9 @@ import math
 import pytest
 import torch
 
-from distbench.comm import bandwidths
-from distbench import ops as distbench_ops
-from distbench.ops import OPS, Ctx, element_count
+from distbench.comm.harness import bandwidths
+from distbench.comm import ops as distbench_ops
+from distbench.comm.ops import OPS, Ctx, element_count
 
 
 @pytest.mark.parametrize("op,n,factor", [
@@ -103,7 +103,7 @@ def test_inplace_variants_alias_their_buffers_and_expect_the_same(op, n):
 
 
 def test_placements():
-    from distbench.ops import placements
+    from distbench.comm.ops import placements
     assert placements(OPS["all_reduce"], [False]) == [True]  # torch: in place only
     assert placements(OPS["all_to_all"], [False, True]) == [False]
     assert placements(OPS["all_gather"], [False, True]) == [False, True]

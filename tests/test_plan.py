@@ -50,3 +50,36 @@ def test_probe_params_and_summary():
     summary = plan_summary(make_plan(gpu_cfg), "declared")
     assert summary["gpus_source"] == "declared" and {"backend": "nccl", "dtype": "float32", "world_size": 4,
                                                       "nccl_env": "default"} in summary["jobs"]
+
+
+def test_training_jobs_include_the_plain_one_rank_baseline_and_tuning_points():
+    from distbench.plan import ddp_label, training_jobs
+
+    cfg = check_config({"world_sizes": [2, 4]})
+    jobs, skipped = training_jobs(cfg, gpus=2)
+    assert [(j.backend, j.world_size, j.config_label) for j in jobs] == [("nccl", 1, "plain"), ("nccl", 2, "plain")]
+    assert "training world sizes [4]" in skipped[0]["what"]
+    # without GPUs the family runs on Gloo at every world size
+    jobs, _ = training_jobs(cfg, gpus=0)
+    assert {j.world_size for j in jobs} == {1, 2, 4} and {j.backend for j in jobs} == {"gloo"}
+    # a non-default DDP setup still gets the plain 1-rank run as the fair baseline
+    hooked = check_config({"world_sizes": [2], "training": {"ddp": {"comm_hook": "bf16_compress"}}})
+    labels = {(j.world_size, j.config_label) for j in training_jobs(hooked, gpus=0)[0]}
+    assert labels == {(1, "plain"), (1, "hook=bf16_compress"), (2, "hook=bf16_compress")}
+    # tuning: every point at the largest world size, each with its own 1-rank run
+    tune = check_config({"world_sizes": [2], "training": {"tune": True, "tune_space": {
+        "bucket_cap_mb": [25, 50], "gradient_as_bucket_view": [False], "static_graph": [False],
+        "comm_hook": ["none"], "grad_accum": [1, 2]}}})
+    labels = {(j.world_size, j.config_label) for j in training_jobs(tune, gpus=0)[0]}
+    assert labels == {(ws, c) for ws in (1, 2) for c in ("plain", "bucket=50", "accum=2", "bucket=50+accum=2")}
+    assert ddp_label({"bucket_cap_mb": 12.5, "static_graph": True}, {"NCCL_MIN_CTAS": "4"}) == \
+        "bucket=12.5+static=on+NCCL_MIN_CTAS=4"
+
+
+def test_training_disabled_or_no_backend_is_said():
+    from distbench.plan import training_jobs
+
+    jobs, skipped = training_jobs(check_config({"training": {"enabled": False}}), gpus=0)
+    assert jobs == [] and "training.enabled is false" in skipped[0]["why"]
+    jobs, skipped = training_jobs(check_config({"backends": ["nccl"]}), gpus=0)
+    assert jobs == [] and "needs a GPU" in skipped[0]["why"]

@@ -20,7 +20,7 @@ def worker(ops: list[str], sizes: list[int]) -> int:
     import torch
     import torch.distributed as dist
 
-    from distbench.ops import OPS, Ctx, element_count
+    from distbench.comm.ops import OPS, Ctx, element_count
 
     local_rank = int(os.environ["LOCAL_RANK"])
     device = torch.device("cuda", local_rank)

@@ -5,7 +5,7 @@ import os
 import sys
 from dataclasses import replace
 
-from distbench import comm, ops
+from distbench.comm import harness as comm, ops
 
 spec = ops.OPS["all_reduce"]
 fail = os.environ["FAIL"]

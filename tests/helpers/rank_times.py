@@ -4,7 +4,9 @@ per rank aggregation into the directory given as argv[1]."""
 import sys
 from pathlib import Path
 
-from distbench import comm
+from distbench.comm import harness as comm
+from distbench.io import PartialCsvs
+from distbench.schema import COMM_COLUMN_NAMES, COMM_RANK_COLUMN_NAMES
 
 BASE = [20.0, 40.0, 10.0]
 
@@ -20,8 +22,14 @@ args = comm.parse_args(["--backend", "gloo", "--ops", "all_reduce", "--sizes", "
 h = comm.Harness(args)
 for how in ("max", "avg", "min", "rank0"):
     args.rank_agg = how
-    writer = comm.ResultWriter(out_dir / f"{how}.csv", out_dir / f"{how}_ranks.csv") if h.rank == 0 else None
-    h.measure(comm.Point("all_reduce", 1024, "host"), writer.emit if writer else lambda rows, rank_rows: None)
+    writer = PartialCsvs([(out_dir / f"{how}.csv", COMM_COLUMN_NAMES),
+                          (out_dir / f"{how}_ranks.csv", COMM_RANK_COLUMN_NAMES)]) if h.rank == 0 else None
+
+    def emit(rows, rank_rows):
+        if writer:
+            writer.write(1, rank_rows)
+            writer.write(0, rows)
+    h.measure(comm.Point("all_reduce", 1024, "host"), emit)
     if writer:
         writer.close()
 h.dist.barrier()

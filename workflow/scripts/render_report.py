@@ -8,5 +8,9 @@ sm = snakemake  # noqa: F821 - injected by Snakemake
 with logged(sm.log[0]):
     figures = sorted(Path(sm.input.figures).glob("*.png"))
     extra = json.loads(Path(sm.input.advice).read_text())
+    training = sm.input.get("training_summary")
+    if training:
+        figures += sorted(Path(sm.input.training_figures).glob("*.png"))
     render_report(sm.input.summary, sm.input.largest, sm.input.env, figures, dict(sm.params.config),
-                  sm.params.plan, sm.output.md, sm.output.html, extra=extra, figures_dir=sm.output.figures)
+                  sm.params.plan, sm.output.md, sm.output.html, extra=extra, figures_dir=sm.output.figures,
+                  training_summary=training)

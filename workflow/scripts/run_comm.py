@@ -1,4 +1,4 @@
-from distbench.launch import run_comm_job
+from distbench.comm.job import run_comm_job
 from distbench.plan import CommJob
 from distbench.workflow import logged
 

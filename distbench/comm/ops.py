@@ -6,7 +6,7 @@ Each spec declares only what differs between collectives:
 - the bus-bandwidth factor (nccl-tests doc/PERFORMANCE.md),
 - how to allocate its buffers, (re)write rank-dependent inputs into them, run the op, and the
   expected output for the check.
-The harness in distbench.comm owns warm-up, timing, checking and statistics.
+The harness in distbench.comm.harness owns warm-up, timing, checking and statistics.
 
 Exact checks at any world size and dtype
 ----------------------------------------
@@ -97,7 +97,7 @@ def reduce_sums(world_size: int, dtype: torch.dtype) -> list[int]:
     w = reduce_weights(world_size, dtype)
     p = len(w)
     sums = [sum(w[(a + r) % p] for r in range(world_size)) for a in range(p)]
-    assert max(sums) <= exact_limit(dtype), "inputs would round: see distbench.ops docstring"
+    assert max(sums) <= exact_limit(dtype), "inputs would round: see distbench.comm.ops docstring"
     return sums
 
 

@@ -38,17 +38,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
 import datetime as dt
 import math
 import os
-import socket
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from distbench.choices import BACKENDS, DEVICE_TIMINGS, DTYPES, RANK_AGGS, TIMINGS
+from distbench.io import PartialCsvs
+from distbench.placement import gather_and_check
 from distbench.schema import COMM_COLUMN_NAMES, COMM_RANK_COLUMN_NAMES
 from distbench.sizes import parse_size
 
@@ -73,7 +73,7 @@ def job_timings(backend: str, timings: list[str]) -> list[str]:
 
 def plan_points(ops: list[str], sizes: list[int], timings: list[str], inplace=(False,)) -> list[Point]:
     """The measurement order shared by the harness and the launcher (which fills in after a crash)."""
-    from distbench.ops import OPS, placements
+    from distbench.comm.ops import OPS, placements
 
     points = []
     for op in ops:
@@ -128,42 +128,11 @@ def rotation_slots(footprint_bytes: int, iters: int, rotate_bytes: int) -> int:
     return max(1, min(iters, rotate_bytes // footprint_bytes))
 
 
-def check_placement(records: list[dict]) -> str | None:
-    """Return an error message when two ranks share a GPU (seed 004's most common scaling bug)."""
-    seen: dict[str, int] = {}
-    for r in records:
-        key = r.get("uuid")
-        if not key:
-            continue
-        host_key = f"{r.get('hostname')}/{key}"
-        if host_key in seen:
-            return (f"ranks {seen[host_key]} and {r['rank']} share one GPU ({key} on {r.get('hostname')}, "
-                    f"CUDA_VISIBLE_DEVICES={r.get('cuda_visible_devices')!r}, LOCAL_RANK={r.get('local_rank')}). "
-                    "Launch one process per GPU: torchrun --nproc_per_node=<number of GPUs>, and do not "
-                    "restrict CUDA_VISIBLE_DEVICES to fewer GPUs than ranks per node.")
-        seen[host_key] = r["rank"]
-    return None
-
-
 def _ranks_text(ranks: list[int]) -> str:
     return ", ".join(map(str, ranks[:8])) + (f" and {len(ranks) - 8} more" if len(ranks) > 8 else "")
 
 
 # --- everything below runs inside the torchrun ranks ------------------------------------------
-
-def _placement(rank: int, local_rank: int, device) -> dict:
-    import torch
-
-    rec = {"rank": rank, "local_rank": local_rank, "hostname": socket.gethostname(), "pid": os.getpid(),
-           "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "device": str(device),
-           "device_index": device.index, "pci_bus_id": None, "uuid": None, "gpu_name": None}
-    if device.type == "cuda":
-        from distbench.probes.env import gpu_identity
-
-        ident = gpu_identity(torch.cuda.get_device_properties(device))
-        rec.update(gpu_name=ident["name"], uuid=ident["uuid"], pci_bus_id=ident["pci_bus_id"])
-    return rec
-
 
 class Harness:
     def __init__(self, args):
@@ -216,14 +185,8 @@ class Harness:
         if self.cuda:
             self.torch.cuda.synchronize(self.device)
 
-    def placement(self) -> list[dict]:
-        rec = _placement(self.rank, self.local_rank, self.device)
-        out = [None] * self.world_size
-        self.dist.all_gather_object(out, rec, group=self.ctrl)
-        return out
-
     def measure(self, point: Point, emit) -> None:
-        from distbench.ops import OPS, Ctx, element_count
+        from distbench.comm.ops import OPS, Ctx, element_count
 
         torch, args = self.torch, self.args
         spec = OPS[point.op]
@@ -397,48 +360,12 @@ class Harness:
         return graph
 
 
-def csv_value(v):
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return ""
-    return f"{v:.6g}" if isinstance(v, float) else v
-
-
-class ResultWriter:
-    """Rank 0's two CSVs (rows, per-rank times), written to `.partial` files and renamed on close,
-    so a job cut short never leaves a file that looks complete. Per-rank rows of a point are
-    written before its rows: a finished row always has its per-rank times on disk."""
-
-    def __init__(self, out: Path, ranks_out: Path):
-        self.targets = [(out, COMM_COLUMN_NAMES), (ranks_out, COMM_RANK_COLUMN_NAMES)]
-        self.files, self.writers = [], []
-        for path, columns in self.targets:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            f = open(partial_path(path), "w", newline="")
-            w = csv.DictWriter(f, fieldnames=columns)
-            w.writeheader()
-            f.flush()
-            self.files.append(f)
-            self.writers.append(w)
-
-    def emit(self, rows: list[dict], rank_rows: list[dict]) -> None:
-        for i, batch in ((1, rank_rows), (0, rows)):
-            for r in batch:
-                self.writers[i].writerow({k: csv_value(v) for k, v in r.items()})
-            self.files[i].flush()
-
-    def close(self) -> None:
-        for f in self.files:
-            f.close()
-        for path, _ in reversed(self.targets):  # rows last: its presence means the job completed
-            os.replace(partial_path(path), path)
-
-
 def ranks_path(out: Path) -> Path:
     return out.with_name(f"{out.stem}_ranks{out.suffix or '.csv'}")
 
 
 def parse_args(argv=None):
-    from distbench.ops import OPS
+    from distbench.comm.ops import OPS
 
     p = argparse.ArgumentParser(prog="python -m distbench.comm", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -485,26 +412,25 @@ def parse_args(argv=None):
     return args
 
 
-def partial_path(out: Path) -> Path:
-    return out.with_name(out.name + ".partial")
-
-
 def main(argv=None) -> int:
     args = parse_args(argv)
     h = Harness(args)
     out = Path(args.out)
     ranks_out = Path(args.ranks_out) if args.ranks_out else ranks_path(out)
-    records = h.placement()
-    problem = check_placement(records)
-    if h.rank == 0 and args.placement_out:
-        from distbench.io import atomic_write_json
-        atomic_write_json(args.placement_out, {"ranks": records, "error": problem})
+    _, problem = gather_and_check(h.dist, h.ctrl, h.rank, h.local_rank, h.device, h.world_size, args.placement_out)
     if problem:
         print(f"distbench error: {problem}", file=sys.stderr)
         h.dist.destroy_process_group()
         return 3
-    writer = ResultWriter(out, ranks_out) if h.rank == 0 else None
-    emit = writer.emit if writer else (lambda rows, rank_rows: None)
+    # Per-rank rows of a point are written before its rows: a finished row always has its per-rank
+    # times on disk; comm.csv is renamed last, so its presence means the job completed.
+    writer = PartialCsvs([(out, COMM_COLUMN_NAMES), (ranks_out, COMM_RANK_COLUMN_NAMES)]) if h.rank == 0 else None
+
+    def emit(rows, rank_rows):
+        if writer:
+            writer.write(1, rank_rows)
+            writer.write(0, rows)
+
     for point in plan_points(args.ops, args.sizes, args.timing, args.inplace):
         if h.rank == 0:
             print(f"distbench: measuring {point.op} {point.size_bytes} B {point.timing}{' in-place' if point.inplace else ''}", file=sys.stderr, flush=True)

@@ -1,0 +1,5 @@
+import sys
+
+from distbench.comm.harness import main
+
+sys.exit(main())

@@ -1,0 +1,74 @@
+"""The comm family's torchrun job: its arguments and its failure rows, for distbench.launch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+from distbench.comm.harness import Point, base_row, plan_points, ranks_path
+from distbench.io import atomic_write_text, csv_text, partial_path, read_partial_rows
+from distbench.launch import TorchrunJob, job_environment, run_torchrun_job
+from distbench.schema import COMM_COLUMN_NAMES, COMM_RANK_COLUMN_NAMES
+
+
+def comm_args(job, params: dict, out_csv, placement_json) -> list[str]:
+    """distbench.comm's arguments for one job of the plan (distbench.plan.CommJob + job_params)."""
+    return [
+        "--backend", job.backend, "--dtype", job.dtype,
+        "--ops", ",".join(params["ops"]),
+        "--sizes", ",".join(str(s) for s in params["sizes"]),
+        "--timing", ",".join(params["timing"]),
+        "--inplace", ",".join("true" if v else "false" for v in params.get("inplace", [False])),
+        "--warmup", str(params["warmup"]), "--iters", str(params["iters"]),
+        "--trials", str(params["trials"]), "--graph-launches", str(params["graph_launches"]),
+        "--rank-agg", params["rank_agg"], "--rotate-bytes", str(params["rotate_bytes"]),
+        "--op-timeout-s", str(params["op_timeout_s"]),
+        "--nccl-env-label", job.nccl_env_label,
+        "--out", str(out_csv), "--ranks-out", str(ranks_path(Path(out_csv))),
+        "--placement-out", str(placement_json),
+    ]
+
+
+def run_comm_job(job, params: dict, out_csv, placement_json, log_path) -> str:
+    """Run one comm job; return 'ok' or the failure reason. out_csv, its per-rank times CSV
+    (harness.ranks_path) and placement_json exist afterwards in every case."""
+    out_csv = Path(out_csv)
+    return run_torchrun_job(TorchrunJob(
+        module="distbench.comm", args=comm_args(job, params, out_csv, placement_json),
+        world_size=job.world_size, env=job_environment(params["job_env"], job.nccl_env),
+        timeout_s=params["job_timeout_s"], outputs=[out_csv, ranks_path(out_csv)],
+        placement_json=Path(placement_json), log_path=Path(log_path),
+        write_failure=lambda message: write_failure_rows(job, params, out_csv, message)))
+
+
+def write_failure_rows(job, params, out_csv: Path, message: str) -> None:
+    """Keep finished rows; mark the measurement in progress failed and the rest skipped."""
+    import torch
+
+    from distbench.comm.ops import OPS, element_count
+
+    done = read_partial_rows(partial_path(out_csv), COMM_COLUMN_NAMES)
+    trials = params["trials"]
+    n_done = len(done) // trials
+    done = done[: n_done * trials]  # a torn last batch (killed mid-write) is dropped
+    # Per-rank times are written before their point's rows: keep those of finished points only.
+    point_keys = ("op", "size_bytes", "timing", "inplace")
+    finished = {tuple(r[k] for k in point_keys) for r in done}
+    rank_rows = [r for r in read_partial_rows(partial_path(ranks_path(out_csv)), COMM_RANK_COLUMN_NAMES)
+                 if tuple(r[k] for k in point_keys) in finished]
+    elem = torch.empty((), dtype=getattr(torch, job.dtype)).element_size()
+
+    fields = SimpleNamespace(backend=job.backend, world_size=job.world_size, dtype=job.dtype,
+                             nccl_env_label=job.nccl_env_label, iters=params["iters"],
+                             graph_launches=params["graph_launches"], rank_agg=params["rank_agg"])
+    rows = list(done)
+    points = plan_points(params["ops"], params["sizes"], params["timing"], params.get("inplace", [False]))
+    for i, point in enumerate(points[n_done:]):
+        spec = OPS[point.op]
+        count = element_count(spec, point.size_bytes, elem, job.world_size)
+        size = count * elem if spec.moves_data and count else point.size_bytes
+        base = base_row(fields, Point(point.op, size, point.timing, point.inplace), count)
+        status, msg = ("failed", message) if i == 0 else ("skipped", f"not run: the job ended early ({message})")
+        rows += [{**base, "trial": t, "status": status, "message": msg} for t in range(trials)]
+    atomic_write_text(ranks_path(out_csv), csv_text(rank_rows, COMM_RANK_COLUMN_NAMES))
+    atomic_write_text(out_csv, csv_text(rows, COMM_COLUMN_NAMES))

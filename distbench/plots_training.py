@@ -1,0 +1,172 @@
+"""Figures of the DDP training family, from the scaling summary (distbench.scaling): PNG for the
+HTML report and SVG for papers, in the house style of distbench.plots.
+
+Only status-ok rows are drawn; a figure whose data are missing is skipped, not an error.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # before pyplot: cluster nodes and CI have no display
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from distbench.io import atomic_write_bytes  # noqa: E402
+from distbench.plots import DPI  # noqa: E402
+from distbench.scaling import PLAIN, add_scaling  # noqa: E402
+
+FIGURES = ("training_throughput", "training_efficiency", "training_step_breakdown", "training_tuning")
+WS_LABEL = "world size (ranks, one GPU each under NCCL)"
+
+
+def _save(fig, out_dir: Path, name: str) -> list[Path]:
+    """As distbench.plots does: PNG + SVG, reproducible SVG bytes, atomic writes."""
+    paths = []
+    for ext in ("png", "svg"):
+        buf = io.BytesIO()
+        fig.savefig(buf, format=ext, dpi=DPI, bbox_inches="tight",
+                    metadata={"Date": None} if ext == "svg" else None)
+        path = out_dir / f"{name}.{ext}"
+        atomic_write_bytes(path, buf.getvalue())
+        paths.append(path)
+    plt.close(fig)
+    return paths
+
+
+def _config_order(df: pd.DataFrame) -> list[str]:
+    configs = sorted(df["config"].astype(str).unique())
+    return ([PLAIN] if PLAIN in configs else []) + [c for c in configs if c != PLAIN]
+
+
+def _ws_ticks(ax, df) -> None:
+    ws = sorted(int(w) for w in df["world_size"].unique())
+    ax.set_xticks(ws)
+    ax.set_xlabel(WS_LABEL)
+    ax.grid(True, alpha=0.3)
+
+
+def fig_throughput(ok: pd.DataFrame) -> plt.Figure | None:
+    d = ok[ok["samples_per_s_median"].notna()]
+    if d.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    sns.lineplot(data=d.sort_values("world_size"), x="world_size", y="samples_per_s_median", hue="config",
+                 hue_order=_config_order(d), marker="o", errorbar=None, ax=ax)
+    base = d["plain_1gpu_samples_per_s"].dropna()
+    if len(base):
+        ws = np.array(sorted(int(w) for w in d["world_size"].unique()))
+        ax.plot(ws, ws * float(base.iloc[0]), ls="--", color="0.4", lw=1,
+                label="ideal: N × plain 1-GPU throughput")
+        ax.legend(fontsize=7)
+    _ws_ticks(ax, d)
+    ax.set_ylabel("throughput (samples/s, median, all ranks)")
+    ax.set_title("Training throughput vs world size", fontsize=9)
+    return fig
+
+
+def fig_efficiency(ok: pd.DataFrame) -> plt.Figure | None:
+    d = ok[ok["efficiency_vs_plain_1gpu"].notna()].copy()
+    if d.empty:
+        return None
+    d["efficiency_pct"] = 100 * d["efficiency_vs_plain_1gpu"]
+    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    sns.lineplot(data=d.sort_values("world_size"), x="world_size", y="efficiency_pct", hue="config",
+                 hue_order=_config_order(d), marker="o", errorbar=None, ax=ax)
+    ax.axhline(100, ls="--", color="0.4", lw=1, label="ideal (100%)")
+    ax.legend(fontsize=7)
+    _ws_ticks(ax, d)
+    ax.set_ylim(0, max(105, float(d["efficiency_pct"].max()) * 1.05))
+    ax.set_ylabel("scaling efficiency vs plain 1-GPU run (%)")
+    ax.set_title("Scaling efficiency: throughput(N) / (N × plain 1-GPU throughput)", fontsize=9)
+    return fig
+
+
+def _primary_config(ok: pd.DataFrame) -> str:
+    """The configuration measured at the most world sizes, plain first on ties."""
+    counts = ok.groupby("config")["world_size"].nunique()
+    return max(_config_order(ok), key=lambda c: (counts.get(c, 0), c == PLAIN))
+
+
+def fig_step_breakdown(ok: pd.DataFrame) -> plt.Figure | None:
+    d = ok[ok["compute_only_ms_median"].notna() & ok["step_time_ms_median"].notna()]
+    if d.empty:
+        return None
+    config = _primary_config(d)
+    d = d[d["config"] == config].sort_values("world_size")
+    x = np.arange(len(d))
+    compute = d["compute_only_ms_median"].to_numpy(float)
+    tail = d["tail_comm_ms"].fillna(0).to_numpy(float)
+    slow = d["compute_slowdown_ms"].fillna(0).to_numpy(float)
+    # without a last-bucket time the split is unknown: show all exposed time as one segment
+    unsplit = np.where(d["tail_comm_ms"].isna(), d["exposed_comm_ms"].clip(lower=0).fillna(0), 0.0)
+    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    pal = sns.color_palette()
+    ax.bar(x, compute, color=pal[0], label="compute only (no_sync)")
+    ax.bar(x, tail, bottom=compute, color=pal[3], label="exposed: last bucket's all-reduce (tail)")
+    ax.bar(x, slow, bottom=compute + tail, color=pal[1], label="exposed: compute slowed by comm, other")
+    if unsplit.any():
+        ax.bar(x, unsplit, bottom=compute + tail + slow, color=pal[7], label="exposed communication (unsplit)")
+    ax.scatter(x, d["step_time_ms_median"], marker="_", s=300, color="black", zorder=3,
+               label="measured DDP step (median)")
+    ax.set_xticks(x, [str(int(w)) for w in d["world_size"]])
+    ax.set_xlabel(WS_LABEL)
+    ax.set_ylabel("step time (ms, median)")
+    ax.set_title(f"Where a DDP step's time goes ({'plain DDP' if config == PLAIN else config})", fontsize=9)
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    ax.grid(True, axis="y", alpha=0.3)
+    return fig
+
+
+def fig_tuning(ok: pd.DataFrame) -> plt.Figure | None:
+    d = ok[ok["efficiency_vs_plain_1gpu"].notna() & (ok["world_size"] > 1)]
+    if d.empty:
+        return None
+    ws = int(d["world_size"].max())
+    d = d[d["world_size"] == ws].copy()
+    if d["config"].nunique() < 2:
+        return None
+    d["efficiency_pct"] = 100 * d["efficiency_vs_plain_1gpu"]
+    d = d.sort_values("efficiency_pct", ascending=False)
+    fig, ax = plt.subplots(figsize=(5.5, max(2.4, 0.32 * len(d) + 1)))
+    pal = sns.color_palette()
+    colors = [pal[1] if c == PLAIN else pal[0] for c in d["config"]]
+    ax.barh(d["config"].astype(str), d["efficiency_pct"], color=colors)
+    ax.invert_yaxis()  # best on top
+    for y, v in enumerate(d["efficiency_pct"]):
+        ax.text(v, y, f" {v:.1f}%", va="center", fontsize=7)
+    ax.axvline(100, ls="--", color="0.4", lw=1)
+    ax.set_xlabel(f"scaling efficiency at world size {ws} vs plain 1-GPU run (%)")
+    ax.set_ylabel("DDP configuration")
+    ax.set_title(f"Tuning results at world size {ws} (plain DDP highlighted)", fontsize=9)
+    ax.grid(True, axis="x", alpha=0.3)
+    return fig
+
+
+BUILDERS = dict(zip(FIGURES, (fig_throughput, fig_efficiency, fig_step_breakdown, fig_tuning), strict=True))
+
+
+def plot_training(summary: pd.DataFrame, out_dir) -> list[Path]:
+    """Write every training figure whose data exist as out_dir/<name>.png and .svg; return the
+    paths. An empty summary writes nothing (not even the directory) and returns []."""
+    if summary is None or len(summary) == 0:
+        return []
+    s = summary if "efficiency_vs_plain_1gpu" in summary else add_scaling(summary)
+    ok = s[s["status"] == "ok"]
+    if ok.empty:
+        return []
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    sns.set_theme(style="ticks", context="paper")
+    written: list[Path] = []
+    for name, build in BUILDERS.items():
+        fig = build(ok)
+        if fig is not None:
+            written += _save(fig, out_dir, name)
+    return written

@@ -1,0 +1,5 @@
+import sys
+
+from distbench.training.harness import main
+
+sys.exit(main())

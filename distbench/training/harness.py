@@ -1,0 +1,655 @@
+"""DDP training benchmark harness: one torchrun job measures one DDP configuration of the
+synthetic MLP (distbench.training.models) in three phases, on the same model and optimizer.
+
+Run alone:
+    torchrun --standalone --nproc_per_node=2 -m distbench.training --backend gloo \
+        --hidden-dim 256 --num-layers 2 --batch-size 32 --out training.csv --placement-out placement.json
+
+Phases (CSV column `phase`), each `--warmup-steps` un-timed then `--steps` timed (all-reduce:
+`--allreduce-trials` timed):
+- ddp:             the real step: forward, loss, backward (DDP all-reduces the gradient buckets
+                   while backward runs), optimizer.step, zero_grad(set_to_none=True). With
+                   --grad-accum N the rank's batch is N micro-batches, all but the last under
+                   no_sync. Afterwards every rank's parameters are compared exactly (`correct`).
+- compute_only:    the same steps inside ddp_model.no_sync(): no gradient communication at all.
+- allreduce_alone: the gradient bytes DDP syncs per step, all-reduced alone in DDP's bucket layout
+                   (one flat tensor per bucket, in the order DDP reduces them: the bucket holding
+                   the last layers first, the first layers' bucket last), launched back to back
+                   asynchronously as DDP's reducer does, then waited on; with a compression hook
+                   in its wire dtype (bf16/fp16: half the bytes). `last_bucket_ms` is the last
+                   bucket alone, timed in separate trials: it is the part of DDP's communication
+                   that cannot overlap backward.
+ddp - compute_only is the communication the step exposes; allreduce_alone is what it would cost
+with no overlap at all.
+
+Timing: before each timed step every rank passes one un-timed small all-reduce (aligning the
+ranks, as the comm harness does). GPU: CUDA events around the step, then a synchronisation. CPU:
+host clock around the step (Gloo's and DDP's waits make the step synchronous). Each rank times its
+own steps; the row's `step_time_ms` is the slowest rank's (a synchronous job runs at its pace),
+with the fastest and slowest in `step_time_ms_rank_min` / `_rank_max`.
+
+Energy (`energy_j`): NVML's total-energy counter (millijoules) read before and after each timed
+step on every rank's GPU, summed over ranks; empty when pynvml is missing or any rank's counter
+cannot be read (never estimated). The counter updates every few ms to tens of ms, so a single
+short step's value is coarse: average over steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import gc
+import math
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from distbench.choices import BACKENDS, COMM_HOOKS, OPTIMIZERS, SCALINGS
+from distbench.choices import TRAINING_DTYPES as TRAIN_DTYPES
+from distbench.schema import TRAINING_COLUMN_NAMES, TRAINING_PHASES
+
+# DDP's own default bucket_cap_mb. Passing it explicitly is not the same as leaving it out in
+# torch >= 2.9 (the first bucket's 1 MiB cap only applies when bucket_cap_mb is None), so the
+# harness leaves it out when this value is asked for: config "plain" is DDP as users get it.
+DDP_DEFAULT_BUCKET_CAP_MB = 25.0
+DEFAULT_FIRST_BUCKET_BYTES = 2**20  # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES
+
+
+def ddp_bucket_layout(param_bytes: list[int], bucket_cap_bytes: int, first_bucket_cap_bytes: int) -> list[int]:
+    """Bytes per bucket, in the order DDP reduces them, for gradients of `param_bytes` (parameter
+    order, one dtype and device). Mirrors the reducer's rebuilt layout (after the first iteration):
+    parameters in gradient-ready order (for a feed-forward model, reverse parameter order) are
+    packed greedily; a bucket closes once it holds >= its cap (the first bucket's cap, then
+    bucket_cap). A parameter is never split."""
+    sizes, cur, cap = [], 0, first_bucket_cap_bytes
+    for nbytes in reversed(param_bytes):
+        cur += nbytes
+        if cur >= cap:
+            sizes.append(cur)
+            cur, cap = 0, bucket_cap_bytes
+    if cur:
+        sizes.append(cur)
+    return sizes
+
+
+def per_rank_batch(scaling: str, batch_size: int, global_batch_size: int | None, world_size: int) -> tuple[int, int]:
+    """(per-rank batch, global batch). weak: per-rank fixed; strong: global fixed, split evenly."""
+    if scaling == "weak":
+        return batch_size, batch_size * world_size
+    if global_batch_size is None:
+        raise ValueError("--scaling strong needs --global-batch-size")
+    if global_batch_size % world_size:
+        raise ValueError(f"--global-batch-size {global_batch_size} is not divisible by the world size {world_size}")
+    return global_batch_size // world_size, global_batch_size
+
+
+def _ranks_text(ranks: list[int]) -> str:
+    return ", ".join(map(str, ranks[:8])) + (f" and {len(ranks) - 8} more" if len(ranks) > 8 else "")
+
+
+def _oom_or_failed(e: BaseException) -> str:
+    """A RuntimeError that is an allocation failure (CPU allocator, or CUDA's outside
+    torch.OutOfMemoryError) counts as oom; anything else as failed."""
+    msg = str(e).lower()
+    return "oom" if ("out of memory" in msg or "can't allocate" in msg or ("alloc" in msg and "memory" in msg)) else "failed"
+
+
+def _first_line(e: BaseException, limit: int = 300) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}"[:limit]
+
+
+# --- everything below runs inside the torchrun ranks ------------------------------------------
+
+class PhaseError(Exception):
+    """A phase that cannot run or did not complete: (status, message)."""
+
+    def __init__(self, status: str, message: str):
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+class EnergyMeter:
+    """NVML's total-energy counter of this rank's GPU, in millijoules; None where unavailable."""
+
+    def __init__(self, device):
+        self.handle = self.nvml = None
+        if device.type != "cuda":
+            return
+        try:
+            import pynvml  # type: ignore[import-not-found]
+            import torch
+
+            pynvml.nvmlInit()
+            props = torch.cuda.get_device_properties(device)
+            uuid = str(getattr(props, "uuid", "") or "")
+            handle = None
+            if uuid:
+                with contextlib.suppress(Exception):
+                    handle = pynvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}")
+            if handle is None and hasattr(props, "pci_bus_id"):
+                bus = f"{getattr(props, 'pci_domain_id', 0):08x}:{props.pci_bus_id:02x}:{getattr(props, 'pci_device_id', 0):02x}.0"
+                handle = pynvml.nvmlDeviceGetHandleByPciBusId(bus)
+            pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)  # MIG slices and old GPUs raise here
+            self.nvml, self.handle = pynvml, handle
+        except Exception:  # noqa: BLE001 - no pynvml, no NVML, no counter: energy stays empty
+            self.handle = None
+
+    def read_mj(self) -> float | None:
+        if self.handle is None:
+            return None
+        try:
+            return float(self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle))
+        except Exception:  # noqa: BLE001
+            return None
+
+
+class TrainingHarness:
+    def __init__(self, args):
+        import torch
+        import torch.distributed as dist
+
+        self.args, self.torch, self.dist = args, torch, dist
+        self.rank = int(os.environ.get("RANK", "0"))
+        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        self.world_size = int(os.environ.get("WORLD_SIZE", "1"))
+        if args.backend == "nccl":
+            if not torch.cuda.is_available():
+                raise SystemExit("distbench error: backend nccl needs CUDA, but torch.cuda.is_available() is False on this host")
+            visible = torch.cuda.device_count()
+            if self.local_rank >= visible:
+                raise SystemExit(
+                    f"distbench error: rank {self.rank} has LOCAL_RANK {self.local_rank} but only {visible} GPU(s) are visible "
+                    f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}): use at most {visible} "
+                    "processes per node with NCCL")
+            self.device = torch.device("cuda", self.local_rank)
+            torch.cuda.set_device(self.device)
+        else:
+            self.device = torch.device("cpu")
+        timeout = dt.timedelta(seconds=args.op_timeout_s)
+        kw = {"device_id": self.device} if args.backend == "nccl" else {}
+        dist.init_process_group(args.backend, timeout=timeout, **kw)
+        # Bookkeeping (placement, agreement, per-rank times, replica checksums) runs on a separate
+        # Gloo group: it must not depend on the NCCL settings under test nor add traffic to the
+        # timed communication. Unlike the comm harness, also under --backend gloo: a phase can fail
+        # on one rank mid-step while the others are still in DDP's collectives, and a vote on the
+        # default group would then be paired with one of those (a hang until --op-timeout-s is the
+        # honest outcome, not mismatched collectives).
+        self.ctrl = dist.new_group(backend="gloo")
+        self.cuda = self.device.type == "cuda"
+        self.energy = EnergyMeter(self.device)
+        self.ddp = self.model = self.opt = None
+        self.hook_error: str | None = None
+        self.n_buckets: int | None = None
+        self.bucket_bytes: list[int] | None = None
+
+    # -- bookkeeping, as distbench.comm's harness does it ------------------------------------
+
+    def agree(self, ok: bool) -> bool:
+        """Every rank votes; all take the worst outcome, so no rank is left waiting in a collective."""
+        t = self.torch.tensor([1 if ok else 0], dtype=self.torch.int32)
+        self.dist.all_reduce(t, op=self.dist.ReduceOp.MIN, group=self.ctrl)
+        return bool(t.item())
+
+    def gather_rows(self, values: list[float]) -> list[list[float]]:
+        """Every rank's vector of values, indexed by rank (on every rank)."""
+        t = self.torch.tensor(values, dtype=self.torch.float64)
+        out = [self.torch.empty_like(t) for _ in range(self.world_size)]
+        self.dist.all_gather(out, t, group=self.ctrl)
+        return [o.tolist() for o in out]
+
+    def sync(self):
+        if self.cuda:
+            self.torch.cuda.synchronize(self.device)
+
+    def align(self):
+        """One un-timed small all-reduce on the backend under test: the ranks start a timed step together."""
+        if self.world_size > 1:
+            self.dist.all_reduce(self._align_buf)
+        self.sync()
+
+    def release(self):
+        gc.collect()
+        if self.cuda:
+            self.torch.cuda.empty_cache()
+
+    # -- the model ----------------------------------------------------------------------------
+
+    def build(self):
+        from distbench.training import models
+
+        torch, args = self.torch, self.args
+        self._align_buf = torch.zeros(1, device=self.device)
+        torch.manual_seed(0)  # every rank starts from the same weights (DDP broadcasts rank 0's too)
+        self.model = models.make_mlp(args.hidden_dim, args.num_layers).to(self.device)
+        self.param_bytes = models.grad_param_bytes(self.model)
+        self.param_names = [n for n, p in self.model.named_parameters() if p.requires_grad]
+        x, y = models.make_batch(args.batch_size, args.hidden_dim, self.rank, self.device)
+        self.micro = list(zip(x.chunk(args.grad_accum), y.chunk(args.grad_accum)))
+        self.autocast = lambda: models.autocast(args.dtype, self.device)
+
+    def build_ddp(self):
+        """Collective (DDP broadcasts rank 0's parameters): every rank calls it."""
+        from distbench.training import models
+
+        self.wrap()
+        self.opt = models.make_optimizer(self.args.optimizer, self.ddp.parameters())
+
+    def wrap(self):
+        """(Re-)wrap the model in DDP with the job's settings and register the comm hook. A hook
+        DDP rejects on this backend/build leaves DDP without it and is reported by phase ddp."""
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        args = self.args
+        kw = {"gradient_as_bucket_view": args.gradient_as_bucket_view, "static_graph": args.static_graph}
+        # torch 2.13 deprecates broadcast_buffers (FutureWarning whenever it is passed) in favour of
+        # forward_sync_buffers, whose False still syncs at init: pass it only to turn it off.
+        if not args.broadcast_buffers:
+            kw["broadcast_buffers"] = False
+        if args.bucket_cap_mb != DDP_DEFAULT_BUCKET_CAP_MB:
+            kw["bucket_cap_mb"] = args.bucket_cap_mb
+        if self.cuda:
+            kw.update(device_ids=[self.device.index], output_device=self.device.index)
+        self.ddp = DDP(self.model, **kw)
+        self.hook_error = None
+        if args.comm_hook != "none":
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+            hook = {"bf16_compress": default_hooks.bf16_compress_hook,
+                    "fp16_compress": default_hooks.fp16_compress_hook}[args.comm_hook]
+            try:
+                self.ddp.register_comm_hook(state=None, hook=hook)
+            except (TypeError, RuntimeError, ValueError) as e:
+                self.hook_error = f"DDP rejects comm hook {args.comm_hook} with backend {args.backend} here: {_first_line(e)}"
+        # The hook's outcome must be the same on every rank (a rank with the hook and one without
+        # would not match their collectives).
+        if not self.agree(self.hook_error is None) and self.hook_error is None:
+            self.hook_error = f"another rank's DDP rejects comm hook {args.comm_hook}"
+
+    def step(self, sync_grads: bool):
+        F = self.torch.nn.functional
+        n = len(self.micro)
+        for i, (x, y) in enumerate(self.micro):
+            sync = sync_grads and i == n - 1
+            with contextlib.nullcontext() if sync else self.ddp.no_sync():
+                with self.autocast():
+                    loss = F.cross_entropy(self.ddp(x), y)
+                if n > 1:
+                    loss = loss / n
+                loss.backward()
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+
+    # -- timing -------------------------------------------------------------------------------
+
+    def timed(self, fn, warmup: int, n: int) -> tuple[list[float], list[float]]:
+        """This rank's time (ms) and energy (mJ, NaN when unavailable) of each of `n` calls of `fn`."""
+        torch = self.torch
+        for _ in range(warmup):
+            fn()
+        self.sync()
+        start = torch.cuda.Event(enable_timing=True) if self.cuda else None
+        end = torch.cuda.Event(enable_timing=True) if self.cuda else None
+        times, energy = [], []
+        for _ in range(n):
+            self.align()
+            e0 = self.energy.read_mj()
+            if self.cuda:
+                start.record()
+                fn()
+                end.record()
+                end.synchronize()
+                times.append(start.elapsed_time(end))
+            else:
+                t0 = time.perf_counter()
+                fn()
+                times.append((time.perf_counter() - t0) * 1e3)
+            e1 = self.energy.read_mj()
+            energy.append(e1 - e0 if e0 is not None and e1 is not None else math.nan)
+        return times, energy
+
+    def reset_peak(self):
+        if self.cuda:
+            self.torch.cuda.reset_peak_memory_stats(self.device)
+
+    def peak(self) -> list[float]:
+        if not self.cuda:
+            return [math.nan, math.nan]
+        return [float(self.torch.cuda.max_memory_allocated(self.device)),
+                float(self.torch.cuda.max_memory_reserved(self.device))]
+
+    # -- checks -------------------------------------------------------------------------------
+
+    def param_fingerprint(self) -> list[int]:
+        """Two exact integer checksums per parameter (sum of its bit patterns, and a position-
+        weighted sum), computed on the device: equal on two ranks iff (barring collisions) the
+        parameters are bitwise equal."""
+        torch = self.torch
+        out = []
+        chunk = 2**20
+        for p in self.model.parameters():
+            if not p.requires_grad:
+                continue
+            flat = p.detach().reshape(-1)
+            bits = flat.view({8: torch.int32, 4: torch.int32, 2: torch.int16, 1: torch.uint8}[flat.element_size()])
+            parts = []
+            for i in range(0, bits.numel(), chunk):
+                c = bits[i:i + chunk].to(torch.int64)
+                w = torch.arange(c.numel(), device=c.device, dtype=torch.int64) % 251 + 1
+                parts.append(torch.stack([c.sum(), (c * w).sum()]))  # < 2**31 * 2**8 * 2**20: no overflow
+            sums = torch.stack(parts).cpu().tolist()
+            out += [sum(s[0] for s in sums), sum(s[1] for s in sums)]
+        return out
+
+    def replicas_agree(self) -> tuple[bool, str]:
+        torch = self.torch
+        # Python ints can exceed int64 after summing chunks: reduce them into int64's range exactly.
+        mine = [(v + 2**63) % 2**64 - 2**63 for v in self.param_fingerprint()]
+        t = torch.tensor(mine, dtype=torch.int64)
+        out = [torch.empty_like(t) for _ in range(self.world_size)]
+        self.dist.all_gather(out, t, group=self.ctrl)
+        ref = out[0]
+        bad_ranks, bad_params = [], set()
+        for r, o in enumerate(out[1:], start=1):
+            diff = (o != ref).reshape(-1, 2).any(dim=1)
+            if bool(diff.any()):
+                bad_ranks.append(r)
+                bad_params.update(self.param_names[i] for i in diff.nonzero().reshape(-1).tolist())
+        if not bad_ranks:
+            return True, ""
+        names = sorted(bad_params)
+        return False, (f"DDP replicas differ after phase ddp: rank(s) {_ranks_text(bad_ranks)} hold parameters "
+                       f"unlike rank 0's ({len(names)} of {len(self.param_names)}: {', '.join(names[:5])}"
+                       f"{' ...' if len(names) > 5 else ''})")
+
+    # -- bucket layout ------------------------------------------------------------------------
+
+    def bucket_layout(self) -> tuple[list[int], str]:
+        """Bytes per gradient bucket in the order DDP reduces them, and where the layout came from.
+
+        torch (2.13) has no public accessor. `_get_ddp_logging_data()["bucket_sizes"]` is recorded
+        at construction and never updated: it shows the initial single bucket, not the layout DDP
+        rebuilds after the first iteration and uses from then on. The reducer's
+        `_get_zeros_like_grad_buckets()` (private, used by DDP's optimizer-overlap code) returns
+        GradBuckets shaped like the current buckets, by index = reduction order; it is used once the
+        reducer has rebuilt its buckets. Otherwise (no completed DDP iteration, or the private API is
+        gone) the layout is computed the way the reducer rebuilds it (ddp_bucket_layout), assuming
+        gradients become ready in reverse parameter order; the reducer records the real order, which
+        can differ slightly (e.g. under autocast with static_graph a first-layer bias lands in a
+        bucket of its own), so the reducer's layout is preferred."""
+        if getattr(self.ddp, "_has_rebuilt_buckets", False):
+            try:
+                buckets = sorted(self.ddp.reducer._get_zeros_like_grad_buckets(), key=lambda b: b.index())
+                sizes = [b.buffer().numel() * b.buffer().element_size() for b in buckets]
+                if sizes and sum(sizes) == sum(self.param_bytes):
+                    return sizes, "reducer"
+            except Exception as e:  # noqa: BLE001 - private API: fall back to the computed layout
+                print(f"distbench: reducer buckets unreadable ({_first_line(e)}): computing DDP's layout", file=sys.stderr)
+        cfg = getattr(self.ddp, "_bucket_config", None)
+        cap = int(getattr(self.ddp, "bucket_bytes_cap", self.args.bucket_cap_mb * 2**20))
+        # torch >= 2.9 keeps the first bucket's cap in _bucket_config; older releases always used
+        # dist._DEFAULT_FIRST_BUCKET_BYTES (1 MiB).
+        first = int(getattr(cfg, "first_bucket_bytes_cap", DEFAULT_FIRST_BUCKET_BYTES))
+        return ddp_bucket_layout(self.param_bytes, cap, first), "computed"
+
+    # -- phases -------------------------------------------------------------------------------
+
+    def run_phase(self, phase: str) -> tuple[list[list[float]] | None, dict]:
+        """Run one phase on every rank. Returns (per-rank vectors, extras) or raises PhaseError
+        (the same on every rank)."""
+        torch, args = self.torch, self.args
+        err, result, extras = None, None, {}
+        self.reset_peak()
+        try:
+            if phase == "ddp":
+                if self.hook_error:
+                    raise PhaseError("skipped", self.hook_error)
+                times, energy = self.timed(lambda: self.step(True), args.warmup_steps, args.steps)
+                result = times + energy
+            elif phase == "compute_only":
+                def step():
+                    with self.ddp.no_sync():
+                        self.step(False)
+                times, energy = self.timed(step, args.warmup_steps, args.steps)
+                result = times + energy
+            else:
+                result, extras = self.allreduce_alone()
+        except PhaseError as e:
+            err = (e.status, e.message)
+        except torch.OutOfMemoryError as e:
+            err = ("oom", _first_line(e))
+        except RuntimeError as e:
+            err = (_oom_or_failed(e), _first_line(e))
+        except Exception as e:  # noqa: BLE001 - any other failure is this phase's, recorded, not the job's
+            err = ("failed", _first_line(e))
+        if err is not None:
+            result = None
+            if self.opt is not None:
+                self.opt.zero_grad(set_to_none=True)
+            self.release()
+        ok = self.agree(err is None)
+        if not ok:
+            # A step cut short leaves DDP's reducer mid-iteration: the next phase gets a fresh
+            # wrapper. The condition must be the same on every rank (the wrapper is collective).
+            if phase != "allreduce_alone" and not (phase == "ddp" and self.hook_error):
+                self.wrap()
+            raise PhaseError(*(err or ("failed", f"phase {phase} failed on another rank")))
+        return self.gather_rows(result + self.peak()), extras
+
+    def allreduce_alone(self) -> tuple[list[float], dict]:
+        torch, dist, args = self.torch, self.dist, self.args
+        wire = {"none": torch.float32, "bf16_compress": torch.bfloat16, "fp16_compress": torch.float16}[args.comm_hook]
+        elem = torch.empty((), dtype=wire).element_size()
+        # Gradients are float32 (4 bytes); a compression hook casts a bucket to its wire dtype.
+        bufs = [torch.empty(b // 4, dtype=wire, device=self.device) for b in self.bucket_bytes]
+        # Check once, before warm-up: every element is the sum of the ranks' values (exact in any
+        # of these dtypes for small integers). Then zero them: sums of zeros stay finite.
+        for b in bufs:
+            b.fill_(self.rank + 1)
+        for w in [dist.all_reduce(b, async_op=True) for b in bufs]:
+            w.wait()
+        self.sync()
+        expect = self.world_size * (self.world_size + 1) // 2
+        correct = all(bool((b == expect).all()) for b in bufs)
+        for b in bufs:
+            b.zero_()
+
+        def all_buckets():
+            for w in [dist.all_reduce(b, async_op=True) for b in bufs]:
+                w.wait()
+
+        def last_bucket():
+            dist.all_reduce(bufs[-1])
+
+        times, energy = self.timed(all_buckets, args.warmup_steps, args.allreduce_trials)
+        last, _ = self.timed(last_bucket, 1, args.allreduce_trials)
+        return times + energy + last + [1.0 if correct else 0.0], {"wire_bytes": sum(self.bucket_bytes) // 4 * elem}
+
+
+def base_row(args, h: TrainingHarness) -> dict:
+    return {
+        "backend": args.backend, "world_size": h.world_size, "model": "mlp", "hidden_dim": args.hidden_dim,
+        "num_layers": args.num_layers, "batch_size": args.batch_size, "global_batch_size": args.global_batch_size,
+        "scaling": args.scaling, "dtype": args.dtype, "optimizer": args.optimizer, "bucket_cap_mb": float(args.bucket_cap_mb),
+        "gradient_as_bucket_view": args.gradient_as_bucket_view, "static_graph": args.static_graph,
+        "broadcast_buffers": args.broadcast_buffers, "comm_hook": args.comm_hook, "grad_accum": args.grad_accum,
+        "nccl_env": args.nccl_env_label, "config": args.config_label, "phase": None, "step": 0,
+        "step_time_ms": None, "step_time_ms_rank_min": None, "step_time_ms_rank_max": None, "last_bucket_ms": None,
+        "samples_per_s": None, "samples_per_s_per_device": None, "grad_bytes": h.grad_bytes,
+        "n_buckets": h.n_buckets, "peak_mem_allocated_bytes": None, "peak_mem_reserved_bytes": None,
+        "energy_j": None, "correct": None, "status": "ok", "message": "",
+    }
+
+
+def phase_rows(args, h: TrainingHarness, phase: str, per_rank, correct, message) -> list[dict]:
+    n = args.allreduce_trials if phase == "allreduce_alone" else args.steps
+    row = {**base_row(args, h), "phase": phase}
+    peak_alloc = max(r[-2] for r in per_rank)
+    peak_res = max(r[-1] for r in per_rank)
+    rows = []
+    for s in range(n):
+        times = [r[s] for r in per_rank]
+        energies = [r[n + s] for r in per_rank]
+        t = max(times)
+        out = {**row, "step": s, "step_time_ms": t, "step_time_ms_rank_min": min(times), "step_time_ms_rank_max": t,
+               "energy_j": None if any(math.isnan(e) for e in energies) else sum(energies) / 1e3,
+               "peak_mem_allocated_bytes": None if math.isnan(peak_alloc) else int(peak_alloc),
+               "peak_mem_reserved_bytes": None if math.isnan(peak_res) else int(peak_res),
+               "correct": correct, "status": "ok" if correct is not False else "wrong", "message": message}
+        if phase == "allreduce_alone":
+            out["last_bucket_ms"] = max(r[2 * n + s] for r in per_rank)
+        else:
+            sps = args.global_batch_size / (t / 1e3)
+            out.update(samples_per_s=sps, samples_per_s_per_device=sps / h.world_size)
+        rows.append(out)
+    return rows
+
+
+def status_rows(args, h: TrainingHarness, phase: str, status: str, message: str) -> list[dict]:
+    n = args.allreduce_trials if phase == "allreduce_alone" else args.steps
+    return [{**base_row(args, h), "phase": phase, "step": s, "status": status, "message": message} for s in range(n)]
+
+
+def _flag(name: str):
+    def parse(v: str) -> bool:
+        flags = {"false": False, "true": True}
+        if v.lower() not in flags:
+            raise argparse.ArgumentTypeError(f"{name}: expected false or true, got {v!r}")
+        return flags[v.lower()]
+    return parse
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog="python -m distbench.training", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--backend", choices=BACKENDS, required=True)
+    p.add_argument("--hidden-dim", type=int, default=256)
+    p.add_argument("--num-layers", type=int, default=2)
+    p.add_argument("--batch-size", type=int, default=32, help="samples per rank per optimizer step (weak scaling)")
+    p.add_argument("--scaling", choices=SCALINGS, default="weak",
+                   help="weak: --batch-size per rank; strong: --global-batch-size split over the ranks")
+    p.add_argument("--global-batch-size", type=int, help="strong scaling: samples per optimizer step over all ranks (ignored for weak)")
+    p.add_argument("--dtype", choices=TRAIN_DTYPES, default="float32", help="bfloat16: torch.autocast; parameters stay float32")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default="sgd")
+    p.add_argument("--bucket-cap-mb", type=float, default=DDP_DEFAULT_BUCKET_CAP_MB,
+                   help="DDP bucket_cap_mb (25, DDP's default, is left to DDP: its first bucket is then capped at 1 MiB)")
+    p.add_argument("--gradient-as-bucket-view", type=_flag("--gradient-as-bucket-view"), default=False, metavar="{false,true}")
+    p.add_argument("--static-graph", type=_flag("--static-graph"), default=False, metavar="{false,true}")
+    p.add_argument("--broadcast-buffers", type=_flag("--broadcast-buffers"), default=True, metavar="{false,true}")
+    p.add_argument("--comm-hook", choices=COMM_HOOKS, default="none",
+                   help="DDP communication hook from torch.distributed.algorithms.ddp_comm_hooks.default_hooks")
+    p.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step (no_sync on all but the last)")
+    p.add_argument("--warmup-steps", type=int, default=5)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--allreduce-trials", type=int, default=10)
+    p.add_argument("--config-label", default="plain", help="label written to the config column")
+    p.add_argument("--nccl-env-label", default="default", help="label written to the nccl_env column")
+    p.add_argument("--op-timeout-s", type=int, default=300, help="process-group timeout per collective")
+    p.add_argument("--out", required=True, help="CSV to write (rank 0); atomically renamed when complete")
+    p.add_argument("--placement-out", help="JSON with every rank's GPU placement")
+    args = p.parse_args(argv)
+
+    for name in ("hidden_dim", "num_layers", "batch_size", "grad_accum", "steps", "allreduce_trials"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be >= 1")
+    if args.warmup_steps < 0:
+        p.error("--warmup-steps must be >= 0")
+    if args.bucket_cap_mb <= 0:
+        p.error("--bucket-cap-mb must be > 0")
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    try:
+        args.batch_size, args.global_batch_size = per_rank_batch(args.scaling, args.batch_size, args.global_batch_size, world_size)
+    except ValueError as e:
+        p.error(str(e))
+    if args.batch_size % args.grad_accum:
+        p.error(f"the per-rank batch {args.batch_size} is not divisible by --grad-accum {args.grad_accum}")
+    return args
+
+
+def main(argv=None) -> int:
+    from distbench.io import PartialCsvs
+    from distbench.placement import gather_and_check
+
+    args = parse_args(argv)
+    h = TrainingHarness(args)
+    _, problem = gather_and_check(h.dist, h.ctrl, h.rank, h.local_rank, h.device, h.world_size, args.placement_out)
+    if problem:
+        if h.rank == 0:
+            print(f"distbench error: {problem}", file=sys.stderr, flush=True)
+        h.dist.destroy_process_group()
+        return 3
+    torch = h.torch
+    writer = PartialCsvs([(Path(args.out), TRAINING_COLUMN_NAMES)]) if h.rank == 0 else None
+
+    def say(text):
+        if h.rank == 0:
+            print(f"distbench: {text}", file=sys.stderr, flush=True)
+
+    # grad_bytes: what DDP all-reduces per optimizer step on each rank (the wire dtype's bytes).
+    h.grad_bytes = h.n_buckets = None
+    build_err = None
+    for what, build in (("building the model and its data", h.build), ("wrapping it in DDP", h.build_ddp)):
+        try:
+            build()
+        except torch.OutOfMemoryError as e:
+            build_err = ("oom", f"{what}: {_first_line(e)}")
+        except RuntimeError as e:
+            build_err = (_oom_or_failed(e), f"{what}: {_first_line(e)}")
+        if not h.agree(build_err is None):
+            build_err = build_err or ("failed", f"another rank failed {what}")
+            break
+    if getattr(h, "param_bytes", None):
+        h.grad_bytes = sum(h.param_bytes) // (2 if args.comm_hook != "none" else 1)
+    if build_err:
+        for phase in TRAINING_PHASES:
+            if writer:
+                writer.write(0, status_rows(args, h, phase, *build_err))
+        say(f"{build_err[0]}: {build_err[1]}")
+    else:
+        for phase in TRAINING_PHASES:
+            say(f"measuring {phase}: mlp {args.hidden_dim}x{args.num_layers}, batch {args.batch_size}/rank, "
+                f"{h.world_size} rank(s), {args.dtype}, {args.optimizer}, comm hook {args.comm_hook}, config {args.config_label}")
+            correct, message = None, ""
+            try:
+                per_rank, extras = h.run_phase(phase)
+            except PhaseError as e:
+                per_rank, error = None, e
+            if phase == "ddp":
+                # The layout DDP settled on (after its bucket rebuild), for every row and for
+                # phase allreduce_alone; computed the reducer's way when phase ddp did not run.
+                h.bucket_bytes, source = h.bucket_layout()
+                h.n_buckets = len(h.bucket_bytes)
+                say(f"{h.n_buckets} gradient bucket(s) ({source} layout), in reduction order: {h.bucket_bytes} B")
+            if per_rank is None:
+                if writer:
+                    writer.write(0, status_rows(args, h, phase, error.status, error.message))
+                say(f"{phase}: {error.status}: {error.message}")
+                continue
+            if phase == "ddp":
+                correct, message = h.replicas_agree()
+            elif phase == "allreduce_alone":
+                bad = [r for r, v in enumerate(per_rank) if v[-3] == 0]
+                correct = not bad
+                if bad:
+                    message = f"all-reduced buckets differ from the expected sum on rank(s) {_ranks_text(bad)}"
+            rows = phase_rows(args, h, phase, [v[:-3] + v[-2:] if phase == "allreduce_alone" else v for v in per_rank],
+                              correct, message)
+            if writer:
+                writer.write(0, rows)
+            med = statistics.median(r["step_time_ms"] for r in rows)
+            tail = (f", {statistics.median(r['samples_per_s'] for r in rows):.1f} samples/s" if phase != "allreduce_alone"
+                    else f", last bucket {statistics.median(r['last_bucket_ms'] for r in rows):.3f} ms, "
+                         f"{extras['wire_bytes']} B in {h.n_buckets} bucket(s)")
+            say(f"{phase}: median step {med:.3f} ms{tail}{'' if correct is not False else ' WRONG: ' + message}")
+    h.dist.barrier(group=h.ctrl)
+    if writer is not None:
+        writer.close()
+    h.dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+"""The training family's torchrun job: its arguments and its failure rows, for distbench.launch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from distbench.io import atomic_write_text, csv_text, partial_path, read_partial_rows
+from distbench.launch import TorchrunJob, job_environment, run_torchrun_job
+from distbench.schema import TRAINING_COLUMN_NAMES, TRAINING_PHASES
+
+
+def _flag(v: bool) -> str:
+    return "true" if v else "false"
+
+
+def training_args(job, params: dict, out_csv, placement_json) -> list[str]:
+    """distbench.training's arguments for one job of the plan (distbench.plan.TrainingJob + training_params)."""
+    ddp = params["ddp"]
+    return [
+        "--backend", job.backend, "--hidden-dim", str(params["hidden_dim"]), "--num-layers", str(params["num_layers"]),
+        "--batch-size", str(params["batch_size"]), "--scaling", params["scaling"],
+        "--global-batch-size", str(params["global_batch_size"]), "--dtype", params["dtype"],
+        "--optimizer", params["optimizer"], "--bucket-cap-mb", str(ddp["bucket_cap_mb"]),
+        "--gradient-as-bucket-view", _flag(ddp["gradient_as_bucket_view"]),
+        "--static-graph", _flag(ddp["static_graph"]), "--broadcast-buffers", _flag(ddp["broadcast_buffers"]),
+        "--comm-hook", ddp["comm_hook"], "--grad-accum", str(ddp["grad_accum"]),
+        "--warmup-steps", str(params["warmup_steps"]), "--steps", str(params["steps"]),
+        "--allreduce-trials", str(params["allreduce_trials"]), "--config-label", job.config_label,
+        "--nccl-env-label", "+".join(f"{k}={v}" for k, v in sorted(job.nccl_env.items())) or "default",
+        "--op-timeout-s", str(params["op_timeout_s"]),
+        "--out", str(out_csv), "--placement-out", str(placement_json),
+    ]
+
+
+def run_training_job(job, params: dict, out_csv, placement_json, log_path) -> str:
+    """Run one training job; return 'ok' or the failure reason. out_csv and placement_json exist
+    afterwards in every case."""
+    out_csv = Path(out_csv)
+    return run_torchrun_job(TorchrunJob(
+        module="distbench.training", args=training_args(job, params, out_csv, placement_json),
+        world_size=job.world_size, env=job_environment(params["job_env"], job.nccl_env),
+        timeout_s=params["job_timeout_s"], outputs=[out_csv], placement_json=Path(placement_json),
+        log_path=Path(log_path), write_failure=lambda message: write_failure_rows(job, params, out_csv, message)))
+
+
+def write_failure_rows(job, params: dict, out_csv: Path, message: str) -> None:
+    """Keep the rows of finished phases; one `failed` row for the phase in progress, one `skipped`
+    row for each phase not reached."""
+    done = read_partial_rows(partial_path(out_csv), TRAINING_COLUMN_NAMES)
+    phases_done = list(dict.fromkeys(r["phase"] for r in done))
+    # the last phase seen may be torn (killed while writing it): only phases followed by another count
+    finished = phases_done[:-1] if phases_done and len(phases_done) < len(TRAINING_PHASES) else phases_done
+    rows = [r for r in done if r["phase"] in finished]
+    ddp = params["ddp"]
+    world = job.world_size
+    per_rank = params["global_batch_size"] // world if params["scaling"] == "strong" else params["batch_size"]
+    base = {
+        "backend": job.backend, "world_size": world, "model": params["model"], "hidden_dim": params["hidden_dim"],
+        "num_layers": params["num_layers"], "batch_size": per_rank, "global_batch_size": per_rank * world,
+        "scaling": params["scaling"], "dtype": params["dtype"], "optimizer": params["optimizer"],
+        "bucket_cap_mb": ddp["bucket_cap_mb"], "gradient_as_bucket_view": ddp["gradient_as_bucket_view"],
+        "static_graph": ddp["static_graph"], "broadcast_buffers": ddp["broadcast_buffers"],
+        "comm_hook": ddp["comm_hook"], "grad_accum": ddp["grad_accum"],
+        "nccl_env": "+".join(f"{k}={v}" for k, v in sorted(job.nccl_env.items())) or "default",
+        "config": job.config_label, "step": 0,
+    }
+    missing = [p for p in TRAINING_PHASES if p not in finished]
+    for i, phase in enumerate(missing):
+        status, msg = ("failed", message) if i == 0 else ("skipped", f"not run: the job ended early ({message})")
+        rows.append({**base, "phase": phase, "status": status, "message": msg})
+    atomic_write_text(out_csv, csv_text(rows, TRAINING_COLUMN_NAMES))

@@ -1,0 +1,48 @@
+# One torchrun job per DDP configuration and world size; plain DDP on one rank is the baseline.
+
+
+rule training_job:
+    output:
+        csv=f"{TRAINING_DIR}/training.csv",
+        placement=f"{TRAINING_DIR}/placement.json",
+    log:
+        "results/logs/training/{backend}/ws{world_size}/{config}.log",
+    conda:
+        "../envs/distbench.yaml"
+    # All cores: two benchmark jobs must never run at the same time and disturb each other.
+    threads: workflow.cores
+    params:
+        # Values that shape the measurements: a change reruns exactly the jobs it touches.
+        job=lambda wc: training_params(config, training_job(wc)),
+        nccl_env=lambda wc: training_job(wc).nccl_env,
+    script:
+        "../workflow/scripts/run_training.py"
+
+
+rule aggregate_training:
+    input:
+        jobs=training_csvs,
+    output:
+        raw="results/tables/training.csv",
+        summary="results/tables/training_summary.csv",
+    log:
+        "results/logs/aggregate/training.log",
+    conda:
+        "../envs/distbench.yaml"
+    params:
+        cost_gpu_hour_usd=config["cost"].get("gpu_hour_usd"),
+    script:
+        "../workflow/scripts/aggregate_training.py"
+
+
+rule plot_training:
+    input:
+        summary="results/tables/training_summary.csv",
+    output:
+        directory("results/figures_training"),
+    log:
+        "results/logs/plot/training.log",
+    conda:
+        "../envs/distbench.yaml"
+    script:
+        "../workflow/scripts/plot_training.py"

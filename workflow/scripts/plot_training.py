@@ -1,0 +1,13 @@
+from pathlib import Path
+
+import pandas as pd
+
+from distbench.plots_training import plot_training
+from distbench.workflow import logged
+
+sm = snakemake  # noqa: F821 - injected by Snakemake
+with logged(sm.log[0]):
+    out = Path(sm.output[0])
+    out.mkdir(parents=True, exist_ok=True)
+    for path in plot_training(pd.read_csv(sm.input.summary), out):
+        print(path)
