@@ -22,16 +22,20 @@ Phases (CSV column `phase`), each `--warmup-steps` un-timed then `--steps` timed
 ddp - compute_only is the communication the step exposes; allreduce_alone is what it would cost
 with no overlap at all.
 
-Timing: before each timed step every rank passes one un-timed small all-reduce (aligning the
-ranks, as the comm harness does). GPU: CUDA events around the step, then a synchronisation. CPU:
-host clock around the step (Gloo's and DDP's waits make the step synchronous). Each rank times its
-own steps; the row's `step_time_ms` is the slowest rank's (a synchronous job runs at its pace),
-with the fastest and slowest in `step_time_ms_rank_min` / `_rank_max`.
+Timing: after warm-up the ranks are aligned once (an un-timed small all-reduce and a sync), then
+the measured steps run back to back, as in training. GPU: a CUDA event is recorded between steps
+and the host syncs after the last one, so a step's time is the gap between its events (no host
+work between steps, no late start of another rank inside a step). CPU: the host clock between
+steps. Each rank times its own steps; the row's `step_time_ms` is the slowest rank's (a
+synchronous job runs at its pace), with the fastest and slowest in `step_time_ms_rank_min` /
+`_rank_max`. (The first GPU run, 2026-11-26, timed each step between an alignment and a sync with
+NVML reads inside the window; another rank's late start then landed in the step: see
+benchmarks/training-h200x2-2026-11-26.)
 
-Energy (`energy_j`): NVML's total-energy counter (millijoules) read before and after each timed
-step on every rank's GPU, summed over ranks; empty when pynvml is missing or any rank's counter
-cannot be read (never estimated). The counter updates every few ms to tens of ms, so a single
-short step's value is coarse: average over steps.
+Energy (`energy_j`): NVML's total-energy counter (millijoules) read before and after a phase's
+measured steps on every rank's GPU, divided evenly over the steps and summed over ranks (the
+counter updates too coarsely for one step); empty when pynvml is missing or any rank's counter
+cannot be read (never estimated).
 """
 
 from __future__ import annotations
@@ -286,30 +290,38 @@ class TrainingHarness:
     # -- timing -------------------------------------------------------------------------------
 
     def timed(self, fn, warmup: int, n: int) -> tuple[list[float], list[float]]:
-        """This rank's time (ms) and energy (mJ, NaN when unavailable) of each of `n` calls of `fn`."""
+        """This rank's time (ms) of each of `n` back-to-back calls of `fn`, and its energy (mJ per
+        call, NaN when unavailable).
+
+        The ranks are aligned once (an un-timed all-reduce and a sync), then the calls run back to
+        back as in training: on GPU a CUDA event is recorded between calls and the host syncs only
+        after the last one, so a call's time is the gap between its two events and no per-call host
+        work (or another rank's late start) lands inside it; the collectives keep the ranks in step.
+        On CPU the host clock is read between calls. Energy: NVML's counter is read before and after
+        the whole run (it updates too coarsely for one step) and divided evenly over the calls."""
         torch = self.torch
         for _ in range(warmup):
             fn()
+        self.align()
+        e0 = self.energy.read_mj()
+        if self.cuda:
+            events = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)]
+            events[0].record()
+            for i in range(n):
+                fn()
+                events[i + 1].record()
+            events[-1].synchronize()
+            times = [events[i].elapsed_time(events[i + 1]) for i in range(n)]
+        else:
+            stamps = [time.perf_counter()]
+            for _ in range(n):
+                fn()
+                stamps.append(time.perf_counter())
+            times = [(stamps[i + 1] - stamps[i]) * 1e3 for i in range(n)]
         self.sync()
-        start = torch.cuda.Event(enable_timing=True) if self.cuda else None
-        end = torch.cuda.Event(enable_timing=True) if self.cuda else None
-        times, energy = [], []
-        for _ in range(n):
-            self.align()
-            e0 = self.energy.read_mj()
-            if self.cuda:
-                start.record()
-                fn()
-                end.record()
-                end.synchronize()
-                times.append(start.elapsed_time(end))
-            else:
-                t0 = time.perf_counter()
-                fn()
-                times.append((time.perf_counter() - t0) * 1e3)
-            e1 = self.energy.read_mj()
-            energy.append(e1 - e0 if e0 is not None and e1 is not None else math.nan)
-        return times, energy
+        e1 = self.energy.read_mj()
+        per_call = (e1 - e0) / n if e0 is not None and e1 is not None else math.nan
+        return times, [per_call] * n
 
     def reset_peak(self):
         if self.cuda:
