@@ -38,9 +38,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime as dt
 import math
-import os
 import sys
 import time
 from dataclasses import dataclass
@@ -49,6 +47,7 @@ from pathlib import Path
 from distbench.choices import BACKENDS, DEVICE_TIMINGS, DTYPES, RANK_AGGS, TIMINGS
 from distbench.io import PartialCsvs
 from distbench.placement import gather_and_check
+from distbench.ranks import RankContext
 from distbench.schema import COMM_COLUMN_NAMES, COMM_RANK_COLUMN_NAMES
 from distbench.sizes import parse_size
 
@@ -134,56 +133,13 @@ def _ranks_text(ranks: list[int]) -> str:
 
 # --- everything below runs inside the torchrun ranks ------------------------------------------
 
-class Harness:
+class Harness(RankContext):
     def __init__(self, args):
-        import torch
-        import torch.distributed as dist
-
-        self.args, self.torch, self.dist = args, torch, dist
-        self.rank = int(os.environ.get("RANK", 0))
-        self.local_rank = int(os.environ.get("LOCAL_RANK", 0))
-        self.world_size = int(os.environ.get("WORLD_SIZE", 1))
+        super().__init__(args.backend, args.op_timeout_s)
+        self.args = args
         args.world_size = self.world_size
-        if args.backend == "nccl":
-            if not torch.cuda.is_available():
-                raise SystemExit("distbench error: backend nccl needs CUDA, but torch.cuda.is_available() is False on this host")
-            visible = torch.cuda.device_count()
-            if self.local_rank >= visible:
-                raise SystemExit(
-                    f"distbench error: rank {self.rank} has LOCAL_RANK {self.local_rank} but only {visible} GPU(s) are visible "
-                    f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}): use at most {visible} "
-                    "processes per node with NCCL")
-            self.device = torch.device("cuda", self.local_rank)
-            torch.cuda.set_device(self.device)
-        else:
-            self.device = torch.device("cpu")
-        timeout = dt.timedelta(seconds=args.op_timeout_s)
-        kw = {"device_id": self.device} if args.backend == "nccl" else {}
-        dist.init_process_group(args.backend, timeout=timeout, **kw)
-        # Bookkeeping (placement, agreement, per-rank times) runs on a separate Gloo group, as
-        # nccl-tests uses MPI for it: it must not depend on the NCCL settings under test (with
-        # NCCL_ALGO=Tree, NCCL has no algorithm for all_gather) nor add traffic to the timed comm.
-        self.ctrl = dist.new_group(backend="gloo") if args.backend == "nccl" else None
-        self.dtype = getattr(torch, args.dtype)
-        self.elem_bytes = torch.empty((), dtype=self.dtype).element_size()
-        self.cuda = self.device.type == "cuda"
-
-    # Every rank votes; all take the worst outcome, so no rank is left waiting in a collective.
-    def agree(self, ok: bool) -> bool:
-        t = self.torch.tensor([1 if ok else 0], dtype=self.torch.int32)
-        self.dist.all_reduce(t, op=self.dist.ReduceOp.MIN, group=self.ctrl)
-        return bool(t.item())
-
-    def gather_rows(self, values: list[float]) -> list[list[float]]:
-        """Every rank's vector of values, indexed by rank (on every rank)."""
-        t = self.torch.tensor(values, dtype=self.torch.float64)
-        out = [self.torch.empty_like(t) for _ in range(self.world_size)]
-        self.dist.all_gather(out, t, group=self.ctrl)
-        return [o.tolist() for o in out]
-
-    def sync(self):
-        if self.cuda:
-            self.torch.cuda.synchronize(self.device)
+        self.dtype = getattr(self.torch, args.dtype)
+        self.elem_bytes = self.torch.empty((), dtype=self.dtype).element_size()
 
     def measure(self, point: Point, emit) -> None:
         from distbench.comm.ops import OPS, Ctx, element_count

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime as dt
 import gc
 import math
 import os
@@ -53,6 +52,7 @@ from pathlib import Path
 
 from distbench.choices import BACKENDS, COMM_HOOKS, OPTIMIZERS, SCALINGS
 from distbench.choices import TRAINING_DTYPES as TRAIN_DTYPES
+from distbench.ranks import RankContext
 from distbench.schema import TRAINING_COLUMN_NAMES, TRAINING_PHASES
 
 # DDP's own default bucket_cap_mb. Passing it explicitly is not the same as leaving it out in
@@ -151,63 +151,19 @@ class EnergyMeter:
             return None
 
 
-class TrainingHarness:
+class TrainingHarness(RankContext):
     def __init__(self, args):
-        import torch
-        import torch.distributed as dist
-
-        self.args, self.torch, self.dist = args, torch, dist
-        self.rank = int(os.environ.get("RANK", "0"))
-        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-        self.world_size = int(os.environ.get("WORLD_SIZE", "1"))
-        if args.backend == "nccl":
-            if not torch.cuda.is_available():
-                raise SystemExit("distbench error: backend nccl needs CUDA, but torch.cuda.is_available() is False on this host")
-            visible = torch.cuda.device_count()
-            if self.local_rank >= visible:
-                raise SystemExit(
-                    f"distbench error: rank {self.rank} has LOCAL_RANK {self.local_rank} but only {visible} GPU(s) are visible "
-                    f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}): use at most {visible} "
-                    "processes per node with NCCL")
-            self.device = torch.device("cuda", self.local_rank)
-            torch.cuda.set_device(self.device)
-        else:
-            self.device = torch.device("cpu")
-        timeout = dt.timedelta(seconds=args.op_timeout_s)
-        kw = {"device_id": self.device} if args.backend == "nccl" else {}
-        dist.init_process_group(args.backend, timeout=timeout, **kw)
-        # Bookkeeping (placement, agreement, per-rank times, replica checksums) runs on a separate
-        # Gloo group: it must not depend on the NCCL settings under test nor add traffic to the
-        # timed communication. Unlike the comm harness, also under --backend gloo: a phase can fail
-        # on one rank mid-step while the others are still in DDP's collectives, and a vote on the
-        # default group would then be paired with one of those (a hang until --op-timeout-s is the
-        # honest outcome, not mismatched collectives).
-        self.ctrl = dist.new_group(backend="gloo")
-        self.cuda = self.device.type == "cuda"
+        # Bookkeeping runs on its own Gloo group also under --backend gloo: a phase can fail on one
+        # rank mid-step while the others are still in DDP's collectives, and a vote on the default
+        # group would then be paired with one of those (a hang until --op-timeout-s is the honest
+        # outcome, not mismatched collectives).
+        super().__init__(args.backend, args.op_timeout_s, ctrl_on_gloo_too=True)
+        self.args = args
         self.energy = EnergyMeter(self.device)
         self.ddp = self.model = self.opt = None
         self.hook_error: str | None = None
         self.n_buckets: int | None = None
         self.bucket_bytes: list[int] | None = None
-
-    # -- bookkeeping, as distbench.comm's harness does it ------------------------------------
-
-    def agree(self, ok: bool) -> bool:
-        """Every rank votes; all take the worst outcome, so no rank is left waiting in a collective."""
-        t = self.torch.tensor([1 if ok else 0], dtype=self.torch.int32)
-        self.dist.all_reduce(t, op=self.dist.ReduceOp.MIN, group=self.ctrl)
-        return bool(t.item())
-
-    def gather_rows(self, values: list[float]) -> list[list[float]]:
-        """Every rank's vector of values, indexed by rank (on every rank)."""
-        t = self.torch.tensor(values, dtype=self.torch.float64)
-        out = [self.torch.empty_like(t) for _ in range(self.world_size)]
-        self.dist.all_gather(out, t, group=self.ctrl)
-        return [o.tolist() for o in out]
-
-    def sync(self):
-        if self.cuda:
-            self.torch.cuda.synchronize(self.device)
 
     def align(self):
         """One un-timed small all-reduce on the backend under test: the ranks start a timed step together."""

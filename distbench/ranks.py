@@ -1,0 +1,58 @@
+"""What every benchmark family's ranks share: the device, the process group under test, a
+separate Gloo group for bookkeeping, and the votes and gathers done on it. Runs inside the
+torchrun ranks; each family's harness builds on it."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+
+class RankContext:
+    def __init__(self, backend: str, op_timeout_s: int, ctrl_on_gloo_too: bool = False):
+        import torch
+        import torch.distributed as dist
+
+        self.torch, self.dist = torch, dist
+        self.rank = int(os.environ.get("RANK", 0))
+        self.local_rank = int(os.environ.get("LOCAL_RANK", 0))
+        self.world_size = int(os.environ.get("WORLD_SIZE", 1))
+        if backend == "nccl":
+            if not torch.cuda.is_available():
+                raise SystemExit("distbench error: backend nccl needs CUDA, but torch.cuda.is_available() is False on this host")
+            visible = torch.cuda.device_count()
+            if self.local_rank >= visible:
+                raise SystemExit(
+                    f"distbench error: rank {self.rank} has LOCAL_RANK {self.local_rank} but only {visible} GPU(s) are visible "
+                    f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}): use at most {visible} "
+                    "processes per node with NCCL")
+            self.device = torch.device("cuda", self.local_rank)
+            torch.cuda.set_device(self.device)
+        else:
+            self.device = torch.device("cpu")
+        kw = {"device_id": self.device} if backend == "nccl" else {}
+        dist.init_process_group(backend, timeout=dt.timedelta(seconds=op_timeout_s), **kw)
+        # Bookkeeping (placement, agreement, per-rank times) runs on a separate Gloo group, as
+        # nccl-tests uses MPI for it: it must not depend on the NCCL settings under test (with
+        # NCCL_ALGO=Tree, NCCL has no algorithm for all_gather) nor add traffic to the timed comm.
+        # Under Gloo the default group serves, unless a family asks for its own (see the training
+        # harness: a rank failing mid-step must not pair its vote with another rank's collective).
+        self.ctrl = dist.new_group(backend="gloo") if backend == "nccl" or ctrl_on_gloo_too else None
+        self.cuda = self.device.type == "cuda"
+
+    def agree(self, ok: bool) -> bool:
+        """Every rank votes; all take the worst outcome, so no rank is left waiting in a collective."""
+        t = self.torch.tensor([1 if ok else 0], dtype=self.torch.int32)
+        self.dist.all_reduce(t, op=self.dist.ReduceOp.MIN, group=self.ctrl)
+        return bool(t.item())
+
+    def gather_rows(self, values: list[float]) -> list[list[float]]:
+        """Every rank's vector of values, indexed by rank (on every rank)."""
+        t = self.torch.tensor(values, dtype=self.torch.float64)
+        out = [self.torch.empty_like(t) for _ in range(self.world_size)]
+        self.dist.all_gather(out, t, group=self.ctrl)
+        return [o.tolist() for o in out]
+
+    def sync(self):
+        if self.cuda:
+            self.torch.cuda.synchronize(self.device)
