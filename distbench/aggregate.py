@@ -1,16 +1,32 @@
-"""Job CSVs -> tidy tables: per family, the raw rows (checked against its contract) and a summary."""
+"""Job CSVs -> tidy tables: per family, the raw rows (checked against its contract) and a summary.
+
+Every job CSV is a cached output Snakemake will not remake while it is newer than its inputs, so a
+file that was truncated or edited by hand would poison every table after it. Each one is read on
+its own; whatever is wrong with it (torn rows, renamed columns, values the contract does not allow,
+text that does not parse) becomes one JobCsvError naming the files, what is wrong with each and how
+to get a good one back. The workflow scripts end with that message, never a traceback
+(run_in_rule).
+"""
 
 from __future__ import annotations
+
+import csv
+import io
+import shlex
+import sys
+from pathlib import Path
 
 import pandas as pd
 
 from distbench.io import atomic_write_csv
-from distbench.schema import read_comm_csv, read_comm_ranks_csv
+from distbench.schema import (
+    COMM, COMM_RANKS, TRAINING, Contract, SchemaError, read_comm_csv, read_comm_ranks_csv, read_training_csv,
+)
 
 KEYS = ["backend", "world_size", "op", "dtype", "nccl_env", "timing", "inplace", "size_bytes"]
 SERIES = [k for k in KEYS if k != "size_bytes"]
 # Worst first: a point's status is the worst over its trials.
-STATUS_RANK = {"wrong": 0, "failed": 1, "oom": 2, "skipped": 3, "ok": 4}
+STATUS_RANK = {"wrong": 0, "failed": 1, "oom": 2, "not_run": 3, "skipped": 4, "ok": 5}
 SUMMARY_COLUMNS = KEYS + [
     "n_trials", "rank_agg", "time_us_median", "time_us_p5", "time_us_p95", "time_us_min", "time_us_cv",
     "algbw_gbps_median", "busbw_gbps_median", "busbw_gbps_max", "rank_spread_pct_median", "correct", "status",
@@ -18,8 +34,115 @@ SUMMARY_COLUMNS = KEYS + [
 ]
 
 
+# reader -> (its contract, the rule whose output the file is)
+JOB_CSV_READERS = {
+    read_comm_csv: (COMM, "comm_job"),
+    read_comm_ranks_csv: (COMM_RANKS, "comm_job"),
+    read_training_csv: (TRAINING, "training_job"),
+}
+
+
+class JobCsvError(SchemaError):
+    """One or more cached job CSVs cannot be read. `problems`: (path, what is wrong, rule) per file;
+    the message names each file and what is wrong with it, and says how to remake it."""
+
+    def __init__(self, problems):
+        self.problems = [(str(p), what, rule) for p, what, rule in problems]
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        n = len(self.problems)
+        head = ("a cached job CSV cannot be read:" if n == 1 else f"{n} cached job CSVs cannot be read:")
+        lines = [head] + [f"  {p}: {what}" for p, what, _ in self.problems]
+        lines.append(("It is" if n == 1 else "Each is") + " a benchmark job's output that was truncated, corrupted "
+                     "or edited by hand. Delete it so that Snakemake runs that job again:")
+        lines.append("  rm " + " ".join(shlex.quote(p) for p, _, _ in self.problems))
+        rules = sorted({rule for _, _, rule in self.problems})
+        lines.append("or rerun every such job: " + " ".join(f"snakemake -R {r}" for r in rules)
+                     + " (add your usual options, e.g. --configfile).")
+        return "\n".join(lines)
+
+
+def _structure_problem(path: Path, contract: Contract) -> str | None:
+    """What makes this file unreadable as a CSV of the contract, before pandas guesses around it: no
+    text, a torn last row, rows with the wrong number of fields, columns renamed, added or missing."""
+    data = path.read_bytes()
+    if not data.strip():
+        return "the file is empty (not even a header)"
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return f"not UTF-8 text (byte {e.start} is {data[e.start:e.start + 1]!r})"
+    if not text.endswith("\n"):
+        return "it ends in the middle of a row (no newline after the last line): the file was truncated"
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    try:
+        header = next(reader)
+        names = contract.names
+        missing = [c for c in names if c not in header]
+        extra = [c for c in header if c not in names]
+        dup = sorted({c for c in header if header.count(c) > 1})
+        if missing or extra or dup:
+            parts = ([f"missing {missing}"] if missing else []) + ([f"unexpected {extra}"] if extra else []) \
+                + ([f"repeated {dup}"] if dup else [])
+            return (f"its header does not match the {contract.name} CSV contract: " + ", ".join(parts)
+                    + (" (a column renamed?)" if missing and extra else ""))
+        for row in reader:
+            if row and len(row) != len(header):
+                return (f"line {reader.line_num} has {len(row)} fields where the header has {len(header)}"
+                        " (a torn or hand-edited row)")
+    except csv.Error as e:
+        return f"not valid CSV at line {reader.line_num}: {e}"
+    return None
+
+
+def read_job_csv(path, read=read_comm_csv) -> pd.DataFrame:
+    """One job CSV through its family's reader; anything wrong with it raises JobCsvError."""
+    contract, rule = JOB_CSV_READERS[read]
+    path = Path(path)
+    try:
+        problem = _structure_problem(path, contract)
+        if problem is None:
+            return read(path)
+    except SchemaError as e:
+        problem = str(e)
+    except (ValueError, KeyError, TypeError, OverflowError, pd.errors.ParserError) as e:
+        problem = f"a value does not parse as its column's type in the {contract.name} CSV contract ({e})"
+    except OSError as e:
+        problem = f"cannot be read: {e.strerror or e}"
+    raise JobCsvError([(path, problem, rule)])
+
+
+def read_job_csvs(paths, read=read_comm_csv) -> list[pd.DataFrame]:
+    """Every file read; the problems of all bad ones together in one JobCsvError."""
+    frames, problems = [], []
+    for p in paths:
+        try:
+            frames.append(read_job_csv(p, read))
+        except JobCsvError as e:
+            problems += e.problems
+    if problems:
+        raise JobCsvError(problems)
+    return frames
+
+
+def run_in_rule(log_path, fn, *args, **kwargs):
+    """Run one aggregation step as a Snakemake rule's script: its output goes to the rule's log. A bad
+    job CSV ends the script with the JobCsvError message, written to the log and to stderr, and exit
+    status 1, without a traceback; anything else still raises (traceback in the log)."""
+    from distbench.workflow import logged
+
+    with logged(log_path):
+        try:
+            return fn(*args, **kwargs)
+        except JobCsvError as e:
+            message = f"distbench error: {e}"
+            print(message, flush=True)  # stdout is the log here
+    sys.exit(message)
+
+
 def combine(paths, read=read_comm_csv, order=("trial",)) -> pd.DataFrame:
-    frames = [read(p) for p in paths]
+    frames = read_job_csvs(paths, read)
     non_empty = [f for f in frames if len(f)]  # pandas warns on concatenating empty frames
     df = pd.concat(non_empty or frames, ignore_index=True)
     return df.sort_values(KEYS + list(order), kind="stable").reset_index(drop=True)
@@ -68,9 +191,19 @@ def largest(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def aggregate(job_csvs, rank_csvs, out_raw, out_ranks, out_summary, out_largest) -> pd.DataFrame:
-    df = combine(job_csvs)
+    problems = []  # every bad file, of both kinds, in one message
+    try:
+        df = combine(job_csvs)
+    except JobCsvError as e:
+        problems += e.problems
+    try:
+        ranks = combine(rank_csvs, read_comm_ranks_csv, order=("trial", "rank"))
+    except JobCsvError as e:
+        problems += e.problems
+    if problems:
+        raise JobCsvError(problems)
     summary = summarize(df)
-    atomic_write_csv(out_ranks, combine(rank_csvs, read_comm_ranks_csv, order=("trial", "rank")))
+    atomic_write_csv(out_ranks, ranks)
     atomic_write_csv(out_raw, df)
     atomic_write_csv(out_summary, summary)
     atomic_write_csv(out_largest, largest(summary))
@@ -81,9 +214,8 @@ def aggregate_training(job_csvs, out_raw, out_summary, cost_gpu_hour_usd=None) -
     """Training job CSVs -> results/tables/training.csv (checked against the contract) and the
     per-configuration summary with scaling efficiency, exposed communication and overlap."""
     from distbench.scaling import add_scaling, summarize_training
-    from distbench.schema import read_training_csv
 
-    frames = [read_training_csv(p) for p in job_csvs]
+    frames = read_job_csvs(job_csvs, read_training_csv)
     df = pd.concat([f for f in frames if len(f)] or frames, ignore_index=True)
     df = df.sort_values(["backend", "config", "world_size", "phase", "step"], kind="stable").reset_index(drop=True)
     summary = add_scaling(summarize_training(df), cost_gpu_hour_usd)

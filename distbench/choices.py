@@ -18,7 +18,9 @@ TIMINGS = ("events", "graph", "host")
 DEVICE_TIMINGS = ("events", "graph")
 # How one trial's per-rank times become the row's `time_us` (nccl-tests' -a: 0 rank 0, 1 avg, 2 min, 3 max).
 RANK_AGGS = ("max", "avg", "min", "rank0")
-STATUSES = ("ok", "oom", "skipped", "failed", "wrong")
+# skipped: not applicable by design (e.g. send_recv at 1 rank); not_run: not reached because the
+# job ended early (its point in progress is `failed`, with the reason).
+STATUSES = ("ok", "oom", "skipped", "not_run", "failed", "wrong")
 
 # The training family.
 TRAINING_PHASES = ("ddp", "compute_only", "allreduce_alone")

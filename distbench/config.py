@@ -9,6 +9,7 @@ distbench.plan users get the same config as the workflow).
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 
 import yaml
@@ -17,6 +18,21 @@ SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
 SIZE_REF = "#/definitions/size"
 SIZE_HELP = ("use bytes as an integer, or a number with a unit: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB, "
              "or K/M/G/T = binary as in nccl-tests")
+SIZE_UNITS = ("B", "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB", "K", "M", "G", "T")  # what parse_size reads
+# A number and some letters: what a size with an unknown unit looks like ('10XB'); the sign is kept
+# so '-1' and '-1MB' can be told apart from malformed text.
+_SIZE_LIKE = re.compile(r"^\s*(-?)\s*[0-9]+(?:\.[0-9]+)?\s*([A-Za-z]*)\s*$")
+
+# job_env names that change what a process loads or runs (the dynamic loader, the program and module
+# search paths, startup hooks, code NCCL and CUDA load by name). job_env reaches every rank of every
+# job, so these are refused unless the config opts in with LOADER_OPT_IN: true.
+LOADER_OPT_IN = "job_env_allow_loader_vars"
+LOADER_VARS = frozenset({
+    "PATH", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTHONPLATLIBDIR", "PYTHONBREAKPOINT",
+    "BASH_ENV", "ENV", "GCONV_PATH", "CUDA_INJECTION64_PATH",
+    "NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN", "NCCL_PROFILER_PLUGIN",
+})
+LOADER_PREFIXES = ("LD_", "DYLD_")  # LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT, ... and macOS's DYLD_*
 
 
 class ConfigError(ValueError):
@@ -51,13 +67,13 @@ def _allowed(schema: dict, sub: dict) -> str:
     if "enum" in sub:
         return "allowed: " + ", ".join(map(str, sub["enum"]))
     if "const" in sub:
-        return f"exactly {sub['const']!r}"
+        return sub.get("description") or f"exactly {sub['const']!r}"
     if "items" in sub:
         return "a list of: " + _allowed(schema, sub["items"])
     if "oneOf" in sub:
         return " or ".join(_allowed(schema, s) for s in sub["oneOf"])
-    if "pattern" in sub:
-        return f"a {sub.get('type', 'string')} matching {sub['pattern']}"
+    if "pattern" in sub:  # a pattern's description says it in words (job_env); else show the pattern
+        return sub.get("description") or f"a {sub.get('type', 'string')} matching {sub['pattern']}"
     if sub.get("type") in ("integer", "number"):
         bounds = [f"{op} {sub[k]}" for k, op in (("minimum", ">="), ("exclusiveMinimum", ">"), ("maximum", "<="))
                   if k in sub]
@@ -65,11 +81,46 @@ def _allowed(schema: dict, sub: dict) -> str:
         return f"{kind} {' and '.join(bounds)}".rstrip()
     if "properties" in sub:
         return "keys: " + ", ".join(sub["properties"])
+    if sub.get("type") == "object":
+        return "a mapping of NAME: value"
+    if sub.get("type") == "boolean":
+        return "true or false"
     return sub.get("description", "see distbench/config.schema.yaml")
+
+
+def _bad_chars(pattern: str, instance) -> str:
+    """For one character class (^[...]*$, job_env's values): the characters of `instance` it refuses."""
+    if not (isinstance(instance, str) and pattern.startswith("^[") and pattern.endswith("]*$")
+            and pattern.count("[") == 1):
+        return ""
+    bad = ["a space" if c == " " else repr(c) for c in dict.fromkeys(instance) if not re.fullmatch(pattern, c)]
+    return f": it contains {', '.join(bad[:-1])} and {bad[-1]}" if len(bad) > 1 else \
+        f": it contains {bad[0]}" if bad else ""
+
+
+def _size_or_else(schema: dict, err) -> str | None:
+    """A scalar failing a oneOf of a size and something else (comm.rotate_bytes: a size, or 0 = off):
+    the size's own message in words, then the other alternative."""
+    alts = err.validator_value
+    meant = [i for i, alt in enumerate(alts) if alt.get("$ref") == SIZE_REF]
+    sizes = [s for s in err.context if meant and s.relative_schema_path[0] == meant[0] and s.validator == "size"]
+    if not sizes:
+        return None
+    others = " or ".join(_allowed(schema, alt) for i, alt in enumerate(alts) if i != meant[0])
+    return f"config key {_key(err.absolute_path)}: {sizes[0].message}; or use {others}"
 
 
 def _describe(schema: dict, err) -> str:
     key = _key(err.absolute_path)
+    if err.validator == "pattern" and "propertyNames" in err.absolute_schema_path:
+        return f"config key {key}: name {err.instance!r} is not valid ({_allowed(schema, err.schema)})"
+    if err.validator == "pattern":
+        return (f"config key {key}: {err.instance!r} is not valid{_bad_chars(err.validator_value, err.instance)} "
+                f"({_allowed(schema, err.schema)})")
+    if err.validator == "oneOf" and not isinstance(err.instance, (list, dict)):
+        said = _size_or_else(schema, err)
+        if said:
+            return said
     if err.validator == "additionalProperties" and "properties" in err.schema:
         known = set(err.schema["properties"])
         unknown = sorted(set(err.instance) - known)
@@ -112,14 +163,20 @@ def _validator(schema: dict):
         except ValueError:
             n = None
         schema_ok = next(iter(base_ref(validator, value, instance, sub)), None) is None
-        if n is not None and n < 1:
-            message = f"{instance!r} is not a size: sizes must be >= 1 byte"
-        elif n is None and schema_ok:
-            message = f"{instance!r} is not a size: not a whole number of bytes"
-        elif n is None or not schema_ok:
-            message = f"{instance!r} is not a size ({SIZE_HELP})"
-        else:
+        number = isinstance(instance, (int, float)) and not isinstance(instance, bool)
+        like = _SIZE_LIKE.match(instance) if isinstance(instance, str) else None
+        units = {u.lower() for u in SIZE_UNITS}
+        if n is not None and schema_ok and n >= 1:
             return
+        if (n is not None and n < 1) or (number and instance < 1) or (like and like.group(1)):
+            message = f"{instance!r} is not a size: sizes must be >= 1 byte"  # 0, '0MB', -1, '-1', '-2KiB'
+        elif number or (n is None and schema_ok):
+            message = f"{instance!r} is not a size: not a whole number of bytes"  # 1.5, '1.5B'
+        elif like and like.group(2).lower() not in units:
+            message = (f"{instance!r} is not a size: unknown unit {like.group(2)!r}; "
+                       f"allowed units {', '.join(SIZE_UNITS)}")
+        else:
+            message = f"{instance!r} is not a size ({SIZE_HELP})"
         yield jsonschema.ValidationError(message, validator="size")
 
     return jsonschema.validators.extend(base, {"$ref": ref})(schema)
@@ -147,6 +204,26 @@ def coerce_cli_values(node, schema: dict, sub: dict | None = None):
     return node
 
 
+def _path_order(path) -> list:
+    """Errors in the order of the config: comm.sizes[2] before comm.sizes[10]."""
+    return [(0, p, "") if isinstance(p, int) else (1, 0, str(p)) for p in path]
+
+
+def is_loader_var(name: str) -> bool:
+    return name in LOADER_VARS or name.startswith(LOADER_PREFIXES)
+
+
+def _loader_var_problems(config: dict) -> list:
+    """job_env names that change how programs load, unless the config opts in (see LOADER_VARS)."""
+    job_env = config.get("job_env")
+    if not isinstance(job_env, dict) or config.get(LOADER_OPT_IN) is True:
+        return []
+    return [(["job_env", name],
+             (f"config key job_env.{name}: {name} changes how programs load (job_env reaches every rank "
+              f"of every job), so it is refused unless the config also sets {LOADER_OPT_IN}: true"))
+            for name in job_env if isinstance(name, str) and is_loader_var(name)]
+
+
 def check_config(config: dict) -> dict:
     """Validate; return a copy with defaults filled in. Raise ConfigError naming every bad key."""
     from snakemake.utils import validate
@@ -156,8 +233,10 @@ def check_config(config: dict) -> dict:
     schema = load_schema()
     config = coerce_cli_values(copy.deepcopy(config), schema)
     errors = [leaf for e in _validator(schema).iter_errors(config) for leaf in _leaf_errors(schema, e)]
-    errors.sort(key=lambda e: list(map(str, e.absolute_path)))
-    problems = [_describe(schema, e) for e in errors]
+    # After the schema: job_env's names are well formed; refuse the loader ones, all in one message.
+    found = [(list(e.absolute_path), _describe(schema, e)) for e in errors] + _loader_var_problems(config)
+    found.sort(key=lambda f: _path_order(f[0]))
+    problems = [message for _, message in found]
     if not problems:
         # Snakemake's own default filling (what the workflow always did): it fills nested objects
         # (comm: {} gets every comm default, comm.gloo's included) and the object alternative of a

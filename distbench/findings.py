@@ -27,6 +27,7 @@ BACKEND_NAMES = {"nccl": "NCCL", "gloo": "Gloo", "mpi": "MPI", "ucc": "UCC"}
 STATUS_PHRASES = {
     "oom": "ran out of memory",
     "skipped": "were skipped",
+    "not_run": "were not reached (their job ended early)",
     "failed": "failed",
     "wrong": "returned WRONG results",
 }

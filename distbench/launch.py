@@ -76,9 +76,36 @@ def _last_error(log_text: str) -> str:
     return lines[-1][:400] if lines else "no output"
 
 
+class JobInterrupted(Exception):
+    """The job was cut short from outside (a signal to the launcher or to the ranks, or the
+    launcher's parent went away): its ranks are gone, its outputs are removed, and the caller
+    must exit non-zero so the workflow reruns it instead of caching a half-done result."""
+
+    def __init__(self, why: str, exit_code: int):
+        super().__init__(why)
+        self.why, self.exit_code = why, exit_code
+
+
+INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+SIGNAL_GRACE_S = 5  # SIGTERM to the job's process group, then SIGKILL after this long
+POLL_S = 0.5  # how often the launcher looks at its job and at its own parent
+
+
+def _die_with_parent() -> None:
+    """In the forked child before exec: ask the kernel to send SIGTERM when the launcher dies,
+    even by SIGKILL (Linux prctl PR_SET_PDEATHSIG; a no-op elsewhere)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass
+
+
 def run_torchrun_job(job: TorchrunJob) -> str:
-    """Run the job; return 'ok' or the failure reason. Every declared output and the placement
-    file exist afterwards in every case."""
+    """Run the job; return 'ok' or the failure reason (then every declared output and the
+    placement file exist, with the family's failure rows). Raise JobInterrupted when the job was
+    cut short from outside; then no process of the job is left and no output exists."""
     job.log_path.parent.mkdir(parents=True, exist_ok=True)
     for path in job.outputs:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -86,25 +113,60 @@ def run_torchrun_job(job: TorchrunJob) -> str:
             stale.unlink(missing_ok=True)
     cmd = torchrun_command(job)
     t0 = time.monotonic()
-    with open(job.log_path, "w") as log:
-        log.write("# " + " ".join(cmd) + "\n")
-        log.flush()
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=job.env,
-                                start_new_session=True)  # own process group: a timeout kills every rank
-        try:
-            rc = proc.wait(timeout=job.timeout_s)
-            reason = None if rc == 0 else f"torchrun exited with code {rc}"
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            rc, reason = -1, f"job killed after {job.timeout_s} s (job time limit): a rank hung or was lost"
+    received: list[int] = []
+    parent = os.getppid()
+
+    def on_signal(signum, frame):  # noqa: ARG001 - signal handler signature
+        received.append(signum)
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in INTERRUPT_SIGNALS}
+    interrupted = None
+    try:
+        with open(job.log_path, "w") as log:
+            log.write("# " + " ".join(cmd) + "\n")
+            log.flush()
+            # Own process group, so a timeout or an interrupt reaches every rank; and the kernel
+            # ends torchrun if this launcher is killed outright.
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=job.env,
+                                    start_new_session=True, preexec_fn=_die_with_parent)
+            rc, reason = None, None
+            while rc is None:
+                try:
+                    rc = proc.wait(timeout=POLL_S)
+                except subprocess.TimeoutExpired:
+                    pass
+                if received or os.getppid() != parent:
+                    interrupted = (f"interrupted by {signal.Signals(received[0]).name}" if received
+                                   else "interrupted: the workflow that started the job went away")
+                    _kill_group(proc, SIGNAL_GRACE_S)
+                    rc = proc.returncode
+                elif rc is None and time.monotonic() - t0 > job.timeout_s:
+                    _kill_group(proc, 10)
+                    rc, reason = -1, f"job killed after {job.timeout_s} s (job time limit): a rank hung or was lost"
+            if rc and reason is None:
+                reason = f"torchrun exited with code {rc}"
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     wall_s = time.monotonic() - t0
+    log_text = job.log_path.read_text(errors="replace")
+    timed_out = reason is not None and reason.startswith("job killed after")
+    if interrupted is None and not timed_out and rc != 0 and _killed_by_signal(log_text):
+        interrupted = "interrupted: the job's processes received a termination signal"
     with open(job.log_path, "a") as log:
-        log.write(f"# distbench: exit {rc} after {wall_s:.1f} s\n")
+        log.write(f"# distbench: exit {rc} after {wall_s:.1f} s{'; ' + interrupted if interrupted else ''}\n")
+    if interrupted:
+        for path in job.outputs:
+            for leftover in (path, partial_path(path)):
+                leftover.unlink(missing_ok=True)
+        code = 128 + received[0] if received else 143
+        raise JobInterrupted(f"{interrupted} after {wall_s:.1f} s; nothing of this job is kept, "
+                             "and the next run starts it again", code)
     if reason is None and all(p.exists() for p in job.outputs):
         return "ok"
     if reason is None:
         reason = "torchrun exited 0 but left no complete output"
-    message = f"{reason}: {_last_error(job.log_path.read_text(errors='replace'))}"
+    message = f"{reason}: {_last_error(log_text)}"
     job.write_failure(message)
     for path in job.outputs:
         partial_path(path).unlink(missing_ok=True)
@@ -113,14 +175,24 @@ def run_torchrun_job(job: TorchrunJob) -> str:
     return message
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    for sig, wait_s in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+def _killed_by_signal(log_text: str) -> bool:
+    """torchrun's agent reports a SIGTERM/SIGINT/SIGHUP it received as a SignalException."""
+    return bool(re.search(r"SignalException: Process \d+ got signal: (1|2|15)\b", log_text))
+
+
+def _kill_group(proc: subprocess.Popen, grace_s: float) -> None:
+    """SIGTERM to the job's whole process group, SIGKILL after grace_s; returns once it is gone."""
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10)):
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
             return
         try:
             proc.wait(timeout=wait_s)
-            return
+            break
         except subprocess.TimeoutExpired:
             continue
+    try:  # torchrun is gone; a rank it left behind in the group is not
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import shlex
 import shutil
 import tempfile
@@ -299,8 +300,29 @@ def _extras(extra: dict | None) -> list[dict]:
     return out
 
 
+_MD_HTML = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
+_MD_ESCAPABLE = re.compile(r"\\(?=[!-/:-@\[-`{-~])")  # a backslash CommonMark would read as an escape
+
+
+def _md_text(v) -> str:
+    """Text for Markdown outside code: &, < and > as HTML entities. Markdown renderers pass raw HTML
+    through, so a probe value such as a hostname `<script>...` would otherwise become markup; as
+    entities it renders as the same characters, inert."""
+    return str(v).translate(_MD_HTML)
+
+
 def _md_cell(v) -> str:
-    return str(v).replace("|", "\\|").replace("\n", " ")
+    """One GFM table cell: _md_text, then backslashes that would escape the next character doubled
+    and every `|` escaped (GFM splits a row on each unescaped pipe, even inside code spans, so a
+    value with a pipe would shift the columns), and line breaks as spaces (a row is one line)."""
+    text = _MD_ESCAPABLE.sub(r"\\\\", _md_text(v)).replace("|", "\\|")
+    return re.sub(r"\r\n|[\r\n]", " ", text)
+
+
+def _md_fence(text) -> str:
+    """A code fence longer than any run of backticks in text, so the text cannot close it early."""
+    longest = max((len(run) for run in re.findall(r"`+", str(text))), default=0)
+    return "`" * max(3, longest + 1)
 
 
 def _environment() -> jinja2.Environment:
@@ -310,6 +332,8 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, undefined=jinja2.StrictUndefined,
     )
     env.filters["mdcell"] = _md_cell
+    env.filters["mdtext"] = _md_text
+    env.filters["mdfence"] = _md_fence
     return env
 
 

@@ -52,7 +52,7 @@ SCALING_COLUMNS = ("plain_1gpu_samples_per_s", "efficiency_vs_plain_1gpu", "effi
 
 PLAIN = "plain"  # the config label of DDP's defaults (distbench.plan.ddp_label)
 # Worst first: a job's status is the worst over its rows (as in distbench.aggregate).
-STATUS_RANK = {"wrong": 0, "failed": 1, "oom": 2, "skipped": 3, "ok": 4}
+STATUS_RANK = {"wrong": 0, "failed": 1, "oom": 2, "not_run": 3, "skipped": 4, "ok": 5}
 # The workload a 1-rank baseline must share with the N-rank row (besides the batch, see _batch_key).
 WORKLOAD = ("backend", "model", "hidden_dim", "num_layers", "scaling", "dtype", "optimizer")
 

@@ -41,7 +41,7 @@ COMM_COLUMNS: tuple[Column, ...] = (
     Column("algbw_gbps", "float64", "size_bytes / time, in GB/s (1e9 B/s); empty for barrier"),
     Column("busbw_gbps", "float64", "algbw x the op's nccl-tests bus factor, in GB/s; empty for barrier"),
     Column("correct", "boolean", "output equal to the expected values on every rank, before warm-up and after the timed trials (empty if not applicable)"),
-    Column("status", "string", "ok, oom, skipped, failed or wrong"),
+    Column("status", "string", "ok, oom, skipped (not applicable, by design), not_run (not reached: the job ended early), failed or wrong"),
     Column("message", "string", "why the status is not ok (empty when ok)"),
 )
 
@@ -88,7 +88,7 @@ TRAINING_COLUMNS: tuple[Column, ...] = (
     Column("peak_mem_reserved_bytes", "Int64", "GPU: torch.cuda.max_memory_reserved over the phase, max over ranks; empty on CPU"),
     Column("energy_j", "float64", "GPU energy of this step summed over ranks, from NVML's total-energy counter; empty where NVML has none"),
     Column("correct", "boolean", "the DDP replicas hold identical parameters after the phase (empty if not checked)"),
-    Column("status", "string", "ok, oom, skipped, failed or wrong"),
+    Column("status", "string", "ok, oom, skipped (not applicable, by design), not_run (not reached: the job ended early), failed or wrong"),
     Column("message", "string", "why the status is not ok (empty when ok)"),
 )
 TRAINING_COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in TRAINING_COLUMNS)

@@ -13,6 +13,8 @@ def logged(log_path):
     with open(log_path, "w") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
         try:
             yield log
+        except SystemExit:  # a deliberate exit (e.g. an interrupted job) has already said why
+            raise
         except BaseException:
             import traceback
 

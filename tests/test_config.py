@@ -1,6 +1,8 @@
 """Config validation: bad values are rejected before any job runs, naming the key and allowed values."""
 
 
+import re
+
 import pytest
 import yaml
 
@@ -63,14 +65,18 @@ def test_bad_values_are_rejected_with_key_and_allowed_values(bad, expect):
 
 SIZE_HELP = ("(use bytes as an integer, or a number with a unit: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB, "
              "or K/M/G/T = binary as in nccl-tests)")
+UNITS = "allowed units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB, K, M, G, T"
 
 
 def test_a_bad_size_names_the_element_in_words():
     with pytest.raises(ConfigError) as e:
         check_config({"comm": {"sizes": ["1MB", "12XB"]}})
-    assert f"config key comm.sizes[1]: '12XB' is not a size {SIZE_HELP}" in str(e.value)
+    assert f"config key comm.sizes[1]: '12XB' is not a size: unknown unit 'XB'; {UNITS}" in str(e.value)
     assert "matching" not in str(e.value) and "[0-9]" not in str(e.value)  # no regular expression
     assert "comm.sizes[0]" not in str(e.value)  # the good element is not blamed
+    with pytest.raises(ConfigError) as e:
+        check_config({"comm": {"sizes": ["1MB", "lots"]}})
+    assert f"config key comm.sizes[1]: 'lots' is not a size {SIZE_HELP}" in str(e.value)
     with pytest.raises(ConfigError) as e:
         check_config({"comm": {"sizes": {"min_bytes": "1", "max_bytes": "2QB"}, "gloo": {"max_bytes": "lots"}}})
     assert "comm.sizes.max_bytes: '2QB' is not a size" in str(e.value)
@@ -126,3 +132,161 @@ def test_command_line_strings_become_integers_where_the_schema_wants_them():
     assert cfg["comm"]["sizes"] == ["8", "1MB"]  # sizes accept strings: left as written
     with pytest.raises(ConfigError, match="gpus"):
         check_config({"gpus": "six"})
+
+
+# Sizes: every bad form, in a list and in a sweep, is refused before any job with the key, the
+# element and what is accepted, in words.
+SIZE_PLACES = {
+    "list": (lambda v: {"comm": {"sizes": ["1MB", v]}}, "comm.sizes[1]"),
+    "sweep min_bytes": (lambda v: {"comm": {"sizes": {"min_bytes": v, "max_bytes": "1MB"}}}, "comm.sizes.min_bytes"),
+    "sweep max_bytes": (lambda v: {"comm": {"sizes": {"min_bytes": 1, "max_bytes": v}}}, "comm.sizes.max_bytes"),
+    "gloo.max_bytes": (lambda v: {"comm": {"gloo": {"max_bytes": v}}}, "comm.gloo.max_bytes"),
+    "rotate_bytes": (lambda v: {"comm": {"rotate_bytes": v}}, "comm.rotate_bytes"),
+}
+BAD_SIZES = [
+    ("10XB", f"unknown unit 'XB'; {UNITS}"),
+    ("1.5XB", f"unknown unit 'XB'; {UNITS}"),
+    ("4 parsecs", f"unknown unit 'parsecs'; {UNITS}"),
+    ("-1", "sizes must be >= 1 byte"),
+    (-1, "sizes must be >= 1 byte"),
+    ("-2KiB", "sizes must be >= 1 byte"),
+    ("0MB", "sizes must be >= 1 byte"),
+    ("0", "sizes must be >= 1 byte"),
+    ("1.5B", "not a whole number of bytes"),
+    (1.5, "not a whole number of bytes"),
+    ("lots", SIZE_HELP),
+    ("1e3", SIZE_HELP),
+    ("", SIZE_HELP),
+    (True, SIZE_HELP),
+]
+
+
+@pytest.mark.parametrize("place", list(SIZE_PLACES))
+@pytest.mark.parametrize("bad,why", BAD_SIZES, ids=[repr(b) for b, _ in BAD_SIZES])
+def test_bad_sizes_are_refused_with_key_element_and_accepted_forms(place, bad, why):
+    make, key = SIZE_PLACES[place]
+    with pytest.raises(ConfigError) as e:
+        check_config(make(bad))
+    sep = " " if why == SIZE_HELP else ": "
+    assert f"config key {key}: {bad!r} is not a size{sep}{why}" in str(e.value)
+    assert "[0-9]" not in str(e.value) and "matching" not in str(e.value)  # words, not a regular expression
+    if place == "rotate_bytes":  # 0 is its other accepted form, and the message says so
+        assert str(e.value).endswith("; or use 0 (a number, unquoted) to turn rotation off")
+    assert str(e.value).count("\n  - ") == 1  # one problem, one line: the good sizes are not blamed
+
+
+@pytest.mark.parametrize("place", ["list", "sweep min_bytes", "sweep max_bytes", "gloo.max_bytes"])
+def test_zero_is_refused_where_a_size_is_meant(place):
+    make, key = SIZE_PLACES[place]
+    with pytest.raises(ConfigError, match=rf"config key {re.escape(key)}: 0 is not a size: sizes must be >= 1 byte"):
+        check_config(make(0))
+
+
+def test_rotate_bytes_zero_means_off_and_sizes_pass():
+    assert check_config({"comm": {"rotate_bytes": 0}})["comm"]["rotate_bytes"] == 0
+    assert check_config({"comm": {"rotate_bytes": "64 MiB"}})["comm"]["rotate_bytes"] == "64 MiB"
+    assert check_config({})["comm"]["rotate_bytes"] == "256MiB"
+
+
+def test_every_unit_the_message_names_is_one_parse_size_reads():
+    from distbench.config import SIZE_UNITS
+    from distbench.sizes import parse_size
+
+    assert UNITS == "allowed units " + ", ".join(SIZE_UNITS)
+    for unit in SIZE_UNITS:
+        assert parse_size(f"2{unit}") >= 2
+        check_config({"comm": {"sizes": [f"2{unit}", f"2 {unit.lower()}"]}})
+
+
+def test_size_problems_come_in_list_order():
+    sizes = ["1MB"] * 12
+    sizes[2], sizes[10] = "0", "10XB"
+    with pytest.raises(ConfigError) as e:
+        check_config({"comm": {"sizes": sizes}})
+    text = str(e.value)
+    assert text.index("comm.sizes[2]:") < text.index("comm.sizes[10]:")
+
+
+# job_env: trusted input that reaches every rank. Names and values are checked; names that change how
+# programs load need the explicit opt-in job_env_allow_loader_vars: true.
+OPT_IN = "job_env_allow_loader_vars: true"
+NAME_WORDS = "a name of letters, digits and _ not starting with a digit"
+VALUE_WORDS = "a string of letters, digits and _ . , : = / + - only, no spaces or other shell characters"
+
+
+@pytest.mark.parametrize("name", ["LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "PATH", "PYTHONPATH", "PYTHONHOME",
+                                  "PYTHONSTARTUP", "LD_BIND_NOW", "CUDA_INJECTION64_PATH", "NCCL_NET_PLUGIN"])
+def test_loader_variables_in_job_env_need_the_opt_in(name):
+    with pytest.raises(ConfigError) as e:
+        check_config({"job_env": {"NCCL_NVLS_ENABLE": "0", name: "/opt/x/lib.so"}})
+    assert f"config key job_env.{name}: {name} changes how programs load" in str(e.value)
+    assert OPT_IN in str(e.value)
+    assert "NCCL_NVLS_ENABLE" not in str(e.value)  # the ordinary variable is not blamed
+    cfg = check_config({"job_env": {name: "/opt/x/lib.so"}, "job_env_allow_loader_vars": True})
+    assert cfg["job_env"] == {name: "/opt/x/lib.so"} and cfg["job_env_allow_loader_vars"] is True
+
+
+def test_the_loader_opt_in_is_off_by_default_and_must_be_true():
+    assert check_config({})["job_env_allow_loader_vars"] is False
+    with pytest.raises(ConfigError, match="job_env.LD_PRELOAD: LD_PRELOAD changes how programs load"):
+        check_config({"job_env": {"LD_PRELOAD": "x.so"}, "job_env_allow_loader_vars": False})
+    with pytest.raises(ConfigError) as e:
+        check_config({"job_env": {"LD_PRELOAD": "x.so"}, "job_env_allow_loader_vars": "yes"})
+    assert "config key job_env_allow_loader_vars: 'yes' is not valid (true or false)" in str(e.value)
+    assert "job_env.LD_PRELOAD" in str(e.value)  # a misspelt opt-in lets nothing through
+
+
+def test_loader_variables_are_reported_with_every_other_problem():
+    with pytest.raises(ConfigError) as e:
+        check_config({"backends": ["mpi"], "job_env": {"PYTHONPATH": "/tmp", "1ABC": "x"},
+                      "comm": {"sizes": ["10XB"]}})
+    for key in ("backends[0]", "comm.sizes[0]", "job_env: name '1ABC'", "job_env.PYTHONPATH"):
+        assert key in str(e.value)
+
+
+@pytest.mark.parametrize("name", ["1ABC", "A-B", "nccl_debug", "_X", "A B"])
+def test_a_bad_job_env_name_is_refused_in_words(name):
+    with pytest.raises(ConfigError) as e:
+        check_config({"job_env": {"NCCL_NVLS_ENABLE": "0", name: "1"}})
+    assert f"config key job_env: name {name!r} is not valid ({NAME_WORDS}" in str(e.value)
+    assert "[A-Z" not in str(e.value)  # words, not the regular expression
+
+
+@pytest.mark.parametrize("value,contains", [
+    ("; rm -rf /", "';' and a space"),
+    ("$(reboot)", "'$', '(' and ')'"),
+    ("a`id`", "'`'"),
+])
+def test_a_job_env_value_with_shell_characters_is_refused_readably(value, contains):
+    with pytest.raises(ConfigError) as e:
+        check_config({"job_env": {"NCCL_X": value}})
+    assert f"config key job_env.NCCL_X: {value!r} is not valid: it contains {contains} ({VALUE_WORDS}" in str(e.value)
+    assert "matching" not in str(e.value) and "A-Za-z" not in str(e.value)
+
+
+def test_job_env_integers_are_accepted_and_said_to_become_strings():
+    from distbench.plan import job_params
+
+    cfg = check_config({"job_env": {"NCCL_NVLS_ENABLE": 0, "NCCL_SOCKET_IFNAME": "eth0", "X": "a=b:c/d,e+f-g.h"}})
+    assert job_params(cfg, "gloo")["job_env"]["NCCL_NVLS_ENABLE"] == "0"
+    for bad in (1.5, True, None, [1]):
+        with pytest.raises(ConfigError, match="integers are accepted and become strings"):
+            check_config({"job_env": {"X": bad}})
+
+
+def test_job_env_schema_says_it_is_trusted_input():
+    from distbench.config import load_schema
+
+    props = load_schema()["properties"]
+    assert "trusted input" in props["job_env"]["description"]
+    assert "every rank" in props["job_env"]["description"]
+    assert props["job_env_allow_loader_vars"]["default"] is False
+
+
+def test_snakemake_refuses_a_loader_variable_and_a_bad_size_before_any_job(workflow_dir):
+    r = snakemake(workflow_dir, "-n", "--config", "job_env={LD_PRELOAD: /tmp/evil.so}", "comm={sizes: [10XB]}")
+    assert r.returncode != 0
+    out = r.stdout + r.stderr
+    assert "job_env.LD_PRELOAD" in out and "job_env_allow_loader_vars: true" in out
+    assert "comm.sizes[0]: '10XB' is not a size: unknown unit 'XB'" in out
+    assert not (workflow_dir / "results").exists()

@@ -28,7 +28,7 @@ def test_command_is_an_argument_list_and_env_keeps_nvls_off():
     assert env["NCCL_NVLS_ENABLE"] == "0" and env["NCCL_ALGO"] == "Ring" and env["OMP_NUM_THREADS"] == "1"
 
 
-def test_a_crashing_job_records_failed_and_skipped_rows(tmp_path):
+def test_a_crashing_job_records_failed_and_not_run_rows(tmp_path):
     # NCCL on a host without CUDA: every rank exits with a readable reason.
     job = CommJob("nccl", "float32", 2, "default", {})
     msg = run_comm_job(job, _params(ops=["all_reduce", "barrier"], sizes=[8, 1024]), tmp_path / "c.csv",
@@ -36,7 +36,7 @@ def test_a_crashing_job_records_failed_and_skipped_rows(tmp_path):
     assert "needs CUDA" in msg
     df = read_comm_csv(tmp_path / "c.csv")
     assert list(df["status"][:2]) == ["failed", "failed"]  # the point in progress, both trials
-    assert (df["status"][2:] == "skipped").all() and len(df) == (2 + 1) * 2
+    assert (df["status"][2:] == "not_run").all() and len(df) == (2 + 1) * 2
     assert df["message"].str.contains("needs CUDA").all()
     # no rank reached the placement check: the launcher still leaves the declared output, with the reason
     placement = json.loads((tmp_path / "p.json").read_text())
@@ -77,7 +77,7 @@ def test_a_hung_job_is_killed_in_bounded_time_and_keeps_finished_rows(tmp_path, 
     assert f"killed after {limit_s} s" in msg
     assert limit_s <= elapsed < limit_s + 25, (elapsed, limit_s)  # SIGTERM, then SIGKILL 10 s later at most
     df = read_comm_csv(tmp_path / "c.csv")
-    assert list(df["status"]) == ["ok", "ok", "failed", "failed", "skipped", "skipped"]
+    assert list(df["status"]) == ["ok", "ok", "failed", "failed", "not_run", "not_run"]
     ranks = read_comm_ranks_csv(tmp_path / "c_ranks.csv")
     assert set(ranks["size_bytes"]) == {8} and len(ranks) == 2 * 2  # finished point only: 2 trials x 2 ranks
     assert not (tmp_path / "c.csv.partial").exists() and not (tmp_path / "c_ranks.csv.partial").exists()
@@ -92,5 +92,5 @@ def test_a_lost_rank_ends_the_job_with_a_recorded_status(tmp_path, monkeypatch):
     assert time.monotonic() - t0 < 90
     assert "rank 1 exited with code 17" in msg
     df = read_comm_csv(tmp_path / "c.csv")
-    assert list(df["status"]) == ["ok", "ok", "failed", "failed", "skipped", "skipped"]
+    assert list(df["status"]) == ["ok", "ok", "failed", "failed", "not_run", "not_run"]
     assert df.loc[df["status"] == "failed", "size_bytes"].tolist() == [1024, 1024]

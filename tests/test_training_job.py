@@ -27,19 +27,19 @@ def test_two_ranks_on_one_gpu_stop_the_job_with_the_fix(tmp_path, monkeypatch):
     assert "share one GPU" in msg and "--nproc_per_node" in msg
     df = read_training_csv(tmp_path / "t.csv")
     assert list(df["phase"]) == list(TRAINING_PHASES)
-    assert list(df["status"]) == ["failed", "skipped", "skipped"]
+    assert list(df["status"]) == ["failed", "not_run", "not_run"]
     placement = json.loads((tmp_path / "p.json").read_text())
     assert "share one GPU" in placement["error"] and len(placement["ranks"]) == 2
     assert "placement: rank 1" in (tmp_path / "log").read_text()  # every rank's placement, printed first
 
 
-def test_a_crashing_training_job_records_failed_and_skipped_rows(tmp_path):
+def test_a_crashing_training_job_records_failed_and_not_run_rows(tmp_path):
     job, params = _params()
     job = TrainingJob("nccl", 2, "plain", job.ddp, {})  # NCCL on a host without CUDA
     msg = run_training_job(job, params, tmp_path / "t.csv", tmp_path / "p.json", tmp_path / "log")
     assert "CUDA" in msg
     df = read_training_csv(tmp_path / "t.csv")
-    assert list(df["status"]) == ["failed", "skipped", "skipped"] and df["message"].str.contains("CUDA").all()
+    assert list(df["status"]) == ["failed", "not_run", "not_run"] and df["message"].str.contains("CUDA").all()
     assert json.loads((tmp_path / "p.json").read_text())["ranks"] == []
 
 

@@ -68,7 +68,7 @@ def write_failure_rows(job, params, out_csv: Path, message: str) -> None:
         count = element_count(spec, point.size_bytes, elem, job.world_size)
         size = count * elem if spec.moves_data and count else point.size_bytes
         base = base_row(fields, Point(point.op, size, point.timing, point.inplace), count)
-        status, msg = ("failed", message) if i == 0 else ("skipped", f"not run: the job ended early ({message})")
+        status, msg = ("failed", message) if i == 0 else ("not_run", f"not reached: the job ended early ({message})")
         rows += [{**base, "trial": t, "status": status, "message": msg} for t in range(trials)]
     atomic_write_text(ranks_path(out_csv), csv_text(rank_rows, COMM_RANK_COLUMN_NAMES))
     atomic_write_text(out_csv, csv_text(rows, COMM_COLUMN_NAMES))

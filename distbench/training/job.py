@@ -44,7 +44,7 @@ def run_training_job(job, params: dict, out_csv, placement_json, log_path) -> st
 
 
 def write_failure_rows(job, params: dict, out_csv: Path, message: str) -> None:
-    """Keep the rows of finished phases; one `failed` row for the phase in progress, one `skipped`
+    """Keep the rows of finished phases; one `failed` row for the phase in progress, one `not_run`
     row for each phase not reached."""
     done = read_partial_rows(partial_path(out_csv), TRAINING_COLUMN_NAMES)
     phases_done = list(dict.fromkeys(r["phase"] for r in done))
@@ -66,6 +66,6 @@ def write_failure_rows(job, params: dict, out_csv: Path, message: str) -> None:
     }
     missing = [p for p in TRAINING_PHASES if p not in finished]
     for i, phase in enumerate(missing):
-        status, msg = ("failed", message) if i == 0 else ("skipped", f"not run: the job ended early ({message})")
+        status, msg = ("failed", message) if i == 0 else ("not_run", f"not reached: the job ended early ({message})")
         rows.append({**base, "phase": phase, "status": status, "message": msg})
     atomic_write_text(out_csv, csv_text(rows, TRAINING_COLUMN_NAMES))
