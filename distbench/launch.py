@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,13 +123,17 @@ def run_torchrun_job(job: TorchrunJob) -> str:
 
     previous = {sig: signal.signal(sig, on_signal) for sig in INTERRUPT_SIGNALS}
     interrupted = None
+    # A temporary directory of the job's own (torchrun's agent leaves torchelastic_* folders in
+    # TMPDIR after every job): removed when the job ends, however it ends.
+    scratch = tempfile.mkdtemp(prefix="distbench-job-")
+    env = {**job.env, "TMPDIR": scratch}
     try:
         with open(job.log_path, "w") as log:
             log.write("# " + " ".join(cmd) + "\n")
             log.flush()
             # Own process group, so a timeout or an interrupt reaches every rank; and the kernel
             # ends torchrun if this launcher is killed outright.
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=job.env,
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
                                     start_new_session=True, preexec_fn=_die_with_parent)
             rc, reason = None, None
             while rc is None:
@@ -148,6 +154,7 @@ def run_torchrun_job(job: TorchrunJob) -> str:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        shutil.rmtree(scratch, ignore_errors=True)
     wall_s = time.monotonic() - t0
     log_text = job.log_path.read_text(errors="replace")
     timed_out = reason is not None and reason.startswith("job killed after")

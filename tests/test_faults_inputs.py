@@ -167,7 +167,8 @@ def test_torchrun_standalone_picks_a_free_port_where_the_default_is_taken(tmp_pa
         "dist.init_process_group('gloo')\n"
         "t = torch.ones(1) * (dist.get_rank() + 1)\n"
         "dist.all_reduce(t)\n"
-        "print(f\"rank {dist.get_rank()} MASTER_PORT={os.environ['MASTER_PORT']} sum={t.item():g}\", flush=True)\n"
+        # one write per line, so that the two ranks' lines cannot interleave
+        "os.write(1, f\"rank {dist.get_rank()} MASTER_PORT={os.environ['MASTER_PORT']} sum={t.item():g}\\n\".encode())\n"
         "dist.destroy_process_group()\n")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     run = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2"]
