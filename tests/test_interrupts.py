@@ -79,7 +79,7 @@ def _no_job_processes_left(workflow_dir, within_s: float) -> list[int]:
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("how", ["ctrl_c", "sigkill_snakemake"])
+@pytest.mark.parametrize("how", ["ctrl_c", "sigterm_group", "sigkill_snakemake"])
 def test_an_interrupted_run_leaves_no_process_and_no_complete_looking_output(workflow_dir, how):
     snake = _start(workflow_dir)
     try:
@@ -87,6 +87,8 @@ def test_an_interrupted_run_leaves_no_process_and_no_complete_looking_output(wor
         t0 = time.monotonic()
         if how == "ctrl_c":
             os.killpg(snake.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+        elif how == "sigterm_group":
+            os.killpg(snake.pid, signal.SIGTERM)  # a batch system cancelling the job's processes
         else:
             os.kill(snake.pid, signal.SIGKILL)  # Snakemake itself dies; its job must notice
         snake.wait(timeout=60)
