@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,7 +122,9 @@ def run_torchrun_job(job: TorchrunJob) -> str:
     def on_signal(signum, frame):  # noqa: ARG001 - signal handler signature
         received.append(signum)
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in INTERRUPT_SIGNALS}
+    # Signal handlers can only be set from the main thread; elsewhere the caller owns signals.
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = {sig: signal.signal(sig, on_signal) for sig in INTERRUPT_SIGNALS} if in_main else {}
     interrupted = None
     # A temporary directory of the job's own (torchrun's agent leaves torchelastic_* folders in
     # TMPDIR after every job): removed when the job ends, however it ends.

@@ -94,3 +94,16 @@ def test_a_lost_rank_ends_the_job_with_a_recorded_status(tmp_path, monkeypatch):
     df = read_comm_csv(tmp_path / "c.csv")
     assert list(df["status"]) == ["ok", "ok", "failed", "failed", "not_run", "not_run"]
     assert df.loc[df["status"] == "failed", "size_bytes"].tolist() == [1024, 1024]
+
+
+def test_a_job_can_be_run_from_a_worker_thread(tmp_path):
+    # signal handlers are main-thread only: the launcher must not need them elsewhere
+    import threading
+
+    job = CommJob("gloo", "float32", 2, "default", {})
+    result = {}
+    t = threading.Thread(target=lambda: result.update(msg=run_comm_job(
+        job, _params(), tmp_path / "c.csv", tmp_path / "p.json", tmp_path / "log")))
+    t.start()
+    t.join(timeout=120)
+    assert result.get("msg") == "ok"
