@@ -615,6 +615,11 @@ def main(argv=None) -> int:
     h.dist.barrier(group=h.ctrl)
     if writer is not None:
         writer.close()
+    # Drop DDP (its reducer holds Gloo/NCCL work) before the groups go, so nothing of it is torn
+    # down at interpreter exit.
+    h.ddp = h.model = h.opt = None
+    gc.collect()
+    h.dist.barrier(group=h.ctrl)
     h.dist.destroy_process_group()
     return 0
 
