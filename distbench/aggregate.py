@@ -5,7 +5,7 @@ file that was truncated or edited by hand would poison every table after it. Eac
 its own; whatever is wrong with it (torn rows, renamed columns, values the contract does not allow,
 text that does not parse) becomes one JobCsvError naming the files, what is wrong with each and how
 to get a good one back. The workflow scripts end with that message, never a traceback
-(run_in_rule).
+(distbench.workflow.run_in_rule).
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from __future__ import annotations
 import csv
 import io
 import shlex
-import sys
 from pathlib import Path
 
 import pandas as pd
 
+from distbench.choices import STATUS_SEVERITY
 from distbench.io import atomic_write_csv
 from distbench.schema import (
     COMM, COMM_RANKS, TRAINING, Contract, SchemaError, read_comm_csv, read_comm_ranks_csv, read_training_csv,
@@ -26,7 +26,6 @@ from distbench.schema import (
 KEYS = ["backend", "world_size", "op", "dtype", "nccl_env", "timing", "inplace", "size_bytes"]
 SERIES = [k for k in KEYS if k != "size_bytes"]
 # Worst first: a point's status is the worst over its trials.
-STATUS_RANK = {"wrong": 0, "failed": 1, "oom": 2, "not_run": 3, "skipped": 4, "ok": 5}
 SUMMARY_COLUMNS = KEYS + [
     "n_trials", "rank_agg", "time_us_median", "time_us_p5", "time_us_p95", "time_us_min", "time_us_cv",
     "algbw_gbps_median", "busbw_gbps_median", "busbw_gbps_max", "rank_spread_pct_median", "correct", "status",
@@ -126,26 +125,12 @@ def read_job_csvs(paths, read=read_comm_csv) -> list[pd.DataFrame]:
     return frames
 
 
-def run_in_rule(log_path, fn, *args, **kwargs):
-    """Run one aggregation step as a Snakemake rule's script: its output goes to the rule's log. A bad
-    job CSV ends the script with the JobCsvError message, written to the log and to stderr, and exit
-    status 1, without a traceback; anything else still raises (traceback in the log)."""
-    from distbench.workflow import logged
-
-    with logged(log_path):
-        try:
-            return fn(*args, **kwargs)
-        except JobCsvError as e:
-            message = f"distbench error: {e}"
-            print(message, flush=True)  # stdout is the log here
-    sys.exit(message)
-
-
-def combine(paths, read=read_comm_csv, order=("trial",)) -> pd.DataFrame:
+def combine(paths, read=read_comm_csv, sort_by=(*KEYS, "trial")) -> pd.DataFrame:
+    """Every job CSV of one family in one frame, sorted by sort_by."""
     frames = read_job_csvs(paths, read)
     non_empty = [f for f in frames if len(f)]  # pandas warns on concatenating empty frames
     df = pd.concat(non_empty or frames, ignore_index=True)
-    return df.sort_values(KEYS + list(order), kind="stable").reset_index(drop=True)
+    return df.sort_values(list(sort_by), kind="stable").reset_index(drop=True)
 
 
 def rank_spread_pct(df: pd.DataFrame) -> pd.Series:
@@ -159,7 +144,7 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
     for key, g in df.groupby(KEYS, sort=True, dropna=False):
         ok = g[g["status"] == "ok"]
         t = ok["time_us"]
-        worst = min(g["status"], key=STATUS_RANK.__getitem__)
+        worst = min(g["status"], key=STATUS_SEVERITY.__getitem__)
         corr = g["correct"].dropna()
         rows.append({
             **dict(zip(KEYS, key)),
@@ -197,7 +182,7 @@ def aggregate(job_csvs, rank_csvs, out_raw, out_ranks, out_summary, out_largest)
     except JobCsvError as e:
         problems += e.problems
     try:
-        ranks = combine(rank_csvs, read_comm_ranks_csv, order=("trial", "rank"))
+        ranks = combine(rank_csvs, read_comm_ranks_csv, sort_by=(*KEYS, "trial", "rank"))
     except JobCsvError as e:
         problems += e.problems
     if problems:
@@ -215,9 +200,7 @@ def aggregate_training(job_csvs, out_raw, out_summary, cost_gpu_hour_usd=None) -
     per-configuration summary with scaling efficiency, exposed communication and overlap."""
     from distbench.scaling import add_scaling, summarize_training
 
-    frames = read_job_csvs(job_csvs, read_training_csv)
-    df = pd.concat([f for f in frames if len(f)] or frames, ignore_index=True)
-    df = df.sort_values(["backend", "config", "world_size", "phase", "step"], kind="stable").reset_index(drop=True)
+    df = combine(job_csvs, read_training_csv, sort_by=("backend", "config", "world_size", "phase", "step"))
     summary = add_scaling(summarize_training(df), cost_gpu_hour_usd)
     atomic_write_csv(out_raw, df)
     atomic_write_csv(out_summary, summary)

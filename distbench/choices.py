@@ -21,6 +21,8 @@ RANK_AGGS = ("max", "avg", "min", "rank0")
 # skipped: not applicable by design (e.g. send_recv at 1 rank); not_run: not reached because the
 # job ended early (its point in progress is `failed`, with the reason).
 STATUSES = ("ok", "oom", "skipped", "not_run", "failed", "wrong")
+# Worst first: a point's (or a job's) status is the worst over its rows.
+STATUS_SEVERITY = {s: i for i, s in enumerate(("wrong", "failed", "oom", "not_run", "skipped", "ok"))}
 
 # The training family.
 TRAINING_PHASES = ("ddp", "compute_only", "allreduce_alone")

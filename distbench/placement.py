@@ -7,6 +7,14 @@ import os
 import socket
 
 
+def gpu_identity(props) -> dict:
+    """Name, UUID and PCI bus id from torch.cuda.get_device_properties (placement and the env probe share it)."""
+    pci = None
+    if hasattr(props, "pci_bus_id"):
+        pci = f"{getattr(props, 'pci_domain_id', 0):04x}:{props.pci_bus_id:02x}:{getattr(props, 'pci_device_id', 0):02x}.0"
+    return {"name": props.name, "uuid": str(getattr(props, "uuid", "")) or None, "pci_bus_id": pci}
+
+
 def rank_record(rank: int, local_rank: int, device) -> dict:
     """This rank's placement: rank, LOCAL_RANK, CUDA_VISIBLE_DEVICES, device, GPU name/UUID/PCI bus."""
     rec = {"rank": rank, "local_rank": local_rank, "hostname": socket.gethostname(), "pid": os.getpid(),
@@ -14,8 +22,6 @@ def rank_record(rank: int, local_rank: int, device) -> dict:
            "device_index": device.index, "pci_bus_id": None, "uuid": None, "gpu_name": None}
     if device.type == "cuda":
         import torch
-
-        from distbench.probes.env import gpu_identity
 
         ident = gpu_identity(torch.cuda.get_device_properties(device))
         rec.update(gpu_name=ident["name"], uuid=ident["uuid"], pci_bus_id=ident["pci_bus_id"])

@@ -28,7 +28,8 @@ TIME = ("time_us_median", "time per op (µs, median)")
 BUSBW = ("busbw_gbps_median", "bus bandwidth (GB/s, median)")
 
 
-def _save(fig, out_dir: Path, name: str) -> list[Path]:
+def save_figure(fig, out_dir: Path, name: str) -> list[Path]:
+    """PNG + SVG (reproducible SVG bytes), written atomically; closes the figure."""
     paths = []
     for ext in ("png", "svg"):
         buf = io.BytesIO()
@@ -191,5 +192,5 @@ def make_all(comm_summary_csv, out_dir) -> list[Path]:
     for name, build in FIGURES.items():
         fig = build(ok) if not ok.empty else None
         if fig is not None:
-            written += _save(fig, out_dir, name)
+            written += save_figure(fig, out_dir, name)
     return written

@@ -6,7 +6,6 @@ Only status-ok rows are drawn; a figure whose data are missing is skipped, not a
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import matplotlib
@@ -18,26 +17,11 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from distbench.io import atomic_write_bytes  # noqa: E402
-from distbench.plots import DPI  # noqa: E402
+from distbench.plots import save_figure  # noqa: E402
 from distbench.scaling import PLAIN, add_scaling  # noqa: E402
 
 FIGURES = ("training_throughput", "training_efficiency", "training_step_breakdown", "training_tuning")
 WS_LABEL = "world size (ranks, one GPU each under NCCL)"
-
-
-def _save(fig, out_dir: Path, name: str) -> list[Path]:
-    """As distbench.plots does: PNG + SVG, reproducible SVG bytes, atomic writes."""
-    paths = []
-    for ext in ("png", "svg"):
-        buf = io.BytesIO()
-        fig.savefig(buf, format=ext, dpi=DPI, bbox_inches="tight",
-                    metadata={"Date": None} if ext == "svg" else None)
-        path = out_dir / f"{name}.{ext}"
-        atomic_write_bytes(path, buf.getvalue())
-        paths.append(path)
-    plt.close(fig)
-    return paths
 
 
 def _config_order(df: pd.DataFrame) -> list[str]:
@@ -168,5 +152,5 @@ def plot_training(summary: pd.DataFrame, out_dir) -> list[Path]:
     for name, build in BUILDERS.items():
         fig = build(ok)
         if fig is not None:
-            written += _save(fig, out_dir, name)
+            written += save_figure(fig, out_dir, name)
     return written

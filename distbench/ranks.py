@@ -8,6 +8,11 @@ import datetime as dt
 import os
 
 
+def ranks_text(ranks: list[int]) -> str:
+    """'0, 1, 2' for a message; at most 8 ranks named, then how many more."""
+    return ", ".join(map(str, ranks[:8])) + (f" and {len(ranks) - 8} more" if len(ranks) > 8 else "")
+
+
 class RankContext:
     def __init__(self, backend: str, op_timeout_s: int, ctrl_on_gloo_too: bool = False):
         import torch

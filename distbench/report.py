@@ -355,7 +355,7 @@ def _training(summary_csv) -> dict | None:
     s = pd.read_csv(summary_csv)
     if s.empty:
         return None
-    s = s.sort_values(["config", "world_size"], key=lambda c: c.map(lambda v: (v != "plain", v)) if c.name == "config" else c)
+    s = s.assign(_not_plain=s["config"] != "plain").sort_values(["_not_plain", "config", "world_size"])  # plain first
     headers = ["config", "ws", "step ms", "compute-only ms", "exposed comm ms", "overlap", "samples/s",
                "efficiency vs plain 1 GPU", "vs own 1 GPU", "verdict", "status"]
     rows = []

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from distbench.choices import STATUS_SEVERITY
 from distbench.findings import backend_name
 
 KEYS = ("backend", "world_size", "model", "hidden_dim", "num_layers", "batch_size", "global_batch_size",
@@ -52,7 +53,6 @@ SCALING_COLUMNS = ("plain_1gpu_samples_per_s", "efficiency_vs_plain_1gpu", "effi
 
 PLAIN = "plain"  # the config label of DDP's defaults (distbench.plan.ddp_label)
 # Worst first: a job's status is the worst over its rows (as in distbench.aggregate).
-STATUS_RANK = {"wrong": 0, "failed": 1, "oom": 2, "not_run": 3, "skipped": 4, "ok": 5}
 # The workload a 1-rank baseline must share with the N-rank row (besides the batch, see _batch_key).
 WORKLOAD = ("backend", "model", "hidden_dim", "num_layers", "scaling", "dtype", "optimizer")
 
@@ -174,7 +174,7 @@ def _summarize_job(key: tuple, g: pd.DataFrame) -> dict:
     energy_1k = energy / gbs * 1000 if gbs > 0 else NAN
 
     bounds_ok, note = check_bounds(step, compute, allreduce, noise_allowance_ms(step, p5, p95), ws)
-    worst = min(g["status"].fillna("ok"), key=lambda s: STATUS_RANK.get(s, -1))
+    worst = min(g["status"].fillna("ok"), key=lambda s: STATUS_SEVERITY.get(s, -1))
     messages = [m for m in g["message"].fillna("") if str(m).strip()]
     row.update({
         "n_steps": len(t),
@@ -382,7 +382,7 @@ def _failures(s: pd.DataFrame) -> list[str]:
     bad = s[s["status"] != "ok"].copy()
     if bad.empty:
         return []
-    bad["_rank"] = bad["status"].map(lambda x: STATUS_RANK.get(x, -1))
+    bad["_rank"] = bad["status"].map(lambda x: STATUS_SEVERITY.get(x, -1))
     out = []
     for _, r in bad.sort_values(["_rank", "world_size", "config"]).iterrows():
         msg = str(r["message"] or "").strip()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 from pathlib import Path
 
 
@@ -20,3 +21,19 @@ def logged(log_path):
 
             traceback.print_exc(file=log)
             raise
+
+
+def run_in_rule(log_path, fn, *args, **kwargs):
+    """Run one step as a Snakemake rule's script, its output in the rule's log. Bad input (a
+    distbench.schema.SchemaError, e.g. a corrupted cached job CSV) ends the script with the error's
+    message, written to the log and to stderr, and exit status 1, without a traceback; anything
+    else still raises (traceback in the log)."""
+    from distbench.schema import SchemaError
+
+    with logged(log_path):
+        try:
+            return fn(*args, **kwargs)
+        except SchemaError as e:
+            message = f"distbench error: {e}"
+            print(message, flush=True)  # stdout is the log here
+    sys.exit(message)

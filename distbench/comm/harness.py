@@ -47,7 +47,7 @@ from pathlib import Path
 from distbench.choices import BACKENDS, DEVICE_TIMINGS, DTYPES, RANK_AGGS, TIMINGS
 from distbench.io import PartialCsvs
 from distbench.placement import gather_and_check
-from distbench.ranks import RankContext
+from distbench.ranks import RankContext, ranks_text
 from distbench.schema import COMM_COLUMN_NAMES, COMM_RANK_COLUMN_NAMES
 from distbench.sizes import parse_size
 
@@ -125,10 +125,6 @@ def rotation_slots(footprint_bytes: int, iters: int, rotate_bytes: int) -> int:
     if footprint_bytes <= 0 or rotate_bytes <= 0:
         return 1
     return max(1, min(iters, rotate_bytes // footprint_bytes))
-
-
-def _ranks_text(ranks: list[int]) -> str:
-    return ", ".join(map(str, ranks[:8])) + (f" and {len(ranks) - 8} more" if len(ranks) > 8 else "")
 
 
 # --- everything below runs inside the torchrun ranks ------------------------------------------
@@ -224,9 +220,9 @@ class Harness(RankContext):
         bad_after = [i for i, r in enumerate(per_rank) if r[1] == 0]
         parts = []
         if bad_before:
-            parts.append(f"before timing (eager op) on rank(s) {_ranks_text(bad_before)}")
+            parts.append(f"before timing (eager op) on rank(s) {ranks_text(bad_before)}")
         if bad_after:
-            parts.append(f"after {how} on rank(s) {_ranks_text(bad_after)}")
+            parts.append(f"after {how} on rank(s) {ranks_text(bad_after)}")
         if parts:
             return False, "result differs from the expected values " + "; ".join(parts)
         return True, ""

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from distbench.placement import gpu_identity
+
 
 def _run(cmd: list[str], timeout: float = 20, env: dict | None = None) -> str | None:
     if not shutil.which(cmd[0]):
@@ -63,14 +65,6 @@ def git_commit(cwd=None) -> str | None:
     if rev and git("status", "--porcelain", "--untracked-files=no"):
         rev += "-dirty"
     return rev or None
-
-
-def gpu_identity(props) -> dict:
-    """Name, UUID and PCI bus id from torch.cuda.get_device_properties (placement and env share it)."""
-    pci = None
-    if hasattr(props, "pci_bus_id"):
-        pci = f"{getattr(props, 'pci_domain_id', 0):04x}:{props.pci_bus_id:02x}:{getattr(props, 'pci_device_id', 0):02x}.0"
-    return {"name": props.name, "uuid": str(getattr(props, "uuid", "")) or None, "pci_bus_id": pci}
 
 
 def collect_env(workdir=None) -> dict:

@@ -52,7 +52,7 @@ from pathlib import Path
 
 from distbench.choices import BACKENDS, COMM_HOOKS, OPTIMIZERS, SCALINGS
 from distbench.choices import TRAINING_DTYPES as TRAIN_DTYPES
-from distbench.ranks import RankContext
+from distbench.ranks import RankContext, ranks_text
 from distbench.schema import TRAINING_COLUMN_NAMES, TRAINING_PHASES
 
 # DDP's own default bucket_cap_mb. Passing it explicitly is not the same as leaving it out in
@@ -88,10 +88,6 @@ def per_rank_batch(scaling: str, batch_size: int, global_batch_size: int | None,
     if global_batch_size % world_size:
         raise ValueError(f"--global-batch-size {global_batch_size} is not divisible by the world size {world_size}")
     return global_batch_size // world_size, global_batch_size
-
-
-def _ranks_text(ranks: list[int]) -> str:
-    return ", ".join(map(str, ranks[:8])) + (f" and {len(ranks) - 8} more" if len(ranks) > 8 else "")
 
 
 def _oom_or_failed(e: BaseException) -> str:
@@ -329,7 +325,7 @@ class TrainingHarness(RankContext):
         if not bad_ranks:
             return True, ""
         names = sorted(bad_params)
-        return False, (f"DDP replicas differ after phase ddp: rank(s) {_ranks_text(bad_ranks)} hold parameters "
+        return False, (f"DDP replicas differ after phase ddp: rank(s) {ranks_text(bad_ranks)} hold parameters "
                        f"unlike rank 0's ({len(names)} of {len(self.param_names)}: {', '.join(names[:5])}"
                        f"{' ...' if len(names) > 5 else ''})")
 
@@ -602,7 +598,7 @@ def main(argv=None) -> int:
                 bad = [r for r, v in enumerate(per_rank) if v[-3] == 0]
                 correct = not bad
                 if bad:
-                    message = f"all-reduced buckets differ from the expected sum on rank(s) {_ranks_text(bad)}"
+                    message = f"all-reduced buckets differ from the expected sum on rank(s) {ranks_text(bad)}"
             rows = phase_rows(args, h, phase, [v[:-3] + v[-2:] if phase == "allreduce_alone" else v for v in per_rank],
                               correct, message)
             if writer:
