@@ -231,6 +231,17 @@ def _batch_key(row) -> str:
     return "global_batch_size" if str(row["scaling"]) == "strong" else "batch_size"
 
 
+def ddp_only_label(config: str, nccl_env) -> str:
+    """The config label without its NCCL-settings part (labels are "<ddp knobs>+<nccl label>",
+    the NCCL label alone when every DDP knob is at its default)."""
+    env = str(nccl_env) if isinstance(nccl_env, str) and nccl_env not in ("", "default") else ""
+    if not env:
+        return config
+    if config == env:
+        return PLAIN
+    return config[: -len(env) - 1] if config.endswith("+" + env) else config
+
+
 def _baseline(summary: pd.DataFrame, row, config=None) -> float:
     """samples_per_s_median of the ok 1-rank run sharing `row`'s workload (and `config`, if given)."""
     cand = summary[(summary["world_size"] == 1) & (summary["status"] == "ok")]
@@ -255,7 +266,8 @@ def add_scaling(summary: pd.DataFrame, cost_gpu_hour_usd: float | None = None) -
     T(1) / (N × T(N)). plain_1gpu_samples_per_s is that baseline (the ideal line is N × it).
 
     efficiency_vs_own_1gpu is the same ratio against the configuration's own 1-rank run (same
-    config label and DDP knobs), NaN when that run is absent. A configuration that is slower on
+    config label and DDP knobs; for a tuning point with NCCL settings, the 1-rank run with its DDP
+    knobs and NCCL's defaults, which the plan makes), NaN when that run is absent. A configuration that is slower on
     one rank (a compression hook's casts) looks better against itself than against plain; the
     plain baseline is the fair one.
 
@@ -268,6 +280,8 @@ def add_scaling(summary: pd.DataFrame, cost_gpu_hour_usd: float | None = None) -
     for i, (_, row) in enumerate(out.iterrows()):
         plain_x[i] = _baseline(out, row, PLAIN)
         own_x[i] = _baseline(out, row, row["config"])
+        if np.isnan(own_x[i]):  # a tuning point's own 1-rank run has NCCL's defaults
+            own_x[i] = _baseline(out, row, ddp_only_label(row["config"], row.get("nccl_env")))
     ws = pd.to_numeric(out["world_size"], errors="coerce").to_numpy(dtype=float) if n else np.array([])
     x = pd.to_numeric(out["samples_per_s_median"], errors="coerce").to_numpy(dtype=float) if n else np.array([])
     ok = (out["status"] == "ok").to_numpy(dtype=bool) if n else np.array([], dtype=bool)

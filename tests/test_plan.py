@@ -72,6 +72,13 @@ def test_training_jobs_include_the_plain_one_rank_baseline_and_tuning_points():
         "comm_hook": ["none"], "grad_accum": [1, 2]}}})
     labels = {(j.world_size, j.config_label) for j in training_jobs(tune, gpus=0)[0]}
     assert labels == {(ws, c) for ws in (1, 2) for c in ("plain", "bucket=50", "accum=2", "bucket=50+accum=2")}
+    # NCCL settings are swept at the largest world size only; one 1-rank run per DDP setup serves them
+    tune = check_config({"backends": ["nccl"], "world_sizes": [2], "training": {"tune": True, "tune_space": {
+        "bucket_cap_mb": [25], "gradient_as_bucket_view": [True], "static_graph": [False], "comm_hook": ["none"],
+        "nccl_env": [{}, {"NCCL_MAX_CTAS": 8}, {"TORCH_NCCL_HIGH_PRIORITY": 1}]}}})
+    labels = {(j.world_size, j.config_label) for j in training_jobs(tune, gpus=2)[0]}
+    assert labels == {(1, "plain"), (2, "plain"), (1, "gbv=on"), (2, "gbv=on"), (2, "gbv=on+NCCL_MAX_CTAS=8"),
+                      (2, "gbv=on+TORCH_NCCL_HIGH_PRIORITY=1")}
     assert ddp_label({"bucket_cap_mb": 12.5, "static_graph": True}, {"NCCL_MIN_CTAS": "4"}) == \
         "bucket=12.5+static=on+NCCL_MIN_CTAS=4"
 

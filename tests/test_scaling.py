@@ -369,3 +369,16 @@ def test_plot_training_empty_summary_writes_nothing(tmp_path):
 def test_plot_training_without_tuning_skips_the_tuning_figure(tmp_path):
     names = {p.stem for p in plot_training(summary(job(1), job(2)), tmp_path)}
     assert names == set(FIGURES) - {"training_tuning"}
+
+
+def test_a_tuning_point_with_nccl_settings_uses_its_ddp_knobs_one_rank_run():
+    from distbench.scaling import ddp_only_label
+
+    assert ddp_only_label("bucket=100+NCCL_MAX_CTAS=8", "NCCL_MAX_CTAS=8") == "bucket=100"
+    assert ddp_only_label("NCCL_MAX_CTAS=8", "NCCL_MAX_CTAS=8") == "plain"
+    assert ddp_only_label("bucket=100", "default") == "bucket=100"
+    s = summary(job(1, sps=1000), job(1, "bucket=100", sps=900, bucket_cap_mb=100.0),
+                job(2, "bucket=100+NCCL_MAX_CTAS=8", sps=1710, bucket_cap_mb=100.0, nccl_env="NCCL_MAX_CTAS=8"),
+                job(2, "NCCL_MAX_CTAS=8", sps=1800, nccl_env="NCCL_MAX_CTAS=8"))
+    assert one(s, 2, "bucket=100+NCCL_MAX_CTAS=8")["efficiency_vs_own_1gpu"] == pytest.approx(1710 / (2 * 900))
+    assert one(s, 2, "NCCL_MAX_CTAS=8")["efficiency_vs_own_1gpu"] == pytest.approx(0.9)
