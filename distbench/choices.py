@@ -25,7 +25,7 @@ STATUSES = ("ok", "oom", "skipped", "not_run", "failed", "wrong")
 STATUS_SEVERITY = {s: i for i, s in enumerate(("wrong", "failed", "oom", "not_run", "skipped", "ok"))}
 
 # The training family.
-TRAINING_PHASES = ("ddp", "compute_only", "allreduce_alone")
+TRAINING_PHASES = ("step", "compute_only", "comm_alone")
 COMM_HOOKS = ("none", "bf16_compress", "fp16_compress")
 TRAINING_DTYPES = ("float32", "bfloat16")
 OPTIMIZERS = ("sgd", "adamw")

@@ -10,7 +10,7 @@ The formulas, each written once (times are medians over the measured steps, in m
 - exposed_comm_ms = step_time_ms_median − compute_only_ms_median: what gradient communication adds
   to a step beyond compute alone (the same step under no_sync). Kept raw: noise can make it
   slightly negative.
-- overlap_fraction = clip(1 − exposed_comm_ms / allreduce_alone_ms_median, 0, 1): the share of the
+- overlap_fraction = clip(1 − exposed_comm_ms / comm_alone_ms_median, 0, 1): the share of the
   gradient all-reduce (timed alone, back to back) hidden behind backward. NaN at world size 1
   (nothing to communicate between ranks) or without an all-reduce time.
 - tail_comm_ms = min(last_bucket_ms_median, max(exposed_comm_ms, 0)): the part that cannot overlap,
@@ -19,7 +19,7 @@ The formulas, each written once (times are medians over the measured steps, in m
   compute slowed by the collective running beside it (SMs, memory bandwidth), and any other
   communication that did not overlap.
 - noise allowance = max(2 × (step_time_ms_p95 − step_time_ms_p5), 2% × step_time_ms_median); the
-  bounds check compute_only ≤ step ≤ compute_only + allreduce_alone holds each side to within it.
+  bounds check compute_only ≤ step ≤ compute_only + comm_alone holds each side to within it.
 - efficiency (seed 000) = samples_per_s_median(N, config) / (N × samples_per_s_median(1, plain)); see
   `add_scaling` for which 1-rank run is the baseline, and why strong scaling uses the same formula.
 - cost_usd_per_1k_samples (seed 002) = N × gpu_hour_usd / 3600 / samples_per_s_median × 1000.
@@ -42,7 +42,7 @@ KEYS = ("backend", "world_size", "model", "hidden_dim", "num_layers", "batch_siz
         "broadcast_buffers", "comm_hook", "grad_accum", "nccl_env", "config")
 METRICS = (
     "n_steps", "step_time_ms_median", "step_time_ms_p5", "step_time_ms_p95", "step_time_ms_cv",
-    "compute_only_ms_median", "allreduce_alone_ms_median", "last_bucket_ms_median", "samples_per_s_median",
+    "compute_only_ms_median", "comm_alone_ms_median", "last_bucket_ms_median", "samples_per_s_median",
     "samples_per_s_per_device_median", "exposed_comm_ms", "overlap_fraction", "tail_comm_ms",
     "compute_slowdown_ms", "grad_bytes", "n_buckets", "peak_mem_allocated_bytes", "peak_mem_reserved_bytes",
     "energy_j_per_step_median", "energy_j_per_1k_samples", "status", "message", "bounds_ok", "bounds_note",
@@ -122,14 +122,14 @@ def _first_int(s: pd.Series):
 
 # ---------------------------------------------------------------- the bounds check
 def check_bounds(step_ms, compute_ms, allreduce_ms, allowance_ms, world_size) -> tuple[object, str]:
-    """compute_only ≤ step ≤ compute_only + allreduce_alone, each side within `allowance_ms`.
+    """compute_only ≤ step ≤ compute_only + comm_alone, each side within `allowance_ms`.
 
     Returns (True/False, "" or which inequality failed), or (pd.NA, why not checked) at world size 1
     or when a number is missing.
     """
     if int(world_size) == 1:
         return pd.NA, "not checked: world size 1 has no communication between ranks"
-    names = {"ddp step": step_ms, "compute_only": compute_ms, "allreduce_alone": allreduce_ms}
+    names = {"step": step_ms, "compute_only": compute_ms, "comm_alone": allreduce_ms}
     missing = [k for k, v in names.items() if not _present(v)]
     if missing:
         return pd.NA, f"not checked: no {', '.join(missing)} time"
@@ -148,10 +148,10 @@ def check_bounds(step_ms, compute_ms, allreduce_ms, allowance_ms, world_size) ->
 def _summarize_job(key: tuple, g: pd.DataFrame) -> dict:
     row = dict(zip(KEYS, key, strict=True))
     ok = g[g["status"] == "ok"]
-    ddp = ok[ok["phase"] == "ddp"]
+    step_rows = ok[ok["phase"] == "step"]
     comp = ok[ok["phase"] == "compute_only"]
-    ar = ok[ok["phase"] == "allreduce_alone"]
-    t = pd.to_numeric(ddp["step_time_ms"], errors="coerce").dropna()
+    ar = ok[ok["phase"] == "comm_alone"]
+    t = pd.to_numeric(step_rows["step_time_ms"], errors="coerce").dropna()
     step = float(t.median()) if len(t) else NAN
     p5 = float(t.quantile(0.05)) if len(t) else NAN
     p95 = float(t.quantile(0.95)) if len(t) else NAN
@@ -169,7 +169,7 @@ def _summarize_job(key: tuple, g: pd.DataFrame) -> dict:
     tail = min(last, exposed_pos) if not (math.isnan(last) or math.isnan(exposed_pos)) else NAN
     slowdown = exposed_pos - tail
 
-    energy = _median(ddp["energy_j"])
+    energy = _median(step_rows["energy_j"])
     gbs = _num(row["global_batch_size"])
     energy_1k = energy / gbs * 1000 if gbs > 0 else NAN
 
@@ -183,10 +183,10 @@ def _summarize_job(key: tuple, g: pd.DataFrame) -> dict:
         "step_time_ms_p95": p95,
         "step_time_ms_cv": float(t.std(ddof=0) / t.mean()) if len(t) > 1 and t.mean() > 0 else NAN,
         "compute_only_ms_median": compute,
-        "allreduce_alone_ms_median": allreduce,
+        "comm_alone_ms_median": allreduce,
         "last_bucket_ms_median": last,
-        "samples_per_s_median": _median(ddp["samples_per_s"]),
-        "samples_per_s_per_device_median": _median(ddp["samples_per_s_per_device"]),
+        "samples_per_s_median": _median(step_rows["samples_per_s"]),
+        "samples_per_s_per_device_median": _median(step_rows["samples_per_s_per_device"]),
         "exposed_comm_ms": exposed,
         "overlap_fraction": overlap,
         "tail_comm_ms": tail,
@@ -208,7 +208,7 @@ def _summarize_job(key: tuple, g: pd.DataFrame) -> dict:
 def summarize_training(df: pd.DataFrame) -> pd.DataFrame:
     """One row per configuration and world size (columns: SUMMARY_COLUMNS).
 
-    Step statistics come from the `ddp` phase's ok rows; compute_only / allreduce_alone /
+    Step statistics come from the `step` phase's ok rows; compute_only / comm_alone /
     last_bucket medians from those phases' ok rows; status is the worst over all the job's rows,
     message the first non-empty one; peak memory the max over the job's rows. The derived columns
     follow the formulas in this module's docstring.
@@ -313,7 +313,7 @@ def _ranks(row) -> str:
 def verdict(row) -> tuple[str, str]:
     """(label, sentence) for one summary row, from seed 003's bottleneck reading. Labels:
 
-    - host-bound: step > compute_only + allreduce_alone + noise allowance, i.e. slower than compute
+    - host-bound: step > compute_only + comm_alone + noise allowance, i.e. slower than compute
       plus all gradient communication done one after the other: the excess is neither (host
       overhead, launches, stragglers). Checked first, since such a step also shows large
       "exposed communication" that communication cannot explain.
@@ -330,7 +330,7 @@ def verdict(row) -> tuple[str, str]:
     step, comp = _num(row.get("step_time_ms_median")), _num(row.get("compute_only_ms_median"))
     if math.isnan(step) or math.isnan(comp):
         return "unknown", f"{who} ({row.get('config')}): no ddp or compute_only step times to judge."
-    ar, exposed = _num(row.get("allreduce_alone_ms_median")), step - comp
+    ar, exposed = _num(row.get("comm_alone_ms_median")), step - comp
     allowance = _row_allowance(row)
     ws = int(row["world_size"])
     if not math.isnan(ar) and step > comp + ar + allowance:

@@ -295,7 +295,7 @@ def tiny_csvs():
     row.update(backend="gloo", world_size="2", model="mlp", hidden_dim="16", num_layers="1", batch_size="4",
                global_batch_size="8", scaling="weak", dtype="float32", optimizer="sgd", bucket_cap_mb="25",
                gradient_as_bucket_view="False", static_graph="False", broadcast_buffers="True", comm_hook="none",
-               grad_accum="1", nccl_env="default", config="plain", phase="ddp", step="0", step_time_ms="1.8",
+               grad_accum="1", nccl_env="default", config="plain", phase="step", step="0", step_time_ms="1.8",
                step_time_ms_rank_min="1.6", step_time_ms_rank_max="1.8", samples_per_s="4451",
                samples_per_s_per_device="2225", grad_bytes="2176", n_buckets="1", correct="True", status="ok")
     training = ",".join(TRAINING_COLUMN_NAMES) + "\r\n" + ",".join(row.values()) + "\r\n"

@@ -24,7 +24,7 @@ PLAIN_KNOBS = dict(bucket_cap_mb=25.0, gradient_as_bucket_view=False, static_gra
 def job(ws=2, config="plain", *, step=10.0, compute=9.0, allreduce=2.0, last=0.5, steps=None, n=5,
         sps=None, batch=100, scaling_mode="weak", global_batch=None, energy=None, status="ok", message="",
         backend="nccl", extra_status=(), **knobs) -> list[dict]:
-    """Rows of one job: n ddp steps (all `step` ms, or `steps`), n compute_only, n allreduce_alone.
+    """Rows of one job: n steps (phase step) (all `step` ms, or `steps`), n compute_only, n comm_alone.
 
     `sps` sets the throughput instead of the step time (step = global batch / sps). `extra_status`
     appends (phase, status, message) rows, e.g. an OOM in one phase.
@@ -49,14 +49,14 @@ def job(ws=2, config="plain", *, step=10.0, compute=9.0, allreduce=2.0, last=0.5
                      **kw})
 
     for i, t in enumerate(ddp_steps):
-        add("ddp", i, t, samples_per_s=gbs / t * 1000 if status == "ok" else None,
+        add("step", i, t, samples_per_s=gbs / t * 1000 if status == "ok" else None,
             samples_per_s_per_device=gbs / t * 1000 / ws if status == "ok" else None, energy_j=energy,
             peak_mem_allocated_bytes=1000 + i, peak_mem_reserved_bytes=2000 + 10 * i)
     for i in range(n):
         if compute is not None:
             add("compute_only", i, compute)
         if allreduce is not None:
-            add("allreduce_alone", i, allreduce, last_bucket_ms=last)
+            add("comm_alone", i, allreduce, last_bucket_ms=last)
     for phase, st, msg in extra_status:
         rows.append({**base, "phase": phase, "step": 0, "step_time_ms": None, "status": st, "message": msg})
     return rows
@@ -163,7 +163,7 @@ def test_overlap_nan_at_one_rank_or_without_allreduce():
     s = summary(job(1, step=10.0, compute=9.0, allreduce=2.0), job(2, allreduce=None))
     assert math.isnan(one(s, 1)["overlap_fraction"])
     r = one(s, 2)
-    assert math.isnan(r["overlap_fraction"]) and math.isnan(r["allreduce_alone_ms_median"])
+    assert math.isnan(r["overlap_fraction"]) and math.isnan(r["comm_alone_ms_median"])
 
 
 def test_tail_and_compute_slowdown_split():
@@ -287,11 +287,11 @@ def test_verdict_unknown_for_a_failed_job():
 
 # ---------------------------------------------------------------- status
 def test_worst_status_and_first_message():
-    s = summary(job(2, extra_status=[("compute_only", "oom", ""), ("allreduce_alone", "failed", "rank 1 died")]),
-                job(3, extra_status=[("compute_only", "skipped", "no GPU"), ("ddp", "wrong", "replicas differ")]),
+    s = summary(job(2, extra_status=[("compute_only", "oom", ""), ("comm_alone", "failed", "rank 1 died")]),
+                job(3, extra_status=[("compute_only", "skipped", "no GPU"), ("step", "wrong", "replicas differ")]),
                 job(4, extra_status=[("compute_only", "skipped", "")]),
-                job(5, extra_status=[("compute_only", "failed", "x"), ("ddp", "wrong", "y"), ("ddp", "oom", "z")]),
-                job(6, extra_status=[("compute_only", "skipped", ""), ("ddp", "oom", "out of memory")]))
+                job(5, extra_status=[("compute_only", "failed", "x"), ("step", "wrong", "y"), ("step", "oom", "z")]),
+                job(6, extra_status=[("compute_only", "skipped", ""), ("step", "oom", "out of memory")]))
     assert one(s, 2)["status"] == "failed" and one(s, 2)["message"] == "rank 1 died"
     assert one(s, 3)["status"] == "wrong" and one(s, 3)["message"] == "no GPU"
     assert one(s, 4)["status"] == "skipped"

@@ -50,10 +50,10 @@ def test_two_ranks_write_the_contract(tmp_path):
     assert list(df.columns) == list(TRAINING_COLUMN_NAMES)
     assert list(df["phase"].unique()) == list(TRAINING_PHASES)
     counts = df["phase"].value_counts()
-    assert counts["ddp"] == 3 and counts["compute_only"] == 3 and counts["allreduce_alone"] == 2
+    assert counts["step"] == 3 and counts["compute_only"] == 3 and counts["comm_alone"] == 2
     assert (df["status"] == "ok").all(), df[df["status"] != "ok"][["phase", "status", "message"]]
     assert (df["message"] == "").all()
-    assert list(df[df["phase"] == "ddp"]["step"]) == [0, 1, 2]
+    assert list(df[df["phase"] == "step"]["step"]) == [0, 1, 2]
     # the job's settings, on every row
     assert (df["world_size"] == 2).all() and (df["model"] == "mlp").all() and (df["backend"] == "gloo").all()
     assert (df["batch_size"] == 8).all() and (df["global_batch_size"] == 16).all() and (df["scaling"] == "weak").all()
@@ -61,19 +61,19 @@ def test_two_ranks_write_the_contract(tmp_path):
     assert (df["bucket_cap_mb"] == 25).all() and (df["broadcast_buffers"]).all() and (~df["static_graph"]).all()
     assert (df["grad_bytes"] == mlp_param_bytes(64, 2)).all()
     assert (df["n_buckets"] == 1).all()  # 37 KB of gradients: one bucket under DDP's default caps
-    # replicas checked after phase ddp
-    assert df[df["phase"] == "ddp"]["correct"].fillna(False).all()
+    # replicas checked after phase step
+    assert df[df["phase"] == "step"]["correct"].fillna(False).all()
     assert df[df["phase"] == "compute_only"]["correct"].isna().all()
     # times: max over ranks, between the fastest and the slowest rank
     assert (df["step_time_ms"] > 0).all()
     assert (df["step_time_ms_rank_min"] <= df["step_time_ms"]).all()
     assert (df["step_time_ms"] <= df["step_time_ms_rank_max"]).all()
-    steps = df[df["phase"] != "allreduce_alone"]
+    steps = df[df["phase"] != "comm_alone"]
     expect = steps["global_batch_size"] / (steps["step_time_ms"] / 1000)
     assert list(steps["samples_per_s"]) == pytest.approx(list(expect), rel=1e-5)
     assert list(steps["samples_per_s_per_device"]) == pytest.approx(list(steps["samples_per_s"] / 2), rel=1e-5)
     assert steps["last_bucket_ms"].isna().all()
-    ar = df[df["phase"] == "allreduce_alone"]
+    ar = df[df["phase"] == "comm_alone"]
     assert (ar["last_bucket_ms"] > 0).all() and ar["samples_per_s"].isna().all()
     # CPU: no GPU memory, no NVML energy
     for col in ("peak_mem_allocated_bytes", "peak_mem_reserved_bytes", "energy_j"):
@@ -91,7 +91,7 @@ def test_one_rank_job(tmp_path):
     assert list(df.columns) == list(TRAINING_COLUMN_NAMES)
     assert (df["status"] == "ok").all() and (df["world_size"] == 1).all()
     assert (df["global_batch_size"] == 8).all()
-    assert df[df["phase"] == "ddp"]["correct"].fillna(False).all()
+    assert df[df["phase"] == "step"]["correct"].fillna(False).all()
     assert (df["step_time_ms_rank_min"] == df["step_time_ms_rank_max"]).all()
 
 
@@ -102,7 +102,7 @@ def test_strong_scaling_splits_the_global_batch(tmp_path):
     df = read(out)
     assert (df["scaling"] == "strong").all()
     assert (df["batch_size"] == 6).all() and (df["global_batch_size"] == 12).all()
-    steps = df[df["phase"] != "allreduce_alone"]
+    steps = df[df["phase"] != "comm_alone"]
     assert list(steps["samples_per_s"]) == pytest.approx(list(12 / (steps["step_time_ms"] / 1000)), rel=1e-5)
 
 
@@ -123,7 +123,7 @@ def test_fp16_hook_and_grad_accum_run_and_are_recorded(tmp_path):
     assert (df["comm_hook"] == "fp16_compress").all() and (df["grad_accum"] == 2).all()
     assert (df["optimizer"] == "adamw").all() and (df["dtype"] == "bfloat16").all() and (df["config"] == "fp16hook").all()
     assert (df["grad_bytes"] == mlp_param_bytes(64, 2) // 2).all()  # fp16 on the wire
-    assert df[df["phase"] == "ddp"]["correct"].fillna(False).all()
+    assert df[df["phase"] == "step"]["correct"].fillna(False).all()
 
 
 def test_bf16_hook_is_recorded_and_skipped_where_ddp_rejects_it(tmp_path):
@@ -137,14 +137,14 @@ def test_bf16_hook_is_recorded_and_skipped_where_ddp_rejects_it(tmp_path):
     df = read(out)
     assert (df["comm_hook"] == "bf16_compress").all() and (df["grad_accum"] == 2).all()
     assert (df["grad_bytes"] == mlp_param_bytes(64, 2) // 2).all()
-    ddp = df[df["phase"] == "ddp"]
+    ddp = df[df["phase"] == "step"]
     if torch.version.cuda is None:
         assert (ddp["status"] == "skipped").all() and ddp["message"].str.contains("bf16_compress").all()
         assert ddp["step_time_ms"].isna().all() and ddp["correct"].isna().all()
         assert len(ddp) == 3
     else:
         assert (ddp["status"] == "ok").all()
-    assert (df[df["phase"] != "ddp"]["status"] == "ok").all()
+    assert (df[df["phase"] != "step"]["status"] == "ok").all()
 
 
 def test_small_buckets_follow_ddp_layout(tmp_path):
@@ -188,10 +188,10 @@ def test_diverged_replicas_are_wrong(tmp_path):
     r = train([*TINY, "--out", str(out)], script=REPO / "tests/helpers/training_faults.py", env={"FAULT": "diverge"})
     assert r.returncode == 0, r.stderr[-3000:]
     df = read(out)
-    ddp = df[df["phase"] == "ddp"]
+    ddp = df[df["phase"] == "step"]
     assert (ddp["status"] == "wrong").all() and (~ddp["correct"].fillna(True)).all()
     assert ddp["message"].str.contains("rank(s) 1", regex=False).all() and ddp["message"].str.contains("0.bias").all()
-    assert (df[df["phase"] != "ddp"]["status"] == "ok").all()
+    assert (df[df["phase"] != "step"]["status"] == "ok").all()
 
 
 def test_oom_in_a_phase_is_recorded_and_the_job_goes_on(tmp_path):

@@ -7,19 +7,19 @@ Run alone:
 
 Phases (CSV column `phase`), each `--warmup-steps` un-timed then `--steps` timed (all-reduce:
 `--allreduce-trials` timed):
-- ddp:             the real step: forward, loss, backward (DDP all-reduces the gradient buckets
+- step:            the real step: forward, loss, backward (DDP all-reduces the gradient buckets
                    while backward runs), optimizer.step, zero_grad(set_to_none=True). With
                    --grad-accum N the rank's batch is N micro-batches, all but the last under
                    no_sync. Afterwards every rank's parameters are compared exactly (`correct`).
 - compute_only:    the same steps inside ddp_model.no_sync(): no gradient communication at all.
-- allreduce_alone: the gradient bytes DDP syncs per step, all-reduced alone in DDP's bucket layout
+- comm_alone: the gradient bytes DDP syncs per step, all-reduced alone in DDP's bucket layout
                    (one flat tensor per bucket, in the order DDP reduces them: the bucket holding
                    the last layers first, the first layers' bucket last), launched back to back
                    asynchronously as DDP's reducer does, then waited on; with a compression hook
                    in its wire dtype (bf16/fp16: half the bytes). `last_bucket_ms` is the last
                    bucket alone, timed in separate trials: it is the part of DDP's communication
                    that cannot overlap backward.
-ddp - compute_only is the communication the step exposes; allreduce_alone is what it would cost
+step - compute_only is the communication the step exposes; comm_alone is what it would cost
 with no overlap at all.
 
 Timing: after warm-up the ranks are aligned once (an un-timed small all-reduce and a sync), then
@@ -196,7 +196,7 @@ class TrainingHarness(RankContext):
 
     def wrap(self):
         """(Re-)wrap the model in DDP with the job's settings and register the comm hook. A hook
-        DDP rejects on this backend/build leaves DDP without it and is reported by phase ddp."""
+        DDP rejects on this backend/build leaves DDP without it and is reported by phase step."""
         from torch.nn.parallel import DistributedDataParallel as DDP
 
         args = self.args
@@ -325,7 +325,7 @@ class TrainingHarness(RankContext):
         if not bad_ranks:
             return True, ""
         names = sorted(bad_params)
-        return False, (f"DDP replicas differ after phase ddp: rank(s) {ranks_text(bad_ranks)} hold parameters "
+        return False, (f"DDP replicas differ after phase step: rank(s) {ranks_text(bad_ranks)} hold parameters "
                        f"unlike rank 0's ({len(names)} of {len(self.param_names)}: {', '.join(names[:5])}"
                        f"{' ...' if len(names) > 5 else ''})")
 
@@ -368,7 +368,7 @@ class TrainingHarness(RankContext):
         err, result, extras = None, None, {}
         self.reset_peak()
         try:
-            if phase == "ddp":
+            if phase == "step":
                 if self.hook_error:
                     raise PhaseError("skipped", self.hook_error)
                 times, energy = self.timed(lambda: self.step(True), args.warmup_steps, args.steps)
@@ -380,7 +380,7 @@ class TrainingHarness(RankContext):
                 times, energy = self.timed(step, args.warmup_steps, args.steps)
                 result = times + energy
             else:
-                result, extras = self.allreduce_alone()
+                result, extras = self.comm_alone()
         except PhaseError as e:
             err = (e.status, e.message)
         except torch.OutOfMemoryError as e:
@@ -398,12 +398,12 @@ class TrainingHarness(RankContext):
         if not ok:
             # A step cut short leaves DDP's reducer mid-iteration: the next phase gets a fresh
             # wrapper. The condition must be the same on every rank (the wrapper is collective).
-            if phase != "allreduce_alone" and not (phase == "ddp" and self.hook_error):
+            if phase != "comm_alone" and not (phase == "step" and self.hook_error):
                 self.wrap()
             raise PhaseError(*(err or ("failed", f"phase {phase} failed on another rank")))
         return self.gather_rows(result + self.peak()), extras
 
-    def allreduce_alone(self) -> tuple[list[float], dict]:
+    def comm_alone(self) -> tuple[list[float], dict]:
         torch, dist, args = self.torch, self.dist, self.args
         wire = {"none": torch.float32, "bf16_compress": torch.bfloat16, "fp16_compress": torch.float16}[args.comm_hook]
         elem = torch.empty((), dtype=wire).element_size()
@@ -449,7 +449,7 @@ def base_row(args, h: TrainingHarness) -> dict:
 
 
 def phase_rows(args, h: TrainingHarness, phase: str, per_rank, correct, message) -> list[dict]:
-    n = args.allreduce_trials if phase == "allreduce_alone" else args.steps
+    n = args.allreduce_trials if phase == "comm_alone" else args.steps
     row = {**base_row(args, h), "phase": phase}
     peak_alloc = max(r[-2] for r in per_rank)
     peak_res = max(r[-1] for r in per_rank)
@@ -463,7 +463,7 @@ def phase_rows(args, h: TrainingHarness, phase: str, per_rank, correct, message)
                "peak_mem_allocated_bytes": None if math.isnan(peak_alloc) else int(peak_alloc),
                "peak_mem_reserved_bytes": None if math.isnan(peak_res) else int(peak_res),
                "correct": correct, "status": "ok" if correct is not False else "wrong", "message": message}
-        if phase == "allreduce_alone":
+        if phase == "comm_alone":
             out["last_bucket_ms"] = max(r[2 * n + s] for r in per_rank)
         else:
             sps = args.global_batch_size / (t / 1e3)
@@ -473,7 +473,7 @@ def phase_rows(args, h: TrainingHarness, phase: str, per_rank, correct, message)
 
 
 def status_rows(args, h: TrainingHarness, phase: str, status: str, message: str) -> list[dict]:
-    n = args.allreduce_trials if phase == "allreduce_alone" else args.steps
+    n = args.allreduce_trials if phase == "comm_alone" else args.steps
     return [{**base_row(args, h), "phase": phase, "step": s, "status": status, "message": message} for s in range(n)]
 
 
@@ -581,9 +581,9 @@ def main(argv=None) -> int:
                 per_rank, extras = h.run_phase(phase)
             except PhaseError as e:
                 per_rank, error = None, e
-            if phase == "ddp":
+            if phase == "step":
                 # The layout DDP settled on (after its bucket rebuild), for every row and for
-                # phase allreduce_alone; computed the reducer's way when phase ddp did not run.
+                # phase comm_alone; computed the reducer's way when phase step did not run.
                 h.bucket_bytes, source = h.bucket_layout()
                 h.n_buckets = len(h.bucket_bytes)
                 say(f"{h.n_buckets} gradient bucket(s) ({source} layout), in reduction order: {h.bucket_bytes} B")
@@ -592,19 +592,19 @@ def main(argv=None) -> int:
                     writer.write(0, status_rows(args, h, phase, error.status, error.message))
                 say(f"{phase}: {error.status}: {error.message}")
                 continue
-            if phase == "ddp":
+            if phase == "step":
                 correct, message = h.replicas_agree()
-            elif phase == "allreduce_alone":
+            elif phase == "comm_alone":
                 bad = [r for r, v in enumerate(per_rank) if v[-3] == 0]
                 correct = not bad
                 if bad:
                     message = f"all-reduced buckets differ from the expected sum on rank(s) {ranks_text(bad)}"
-            rows = phase_rows(args, h, phase, [v[:-3] + v[-2:] if phase == "allreduce_alone" else v for v in per_rank],
+            rows = phase_rows(args, h, phase, [v[:-3] + v[-2:] if phase == "comm_alone" else v for v in per_rank],
                               correct, message)
             if writer:
                 writer.write(0, rows)
             med = statistics.median(r["step_time_ms"] for r in rows)
-            tail = (f", {statistics.median(r['samples_per_s'] for r in rows):.1f} samples/s" if phase != "allreduce_alone"
+            tail = (f", {statistics.median(r['samples_per_s'] for r in rows):.1f} samples/s" if phase != "comm_alone"
                     else f", last bucket {statistics.median(r['last_bucket_ms'] for r in rows):.3f} ms, "
                          f"{extras['wire_bytes']} B in {h.n_buckets} bucket(s)")
             say(f"{phase}: median step {med:.3f} ms{tail}{'' if correct is not False else ' WRONG: ' + message}")

@@ -1,6 +1,6 @@
 """A torchrun entry point for the training harness with a fault injected (FAULT env var):
 - diverge: after every synced DDP step, rank 1 nudges one parameter, so the replicas differ
-  after phase ddp; the harness must mark those rows wrong and name the parameter.
+  after phase step; the harness must mark those rows wrong and name the parameter.
 - oom:     every rank runs out of memory in phase compute_only's first step; that phase's rows
   must be oom, the others ok, and the job must exit 0."""
 import os
