@@ -30,3 +30,14 @@ COMM_HOOKS = ("none", "bf16_compress", "fp16_compress")
 TRAINING_DTYPES = ("float32", "bfloat16")
 OPTIMIZERS = ("sgd", "adamw")
 SCALINGS = ("weak", "strong")
+TRAINING_MODELS = ("mlp", "gpt", "lora")  # seed 004's MLP; the GPT decoder; GPT with LoRA adapters
+STRATEGIES = ("ddp", "fsdp")  # fsdp: FSDP2 fully_shard per block (gpt and lora only)
+# gpt/lora sizes by name: (layers, heads, model dim), the GPT-3 paper's (Brown et al. 2020, table
+# 2.1), and a tiny one for CPU tests.
+GPT_SIZES: dict[str, tuple[int, int, int]] = {
+    "tiny": (2, 2, 64),
+    "125m": (12, 12, 768),
+    "350m": (24, 16, 1024),
+    "760m": (24, 16, 1536),
+    "1.3b": (24, 32, 2048),
+}

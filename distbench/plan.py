@@ -156,10 +156,15 @@ class TrainingJob:
     config_label: str  # 'plain' = DDP's defaults; else the knobs that differ, e.g. 'bucket=100+hook=bf16_compress'
     ddp: dict = field(hash=False, compare=False)
     nccl_env: dict = field(hash=False, compare=False)
+    model: str = "mlp"  # mlp, gpt or lora
+    strategy: str = "ddp"  # ddp, or fsdp (gpt/lora; its config label is 'fsdp')
 
     @property
     def wildcards(self) -> dict:
-        return {"backend": self.backend, "world_size": self.world_size, "config": self.config_label}
+        return {"backend": self.backend, "model": self.model, "world_size": self.world_size, "config": self.config_label}
+
+
+PLAIN_LABEL = "plain"
 
 
 def ddp_label(ddp: dict, nccl_env: dict) -> str:
@@ -172,7 +177,7 @@ def ddp_label(ddp: dict, nccl_env: dict) -> str:
             parts.append(f"{_DDP_SHORT[key]}={value:g}" if isinstance(value, float) else f"{_DDP_SHORT[key]}={value}")
     if nccl_env:
         parts.append(nccl_env_label(nccl_env))
-    return "+".join(parts) or "plain"
+    return "+".join(parts) or PLAIN_LABEL
 
 
 def training_jobs(config: dict, gpus: int) -> tuple[list[TrainingJob], list[dict]]:
@@ -202,8 +207,17 @@ def training_jobs(config: dict, gpus: int) -> tuple[list[TrainingJob], list[dict
     def add(ws, ddp, env):
         full = {**DDP_DEFAULTS, **ddp}
         job = TrainingJob(backend, ws, ddp_label(full, env), full, {k: str(v) for k, v in env.items()})
-        jobs.setdefault((ws, job.config_label), job)
+        jobs.setdefault(("mlp", ws, job.config_label), job)
 
+    # The language models: plain DDP and/or FSDP at every world size; plain DDP on one rank is the
+    # fair baseline of both (FSDP on one rank is FSDP's own).
+    for model in [m for m in tr["models"] if m != "mlp"]:
+        for ws in sorted({1, *sizes}):
+            for strategy in sorted({"ddp", *tr["lm"]["strategies"]} if ws == 1 else tr["lm"]["strategies"]):
+                label = PLAIN_LABEL if strategy == "ddp" else strategy
+                jobs[(model, ws, label)] = TrainingJob(backend, ws, label, dict(DDP_DEFAULTS), {}, model, strategy)
+    if "mlp" not in tr["models"]:
+        return sorted(jobs.values(), key=_job_order), skipped
     for ws in sorted({1, *sizes}):
         add(ws, tr["ddp"], {})
     add(1, DDP_DEFAULTS, {})  # the fair baseline: plain DDP on one rank
@@ -217,19 +231,38 @@ def training_jobs(config: dict, gpus: int) -> tuple[list[TrainingJob], list[dict
             # The point's own 1-rank run leaves NCCL settings out: one rank has no GPU-to-GPU
             # traffic for them to change, and one baseline serves every NCCL variant.
             add(1, {**tr["ddp"], **ddp}, {})
-    return sorted(jobs.values(), key=lambda j: (j.config_label != "plain", j.config_label, j.world_size)), skipped
+    return sorted(jobs.values(), key=_job_order), skipped
+
+
+def _job_order(j: TrainingJob):
+    return (j.model, j.config_label != PLAIN_LABEL, j.config_label, j.world_size)
 
 
 def training_params(config: dict, job: TrainingJob) -> dict:
     """The values that shape a training job's measurements (a change reruns the job)."""
     tr = config["training"]
+    if job.model != "mlp":
+        return lm_params(config, job)
     work = tr["gpu"] if job.backend == "nccl" else tr["cpu"]
     if tr["scaling"] == "strong":  # a fixed global batch, split over the ranks
         global_batch = tr.get("global_batch_size") or work["batch_size"] * max(tr.get("world_sizes") or config["world_sizes"])
     else:  # weak: the per-rank batch is fixed (a new world size must not change the other jobs' params)
         global_batch = work["batch_size"] * job.world_size
-    return {"model": "mlp", **work, "scaling": tr["scaling"], "global_batch_size": global_batch,
+    return {"model": "mlp", "strategy": "ddp", "compile": False, **work, "scaling": tr["scaling"], "global_batch_size": global_batch,
             "dtype": tr["dtype"], "optimizer": tr["optimizer"], "warmup_steps": tr["warmup_steps"],
             "steps": tr["steps"], "allreduce_trials": tr["allreduce_trials"], "ddp": dict(job.ddp),
+            "op_timeout_s": config["comm"]["op_timeout_s"], "job_timeout_s": tr["job_timeout_s"],
+            "job_env": {k: str(v) for k, v in config["job_env"].items()}}
+
+
+def lm_params(config: dict, job: TrainingJob) -> dict:
+    """training_params for a gpt/lora job: the workload of training.lm (gpu or cpu), weak scaling."""
+    tr, lm = config["training"], config["training"]["lm"]
+    work = dict(lm["gpu"] if job.backend == "nccl" else lm["cpu"])
+    lora = {"lora_rank": lm["lora_rank"], "lora_alpha": lm["lora_alpha"]} if job.model == "lora" else {}
+    return {"model": job.model, "strategy": job.strategy, "compile": lm["compile"], **work, **lora,
+            "scaling": "weak", "global_batch_size": work["batch_size"] * job.world_size,
+            "optimizer": lm["optimizer"], "warmup_steps": tr["warmup_steps"], "steps": tr["steps"],
+            "allreduce_trials": tr["allreduce_trials"], "ddp": dict(job.ddp),
             "op_timeout_s": config["comm"]["op_timeout_s"], "job_timeout_s": tr["job_timeout_s"],
             "job_env": {k: str(v) for k, v in config["job_env"].items()}}

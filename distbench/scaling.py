@@ -24,6 +24,9 @@ The formulas, each written once (times are medians over the measured steps, in m
   `add_scaling` for which 1-rank run is the baseline, and why strong scaling uses the same formula.
 - cost_usd_per_1k_samples (seed 002) = N × gpu_hour_usd / 3600 / samples_per_s_median × 1000.
 - energy_j_per_1k_samples = energy_j_per_step_median / global_batch_size × 1000.
+- tflops_per_device = flops_per_sample × samples_per_s_per_device_median / 1e12 (model FLOPs, see
+  distbench.training.gpt.flops_per_token); mfu = tflops_per_device / the device's peak for the
+  dtype (distbench.compute_peaks), empty with mfu_note saying why when the device is unknown.
 """
 
 from __future__ import annotations
@@ -35,15 +38,18 @@ import numpy as np
 import pandas as pd
 
 from distbench.choices import STATUS_SEVERITY
+from distbench.compute_peaks import mfu, peak_for
 from distbench.findings import backend_name
 
-KEYS = ("backend", "world_size", "model", "hidden_dim", "num_layers", "batch_size", "global_batch_size",
-        "scaling", "dtype", "optimizer", "bucket_cap_mb", "gradient_as_bucket_view", "static_graph",
+KEYS = ("backend", "world_size", "model", "strategy", "hidden_dim", "num_layers", "n_heads", "seq_len", "vocab_size",
+        "lora_rank", "compile", "batch_size", "global_batch_size", "scaling", "dtype", "optimizer", "bucket_cap_mb", "gradient_as_bucket_view", "static_graph",
         "broadcast_buffers", "comm_hook", "grad_accum", "nccl_env", "config")
 METRICS = (
     "n_steps", "step_time_ms_median", "step_time_ms_p5", "step_time_ms_p95", "step_time_ms_cv",
     "compute_only_ms_median", "comm_alone_ms_median", "last_bucket_ms_median", "samples_per_s_median",
-    "samples_per_s_per_device_median", "exposed_comm_ms", "overlap_fraction", "tail_comm_ms",
+    "samples_per_s_per_device_median", "tokens_per_s_median", "tokens_per_s_per_device_median", "params_total",
+    "params_trainable", "flops_per_sample", "tflops_per_device", "mfu", "peak_tflops", "peak_device", "mfu_note",
+    "device_name", "attention_kernel", "exposed_comm_ms", "overlap_fraction", "tail_comm_ms",
     "compute_slowdown_ms", "grad_bytes", "n_buckets", "peak_mem_allocated_bytes", "peak_mem_reserved_bytes",
     "energy_j_per_step_median", "energy_j_per_1k_samples", "status", "message", "bounds_ok", "bounds_note",
 )
@@ -54,7 +60,10 @@ SCALING_COLUMNS = ("plain_1gpu_samples_per_s", "efficiency_vs_plain_1gpu", "effi
 PLAIN = "plain"  # the config label of DDP's defaults (distbench.plan.ddp_label)
 # Worst first: a job's status is the worst over its rows (as in distbench.aggregate).
 # The workload a 1-rank baseline must share with the N-rank row (besides the batch, see _batch_key).
-WORKLOAD = ("backend", "model", "hidden_dim", "num_layers", "scaling", "dtype", "optimizer")
+# The strategy is not part of it: FSDP is compared with plain DDP on one rank (its own 1-rank run is
+# the `fsdp` config's).
+WORKLOAD = ("backend", "model", "hidden_dim", "num_layers", "n_heads", "seq_len", "vocab_size", "lora_rank", "compile",
+            "scaling", "dtype", "optimizer")
 
 NOISE_SPREAD_FACTOR = 2.0  # allowance: this many times the step's p95 − p5 spread ...
 NOISE_MIN_FRACTION = 0.02  # ... but at least this fraction of the step
@@ -115,6 +124,11 @@ def _max_int(s: pd.Series):
     return int(s.max()) if len(s) else pd.NA
 
 
+def _first(s: pd.Series):
+    s = s.dropna()
+    return s.iloc[0] if len(s) else None
+
+
 def _first_int(s: pd.Series):
     s = pd.to_numeric(s, errors="coerce").dropna()
     return int(s.iloc[0]) if len(s) else pd.NA
@@ -173,6 +187,11 @@ def _summarize_job(key: tuple, g: pd.DataFrame) -> dict:
     gbs = _num(row["global_batch_size"])
     energy_1k = energy / gbs * 1000 if gbs > 0 else NAN
 
+    flops = _num(_first(g["flops_per_sample"]))  # an integer count; float for the arithmetic
+    sps_dev = _median(step_rows["samples_per_s_per_device"])
+    device = str(_first(g["device_name"]) or "")
+    tflops, mfu_value, match = mfu(flops, sps_dev, device, str(row["dtype"])) if flops == flops and sps_dev == sps_dev \
+        else (NAN, NAN, peak_for(device, str(row["dtype"])))
     bounds_ok, note = check_bounds(step, compute, allreduce, noise_allowance_ms(step, p5, p95), ws)
     worst = min(g["status"].fillna("ok"), key=lambda s: STATUS_SEVERITY.get(s, -1))
     messages = [m for m in g["message"].fillna("") if str(m).strip()]
@@ -186,7 +205,19 @@ def _summarize_job(key: tuple, g: pd.DataFrame) -> dict:
         "comm_alone_ms_median": allreduce,
         "last_bucket_ms_median": last,
         "samples_per_s_median": _median(step_rows["samples_per_s"]),
-        "samples_per_s_per_device_median": _median(step_rows["samples_per_s_per_device"]),
+        "samples_per_s_per_device_median": sps_dev,
+        "tokens_per_s_median": _median(step_rows["tokens_per_s"]),
+        "tokens_per_s_per_device_median": _median(step_rows["tokens_per_s_per_device"]),
+        "params_total": _first_int(g["params_total"]),
+        "params_trainable": _first_int(g["params_trainable"]),
+        "flops_per_sample": flops,
+        "tflops_per_device": tflops,
+        "mfu": mfu_value,
+        "peak_tflops": match.tflops if match.tflops else NAN,
+        "peak_device": match.device,
+        "mfu_note": match.note,
+        "device_name": device,
+        "attention_kernel": str(_first(g["attention_kernel"]) or ""),
         "exposed_comm_ms": exposed,
         "overlap_fraction": overlap,
         "tail_comm_ms": tail,
@@ -217,7 +248,8 @@ def summarize_training(df: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame({c: [] for c in SUMMARY_COLUMNS})
     rows = [_summarize_job(key, g) for key, g in df.groupby(list(KEYS), sort=True, dropna=False)]
     out = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
-    for col in ("grad_bytes", "n_buckets", "peak_mem_allocated_bytes", "peak_mem_reserved_bytes"):
+    for col in ("grad_bytes", "n_buckets", "peak_mem_allocated_bytes", "peak_mem_reserved_bytes", "params_total",
+                "params_trainable"):
         out[col] = out[col].astype("Int64")
     out["bounds_ok"] = out["bounds_ok"].astype("boolean")
     out["n_steps"] = out["n_steps"].astype("int64")

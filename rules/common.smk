@@ -22,9 +22,10 @@ PLAN = make_plan(config)
 JOBS = {tuple(str(v) for v in j.wildcards.values()): j for j in PLAN["jobs"]}
 COMM_DIR = "results/comm/{backend}/{dtype}/ws{world_size}/{nccl_env}"
 TRAINING_JOBS = {
-    (j.backend, str(j.world_size), j.config_label): j for j in PLAN["training_jobs"]
+    (j.backend, j.model, str(j.world_size), j.config_label): j
+    for j in PLAN["training_jobs"]
 }
-TRAINING_DIR = "results/training/{backend}/ws{world_size}/{config}"
+TRAINING_DIR = "results/training/{backend}/{model}/ws{world_size}/{config}"
 
 
 wildcard_constraints:
@@ -50,7 +51,9 @@ def comm_rank_csvs(wildcards=None):
 
 
 def training_job(wildcards):
-    return TRAINING_JOBS[(wildcards.backend, wildcards.world_size, wildcards.config)]
+    return TRAINING_JOBS[
+        (wildcards.backend, wildcards.model, wildcards.world_size, wildcards.config)
+    ]
 
 
 def training_csvs(wildcards=None):

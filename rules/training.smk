@@ -1,4 +1,5 @@
-# One torchrun job per DDP configuration and world size; plain DDP on one rank is the baseline.
+# One torchrun job per model, configuration (DDP knobs, or FSDP) and world size; plain DDP on one
+# rank is each model's baseline.
 
 
 rule training_job:
@@ -6,7 +7,7 @@ rule training_job:
         csv=f"{TRAINING_DIR}/training.csv",
         placement=f"{TRAINING_DIR}/placement.json",
     log:
-        "results/logs/training/{backend}/ws{world_size}/{config}.log",
+        "results/logs/training/{backend}/{model}/ws{world_size}/{config}.log",
     conda:
         "../envs/distbench.yaml"
     # All cores: two benchmark jobs must never run at the same time and disturb each other.
@@ -15,6 +16,7 @@ rule training_job:
         # Values that shape the measurements: a change reruns exactly the jobs it touches.
         job=lambda wc: training_params(config, training_job(wc)),
         nccl_env=lambda wc: training_job(wc).nccl_env,
+        strategy=lambda wc: training_job(wc).strategy,
     script:
         "../workflow/scripts/run_training.py"
 

@@ -46,7 +46,7 @@ TINY = {
 CFG = ("--configfile", "tiny.yaml")
 HELD_PORTS = (29500, 29400)  # torchrun's default master port and its default c10d rendezvous port
 COMM_CSV = "results/comm/gloo/float32/ws2/default/comm.csv"
-TRAINING_CSV = "results/training/gloo/ws2/plain/training.csv"
+TRAINING_CSV = "results/training/gloo/mlp/ws2/plain/training.csv"
 
 
 def _jobs_run(output: str) -> list[str]:

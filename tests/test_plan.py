@@ -55,7 +55,7 @@ def test_probe_params_and_summary():
 def test_training_jobs_include_the_plain_one_rank_baseline_and_tuning_points():
     from distbench.plan import ddp_label, training_jobs
 
-    cfg = check_config({"world_sizes": [2, 4]})
+    cfg = check_config({"world_sizes": [2, 4], "training": {"models": ["mlp"]}})
     jobs, skipped = training_jobs(cfg, gpus=2)
     assert [(j.backend, j.world_size, j.config_label) for j in jobs] == [("nccl", 1, "plain"), ("nccl", 2, "plain")]
     assert "training world sizes [4]" in skipped[0]["what"]
@@ -63,17 +63,17 @@ def test_training_jobs_include_the_plain_one_rank_baseline_and_tuning_points():
     jobs, _ = training_jobs(cfg, gpus=0)
     assert {j.world_size for j in jobs} == {1, 2, 4} and {j.backend for j in jobs} == {"gloo"}
     # a non-default DDP setup still gets the plain 1-rank run as the fair baseline
-    hooked = check_config({"world_sizes": [2], "training": {"ddp": {"comm_hook": "bf16_compress"}}})
+    hooked = check_config({"world_sizes": [2], "training": {"models": ["mlp"], "ddp": {"comm_hook": "bf16_compress"}}})
     labels = {(j.world_size, j.config_label) for j in training_jobs(hooked, gpus=0)[0]}
     assert labels == {(1, "plain"), (1, "hook=bf16_compress"), (2, "hook=bf16_compress")}
     # tuning: every point at the largest world size, each with its own 1-rank run
-    tune = check_config({"world_sizes": [2], "training": {"tune": True, "tune_space": {
+    tune = check_config({"world_sizes": [2], "training": {"models": ["mlp"], "tune": True, "tune_space": {
         "bucket_cap_mb": [25, 50], "gradient_as_bucket_view": [False], "static_graph": [False],
         "comm_hook": ["none"], "grad_accum": [1, 2]}}})
     labels = {(j.world_size, j.config_label) for j in training_jobs(tune, gpus=0)[0]}
     assert labels == {(ws, c) for ws in (1, 2) for c in ("plain", "bucket=50", "accum=2", "bucket=50+accum=2")}
     # NCCL settings are swept at the largest world size only; one 1-rank run per DDP setup serves them
-    tune = check_config({"backends": ["nccl"], "world_sizes": [2], "training": {"tune": True, "tune_space": {
+    tune = check_config({"backends": ["nccl"], "world_sizes": [2], "training": {"models": ["mlp"], "tune": True, "tune_space": {
         "bucket_cap_mb": [25], "gradient_as_bucket_view": [True], "static_graph": [False], "comm_hook": ["none"],
         "nccl_env": [{}, {"NCCL_MAX_CTAS": 8}, {"TORCH_NCCL_HIGH_PRIORITY": 1}]}}})
     labels = {(j.world_size, j.config_label) for j in training_jobs(tune, gpus=2)[0]}
@@ -90,3 +90,21 @@ def test_training_disabled_or_no_backend_is_said():
     assert jobs == [] and "training.enabled is false" in skipped[0]["why"]
     jobs, skipped = training_jobs(check_config({"backends": ["nccl"]}), gpus=0)
     assert jobs == [] and "needs a GPU" in skipped[0]["why"]
+
+
+def test_language_model_jobs_per_model_strategy_and_world_size():
+    from distbench.plan import training_jobs, training_params
+
+    cfg = check_config({"world_sizes": [2], "training": {"models": ["gpt", "lora"], "lm": {"strategies": ["fsdp"]}}})
+    jobs, _ = training_jobs(cfg, gpus=0)
+    # FSDP at every world size, and plain DDP on one rank: the fair baseline of each model
+    assert {(j.model, j.strategy, j.world_size, j.config_label) for j in jobs} == {
+        (m, s, ws, label) for m in ("gpt", "lora") for s, ws, label in
+        (("ddp", 1, "plain"), ("fsdp", 1, "fsdp"), ("fsdp", 2, "fsdp"))}
+    lora = next(j for j in jobs if j.model == "lora" and j.world_size == 2)
+    params = training_params(cfg, lora)
+    assert params["model"] == "lora" and params["strategy"] == "fsdp" and params["size"] == "tiny"
+    assert params["lora_rank"] == 16 and params["global_batch_size"] == 2 * params["batch_size"]
+    assert "lora_rank" not in training_params(cfg, next(j for j in jobs if j.model == "gpt"))
+    gpu = training_params(cfg, training_jobs(check_config({**cfg, "backends": ["nccl"]}), gpus=2)[0][0])
+    assert (gpu["size"], gpu["seq_len"], gpu["dtype"]) == ("1.3b", 1024, "bfloat16")

@@ -22,15 +22,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-# (layers, heads, model dim) by name: the GPT-3 paper's sizes (Brown et al. 2020, table 2.1), and
-# a tiny one for CPU tests.
-GPT_SIZES: dict[str, tuple[int, int, int]] = {
-    "tiny": (2, 2, 64),
-    "125m": (12, 12, 768),
-    "350m": (24, 16, 1024),
-    "760m": (24, 16, 1536),
-    "1.3b": (24, 32, 2048),
-}
+from distbench.choices import GPT_SIZES
+
 LORA_TARGETS = ("qkv", "attn_out", "mlp_in", "mlp_out")
 
 

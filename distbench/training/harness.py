@@ -50,7 +50,7 @@ import sys
 import time
 from pathlib import Path
 
-from distbench.choices import BACKENDS, COMM_HOOKS, OPTIMIZERS, SCALINGS
+from distbench.choices import BACKENDS, COMM_HOOKS, GPT_SIZES, OPTIMIZERS, SCALINGS, STRATEGIES, TRAINING_MODELS
 from distbench.choices import TRAINING_DTYPES as TRAIN_DTYPES
 from distbench.ranks import RankContext, ranks_text
 from distbench.schema import TRAINING_COLUMN_NAMES, TRAINING_PHASES
@@ -156,6 +156,7 @@ class TrainingHarness(RankContext):
         super().__init__(args.backend, args.op_timeout_s, ctrl_on_gloo_too=True)
         self.args = args
         self.energy = EnergyMeter(self.device)
+        self.device_name = self.torch.cuda.get_device_name(self.device) if self.cuda else "cpu"
         self.ddp = self.model = self.opt = None
         self.hook_error: str | None = None
         self.n_buckets: int | None = None
@@ -175,24 +176,108 @@ class TrainingHarness(RankContext):
     # -- the model ----------------------------------------------------------------------------
 
     def build(self):
-        from distbench.training import models
+        from distbench.training import gpt, models
 
         torch, args = self.torch, self.args
         self._align_buf = torch.zeros(1, device=self.device)
         torch.manual_seed(0)  # every rank starts from the same weights (DDP broadcasts rank 0's too)
-        self.model = models.make_mlp(args.hidden_dim, args.num_layers).to(self.device)
+        if args.model == "mlp":
+            self.model = models.make_mlp(args.hidden_dim, args.num_layers).to(self.device)
+            x, y = models.make_batch(args.batch_size, args.hidden_dim, self.rank, self.device)
+            self.loss_fn = torch.nn.functional.cross_entropy
+            n = sum(p.numel() for p in self.model.parameters())
+            self.counts = {"total": n, "trainable": n}
+            # 6 FLOPs per weight per sample (2 forward, 4 backward), as gpt.flops_per_token's 6 N
+            self.flops_per_sample = 6 * n
+        else:
+            self.model = gpt.make_gpt(self.gpt_cfg)
+            if args.model == "lora":
+                gpt.apply_lora(self.model, args.lora_rank, args.lora_alpha)
+            self.model.to(self.device)
+            self.counts = gpt.param_counts(self.model)
+            self.flops_per_sample = args.seq_len * int(gpt.flops_per_token(
+                self.gpt_cfg, self.counts["non_embedding"], self.counts["trainable"] if args.model == "lora" else None))
+            x, y = gpt.make_tokens(args.batch_size, self.gpt_cfg, self.rank, self.device)
+            self.loss_fn = gpt.lm_loss
         self.param_bytes = models.grad_param_bytes(self.model)
         self.param_names = [n for n, p in self.model.named_parameters() if p.requires_grad]
-        x, y = models.make_batch(args.batch_size, args.hidden_dim, self.rank, self.device)
         self.micro = list(zip(x.chunk(args.grad_accum), y.chunk(args.grad_accum)))
         self.autocast = lambda: models.autocast(args.dtype, self.device)
+        self.attention_kernel = self.sdpa_kernel(x[:1]) if args.model != "mlp" else ""
+
+    @property
+    def gpt_cfg(self):
+        from distbench.training import gpt
+
+        a = self.args
+        return gpt.gpt_config(a.gpt_size, a.vocab_size, a.seq_len, a.gpt_layers, a.gpt_heads, a.gpt_dim)
+
+    def sdpa_kernel(self, sample) -> str:
+        """Which attention implementation scaled_dot_product_attention dispatches to for this
+        model's shapes and dtype (flash, efficient, cudnn, flash_for_cpu, math, ...): the aten op
+        one forward of the first block's attention records, read from torch.profiler's CPU-side op
+        list (no GPU trace needed)."""
+        torch = self.torch
+        block = self.model.blocks[0]
+        try:
+            with torch.no_grad(), self.autocast(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+                h = self.model.tok_emb(sample) + self.model.pos_emb(torch.arange(sample.shape[1], device=sample.device))
+                block.attn(block.ln_attn(h))
+            names = {e.key for e in prof.key_averages()}
+        except Exception as e:  # noqa: BLE001 - the kernel name is information, not a measurement
+            return f"unknown ({_first_line(e, 80)})"
+        for op, label in (("aten::_scaled_dot_product_flash_attention_for_cpu", "flash_for_cpu"),
+                          ("aten::_scaled_dot_product_flash_attention", "flash"),
+                          ("aten::_scaled_dot_product_cudnn_attention", "cudnn"),
+                          ("aten::_scaled_dot_product_efficient_attention", "efficient"),
+                          ("aten::_scaled_dot_product_attention_math", "math")):
+            if op in names:
+                return label
+        return "unknown"
 
     def build_ddp(self):
-        """Collective (DDP broadcasts rank 0's parameters): every rank calls it."""
+        """Collective (DDP broadcasts rank 0's parameters; FSDP shards them): every rank calls it."""
         from distbench.training import models
 
-        self.wrap()
-        self.opt = models.make_optimizer(self.args.optimizer, self.ddp.parameters())
+        if self.args.strategy == "fsdp":
+            self.shard()
+        else:
+            self.wrap()
+        params = [p for p in self.ddp.parameters() if p.requires_grad]
+        self.opt = models.make_optimizer(self.args.optimizer, params, fused=self.cuda)
+        self.fwd = self.torch.compile(self.ddp) if self.args.compile else self.ddp
+
+    def shard(self):
+        """FSDP2: fully_shard each block, then the root (embeddings, final norm). Under bfloat16 the
+        gathered parameters are bf16 and gradients are reduced in fp32 (MixedPrecisionPolicy)."""
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+        torch = self.torch
+        mp = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+              if self.args.dtype == "bfloat16" else MixedPrecisionPolicy())
+        for block in self.model.blocks:
+            fully_shard(block, mp_policy=mp)
+        fully_shard(self.model, mp_policy=mp)
+        self.ddp = self.model
+        self.hook_error = None
+        self.fsdp_param_dtype = torch.bfloat16 if self.args.dtype == "bfloat16" else torch.float32
+        # (all parameters, trainable parameters) per FSDP group in forward order: root first, then
+        # the blocks (what comm_alone gathers and reduce-scatters)
+        root = {id(p) for b in self.model.blocks for p in b.parameters()}
+        groups = [[p for p in self.model.parameters() if id(p) not in root]] + [list(b.parameters()) for b in self.model.blocks]
+        self.fsdp_groups = [(sum(p.numel() for p in g), sum(p.numel() for p in g if p.requires_grad)) for g in groups]
+
+    def fsdp_comm(self, enabled: bool):
+        """FSDP without any communication (compute_only): gradients stay unreduced and the
+        gathered parameters stay gathered between steps; back to normal with enabled=True."""
+        m = self.ddp
+        m.set_requires_gradient_sync(enabled)
+        m.set_reshard_after_backward(enabled)
+        if hasattr(m, "set_reshard_after_forward"):
+            for block in self.model.blocks:
+                block.set_reshard_after_forward(enabled, recurse=False)
+        if enabled:
+            m.reshard()
 
     def wrap(self):
         """(Re-)wrap the model in DDP with the job's settings and register the comm hook. A hook
@@ -226,13 +311,15 @@ class TrainingHarness(RankContext):
             self.hook_error = f"another rank's DDP rejects comm hook {args.comm_hook}"
 
     def step(self, sync_grads: bool):
-        F = self.torch.nn.functional
         n = len(self.micro)
+        fsdp = self.args.strategy == "fsdp"
         for i, (x, y) in enumerate(self.micro):
             sync = sync_grads and i == n - 1
-            with contextlib.nullcontext() if sync else self.ddp.no_sync():
+            if fsdp and n > 1:
+                self.ddp.set_requires_gradient_sync(sync)
+            with contextlib.nullcontext() if sync or fsdp else self.ddp.no_sync():
                 with self.autocast():
-                    loss = F.cross_entropy(self.ddp(x), y)
+                    loss = self.loss_fn(self.fwd(x), y)
                 if n > 1:
                     loss = loss / n
                 loss.backward()
@@ -308,7 +395,11 @@ class TrainingHarness(RankContext):
             out += [sum(s[0] for s in sums), sum(s[1] for s in sums)]
         return out
 
-    def replicas_agree(self) -> tuple[bool, str]:
+    def replicas_agree(self) -> tuple[bool | None, str]:
+        """DDP: every rank's parameters are bitwise equal after phase step. FSDP keeps one sharded
+        copy, so there are no replicas to compare: None (not checked)."""
+        if self.args.strategy == "fsdp":
+            return None, ""
         torch = self.torch
         # Python ints can exceed int64 after summing chunks: reduce them into int64's range exactly.
         mine = [(v + 2**63) % 2**64 - 2**63 for v in self.param_fingerprint()]
@@ -343,7 +434,13 @@ class TrainingHarness(RankContext):
         gone) the layout is computed the way the reducer rebuilds it (ddp_bucket_layout), assuming
         gradients become ready in reverse parameter order; the reducer records the real order, which
         can differ slightly (e.g. under autocast with static_graph a first-layer bias lands in a
-        bucket of its own), so the reducer's layout is preferred."""
+        bucket of its own), so the reducer's layout is preferred.
+
+        FSDP: one entry per FSDP group holding trainable parameters (root, then the blocks): its
+        gradients' bytes (fp32), in the order they are reduce-scattered (blocks in reverse, root
+        last)."""
+        if self.args.strategy == "fsdp":
+            return [t * 4 for _, t in reversed(self.fsdp_groups) if t], "FSDP groups"
         if getattr(self.ddp, "_has_rebuilt_buckets", False):
             try:
                 buckets = sorted(self.ddp.reducer._get_zeros_like_grad_buckets(), key=lambda b: b.index())
@@ -373,12 +470,24 @@ class TrainingHarness(RankContext):
                     raise PhaseError("skipped", self.hook_error)
                 times, energy = self.timed(lambda: self.step(True), args.warmup_steps, args.steps)
                 result = times + energy
+            elif phase == "compute_only" and args.strategy == "fsdp":
+                # No collective at all: the first warm-up step gathers the parameters, which then
+                # stay gathered; gradients stay unreduced, so the optimizer (holding the shards)
+                # has no gradients and skips its update: compute-only leaves the optimizer out.
+                self.fsdp_comm(False)
+                try:
+                    times, energy = self.timed(lambda: self.step(False), max(args.warmup_steps, 1), args.steps)
+                finally:
+                    self.fsdp_comm(True)
+                result = times + energy
             elif phase == "compute_only":
                 def step():
                     with self.ddp.no_sync():
                         self.step(False)
                 times, energy = self.timed(step, args.warmup_steps, args.steps)
                 result = times + energy
+            elif args.strategy == "fsdp":
+                result, extras = self.fsdp_comm_alone()
             else:
                 result, extras = self.comm_alone()
         except PhaseError as e:
@@ -398,10 +507,66 @@ class TrainingHarness(RankContext):
         if not ok:
             # A step cut short leaves DDP's reducer mid-iteration: the next phase gets a fresh
             # wrapper. The condition must be the same on every rank (the wrapper is collective).
-            if phase != "comm_alone" and not (phase == "step" and self.hook_error):
+            if phase != "comm_alone" and not (phase == "step" and self.hook_error) and args.strategy == "ddp":
                 self.wrap()
             raise PhaseError(*(err or ("failed", f"phase {phase} failed on another rank")))
         return self.gather_rows(result + self.peak()), extras
+
+    def fsdp_comm_alone(self) -> tuple[list[float], dict]:
+        """FSDP's collectives of one step, alone: per group (root, then the blocks) an all-gather
+        of its parameters in the gathered dtype, in forward order; the blocks' all-gathers again in
+        reverse order (FSDP2 reshards the blocks after forward); then a reduce-scatter of each
+        group's trainable gradients in fp32, in reverse order, root last. Each buffer is the group's
+        size padded to a multiple of the world size, as FSDP pads its flat shards. Launched back to
+        back asynchronously, then waited on. last_bucket_ms: the root's reduce-scatter alone (the
+        last, after backward ends)."""
+        torch, dist = self.torch, self.dist
+        ws = self.world_size
+
+        def padded(n):
+            return -(-n // ws) * ws
+
+        gathers = [torch.empty(padded(n), dtype=self.fsdp_param_dtype, device=self.device) for n, _ in self.fsdp_groups]
+        shards = [torch.empty(g.numel() // ws, dtype=g.dtype, device=self.device) for g in gathers]
+        reduces = [torch.empty(padded(t), dtype=torch.float32, device=self.device) if t else None for _, t in self.fsdp_groups]
+        reduced = [torch.empty(r.numel() // ws, dtype=torch.float32, device=self.device) if r is not None else None
+                   for r in reduces]
+        n_groups = len(gathers)
+        order = ([("ag", i) for i in range(n_groups)] + [("ag", i) for i in reversed(range(1, n_groups))]
+                 + [("rs", i) for i in reversed(range(n_groups)) if reduces[i] is not None])
+
+        def launch(kind, i):
+            if kind == "ag":
+                return dist.all_gather_into_tensor(gathers[i], shards[i], async_op=True)
+            return dist.reduce_scatter_tensor(reduced[i], reduces[i], async_op=True)
+
+        # Check once: shards of rank r hold r + 1 -> the gathered buffer is ranks in order; every
+        # rank's gradients hold 1 -> the reduced shard holds the world size (exact).
+        for s in shards:
+            s.fill_(self.rank + 1)
+        for r in reduces:
+            if r is not None:
+                r.fill_(1)
+        for w in [launch(k, i) for k, i in order]:
+            w.wait()
+        self.sync()
+        ok = all(bool((g.view(ws, -1) == torch.arange(1, ws + 1, device=self.device, dtype=g.dtype)[:, None]).all())
+                 for g in gathers)
+        ok = ok and all(bool((r == ws).all()) for r in reduced if r is not None)
+        for t in shards + [r for r in reduces if r is not None]:
+            t.zero_()
+
+        def all_collectives():
+            for w in [launch(k, i) for k, i in order]:
+                w.wait()
+
+        last = next((("rs", i) for k, i in reversed(order) if k == "rs"), order[-1])
+        times, energy = self.timed(all_collectives, self.args.warmup_steps, self.args.allreduce_trials)
+        last_t, _ = self.timed(lambda: launch(*last).wait(), 1, self.args.allreduce_trials)
+        elem = torch.empty((), dtype=self.fsdp_param_dtype).element_size()
+        wire = sum(g.numel() * elem for g in gathers) + sum(g.numel() * elem for g in gathers[1:]) \
+            + sum(r.numel() * 4 for r in reduces if r is not None)
+        return times + energy + last_t + [1.0 if ok else 0.0], {"wire_bytes": wire}
 
     def comm_alone(self) -> tuple[list[float], dict]:
         torch, dist, args = self.torch, self.dist, self.args
@@ -435,14 +600,21 @@ class TrainingHarness(RankContext):
 
 def base_row(args, h: TrainingHarness) -> dict:
     return {
-        "backend": args.backend, "world_size": h.world_size, "model": "mlp", "hidden_dim": args.hidden_dim,
-        "num_layers": args.num_layers, "batch_size": args.batch_size, "global_batch_size": args.global_batch_size,
+        "backend": args.backend, "world_size": h.world_size, "model": args.model, "strategy": args.strategy,
+        "hidden_dim": args.hidden_dim, "num_layers": args.num_layers,
+        "n_heads": args.gpt_heads if args.model != "mlp" else None,
+        "seq_len": args.seq_len if args.model != "mlp" else None,
+        "vocab_size": args.vocab_size if args.model != "mlp" else None,
+        "lora_rank": args.lora_rank if args.model == "lora" else None, "compile": args.compile, "batch_size": args.batch_size, "global_batch_size": args.global_batch_size,
         "scaling": args.scaling, "dtype": args.dtype, "optimizer": args.optimizer, "bucket_cap_mb": float(args.bucket_cap_mb),
         "gradient_as_bucket_view": args.gradient_as_bucket_view, "static_graph": args.static_graph,
         "broadcast_buffers": args.broadcast_buffers, "comm_hook": args.comm_hook, "grad_accum": args.grad_accum,
         "nccl_env": args.nccl_env_label, "config": args.config_label, "phase": None, "step": 0,
         "step_time_ms": None, "step_time_ms_rank_min": None, "step_time_ms_rank_max": None, "last_bucket_ms": None,
-        "samples_per_s": None, "samples_per_s_per_device": None, "grad_bytes": h.grad_bytes,
+        "samples_per_s": None, "samples_per_s_per_device": None, "tokens_per_s": None, "tokens_per_s_per_device": None,
+        "params_total": getattr(h, "counts", {}).get("total"), "params_trainable": getattr(h, "counts", {}).get("trainable"),
+        "flops_per_sample": getattr(h, "flops_per_sample", None), "device_name": h.device_name,
+        "attention_kernel": getattr(h, "attention_kernel", ""), "grad_bytes": h.grad_bytes,
         "n_buckets": h.n_buckets, "peak_mem_allocated_bytes": None, "peak_mem_reserved_bytes": None,
         "energy_j": None, "correct": None, "status": "ok", "message": "",
     }
@@ -468,6 +640,8 @@ def phase_rows(args, h: TrainingHarness, phase: str, per_rank, correct, message)
         else:
             sps = args.global_batch_size / (t / 1e3)
             out.update(samples_per_s=sps, samples_per_s_per_device=sps / h.world_size)
+            if args.model != "mlp":
+                out.update(tokens_per_s=sps * args.seq_len, tokens_per_s_per_device=sps * args.seq_len / h.world_size)
         rows.append(out)
     return rows
 
@@ -490,8 +664,21 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="python -m distbench.training", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--backend", choices=BACKENDS, required=True)
-    p.add_argument("--hidden-dim", type=int, default=256)
-    p.add_argument("--num-layers", type=int, default=2)
+    p.add_argument("--model", choices=TRAINING_MODELS, default="mlp",
+                   help="mlp (seed 004), gpt (distbench.training.gpt), lora (gpt, frozen, with adapters)")
+    p.add_argument("--strategy", choices=STRATEGIES, default="ddp", help="fsdp: FSDP2 fully_shard per block (gpt, lora)")
+    p.add_argument("--hidden-dim", type=int, default=256, help="mlp width")
+    p.add_argument("--num-layers", type=int, default=2, help="mlp depth")
+    p.add_argument("--gpt-size", choices=GPT_SIZES, help="gpt/lora: a named size (layers, heads, dim)")
+    p.add_argument("--gpt-layers", type=int, help="gpt/lora: layers (overrides the size's)")
+    p.add_argument("--gpt-heads", type=int, help="gpt/lora: attention heads (overrides the size's)")
+    p.add_argument("--gpt-dim", type=int, help="gpt/lora: model width (overrides the size's)")
+    p.add_argument("--seq-len", type=int, default=64, help="gpt/lora: tokens per sample")
+    p.add_argument("--vocab-size", type=int, default=512, help="gpt/lora: vocabulary of the random tokens")
+    p.add_argument("--lora-rank", type=int, default=16)
+    p.add_argument("--lora-alpha", type=float, default=32.0)
+    p.add_argument("--compile", type=_flag("--compile"), default=False, metavar="{false,true}",
+                   help="wrap the (DDP/FSDP) model in torch.compile; warm-up absorbs the compilation")
     p.add_argument("--batch-size", type=int, default=32, help="samples per rank per optimizer step (weak scaling)")
     p.add_argument("--scaling", choices=SCALINGS, default="weak",
                    help="weak: --batch-size per rank; strong: --global-batch-size split over the ranks")
@@ -523,6 +710,21 @@ def parse_args(argv=None):
         p.error("--warmup-steps must be >= 0")
     if args.bucket_cap_mb <= 0:
         p.error("--bucket-cap-mb must be > 0")
+    if args.model == "mlp":
+        if args.strategy != "ddp":
+            p.error("--strategy fsdp needs --model gpt or lora")
+    else:
+        from distbench.training.gpt import gpt_config
+
+        try:
+            cfg = gpt_config(args.gpt_size, args.vocab_size, args.seq_len, args.gpt_layers, args.gpt_heads, args.gpt_dim)
+        except ValueError as e:
+            p.error(str(e))
+        args.num_layers, args.gpt_heads, args.hidden_dim = cfg.n_layers, cfg.n_heads, cfg.dim
+        if args.lora_rank < 1:
+            p.error("--lora-rank must be >= 1")
+        if args.strategy == "fsdp" and args.comm_hook != "none":
+            p.error("--comm-hook is a DDP option; FSDP reduces in fp32 (bf16 parameters under --dtype bfloat16)")
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     try:
         args.batch_size, args.global_batch_size = per_rank_batch(args.scaling, args.batch_size, args.global_batch_size, world_size)
@@ -574,8 +776,11 @@ def main(argv=None) -> int:
         say(f"{build_err[0]}: {build_err[1]}")
     else:
         for phase in TRAINING_PHASES:
-            say(f"measuring {phase}: mlp {args.hidden_dim}x{args.num_layers}, batch {args.batch_size}/rank, "
-                f"{h.world_size} rank(s), {args.dtype}, {args.optimizer}, comm hook {args.comm_hook}, config {args.config_label}")
+            shape = (f"mlp {args.hidden_dim}x{args.num_layers}" if args.model == "mlp" else
+                     f"{args.model} {args.num_layers}L/{args.gpt_heads}H/{args.hidden_dim}d seq {args.seq_len}")
+            say(f"measuring {phase}: {shape} {args.strategy}, batch {args.batch_size}/rank, "
+                f"{h.world_size} rank(s), {args.dtype}, {args.optimizer}, comm hook {args.comm_hook}, "
+                f"compile {args.compile}, config {args.config_label}")
             correct, message = None, ""
             try:
                 per_rank, extras = h.run_phase(phase)
@@ -604,7 +809,9 @@ def main(argv=None) -> int:
             if writer:
                 writer.write(0, rows)
             med = statistics.median(r["step_time_ms"] for r in rows)
-            tail = (f", {statistics.median(r['samples_per_s'] for r in rows):.1f} samples/s" if phase != "comm_alone"
+            tail = (f", {statistics.median(r['samples_per_s'] for r in rows):.1f} samples/s"
+                    + (f", {statistics.median(r['tokens_per_s'] for r in rows):.0f} tokens/s" if args.model != "mlp" else "")
+                    if phase != "comm_alone"
                     else f", last bucket {statistics.median(r['last_bucket_ms'] for r in rows):.3f} ms, "
                          f"{extras['wire_bytes']} B in {h.n_buckets} bucket(s)")
             say(f"{phase}: median step {med:.3f} ms{tail}{'' if correct is not False else ' WRONG: ' + message}")

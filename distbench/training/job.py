@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from distbench.choices import GPT_SIZES
 from distbench.io import atomic_write_text, csv_text, partial_path, read_partial_rows
 from distbench.launch import TorchrunJob, job_environment, run_torchrun_job
 from distbench.schema import TRAINING_COLUMN_NAMES, TRAINING_PHASES
@@ -17,7 +18,8 @@ def training_args(job, params: dict, out_csv, placement_json) -> list[str]:
     """distbench.training's arguments for one job of the plan (distbench.plan.TrainingJob + training_params)."""
     ddp = params["ddp"]
     return [
-        "--backend", job.backend, "--hidden-dim", str(params["hidden_dim"]), "--num-layers", str(params["num_layers"]),
+        "--backend", job.backend, "--model", params["model"], "--strategy", params["strategy"],
+        *workload_args(params), "--compile", _flag(params["compile"]),
         "--batch-size", str(params["batch_size"]), "--scaling", params["scaling"],
         "--global-batch-size", str(params["global_batch_size"]), "--dtype", params["dtype"],
         "--optimizer", params["optimizer"], "--bucket-cap-mb", str(ddp["bucket_cap_mb"]),
@@ -30,6 +32,18 @@ def training_args(job, params: dict, out_csv, placement_json) -> list[str]:
         "--op-timeout-s", str(params["op_timeout_s"]),
         "--out", str(out_csv), "--placement-out", str(placement_json),
     ]
+
+
+def workload_args(params: dict) -> list[str]:
+    """The model's shape: the MLP's width and depth, or the language model's size and overrides."""
+    if params["model"] == "mlp":
+        return ["--hidden-dim", str(params["hidden_dim"]), "--num-layers", str(params["num_layers"])]
+    out = ["--seq-len", str(params["seq_len"]), "--vocab-size", str(params["vocab_size"])]
+    for key, flag in (("size", "--gpt-size"), ("layers", "--gpt-layers"), ("heads", "--gpt-heads"), ("dim", "--gpt-dim"),
+                      ("lora_rank", "--lora-rank"), ("lora_alpha", "--lora-alpha")):
+        if params.get(key) is not None:
+            out += [flag, str(params[key])]
+    return out
 
 
 def run_training_job(job, params: dict, out_csv, placement_json, log_path) -> str:
@@ -54,9 +68,14 @@ def write_failure_rows(job, params: dict, out_csv: Path, message: str) -> None:
     ddp = params["ddp"]
     world = job.world_size
     per_rank = params["global_batch_size"] // world if params["scaling"] == "strong" else params["batch_size"]
+    lm = params["model"] != "mlp"
+    if lm:
+        shape = _lm_shape(params)
     base = {
-        "backend": job.backend, "world_size": world, "model": params["model"], "hidden_dim": params["hidden_dim"],
-        "num_layers": params["num_layers"], "batch_size": per_rank, "global_batch_size": per_rank * world,
+        "backend": job.backend, "world_size": world, "model": params["model"], "strategy": params["strategy"],
+        "hidden_dim": shape[2] if lm else params["hidden_dim"], "num_layers": shape[0] if lm else params["num_layers"],
+        "n_heads": shape[1] if lm else None, "seq_len": params.get("seq_len"), "vocab_size": params.get("vocab_size"),
+        "lora_rank": params.get("lora_rank"), "compile": params["compile"], "batch_size": per_rank, "global_batch_size": per_rank * world,
         "scaling": params["scaling"], "dtype": params["dtype"], "optimizer": params["optimizer"],
         "bucket_cap_mb": ddp["bucket_cap_mb"], "gradient_as_bucket_view": ddp["gradient_as_bucket_view"],
         "static_graph": ddp["static_graph"], "broadcast_buffers": ddp["broadcast_buffers"],
@@ -69,3 +88,9 @@ def write_failure_rows(job, params: dict, out_csv: Path, message: str) -> None:
         status, msg = ("failed", message) if i == 0 else ("not_run", f"not reached: the job ended early ({message})")
         rows.append({**base, "phase": phase, "status": status, "message": msg})
     atomic_write_text(out_csv, csv_text(rows, TRAINING_COLUMN_NAMES))
+
+
+def _lm_shape(params: dict) -> tuple[int, int, int]:
+    """(layers, heads, dim) of a gpt/lora job's params: the named size with any override."""
+    base = GPT_SIZES.get(params.get("size") or "", (None, None, None))
+    return tuple(params.get(k) if params.get(k) is not None else b for k, b in zip(("layers", "heads", "dim"), base))

@@ -39,11 +39,13 @@ def make_batch(batch: int, hidden_dim: int, rank: int, device) -> tuple[torch.Te
     return x.to(device), y.to(device)
 
 
-def make_optimizer(name: str, params) -> torch.optim.Optimizer:
+def make_optimizer(name: str, params, fused: bool = False) -> torch.optim.Optimizer:
+    """SGD (torch's default implementation), or AdamW; fused=True (GPU) takes AdamW's fused CUDA
+    kernel, as the plain-torch MFU reference did."""
     if name == "sgd":
         return torch.optim.SGD(params, lr=LR, momentum=0.0)
     if name == "adamw":
-        return torch.optim.AdamW(params, lr=LR)
+        return torch.optim.AdamW(params, lr=LR, fused=True) if fused else torch.optim.AdamW(params, lr=LR)
     raise ValueError(f"optimizer {name!r}: allowed {', '.join(OPTIMIZERS)}")
 
 
