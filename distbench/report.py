@@ -345,6 +345,22 @@ def _pct(x):
     return None if x is None or pd.isna(x) else f"{100 * float(x):.1f}%"
 
 
+def _lm_table(lm: pd.DataFrame):
+    headers = ["model", "strategy", "ws", "tokens/s", "tokens/s per device", "TFLOP/s per device", "MFU", "peak",
+               "efficiency vs plain 1 GPU", "exposed comm ms", "overlap", "trainable params", "grad MB per step",
+               "attention", "compile", "status"]
+    rows = []
+    for _, r in lm.sort_values(["model", "strategy", "world_size"]).iterrows():
+        peak = f"{r['peak_device']} {r['peak_tflops']:g}" if isinstance(r.get("peak_device"), str) and r["peak_device"] else None
+        rows.append([r["model"], r["strategy"], int(r["world_size"]), r["tokens_per_s_median"],
+                     r["tokens_per_s_per_device_median"], r["tflops_per_device"], _pct(r["mfu"]), peak,
+                     _pct(r["efficiency_vs_plain_1gpu"]), r["exposed_comm_ms"] if r["world_size"] > 1 else None,
+                     _pct(r["overlap_fraction"]), r["params_trainable"],
+                     None if pd.isna(r["grad_bytes"]) else float(r["grad_bytes"]) / 1e6,
+                     r["attention_kernel"], bool(r["compile"]), r["status"]])
+    return _table(headers, rows)
+
+
 def _training(summary_csv) -> dict | None:
     """The training family's section: computed findings first, then one row per configuration and
     world size (None when the run had no training jobs)."""
@@ -355,7 +371,10 @@ def _training(summary_csv) -> dict | None:
     s = pd.read_csv(summary_csv)
     if s.empty:
         return None
-    s = s.assign(_not_plain=s["config"] != "plain").sort_values(["_not_plain", "config", "world_size"])  # plain first
+    if "model" not in s:
+        s = s.assign(model="mlp")
+    s = s.assign(_not_plain=s["config"] != "plain").sort_values(["model", "_not_plain", "config", "world_size"])  # plain first
+    lm, s = s[s["model"] != "mlp"], s[s["model"] == "mlp"]
     headers = ["config", "ws", "step ms", "compute-only ms", "exposed comm ms", "overlap", "samples/s",
                "efficiency vs plain 1 GPU", "vs own 1 GPU", "verdict", "status"]
     rows = []
@@ -364,8 +383,14 @@ def _training(summary_csv) -> dict | None:
         rows.append([r["config"], int(r["world_size"]), r["step_time_ms_median"], r["compute_only_ms_median"],
                      r["exposed_comm_ms"], _pct(r["overlap_fraction"]), r["samples_per_s_median"],
                      _pct(r["efficiency_vs_plain_1gpu"]), _pct(r["efficiency_vs_own_1gpu"]), label, r["status"]])
-    scaling = ", ".join(sorted(set(s["scaling"].astype(str))))
-    return {"findings": training_findings(s), "table": _table(headers, rows),
+    scaling = ", ".join(sorted(set(pd.concat([s, lm])["scaling"].astype(str))))
+    return {"findings": training_findings(pd.concat([s, lm])), "table": _table(headers, rows) if rows else None,
+            "lm_table": _lm_table(lm) if len(lm) else None,
+            "lm_note": ("Model FLOPs per token = 6 N + 12 L H Q T (N: parameters except the position embedding; "
+                        "lora: 4 per frozen and 6 per trainable parameter), the PaLM/nanoGPT/torchtitan definition; "
+                        "MFU = TFLOP/s per device / the device's dense peak for the dtype (distbench/compute_peaks.py), "
+                        "empty for a device not in that table. FSDP's compute-only step runs with gradient sync and "
+                        "resharding off (no collective at all), and its optimizer then has no gradients to apply."),
             "note": (f"{scaling} scaling: "
                      + ("the per-rank batch is fixed, so the global batch grows with the world size"
                         if scaling == "weak" else "the global batch is fixed and split over the ranks")

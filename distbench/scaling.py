@@ -408,6 +408,8 @@ def best_config(summary: pd.DataFrame) -> BestConfig | None:
     """At the largest world size (among ok rows with an efficiency), the ok configuration with the
     highest efficiency_vs_plain_1gpu, and its gain over plain DDP in percentage points."""
     s = _with_scaling(summary)
+    if "model" in s:  # the tuning sweep is the MLP's
+        s = s[s["model"].fillna("mlp") == "mlp"]
     ok = s[(s["status"] == "ok") & s["efficiency_vs_plain_1gpu"].notna() & (s["world_size"] > 1)]
     if ok.empty:
         return None
@@ -439,9 +441,50 @@ def _failures(s: pd.DataFrame) -> list[str]:
     return out
 
 
+def workload_name(r) -> str:
+    """'MLP 4096x8', 'gpt 24L/32H/2048d seq 1024', 'lora r16 on gpt 24L/...'."""
+    model = str(r.get("model") or "mlp")
+    if model == "mlp":
+        return f"MLP {int(r['hidden_dim'])}x{int(r['num_layers'])}"
+    shape = f"gpt {int(r['num_layers'])}L/{_int_or(r.get('n_heads'))}H/{int(r['hidden_dim'])}d seq {_int_or(r.get('seq_len'))}"
+    return f"lora r{_int_or(r.get('lora_rank'))} on {shape}" if model == "lora" else shape
+
+
+def _int_or(v) -> str:
+    x = _num(v)
+    return "?" if math.isnan(x) else str(int(x))
+
+
+def _strategy_name(r) -> str:
+    if str(r.get("strategy") or "ddp") == "fsdp":
+        return "FSDP"
+    return _config_name(r["config"])
+
+
+def lm_throughput(r) -> str | None:
+    """'12,345 tokens/s (6,172 per GPU), 123 TFLOP/s per GPU, MFU 45.1% of the H100 SXM bfloat16
+    peak (989.4 TFLOP/s)' for a gpt/lora row; None for the MLP."""
+    if str(r.get("model") or "mlp") == "mlp":
+        return None
+    tok, tok_dev = _num(r.get("tokens_per_s_median")), _num(r.get("tokens_per_s_per_device_median"))
+    if math.isnan(tok):
+        return None
+    unit = "GPU" if str(r.get("backend")) == "nccl" else "rank"
+    text = f"{tok:,.0f} tokens/s ({tok_dev:,.0f} per {unit})"
+    tflops, m = _num(r.get("tflops_per_device")), _num(r.get("mfu"))
+    if not math.isnan(tflops):
+        text += f", {_sig(tflops)} TFLOP/s per {unit}"
+    if not math.isnan(m):
+        text += f", MFU {_pct(m, 1)} of the {r.get('peak_device')} {r.get('dtype')} peak ({_sig(_num(r.get('peak_tflops')))} TFLOP/s)"
+    return text  # no MFU: training_findings says why once
+
+
 def _finding(r) -> str | None:
-    head = f"{_ranks(r)} ({_config_name(r['config'])}, {r['scaling']} scaling)"
+    head = f"{workload_name(r)}, {_ranks(r)} ({_strategy_name(r)}, {r['scaling']} scaling)"
     parts = []
+    lm = lm_throughput(r)
+    if lm:
+        parts.append(lm)
     eff, own = _num(r.get("efficiency_vs_plain_1gpu")), _num(r.get("efficiency_vs_own_1gpu"))
     if not math.isnan(eff):
         text = f"{_pct(eff, 1)} scaling efficiency against the plain 1-GPU run"
@@ -449,6 +492,8 @@ def _finding(r) -> str | None:
             text += f" ({_pct(own, 1)} against its own 1-GPU run)"
         parts.append(text)
     step, exposed = _num(r.get("step_time_ms_median")), _num(r.get("exposed_comm_ms"))
+    if int(r["world_size"]) == 1:  # nothing to communicate: the throughput (and MFU) is the finding
+        return f"{head}: " + "; ".join(parts) + "." if parts else None
     if not (math.isnan(step) or math.isnan(exposed)):
         if exposed > 0:
             parts.append(f"{_ms(exposed)} ms of each {_ms(step)} ms step is exposed communication")
@@ -478,19 +523,63 @@ def training_findings(summary: pd.DataFrame) -> list[str]:
         return []
     s = _with_scaling(summary)
     out = _failures(s)
-    ok = s[(s["status"] == "ok") & (s["world_size"] > 1)].copy()
+    if "model" not in s:
+        s = s.assign(model="mlp")
+    # the language models' 1-GPU rows carry the MFU headline; the MLP's say nothing new
+    ok = s[(s["status"] == "ok") & ((s["world_size"] > 1) | (s["model"] != "mlp"))].copy()
     ok["_plain"] = ok["config"] != PLAIN
-    for _, r in ok.sort_values(["_plain", "config", "world_size"]).iterrows():
+    ok["_model"] = ok["model"].map({m: i for i, m in enumerate(("mlp", "gpt", "lora"))})
+    for _, r in ok.sort_values(["_model", "_plain", "config", "world_size"]).iterrows():
         line = _finding(r.to_dict())
         if line:
             out.append(line)
+    lm = ok[(ok["model"] != "mlp") & ok["mfu"].isna()] if "mfu" in ok else ok.iloc[0:0]
+    for note in sorted(set(lm["mfu_note"].dropna().astype(str)) - {"", "nan"}):
+        out.append(f"MFU: {note}.")
+    out += lora_findings(s)
     best = best_config(s)
     if best is not None:
-        n_configs = s[(s["status"] == "ok") & (s["world_size"] == best.world_size)]["config"].nunique()
+        mlp = s[s["model"] == "mlp"]
+        n_configs = mlp[(mlp["status"] == "ok") & (mlp["world_size"] == best.world_size)]["config"].nunique()
         if n_configs > 1:
             line = f"{_ranks({'world_size': best.world_size, 'backend': best.row.get('backend')})}, best: " \
                    f"{_config_name(best.config)} at {_pct(best.efficiency, 1)}"
             if not math.isnan(best.gain_points):
                 line += f", {best.gain_points:+.1f} points over plain DDP ({_pct(best.plain_efficiency, 1)})"
             out.append(line + ".")
+    return out
+
+
+def lora_findings(summary: pd.DataFrame) -> list[str]:
+    """Per world size > 1 and strategy where both ran ok: what adapter-only sync does to the bytes
+    and the exposed communication, against the full fine-tune of the same model."""
+    s = _with_scaling(summary)
+    if "model" not in s:
+        return []
+    ok = s[s["status"] == "ok"]
+    out = []
+    for _, lora in ok[(ok["model"] == "lora") & (ok["world_size"] > 1)].iterrows():
+        same = (ok["model"] == "gpt") & (ok["world_size"] == lora["world_size"]) & (ok["strategy"] == lora["strategy"])
+        for col in ("num_layers", "hidden_dim", "seq_len", "backend", "dtype"):
+            same &= ok[col] == lora[col]
+        full = ok[same]
+        if full.empty:
+            continue
+        full = full.iloc[0]
+        tb, fb = _num(lora["grad_bytes"]), _num(full["grad_bytes"])
+        tp, fp = _num(lora["params_trainable"]), _num(full["params_trainable"])
+        if math.isnan(tb) or math.isnan(fb) or fb <= 0:
+            continue
+        text = (f"lora vs full fine-tune, {_ranks(lora)} ({_strategy_name(lora)}): {_sig(tp / 1e6)}M of "
+                f"{_sig(_num(lora['params_total']) / 1e6)}M parameters trainable ({_pct(tp / fp, 2)} of the full "
+                f"model's {_sig(fp / 1e6)}M); {_sig(tb / 1e6)} MB of gradients synced per step instead of "
+                f"{_sig(fb / 1e6)} MB")
+        le, fe = _num(lora["exposed_comm_ms"]), _num(full["exposed_comm_ms"])
+        if not (math.isnan(le) or math.isnan(fe)):
+            text += (f"; exposed communication {_ms(max(le, 0.0))} ms of a {_ms(_num(lora['step_time_ms_median']))} ms "
+                     f"step, against {_ms(max(fe, 0.0))} ms of {_ms(_num(full['step_time_ms_median']))} ms")
+        le, fe = _num(lora["efficiency_vs_plain_1gpu"]), _num(full["efficiency_vs_plain_1gpu"])
+        if not (math.isnan(le) or math.isnan(fe)):
+            text += f"; scaling efficiency {_pct(le, 1)} against {_pct(fe, 1)}"
+        out.append(text + ".")
     return out

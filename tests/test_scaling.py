@@ -325,7 +325,7 @@ def test_findings_sentences_carry_the_numbers():
     lines = training_findings(summary(*_tuned()))
     assert lines[0] == "ws4 config hook=bf16_compress: failed — CUDA error."  # failures first
     eff = (200 / 10.5) / (2 * 100 / 10.0)  # 95.2%
-    assert (f"2 GPUs (plain DDP, weak scaling): {100 * eff:.1f}% scaling efficiency against the plain 1-GPU run; "
+    assert (f"MLP 256x2, 2 GPUs (plain DDP, weak scaling): {100 * eff:.1f}% scaling efficiency against the plain 1-GPU run; "
             "0.9 ms of each 10.5 ms step is exposed communication; "
             "70% of gradient communication overlaps compute.") in lines
     assert any(line.startswith("4 GPUs (bucket=100, weak scaling): 93.0% scaling efficiency") for line in lines)

@@ -190,10 +190,10 @@ class TrainingHarness(RankContext):
             # 6 FLOPs per weight per sample (2 forward, 4 backward), as gpt.flops_per_token's 6 N
             self.flops_per_sample = 6 * n
         else:
-            self.model = gpt.make_gpt(self.gpt_cfg)
-            if args.model == "lora":
-                gpt.apply_lora(self.model, args.lora_rank, args.lora_alpha)
-            self.model.to(self.device)
+            with self.device:  # initialised where it runs: a 1.3B model is slow to initialise on the CPU
+                self.model = gpt.make_gpt(self.gpt_cfg)
+                if args.model == "lora":
+                    gpt.apply_lora(self.model, args.lora_rank, args.lora_alpha)
             self.counts = gpt.param_counts(self.model)
             self.flops_per_sample = args.seq_len * int(gpt.flops_per_token(
                 self.gpt_cfg, self.counts["non_embedding"], self.counts["trainable"] if args.model == "lora" else None))
@@ -273,9 +273,9 @@ class TrainingHarness(RankContext):
         m = self.ddp
         m.set_requires_gradient_sync(enabled)
         m.set_reshard_after_backward(enabled)
-        if hasattr(m, "set_reshard_after_forward"):
+        if hasattr(m, "set_reshard_after_forward"):  # torch >= 2.7; before, blocks re-gather in backward
             for block in self.model.blocks:
-                block.set_reshard_after_forward(enabled, recurse=False)
+                block.set_reshard_after_forward(enabled)
         if enabled:
             m.reshard()
 
