@@ -22,6 +22,9 @@ if [ "${MFU:-1}" = 1 ]; then
   mfu_job mfu_compile_b24 true 24
   mfu_job mfu_eager_b24 false 24
   mfu_job mfu_eager_b16 false 16
+elif [ "${MFU:-1}" = 2 ]; then  # batch 24 did not fit beside DDP's buckets: compile at 16 and 20
+  mfu_job mfu_compile_b16 true 16
+  mfu_job mfu_compile_b20 true 20
 fi
 if [ -n "${CONFIG:-}" ]; then
   [ "${KEEP:-0}" = 1 ] || rm -rf results report/report.md report/report.html report/figures .snakemake
