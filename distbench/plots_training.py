@@ -1,5 +1,7 @@
-"""Figures of the DDP training family, from the scaling summary (distbench.scaling): PNG for the
-HTML report and SVG for papers, in the house style of distbench.plots.
+"""Figures of the training family, from the scaling summary (distbench.scaling): PNG for the HTML
+report and SVG for papers, in the house style of distbench.plots. The MLP's figures (throughput,
+step breakdown, tuning) use its rows only; efficiency shows every model; the language models get
+their own tokens/s figure.
 
 Only status-ok rows are drawn; a figure whose data are missing is skipped, not an error.
 """
@@ -20,8 +22,28 @@ import seaborn as sns  # noqa: E402
 from distbench.plots import save_figure  # noqa: E402
 from distbench.scaling import PLAIN, add_scaling  # noqa: E402
 
-FIGURES = ("training_throughput", "training_efficiency", "training_step_breakdown", "training_tuning")
+FIGURES = ("training_throughput", "training_lm_throughput", "training_efficiency", "training_step_breakdown",
+           "training_tuning")
 WS_LABEL = "world size (ranks, one GPU each under NCCL)"
+
+
+def _mlp(ok: pd.DataFrame) -> pd.DataFrame:
+    return ok[ok["model"].fillna("mlp") == "mlp"] if "model" in ok else ok
+
+
+def _with_series(ok: pd.DataFrame) -> pd.DataFrame:
+    """A `series` column naming model and configuration ('mlp plain', 'gpt fsdp'); the config
+    alone when every row is the MLP's."""
+    model = ok["model"].fillna("mlp").astype(str) if "model" in ok else pd.Series("mlp", index=ok.index)
+    if (model == "mlp").all():
+        return ok.assign(series=ok["config"].astype(str))
+    config = ok["config"].astype(str).where(~((model != "mlp") & (ok["config"] == PLAIN)), "ddp")
+    return ok.assign(series=model + " " + config)
+
+
+def _series_order(df: pd.DataFrame) -> list[str]:
+    return sorted(df["series"].unique(), key=lambda x: (x.split(" ")[0] != "mlp", x.split(" ")[0],
+                                                        not x.endswith((" plain", " ddp")) and x != PLAIN, x))
 
 
 def _config_order(df: pd.DataFrame) -> list[str]:
@@ -37,6 +59,7 @@ def _ws_ticks(ax, df) -> None:
 
 
 def fig_throughput(ok: pd.DataFrame) -> plt.Figure | None:
+    ok = _mlp(ok)
     d = ok[ok["samples_per_s_median"].notna()]
     if d.empty:
         return None
@@ -51,7 +74,30 @@ def fig_throughput(ok: pd.DataFrame) -> plt.Figure | None:
         ax.legend(fontsize=7)
     _ws_ticks(ax, d)
     ax.set_ylabel("throughput (samples/s, median, all ranks)")
-    ax.set_title("Training throughput vs world size", fontsize=9)
+    ax.set_title("MLP training throughput vs world size", fontsize=9)
+    return fig
+
+
+def fig_lm_throughput(ok: pd.DataFrame) -> plt.Figure | None:
+    if "tokens_per_s_median" not in ok:
+        return None
+    d = _with_series(ok[ok["tokens_per_s_median"].notna()])
+    if d.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    order = _series_order(d)
+    sns.lineplot(data=d.sort_values("world_size"), x="world_size", y="tokens_per_s_median", hue="series",
+                 hue_order=order, marker="o", errorbar=None, ax=ax)
+    ws = np.array(sorted(int(w) for w in d["world_size"].unique()))
+    for model, g in d.groupby("model"):  # ideal: N x the model's plain 1-GPU run
+        base = (g["plain_1gpu_samples_per_s"] * g["seq_len"]).dropna()
+        if len(base):
+            ax.plot(ws, ws * float(base.iloc[0]), ls="--", lw=1, color="0.5")
+    ax.plot([], [], ls="--", lw=1, color="0.5", label="ideal: N × plain DDP on 1 GPU (per model)")
+    ax.legend(fontsize=7)
+    _ws_ticks(ax, d)
+    ax.set_ylabel("tokens/s (median, all ranks)")
+    ax.set_title("Language-model throughput vs world size", fontsize=9)
     return fig
 
 
@@ -60,9 +106,10 @@ def fig_efficiency(ok: pd.DataFrame) -> plt.Figure | None:
     if d.empty:
         return None
     d["efficiency_pct"] = 100 * d["efficiency_vs_plain_1gpu"]
+    d = _with_series(d)
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
-    sns.lineplot(data=d.sort_values("world_size"), x="world_size", y="efficiency_pct", hue="config",
-                 hue_order=_config_order(d), marker="o", errorbar=None, ax=ax)
+    sns.lineplot(data=d.sort_values("world_size"), x="world_size", y="efficiency_pct", hue="series",
+                 hue_order=_series_order(d), marker="o", errorbar=None, ax=ax)
     ax.axhline(100, ls="--", color="0.4", lw=1, label="ideal (100%)")
     ax.legend(fontsize=7)
     _ws_ticks(ax, d)
@@ -79,6 +126,7 @@ def _primary_config(ok: pd.DataFrame) -> str:
 
 
 def fig_step_breakdown(ok: pd.DataFrame) -> plt.Figure | None:
+    ok = _mlp(ok)
     d = ok[ok["compute_only_ms_median"].notna() & ok["step_time_ms_median"].notna()]
     if d.empty:
         return None
@@ -102,13 +150,14 @@ def fig_step_breakdown(ok: pd.DataFrame) -> plt.Figure | None:
     ax.set_xticks(x, [str(int(w)) for w in d["world_size"]])
     ax.set_xlabel(WS_LABEL)
     ax.set_ylabel("step time (ms, median)")
-    ax.set_title(f"Where a DDP step's time goes ({'plain DDP' if config == PLAIN else config})", fontsize=9)
+    ax.set_title(f"Where an MLP DDP step's time goes ({'plain DDP' if config == PLAIN else config})", fontsize=9)
     ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     ax.grid(True, axis="y", alpha=0.3)
     return fig
 
 
 def fig_tuning(ok: pd.DataFrame) -> plt.Figure | None:
+    ok = _mlp(ok)
     d = ok[ok["efficiency_vs_plain_1gpu"].notna() & (ok["world_size"] > 1)]
     if d.empty:
         return None
@@ -133,7 +182,8 @@ def fig_tuning(ok: pd.DataFrame) -> plt.Figure | None:
     return fig
 
 
-BUILDERS = dict(zip(FIGURES, (fig_throughput, fig_efficiency, fig_step_breakdown, fig_tuning), strict=True))
+BUILDERS = dict(zip(FIGURES, (fig_throughput, fig_lm_throughput, fig_efficiency, fig_step_breakdown, fig_tuning),
+                    strict=True))
 
 
 def plot_training(summary: pd.DataFrame, out_dir) -> list[Path]:

@@ -328,9 +328,9 @@ def test_findings_sentences_carry_the_numbers():
     assert (f"MLP 256x2, 2 GPUs (plain DDP, weak scaling): {100 * eff:.1f}% scaling efficiency against the plain 1-GPU run; "
             "0.9 ms of each 10.5 ms step is exposed communication; "
             "70% of gradient communication overlaps compute.") in lines
-    assert any(line.startswith("4 GPUs (bucket=100, weak scaling): 93.0% scaling efficiency") for line in lines)
+    assert any(line.startswith("MLP 256x2, 4 GPUs (bucket=100, weak scaling): 93.0% scaling efficiency") for line in lines)
     assert lines[-1] == "4 GPUs, best: bucket=100 at 93.0%, +3.0 points over plain DDP (90.0%)."
-    assert not any(line.startswith("1 GPU") for line in lines)  # one sentence per world size > 1
+    assert not any(" 1 GPU " in line for line in lines)  # one sentence per world size > 1 (the MLP)
 
 
 def test_findings_skip_missing_numbers_and_add_cost():
@@ -338,7 +338,7 @@ def test_findings_skip_missing_numbers_and_add_cost():
     assert len(lines) == 1
     assert "scaling efficiency" not in lines[0] and "overlaps" not in lines[0]
     cost = 2 * 3.6 / 3600 / (200 / 10.0 * 1000) * 1000
-    assert lines[0].startswith("2 GPUs (plain DDP, weak scaling): 1 ms of each 10 ms step")
+    assert lines[0].startswith("MLP 256x2, 2 GPUs (plain DDP, weak scaling): 1 ms of each 10 ms step")
     assert cost == pytest.approx(0.0001) and "$0.0001 per 1K samples" in lines[0]
     assert training_findings(summarize_training(table())) == []
 
@@ -352,12 +352,15 @@ def test_findings_report_a_failed_bounds_check():
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def test_plot_training_writes_four_figures(tmp_path):
+MLP_FIGURES = set(FIGURES) - {"training_lm_throughput"}  # the language models' figure needs their rows
+
+
+def test_plot_training_writes_the_mlp_figures(tmp_path):
     s = summary(job(1, step=10.0), job(2, step=10.5), job(4, step=11.0),
                 job(1, "bucket=100", step=10.0, bucket_cap_mb=100.0),
                 job(4, "bucket=100", step=10.6, bucket_cap_mb=100.0))
     paths = plot_training(s, tmp_path / "fig")
-    assert {p.name for p in paths} == {f"{n}.{e}" for n in FIGURES for e in ("png", "svg")}
+    assert {p.name for p in paths} == {f"{n}.{e}" for n in MLP_FIGURES for e in ("png", "svg")}
     assert {p.name for p in (tmp_path / "fig").iterdir()} == {p.name for p in paths}  # no temp files left
     for p in paths:
         data = p.read_bytes()
@@ -371,7 +374,7 @@ def test_plot_training_empty_summary_writes_nothing(tmp_path):
 
 def test_plot_training_without_tuning_skips_the_tuning_figure(tmp_path):
     names = {p.stem for p in plot_training(summary(job(1), job(2)), tmp_path)}
-    assert names == set(FIGURES) - {"training_tuning"}
+    assert names == MLP_FIGURES - {"training_tuning"}
 
 
 def test_a_tuning_point_with_nccl_settings_uses_its_ddp_knobs_one_rank_run():

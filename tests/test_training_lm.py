@@ -170,3 +170,8 @@ def test_mfu_in_the_summary_from_the_rows(tmp_path):
     row = summarize_training(gpu).iloc[0]
     assert row["mfu"] == pytest.approx(row["tflops_per_device"] / 989.4) and row["peak_device"] == "H100 SXM"
     assert pd.isna(row["mfu_note"]) or row["mfu_note"] == ""
+    # figures: the language models get their tokens/s figure, not the MLP's
+    from distbench.plots_training import plot_training
+
+    names = {p.stem for p in plot_training(summarize_training(df), tmp_path / "fig")}
+    assert "training_lm_throughput" in names and "training_throughput" not in names
