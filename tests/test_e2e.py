@@ -16,7 +16,8 @@ TINY = {
     "comm": {"ops": ["all_reduce", "all_gather", "send_recv", "barrier"], "sizes": ["8", "64KiB", "1MB"],
              "gloo": {"max_bytes": "1MiB", "warmup": 1, "iters": 3, "trials": 2}},
     "training": {"warmup_steps": 1, "steps": 3, "allreduce_trials": 2,
-                 "cpu": {"hidden_dim": 32, "num_layers": 1, "batch_size": 8}},
+                 "cpu": {"hidden_dim": 32, "num_layers": 1, "batch_size": 8},
+                 "models": ["mlp", "lora"], "lm": {"strategies": ["fsdp"], "cpu": {"seq_len": 16, "batch_size": 2}}},
 }
 
 
@@ -31,7 +32,8 @@ def test_pipeline_runs_caches_and_reruns_only_what_changed(workflow_dir):
     first = snakemake(workflow_dir, *cfg)
     assert first.returncode == 0, first.stderr[-3000:]
     assert sorted(_jobs_run(first.stderr)).count("comm_job") == 2
-    assert _jobs_run(first.stderr).count("training_job") == 2  # plain DDP at 1 and 2 ranks
+    # mlp: plain DDP at 1 and 2 ranks; lora: FSDP at 1 and 2 ranks and its plain DDP 1-rank baseline
+    assert _jobs_run(first.stderr).count("training_job") == 5
 
     # tables follow the contract; every Gloo measurement is ok and checked
     raw = pd.read_csv(workflow_dir / "results/tables/comm.csv")
@@ -55,14 +57,20 @@ def test_pipeline_runs_caches_and_reruns_only_what_changed(workflow_dir):
     training = read_training_csv(workflow_dir / "results/tables/training.csv")
     assert set(training["world_size"]) == {1, 2} and (training["status"] == "ok").all()
     tsum = pd.read_csv(workflow_dir / "results/tables/training_summary.csv")
-    two = tsum[tsum["world_size"] == 2].iloc[0]
+    two = tsum[(tsum["world_size"] == 2) & (tsum["model"] == "mlp")].iloc[0]
     assert two["efficiency_vs_plain_1gpu"] > 0 and pd.notna(two["exposed_comm_ms"])
     assert (workflow_dir / "results/figures_training/training_throughput.png").exists()
+    lora = tsum[tsum["model"] == "lora"].set_index(["world_size", "strategy"])
+    assert sorted(lora.index) == [(1, "ddp"), (1, "fsdp"), (2, "fsdp")]
+    assert (lora["tokens_per_s_median"] > 0).all() and lora["mfu"].isna().all()  # no peak for a CPU
+    assert (workflow_dir / "results/figures_training/training_lm_throughput.png").exists()
+    assert (workflow_dir / "results/training/gloo/lora/ws2/fsdp/training.csv").exists()
 
     # the report: NCCL skipped and why, figures, findings; HTML self-contained
     md = (workflow_dir / "report/report.md").read_text()
     assert "backend nccl" in md and "no GPU" in md
     assert "## Training" in md and "scaling efficiency" in md and "training_throughput.png" in md
+    assert "### Language models" in md and "lora r16 on gpt 2L/2H/64d seq 16, 2 ranks (FSDP" in md
     assert "![" in md and "](figures/busbw_vs_size.png)" in md and "max over ranks" in md
     assert (workflow_dir / "report/figures/busbw_vs_size.png").exists()  # beside the report: portable
     html = (workflow_dir / "report/report.html").read_text()
@@ -83,7 +91,7 @@ def test_pipeline_runs_caches_and_reruns_only_what_changed(workflow_dir):
     # changing a measurement parameter reruns the jobs it touches; adding a world size adds one job
     changed = snakemake(workflow_dir, *cfg, "-n", "--config", "world_sizes=[1,2,3]")
     assert _jobs_run(changed.stdout + changed.stderr).count("comm_job") == 1
-    assert _jobs_run(changed.stdout + changed.stderr).count("training_job") == 1
+    assert _jobs_run(changed.stdout + changed.stderr).count("training_job") == 2  # mlp and lora fsdp at 3
     (workflow_dir / "more_iters.yaml").write_text(yaml.safe_dump({"comm": {"gloo": {"iters": 4}}}))
     iters = snakemake(workflow_dir, "-n", "--configfile", "tiny.yaml", "more_iters.yaml")
     assert _jobs_run(iters.stdout + iters.stderr).count("comm_job") == 2
