@@ -480,7 +480,8 @@ def lm_throughput(r) -> str | None:
 
 
 def _finding(r) -> str | None:
-    head = f"{workload_name(r)}, {_ranks(r)} ({_strategy_name(r)}, {r['scaling']} scaling)"
+    compiled = ", torch.compile" if str(r.get("compile")).lower() == "true" else ""
+    head = f"{workload_name(r)}, {_ranks(r)} ({_strategy_name(r)}{compiled}, {r['scaling']} scaling)"
     parts = []
     lm = lm_throughput(r)
     if lm:

@@ -150,6 +150,19 @@ def test_language_model_jobs_under_torchrun(tmp_path, model, strategy, nproc):
         assert (df["n_buckets"] == cfg.n_layers + (model == "gpt")).all()
 
 
+def test_fsdp_that_cannot_run_is_skipped_with_the_reason(tmp_path):
+    from tests.conftest import REPO
+
+    out = tmp_path / "training.csv"
+    r = train([*LM, "--model", "gpt", "--strategy", "fsdp", "--out", str(out)], nproc=2,
+              script=REPO / "tests/helpers/training_faults.py", env={"FAULT": "no_fsdp"}, timeout=180)
+    assert r.returncode == 0, r.stderr[-3000:]
+    df = read(out)
+    assert (df["status"] == "skipped").all()
+    assert df["message"].str.contains("FSDP2 \\(fully_shard\\) cannot run with backend gloo on cpu here: "
+                                      "NotImplementedError: fully_shard: this device is not supported").all()
+
+
 def test_fsdp_needs_a_language_model(tmp_path):
     r = train(["--model", "mlp", "--strategy", "fsdp", "--out", str(tmp_path / "t.csv")], nproc=1)
     assert r.returncode != 0 and "--strategy fsdp needs --model gpt or lora" in r.stderr
@@ -170,6 +183,12 @@ def test_mfu_in_the_summary_from_the_rows(tmp_path):
     row = summarize_training(gpu).iloc[0]
     assert row["mfu"] == pytest.approx(row["tflops_per_device"] / 989.4) and row["peak_device"] == "H100 SXM"
     assert pd.isna(row["mfu_note"]) or row["mfu_note"] == ""
+    # findings name the workload, its throughput and, when used, torch.compile
+    from distbench.scaling import training_findings
+
+    lines = training_findings(summarize_training(gpu.assign(compile=True)))
+    assert lines[0].startswith("gpt 2L/2H/64d seq 32, 1 rank (plain DDP, torch.compile, weak scaling): ")
+    assert "TFLOP/s per rank, MFU " in lines[0] and "of the H100 SXM bfloat16 peak (989 TFLOP/s)" in lines[0]
     # figures: the language models get their tokens/s figure, not the MLP's
     from distbench.plots_training import plot_training
 

@@ -240,7 +240,15 @@ class TrainingHarness(RankContext):
         from distbench.training import models
 
         if self.args.strategy == "fsdp":
-            self.shard()
+            try:
+                self.shard()
+            except (ImportError, NotImplementedError, TypeError, ValueError, RuntimeError) as e:
+                # torch without FSDP2, or a backend/device FSDP2 does not support: not applicable
+                # here, said so (an OOM while sharding is still an OOM)
+                if isinstance(e, RuntimeError) and _oom_or_failed(e) == "oom":
+                    raise
+                raise PhaseError("skipped", f"FSDP2 (fully_shard) cannot run with backend {self.args.backend} "
+                                            f"on {self.device.type} here: {_first_line(e)}") from e
         else:
             self.wrap()
         params = [p for p in self.ddp.parameters() if p.requires_grad]
@@ -757,9 +765,12 @@ def main(argv=None) -> int:
     # grad_bytes: what DDP all-reduces per optimizer step on each rank (the wire dtype's bytes).
     h.grad_bytes = h.n_buckets = None
     build_err = None
-    for what, build in (("building the model and its data", h.build), ("wrapping it in DDP", h.build_ddp)):
+    wrapping = "sharding it with FSDP2" if args.strategy == "fsdp" else "wrapping it in DDP"
+    for what, build in (("building the model and its data", h.build), (wrapping, h.build_ddp)):
         try:
             build()
+        except PhaseError as e:
+            build_err = (e.status, e.message)
         except torch.OutOfMemoryError as e:
             build_err = ("oom", f"{what}: {_first_line(e)}")
         except RuntimeError as e:

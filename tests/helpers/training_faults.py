@@ -2,7 +2,9 @@
 - diverge: after every synced DDP step, rank 1 nudges one parameter, so the replicas differ
   after phase step; the harness must mark those rows wrong and name the parameter.
 - oom:     every rank runs out of memory in phase compute_only's first step; that phase's rows
-  must be oom, the others ok, and the job must exit 0."""
+  must be oom, the others ok, and the job must exit 0.
+- no_fsdp: fully_shard raises NotImplementedError (as for a backend or device FSDP2 does not
+  support): every row must be skipped with the reason, and the job must exit 0."""
 import os
 import sys
 
@@ -24,5 +26,13 @@ def step(self, sync_grads):
             self.model[0].bias.add_(1e-3)
 
 
+def no_fsdp(*args, **kwargs):
+    raise NotImplementedError("fully_shard: this device is not supported (injected)")
+
+
+if fault == "no_fsdp":
+    import torch.distributed.fsdp
+
+    torch.distributed.fsdp.fully_shard = no_fsdp
 harness.TrainingHarness.step = step
 sys.exit(harness.main(sys.argv[1:]))
