@@ -25,7 +25,7 @@ The formulas, each written once (times are medians over the measured steps, in m
 - cost_usd_per_1k_samples (seed 002) = N × gpu_hour_usd / 3600 / samples_per_s_median × 1000.
 - energy_j_per_1k_samples = energy_j_per_step_median / global_batch_size × 1000.
 - tflops_per_device = flops_per_sample × samples_per_s_per_device_median / 1e12 (model FLOPs, see
-  distbench.training.gpt.flops_per_token); mfu = tflops_per_device / the device's peak for the
+  distbench.workloads.gpt.flops_per_token); mfu = tflops_per_device / the device's peak for the
   dtype (distbench.compute_peaks), empty with mfu_note saying why when the device is unknown.
 """
 

@@ -92,7 +92,7 @@ TRAINING_COLUMNS: tuple[Column, ...] = (
     Column("tokens_per_s_per_device", "float64", "gpt/lora: tokens_per_s / world_size; empty for mlp"),
     Column("params_total", "Int64", "parameters of the model (adapters included)"),
     Column("params_trainable", "Int64", "parameters that get gradients (lora: the adapters only)"),
-    Column("flops_per_sample", "Int64", "model FLOPs of one training sample, forward + backward: 6 N (mlp), seq_len x (6 N + 12 L H Q T) (gpt; lora: 4 N_frozen + 6 N_trainable + ...), see distbench.training.gpt.flops_per_token"),
+    Column("flops_per_sample", "Int64", "model FLOPs of one training sample, forward + backward: 6 N (mlp), seq_len x (6 N + 12 L H Q T) (gpt; lora: 4 N_frozen + 6 N_trainable + ...), see distbench.workloads.gpt.flops_per_token"),
     Column("device_name", "string", "the device as torch reports it (MFU's peak is matched on it); cpu on CPU"),
     Column("attention_kernel", "string", "gpt/lora: the implementation scaled_dot_product_attention chose (flash, efficient, cudnn, math, flash_for_cpu); empty for mlp"),
     Column("grad_bytes", "Int64", "bytes of gradients synced per optimizer step (per rank: DDP all-reduces them, halved by a compression hook; FSDP reduce-scatters them)"),

@@ -31,6 +31,12 @@ def test_analysis_modules_never_import_a_harness():
         assert not bad, f"distbench/{mod}.py imports {bad}"
 
 
+def test_analysis_never_imports_the_torch_workloads():
+    for mod in ANALYSIS:
+        bad = [n for n in _imports(REPO / "distbench" / f"{mod}.py") if _in(n, "distbench.workloads")]
+        assert not bad, f"distbench/{mod}.py imports {bad}"
+
+
 def test_no_family_imports_another():
     for family in FAMILIES:
         folder = REPO / family.replace(".", "/")

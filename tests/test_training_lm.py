@@ -11,8 +11,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from distbench.compute_peaks import mfu, peak_for
-from distbench.training import gpt as G
-from distbench.training.models import grad_param_bytes
+from distbench.workloads import gpt as G
+from distbench.workloads.mlp import grad_param_bytes
 from tests.test_training_harness import read, train
 
 CFG = G.gpt_config("tiny", vocab_size=512, seq_len=64)

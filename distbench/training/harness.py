@@ -1,5 +1,5 @@
 """DDP training benchmark harness: one torchrun job measures one DDP configuration of the
-synthetic MLP (distbench.training.models) in three phases, on the same model and optimizer.
+synthetic MLP (distbench.workloads.mlp) in three phases, on the same model and optimizer.
 
 Run alone:
     torchrun --standalone --nproc_per_node=2 -m distbench.training --backend gloo \
@@ -176,7 +176,7 @@ class TrainingHarness(RankContext):
     # -- the model ----------------------------------------------------------------------------
 
     def build(self):
-        from distbench.training import gpt, models
+        from distbench.workloads import gpt, mlp as models
 
         torch, args = self.torch, self.args
         self._align_buf = torch.zeros(1, device=self.device)
@@ -207,7 +207,7 @@ class TrainingHarness(RankContext):
 
     @property
     def gpt_cfg(self):
-        from distbench.training import gpt
+        from distbench.workloads import gpt
 
         a = self.args
         return gpt.gpt_config(a.gpt_size, a.vocab_size, a.seq_len, a.gpt_layers, a.gpt_heads, a.gpt_dim)
@@ -237,7 +237,7 @@ class TrainingHarness(RankContext):
 
     def build_ddp(self):
         """Collective (DDP broadcasts rank 0's parameters; FSDP shards them): every rank calls it."""
-        from distbench.training import models
+        from distbench.workloads import mlp as models
 
         if self.args.strategy == "fsdp":
             try:
@@ -673,7 +673,7 @@ def parse_args(argv=None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--backend", choices=BACKENDS, required=True)
     p.add_argument("--model", choices=TRAINING_MODELS, default="mlp",
-                   help="mlp (seed 004), gpt (distbench.training.gpt), lora (gpt, frozen, with adapters)")
+                   help="mlp (seed 004), gpt (distbench.workloads.gpt), lora (gpt, frozen, with adapters)")
     p.add_argument("--strategy", choices=STRATEGIES, default="ddp", help="fsdp: FSDP2 fully_shard per block (gpt, lora)")
     p.add_argument("--hidden-dim", type=int, default=256, help="mlp width")
     p.add_argument("--num-layers", type=int, default=2, help="mlp depth")
@@ -722,7 +722,7 @@ def parse_args(argv=None):
         if args.strategy != "ddp":
             p.error("--strategy fsdp needs --model gpt or lora")
     else:
-        from distbench.training.gpt import gpt_config
+        from distbench.workloads.gpt import gpt_config
 
         try:
             cfg = gpt_config(args.gpt_size, args.vocab_size, args.seq_len, args.gpt_layers, args.gpt_heads, args.gpt_dim)

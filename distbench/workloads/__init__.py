@@ -1,0 +1,3 @@
+"""The models the benchmark families train (shared, so no family imports another): `mlp` (seed
+004's synthetic MLP, optimizers, autocast) and `gpt` (a GPT-style decoder, LoRA adapters, model
+FLOPs). They import torch: only the torchrun ranks and tests import them."""
