@@ -1,4 +1,4 @@
-# distbench: probes -> per-configuration torchrun jobs (comm, training) -> tables -> plots -> report.
+# distbench: probes -> per-configuration torchrun jobs (comm, training, memory) -> tables -> plots -> report.
 #   snakemake --cores 1                         # everything (Gloo on CPU; NCCL where GPUs exist)
 #   snakemake --cores 1 --config gpus=6         # declare 6 GPUs per node
 #   snakemake --cores 1 report                  # the report from cached tables/CSVs
@@ -21,11 +21,13 @@ rule all:
         # Each job's CSV is a target too: deleting one reruns exactly that job (and what reads it).
         comm_csvs,
         training_csvs,
+        memory_csvs,
 
 
 include: "rules/probe.smk"
 include: "rules/comm.smk"
 include: "rules/training.smk"
+include: "rules/memory.smk"
 include: "rules/aggregate.smk"
 include: "rules/plot.smk"
 include: "rules/report.smk"

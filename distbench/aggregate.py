@@ -20,7 +20,8 @@ import pandas as pd
 from distbench.choices import STATUS_SEVERITY
 from distbench.io import atomic_write_csv
 from distbench.schema import (
-    COMM, COMM_RANKS, TRAINING, Contract, SchemaError, read_comm_csv, read_comm_ranks_csv, read_training_csv,
+    COMM, COMM_RANKS, MEMORY, TRAINING, Contract, SchemaError, read_comm_csv, read_comm_ranks_csv, read_memory_csv,
+    read_training_csv,
 )
 
 KEYS = ["backend", "world_size", "op", "dtype", "nccl_env", "timing", "inplace", "size_bytes"]
@@ -38,6 +39,7 @@ JOB_CSV_READERS = {
     read_comm_csv: (COMM, "comm_job"),
     read_comm_ranks_csv: (COMM_RANKS, "comm_job"),
     read_training_csv: (TRAINING, "training_job"),
+    read_memory_csv: (MEMORY, "memory_job"),
 }
 
 
@@ -202,6 +204,18 @@ def aggregate_training(job_csvs, out_raw, out_summary, cost_gpu_hour_usd=None) -
 
     df = combine(job_csvs, read_training_csv, sort_by=("backend", "config", "world_size", "phase", "step"))
     summary = add_scaling(summarize_training(df), cost_gpu_hour_usd)
+    atomic_write_csv(out_raw, df)
+    atomic_write_csv(out_summary, summary)
+    return summary
+
+
+def aggregate_memory(job_csvs, out_raw, out_summary) -> pd.DataFrame:
+    """Memory job CSVs -> results/tables/memory.csv (checked against the contract) and the per-job
+    summary (activation cost per sample, the allocator's view, the largest batch that fits)."""
+    from distbench.memory_analysis import summarize_memory
+
+    df = combine(job_csvs, read_memory_csv, sort_by=("backend", "model", "config", "world_size", "phase", "batch_size"))
+    summary = summarize_memory(df)
     atomic_write_csv(out_raw, df)
     atomic_write_csv(out_summary, summary)
     return summary

@@ -28,8 +28,9 @@ STATUS_SEVERITY = {s: i for i, s in enumerate(("wrong", "failed", "oom", "not_ru
 TRAINING_PHASES = ("step", "compute_only", "comm_alone")
 COMM_HOOKS = ("none", "bf16_compress", "fp16_compress")
 TRAINING_DTYPES = ("float32", "bfloat16")
-OPTIMIZERS = ("sgd", "adamw")
+OPTIMIZERS = ("sgd", "sgd_momentum", "adamw")
 SCALINGS = ("weak", "strong")
+MEMORY_PHASES = ("measure", "search")
 TRAINING_MODELS = ("mlp", "gpt", "lora")  # seed 004's MLP; the GPT decoder; GPT with LoRA adapters
 STRATEGIES = ("ddp", "fsdp")  # fsdp: FSDP2 fully_shard per block (gpt and lora only)
 # gpt/lora sizes by name: (layers, heads, model dim), the GPT-3 paper's (Brown et al. 2020, table

@@ -90,9 +90,10 @@ def make_plan(config: dict, detected: tuple[int, str] | None = None) -> dict:
             skipped.append({"what": f"gloo sizes above {human_bytes(cap)} ({len(above)} sizes up to {human_bytes(max(above))})",
                             "why": "comm.gloo.max_bytes keeps CPU runs short"})
     tjobs, tskipped = training_jobs(config, gpus)
-    return {"jobs": jobs, "gpus": gpus, "gpus_source": gpus_source, "skipped": skipped + tskipped,
+    mjobs, mskipped = memory_jobs(config, gpus)
+    return {"jobs": jobs, "gpus": gpus, "gpus_source": gpus_source, "skipped": skipped + tskipped + mskipped,
             "world_sizes": world_sizes, "backends_run": sorted({j.backend for j in jobs}),
-            "training_jobs": tjobs}
+            "training_jobs": tjobs, "memory_jobs": mjobs}
 
 
 def _unique_envs(envs: list[dict]) -> list[dict]:
@@ -130,7 +131,8 @@ def plan_summary(plan: dict, gpus_source: str | None = None) -> dict:
     return {"gpus": plan["gpus"], "gpus_source": gpus_source or plan["gpus_source"], "skipped": plan["skipped"],
             "world_sizes": plan["world_sizes"], "backends_run": plan["backends_run"],
             "jobs": [j.wildcards for j in plan["jobs"]],
-            "training_jobs": [j.wildcards for j in plan.get("training_jobs", [])]}
+            "training_jobs": [j.wildcards for j in plan.get("training_jobs", [])],
+            "memory_jobs": [j.wildcards for j in plan.get("memory_jobs", [])]}
 
 
 def nccl_probe_params(config: dict, plan: dict) -> dict:
@@ -266,3 +268,70 @@ def lm_params(config: dict, job: TrainingJob) -> dict:
             "allreduce_trials": tr["allreduce_trials"], "ddp": dict(job.ddp),
             "op_timeout_s": config["comm"]["op_timeout_s"], "job_timeout_s": tr["job_timeout_s"],
             "job_env": {k: str(v) for k, v in config["job_env"].items()}}
+
+
+@dataclass(frozen=True)
+class MemoryJob:
+    backend: str
+    world_size: int
+    model: str  # mlp, gpt or lora
+    config_label: str  # ddp, ddp+gbv (gradient_as_bucket_view) or fsdp
+    strategy: str = field(compare=False)
+    gradient_as_bucket_view: bool = field(compare=False)
+
+    @property
+    def wildcards(self) -> dict:
+        return {"backend": self.backend, "model": self.model, "world_size": self.world_size, "config": self.config_label}
+
+
+def memory_jobs(config: dict, gpus: int) -> tuple[list[MemoryJob], list[dict]]:
+    """One memory job per model, strategy (DDP with each gradient_as_bucket_view value; FSDP for
+    gpt/lora) and world size."""
+    mem = config["memory"]
+    if not mem["enabled"]:
+        return [], [{"what": "memory family", "why": "memory.enabled is false"}]
+    if "nccl" in config["backends"] and gpus > 0:
+        backend = "nccl"
+    elif "gloo" in config["backends"]:
+        backend = "gloo"
+    else:
+        return [], [{"what": "memory family", "why": f"backend nccl needs a GPU and gloo is not in backends (gpus={gpus})"}]
+    sizes, skipped = sorted(set(mem["world_sizes"])), []
+    if backend == "nccl" and any(w > gpus for w in sizes):
+        skipped.append({"what": f"memory world sizes {[w for w in sizes if w > gpus]}",
+                        "why": f"above gpus={gpus}: NCCL needs one GPU per rank"})
+        sizes = [w for w in sizes if w <= gpus]
+    views = list(mem["gradient_as_bucket_view"])
+    if backend == "gloo" and len(views) > 1:
+        # Its effect is on the GPU allocator's peak; on CPU the counted split is the same.
+        skipped.append({"what": "memory jobs with gradient_as_bucket_view=true",
+                        "why": "its effect is on the GPU allocator's peak: on CPU only the DDP default is measured"})
+        views = [False]
+    jobs = []
+    for model in mem["models"]:
+        for ws in sizes:
+            for strategy in mem["strategies"]:
+                if strategy == "fsdp":
+                    if model != "mlp":
+                        jobs.append(MemoryJob(backend, ws, model, "fsdp", "fsdp", False))
+                    continue
+                for gbv in views:
+                    jobs.append(MemoryJob(backend, ws, model, "ddp+gbv" if gbv else "ddp", "ddp", gbv))
+    return sorted(jobs, key=lambda j: (j.model, j.config_label, j.world_size)), skipped
+
+
+def memory_params(config: dict, job: MemoryJob) -> dict:
+    """The values that shape a memory job's measurements (a change reruns the job)."""
+    tr, mem = config["training"], config["memory"]
+    on = "gpu" if job.backend == "nccl" else "cpu"
+    if job.model == "mlp":
+        work = {k: v for k, v in tr[on].items() if k != "batch_size"}
+        work["dtype"], batches = tr["dtype"], mem[on]["mlp_batch_sizes"]
+    else:
+        work = {k: v for k, v in tr["lm"][on].items() if k != "batch_size"}
+        batches = mem[on]["lm_batch_sizes"]
+        if job.model == "lora":
+            work.update(lora_rank=tr["lm"]["lora_rank"], lora_alpha=tr["lm"]["lora_alpha"])
+    return {"model": job.model, **work, "optimizer": mem["optimizer"], "batch_sizes": sorted(set(batches)),
+            "search": mem["search"], "snapshot": mem["snapshot"], "op_timeout_s": config["comm"]["op_timeout_s"],
+            "job_timeout_s": mem["job_timeout_s"], "job_env": {k: str(v) for k, v in config["job_env"].items()}}

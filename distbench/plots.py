@@ -42,6 +42,20 @@ def save_figure(fig, out_dir: Path, name: str) -> list[Path]:
     return paths
 
 
+def write_figures(builders: dict, data, out_dir) -> list[Path]:
+    """Each builder(data) -> a figure or None (no data for it); write the figures under their names
+    as PNG + SVG in out_dir (created), in the house theme; return the paths."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    sns.set_theme(style="ticks", context="paper")
+    written: list[Path] = []
+    for name, build in builders.items():
+        fig = build(data)
+        if fig is not None:
+            written += save_figure(fig, out_dir, name)
+    return written
+
+
 def _size_axis(ax, sizes) -> None:
     """Log x axis with power-of-two ticks labelled 8 B, 4 KiB, 1 MiB, ... (at most ~8 of them)."""
     lo, hi = math.floor(math.log2(min(sizes))), math.ceil(math.log2(max(sizes)))

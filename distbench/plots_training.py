@@ -19,7 +19,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from distbench.plots import save_figure  # noqa: E402
+from distbench.plots import write_figures  # noqa: E402
 from distbench.scaling import PLAIN, add_scaling  # noqa: E402
 
 FIGURES = ("training_throughput", "training_lm_throughput", "training_efficiency", "training_step_breakdown",
@@ -195,12 +195,4 @@ def plot_training(summary: pd.DataFrame, out_dir) -> list[Path]:
     ok = s[s["status"] == "ok"]
     if ok.empty:
         return []
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    sns.set_theme(style="ticks", context="paper")
-    written: list[Path] = []
-    for name, build in BUILDERS.items():
-        fig = build(ok)
-        if fig is not None:
-            written += save_figure(fig, out_dir, name)
-    return written
+    return write_figures(BUILDERS, ok, out_dir)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import sys
 
 
 def ranks_text(ranks: list[int]) -> str:
@@ -57,6 +58,24 @@ class RankContext:
         out = [self.torch.empty_like(t) for _ in range(self.world_size)]
         self.dist.all_gather(out, t, group=self.ctrl)
         return [o.tolist() for o in out]
+
+    def placement_ok(self, placement_out) -> bool:
+        """Record every rank's GPU (placement_out) and check no two share one; on a problem rank 0
+        prints the fix and the process group is destroyed (the caller exits with code 3)."""
+        from distbench.placement import gather_and_check
+
+        _, problem = gather_and_check(self.dist, self.ctrl, self.rank, self.local_rank, self.device,
+                                      self.world_size, placement_out)
+        if problem:
+            if self.rank == 0:
+                print(f"distbench error: {problem}", file=sys.stderr, flush=True)
+            self.dist.destroy_process_group()
+        return not problem
+
+    def say(self, text: str) -> None:
+        """A progress line from rank 0 (stderr, so it lands in the job's log as it happens)."""
+        if self.rank == 0:
+            print(f"distbench: {text}", file=sys.stderr, flush=True)
 
     def sync(self):
         if self.cuda:

@@ -399,8 +399,40 @@ def _training(summary_csv) -> dict | None:
                        " overlap = 1 - exposed / the gradient all-reduce alone.")}
 
 
+def _memory(summary_csv) -> dict | None:
+    """The memory family's section: one sentence per job, then one row per job (None when the run
+    had no memory jobs). Snapshots (memory.snapshot) are listed by path."""
+    if not summary_csv or not Path(summary_csv).exists():
+        return None
+    from distbench.memory_analysis import human, memory_findings
+
+    s = pd.read_csv(summary_csv)
+    if s.empty:
+        return None
+    headers = ["model", "config", "ws", "batch", "parameters", "gradients", "optimizer", "activations",
+               "activations per sample", "peak allocated", "of device", "unexplained", "estimate off by",
+               "largest batch that fits", "status"]
+    rows = []
+    for _, r in s.sort_values(["model", "config", "world_size"]).iterrows():
+        rows.append([r["model"], r["config"], int(r["world_size"]), r["largest_measured_batch"],
+                     human(r["params_bytes"]), human(r["grads_bytes"]), human(r["optimizer_bytes"]),
+                     human(r["activations_bytes"]), human(r["activation_bytes_per_sample"]),
+                     None if pd.isna(r["peak_allocated_bytes"]) else human(r["peak_allocated_bytes"]),
+                     _pct(r["peak_share"]), None if pd.isna(r["unexplained_bytes"]) else human(r["unexplained_bytes"]),
+                     None if pd.isna(r["estimate_error_bytes"]) else human(r["estimate_error_bytes"]),
+                     r["largest_batch_fits"] if pd.notna(r["largest_batch_fits"]) else (r["search_note"] or None),
+                     r["status"]])
+    snapshots = sorted(str(p) for p in Path("results/memory").glob("*/*/*/*/snapshot.pickle"))
+    return {"findings": memory_findings(s), "table": _table(headers, rows), "snapshots": snapshots,
+            "note": ("Per rank, at the largest measured batch. Parts are counted from the tensors (unique storages: "
+                     "distbench/memory/accounting.py); activations are what autograd saves for backward. "
+                     "Unexplained = the allocator's peak allocated - the parts (DDP's buckets without "
+                     "gradient_as_bucket_view, temporaries, workspaces); the estimate is parameters, gradients and "
+                     "optimizer state by formula.")}
+
+
 def build_context(summary_csv, largest_csv, env_json, figures, config, plan, out_md, extra=None,
-                  figures_dir=None, training_summary=None) -> dict:
+                  figures_dir=None, training_summary=None, memory_summary=None) -> dict:
     summary = read_summary(summary_csv)
     largest = read_summary(largest_csv)
     env_path = Path(env_json)
@@ -409,6 +441,7 @@ def build_context(summary_csv, largest_csv, env_json, figures, config, plan, out
     return {
         "title": "distbench benchmark report",
         "training": _training(training_summary),
+        "memory": _memory(memory_summary),
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "env": _env_table(env),
         "plan": _plan(plan or {}),
@@ -423,7 +456,8 @@ def build_context(summary_csv, largest_csv, env_json, figures, config, plan, out
 
 
 def render_report(summary_csv, largest_csv, env_json, figures: list[Path], config: dict, plan: dict,
-                  out_md, out_html, extra: dict | None = None, figures_dir=None, training_summary=None) -> None:
+                  out_md, out_html, extra: dict | None = None, figures_dir=None, training_summary=None,
+                  memory_summary=None) -> None:
     """Write the Markdown report, the figures it links and the self-contained HTML one.
 
     The figures are copied into figures_dir (default: figures/ beside out_md) and linked relative to
@@ -432,7 +466,7 @@ def render_report(summary_csv, largest_csv, env_json, figures: list[Path], confi
     """
     figures_dir = _figures_dir(out_md, figures_dir)
     ctx = build_context(summary_csv, largest_csv, env_json, figures, config, plan, out_md, extra, figures_dir,
-                        training_summary)
+                        training_summary, memory_summary)
     env = _environment()
     md = env.get_template("report.md.j2").render(**ctx)
     html = env.get_template("report.html.j2").render(**ctx)

@@ -3,7 +3,7 @@
 comm.csv: one row per measurement (backend, world_size, op, dtype, nccl_env, timing, inplace,
 size_bytes, trial), its time aggregated over ranks. comm_ranks.csv: the same keys plus `rank`, one
 row per rank and trial. training.csv: one row per measured step (or all-reduce trial) of one DDP
-configuration. The harnesses write these columns, aggregation checks them, and the tests hold both
+configuration. memory.csv: one row per (memory job, phase, batch size). The harnesses write these columns, aggregation checks them, and the tests hold both
 to it. docs/csv-schema.md renders these tables for humans.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from distbench.choices import RANK_AGGS, STATUSES, TIMINGS, TRAINING_PHASES
+from distbench.choices import MEMORY_PHASES, RANK_AGGS, STATUSES, TIMINGS, TRAINING_PHASES
 
 
 @dataclass(frozen=True)
@@ -106,6 +106,48 @@ TRAINING_COLUMNS: tuple[Column, ...] = (
 )
 TRAINING_COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in TRAINING_COLUMNS)
 
+# memory.csv: one row per (job, phase, batch size); the job is (backend, world_size, model, config).
+MEMORY_COLUMNS: tuple[Column, ...] = (
+    Column("backend", "string", "nccl or gloo"),
+    Column("world_size", "int64", "number of ranks"),
+    Column("model", "string", "mlp, gpt or lora (distbench.workloads)"),
+    Column("strategy", "string", "ddp or fsdp"),
+    Column("gradient_as_bucket_view", "boolean", "DDP gradient_as_bucket_view (empty for FSDP)"),
+    Column("config", "string", "ddp, ddp+gbv (gradient_as_bucket_view) or fsdp"),
+    Column("hidden_dim", "int64", "MLP width; gpt/lora: model width"),
+    Column("num_layers", "int64", "MLP depth; gpt/lora: blocks"),
+    Column("n_heads", "Int64", "gpt/lora: attention heads"),
+    Column("seq_len", "Int64", "gpt/lora: tokens per sample"),
+    Column("vocab_size", "Int64", "gpt/lora: vocabulary"),
+    Column("lora_rank", "Int64", "lora: adapter rank"),
+    Column("dtype", "string", "float32, or bfloat16 (autocast; FSDP: bf16 parameters)"),
+    Column("optimizer", "string", "sgd, sgd_momentum or adamw"),
+    Column("phase", "string", "measure (the split at a configured batch) or search (one batch tried while looking for the largest that fits)"),
+    Column("batch_size", "Int64", "samples per rank (empty on a skipped search row)"),
+    Column("device_name", "string", "the device as torch reports it; cpu on CPU"),
+    Column("params_total", "Int64", "parameters of the model"),
+    Column("params_trainable", "Int64", "parameters that get gradients"),
+    Column("params_bytes", "Int64", "bytes of parameter storages on a rank (FSDP: its shards)"),
+    Column("grads_bytes", "Int64", "bytes of gradient storages after backward (unique storages: with gradient_as_bucket_view, DDP's buckets)"),
+    Column("optimizer_bytes", "Int64", "bytes of optimizer-state storages after the step"),
+    Column("activations_bytes", "Int64", "bytes of the non-parameter storages autograd saved for backward (saved_tensors_hooks, unique storages)"),
+    Column("parts_bytes", "Int64", "params + grads + optimizer + activations"),
+    Column("estimate_params_bytes", "Int64", "analytic: parameters x 4 bytes (/ world size under FSDP)"),
+    Column("estimate_grads_bytes", "Int64", "analytic: trainable parameters x 4 bytes (/ world size under FSDP)"),
+    Column("estimate_optimizer_bytes", "Int64", "analytic: trainable x (0 sgd, 4 sgd_momentum, 8 adamw) bytes (/ world size under FSDP) + 4 per AdamW parameter tensor (step)"),
+    Column("estimate_error_bytes", "Int64", "measured params + grads + optimizer - the estimate of the three"),
+    Column("peak_allocated_bytes", "Int64", "GPU: torch.cuda.max_memory_allocated over the step; empty on CPU"),
+    Column("peak_reserved_bytes", "Int64", "GPU: torch.cuda.max_memory_reserved over the step; empty on CPU"),
+    Column("fragmentation_bytes", "Int64", "GPU: peak reserved - peak allocated"),
+    Column("alloc_retries", "Int64", "GPU: allocation retries (cudaMalloc failed, cache flushed) during the step"),
+    Column("unexplained_bytes", "Int64", "GPU: peak allocated - parts (DDP buckets without bucket view, temporaries, workspaces)"),
+    Column("device_total_bytes", "Int64", "GPU: the device's total memory"),
+    Column("peak_share", "float64", "GPU: peak reserved / device total"),
+    Column("status", "string", "ok, oom, skipped (not applicable, by design), not_run (not reached), failed or wrong"),
+    Column("message", "string", "why the status is not ok (empty when ok)"),
+)
+MEMORY_COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in MEMORY_COLUMNS)
+
 
 class SchemaError(ValueError):
     pass
@@ -130,7 +172,8 @@ COMM = Contract("comm", COMM_COLUMNS, (("status", STATUSES), ("timing", TIMINGS)
 COMM_RANKS = Contract("comm_ranks", COMM_RANK_COLUMNS, (("timing", TIMINGS),), positive_when_ok="time_us")
 TRAINING = Contract("training", TRAINING_COLUMNS, (("status", STATUSES), ("phase", TRAINING_PHASES)),
                     positive_when_ok="step_time_ms")
-CONTRACTS = {c.name: c for c in (COMM, COMM_RANKS, TRAINING)}
+MEMORY = Contract("memory", MEMORY_COLUMNS, (("status", STATUSES), ("phase", MEMORY_PHASES)))
+CONTRACTS = {c.name: c for c in (COMM, COMM_RANKS, TRAINING, MEMORY)}
 
 
 def check_frame(contract: Contract, df) -> None:
@@ -182,6 +225,10 @@ def read_comm_ranks_csv(path):
 
 def read_training_csv(path):
     return read_csv(TRAINING, path)
+
+
+def read_memory_csv(path):
+    return read_csv(MEMORY, path)
 
 
 def to_bool(v):

@@ -1,11 +1,12 @@
 # Config validation and the job plan. The logic lives in the distbench package; this file wires it.
 from snakemake.exceptions import WorkflowError
 
-from distbench.choices import BACKENDS, DTYPES
+from distbench.choices import BACKENDS, DTYPES, TRAINING_MODELS
 from distbench.config import ConfigError, check_config
 from distbench.plan import (
     job_params,
     make_plan,
+    memory_params,
     nccl_probe_params,
     plan_summary,
     training_params,
@@ -26,12 +27,18 @@ TRAINING_JOBS = {
     for j in PLAN["training_jobs"]
 }
 TRAINING_DIR = "results/training/{backend}/{model}/ws{world_size}/{config}"
+MEMORY_JOBS = {
+    (j.backend, j.model, str(j.world_size), j.config_label): j
+    for j in PLAN["memory_jobs"]
+}
+MEMORY_DIR = "results/memory/{backend}/{model}/ws{world_size}/{config}"
 
 
 wildcard_constraints:
     backend="|".join(BACKENDS),
     dtype="|".join(DTYPES),
     world_size=r"\d+",
+    model="|".join(TRAINING_MODELS),
     nccl_env=r"[A-Za-z0-9_=+.,:^-]+",
     config=r"[A-Za-z0-9_=+.,:^-]+",
 
@@ -70,4 +77,27 @@ def training_report_inputs(wildcards=None):
     return {
         "training_summary": "results/tables/training_summary.csv",
         "training_figures": "results/figures_training",
+    }
+
+
+def memory_job(wildcards):
+    return MEMORY_JOBS[
+        (wildcards.backend, wildcards.model, wildcards.world_size, wildcards.config)
+    ]
+
+
+def memory_csvs(wildcards=None):
+    return [
+        f"{MEMORY_DIR}/memory.csv".format(**j.wildcards) for j in PLAN["memory_jobs"]
+    ]
+
+
+def memory_report_inputs(wildcards=None):
+    """The memory tables and figures, when the plan has memory jobs."""
+    if not PLAN["memory_jobs"]:
+        return {}
+    return {
+        "memory_raw": "results/tables/memory.csv",
+        "memory_summary": "results/tables/memory_summary.csv",
+        "memory_figures": "results/figures_memory",
     }

@@ -5,13 +5,14 @@
 
 rule report:
     input:
+        # the training and memory families' tables and figures, when the plan has their jobs
         unpack(training_report_inputs),
+        unpack(memory_report_inputs),
         summary="results/tables/comm_diagnosed.csv",
         largest="results/tables/comm_largest.csv",
         env="results/probe/env.json",
         advice="results/probe/advice.json",
         figures="results/figures",
-        # the training family's table and figures, when the plan has training jobs
     output:
         md="report/report.md",
         html="report/report.html",

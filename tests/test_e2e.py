@@ -18,6 +18,7 @@ TINY = {
     "training": {"warmup_steps": 1, "steps": 3, "allreduce_trials": 2,
                  "cpu": {"hidden_dim": 32, "num_layers": 1, "batch_size": 8},
                  "models": ["mlp", "lora"], "lm": {"strategies": ["fsdp"], "cpu": {"seq_len": 16, "batch_size": 2}}},
+    "memory": {"models": ["mlp"], "world_sizes": [2], "cpu": {"mlp_batch_sizes": [4, 8]}},
 }
 
 
@@ -34,6 +35,7 @@ def test_pipeline_runs_caches_and_reruns_only_what_changed(workflow_dir):
     assert sorted(_jobs_run(first.stderr)).count("comm_job") == 2
     # mlp: plain DDP at 1 and 2 ranks; lora: FSDP at 1 and 2 ranks and its plain DDP 1-rank baseline
     assert _jobs_run(first.stderr).count("training_job") == 5
+    assert _jobs_run(first.stderr).count("memory_job") == 1
 
     # tables follow the contract; every Gloo measurement is ok and checked
     raw = pd.read_csv(workflow_dir / "results/tables/comm.csv")
@@ -66,10 +68,19 @@ def test_pipeline_runs_caches_and_reruns_only_what_changed(workflow_dir):
     assert (workflow_dir / "results/figures_training/training_lm_throughput.png").exists()
     assert (workflow_dir / "results/training/gloo/lora/ws2/fsdp/training.csv").exists()
 
+    # the memory family: one job, its table, summary, figures and report section
+    from distbench.schema import read_memory_csv
+
+    memory = read_memory_csv(workflow_dir / "results/tables/memory.csv")
+    assert set(memory[memory["phase"] == "measure"]["batch_size"]) == {4, 8}
+    assert (workflow_dir / "results/tables/memory_summary.csv").exists()
+    assert (workflow_dir / "results/figures_memory/memory_split.png").exists()
+
     # the report: NCCL skipped and why, figures, findings; HTML self-contained
     md = (workflow_dir / "report/report.md").read_text()
     assert "backend nccl" in md and "no GPU" in md
     assert "## Training" in md and "scaling efficiency" in md and "training_throughput.png" in md
+    assert "## Memory" in md and "MLP 32x1, ddp, 2 ranks: at batch 8 per rank" in md and "memory_split.png" in md
     assert "### Language models" in md and "lora r16 on gpt 2L/2H/64d seq 16, 2 ranks (FSDP" in md
     assert "![" in md and "](figures/busbw_vs_size.png)" in md and "max over ranks" in md
     assert (workflow_dir / "report/figures/busbw_vs_size.png").exists()  # beside the report: portable
@@ -102,7 +113,7 @@ def test_pipeline_runs_caches_and_reruns_only_what_changed(workflow_dir):
     rep = snakemake(workflow_dir, "report", *cfg)
     assert rep.returncode == 0, rep.stderr[-3000:]
     ran = _jobs_run(rep.stderr)
-    assert "comm_job" not in ran and "training_job" not in ran and "probe_nccl" not in ran
+    assert "comm_job" not in ran and "training_job" not in ran and "memory_job" not in ran and "probe_nccl" not in ran
     assert {"aggregate_comm", "aggregate_training", "diagnose", "report"} <= set(ran)
     assert "torch.distributed.run" not in rep.stdout + rep.stderr
     assert (workflow_dir / "report/report.html").exists()

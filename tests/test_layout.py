@@ -6,8 +6,9 @@ from pathlib import Path
 
 from tests.conftest import REPO
 
-FAMILIES = ("distbench.comm", "distbench.training")
-ANALYSIS = ("aggregate", "findings", "advice", "plots", "plots_training", "report", "scaling", "diagnose", "peak")
+FAMILIES = ("distbench.comm", "distbench.training", "distbench.memory")
+ANALYSIS = ("aggregate", "findings", "advice", "plots", "plots_training", "report", "scaling", "diagnose", "peak",
+            "memory_analysis", "plots_memory")
 
 
 def _imports(path: Path) -> set[str]:

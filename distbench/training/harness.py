@@ -50,9 +50,10 @@ import sys
 import time
 from pathlib import Path
 
-from distbench.choices import BACKENDS, COMM_HOOKS, GPT_SIZES, OPTIMIZERS, SCALINGS, STRATEGIES, TRAINING_MODELS
+from distbench.choices import BACKENDS, COMM_HOOKS, OPTIMIZERS, SCALINGS
 from distbench.choices import TRAINING_DTYPES as TRAIN_DTYPES
 from distbench.ranks import RankContext, ranks_text
+from distbench.workloads.cli import add_model_args, resolve_model_args
 from distbench.schema import TRAINING_COLUMN_NAMES, TRAINING_PHASES
 
 # DDP's own default bucket_cap_mb. Passing it explicitly is not the same as leaving it out in
@@ -672,19 +673,7 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="python -m distbench.training", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--backend", choices=BACKENDS, required=True)
-    p.add_argument("--model", choices=TRAINING_MODELS, default="mlp",
-                   help="mlp (seed 004), gpt (distbench.workloads.gpt), lora (gpt, frozen, with adapters)")
-    p.add_argument("--strategy", choices=STRATEGIES, default="ddp", help="fsdp: FSDP2 fully_shard per block (gpt, lora)")
-    p.add_argument("--hidden-dim", type=int, default=256, help="mlp width")
-    p.add_argument("--num-layers", type=int, default=2, help="mlp depth")
-    p.add_argument("--gpt-size", choices=GPT_SIZES, help="gpt/lora: a named size (layers, heads, dim)")
-    p.add_argument("--gpt-layers", type=int, help="gpt/lora: layers (overrides the size's)")
-    p.add_argument("--gpt-heads", type=int, help="gpt/lora: attention heads (overrides the size's)")
-    p.add_argument("--gpt-dim", type=int, help="gpt/lora: model width (overrides the size's)")
-    p.add_argument("--seq-len", type=int, default=64, help="gpt/lora: tokens per sample")
-    p.add_argument("--vocab-size", type=int, default=512, help="gpt/lora: vocabulary of the random tokens")
-    p.add_argument("--lora-rank", type=int, default=16)
-    p.add_argument("--lora-alpha", type=float, default=32.0)
+    add_model_args(p)
     p.add_argument("--compile", type=_flag("--compile"), default=False, metavar="{false,true}",
                    help="wrap the (DDP/FSDP) model in torch.compile; warm-up absorbs the compilation")
     p.add_argument("--batch-size", type=int, default=32, help="samples per rank per optimizer step (weak scaling)")
@@ -711,28 +700,16 @@ def parse_args(argv=None):
     p.add_argument("--placement-out", help="JSON with every rank's GPU placement")
     args = p.parse_args(argv)
 
-    for name in ("hidden_dim", "num_layers", "batch_size", "grad_accum", "steps", "allreduce_trials"):
+    for name in ("batch_size", "grad_accum", "steps", "allreduce_trials"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
     if args.warmup_steps < 0:
         p.error("--warmup-steps must be >= 0")
     if args.bucket_cap_mb <= 0:
         p.error("--bucket-cap-mb must be > 0")
-    if args.model == "mlp":
-        if args.strategy != "ddp":
-            p.error("--strategy fsdp needs --model gpt or lora")
-    else:
-        from distbench.workloads.gpt import gpt_config
-
-        try:
-            cfg = gpt_config(args.gpt_size, args.vocab_size, args.seq_len, args.gpt_layers, args.gpt_heads, args.gpt_dim)
-        except ValueError as e:
-            p.error(str(e))
-        args.num_layers, args.gpt_heads, args.hidden_dim = cfg.n_layers, cfg.n_heads, cfg.dim
-        if args.lora_rank < 1:
-            p.error("--lora-rank must be >= 1")
-        if args.strategy == "fsdp" and args.comm_hook != "none":
-            p.error("--comm-hook is a DDP option; FSDP reduces in fp32 (bf16 parameters under --dtype bfloat16)")
+    resolve_model_args(p, args)
+    if args.strategy == "fsdp" and args.comm_hook != "none":
+        p.error("--comm-hook is a DDP option; FSDP reduces in fp32 (bf16 parameters under --dtype bfloat16)")
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     try:
         args.batch_size, args.global_batch_size = per_rank_batch(args.scaling, args.batch_size, args.global_batch_size, world_size)
@@ -745,22 +722,14 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
     from distbench.io import PartialCsvs
-    from distbench.placement import gather_and_check
 
     args = parse_args(argv)
     h = TrainingHarness(args)
-    _, problem = gather_and_check(h.dist, h.ctrl, h.rank, h.local_rank, h.device, h.world_size, args.placement_out)
-    if problem:
-        if h.rank == 0:
-            print(f"distbench error: {problem}", file=sys.stderr, flush=True)
-        h.dist.destroy_process_group()
+    if not h.placement_ok(args.placement_out):
         return 3
     torch = h.torch
     writer = PartialCsvs([(Path(args.out), TRAINING_COLUMN_NAMES)]) if h.rank == 0 else None
-
-    def say(text):
-        if h.rank == 0:
-            print(f"distbench: {text}", file=sys.stderr, flush=True)
+    say = h.say
 
     # grad_bytes: what DDP all-reduces per optimizer step on each rank (the wire dtype's bytes).
     h.grad_bytes = h.n_buckets = None

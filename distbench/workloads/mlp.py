@@ -1,5 +1,5 @@
-"""The training family's workload: a synthetic MLP on random data, and what a step needs
-(optimizer, autocast). Imported inside the torchrun ranks only (it imports torch)."""
+"""Seed 004's synthetic MLP on random data, and what a step needs (optimizer, autocast), for the
+training and memory families. Imported inside the torchrun ranks and tests only (it imports torch)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import contextlib
 import torch
 from torch import nn
 
+from distbench.choices import OPTIMIZERS
+
 MODEL_NAME = "mlp"
-OPTIMIZERS = ("sgd", "adamw")
 LR = 1e-3
 
 
@@ -44,6 +45,8 @@ def make_optimizer(name: str, params, fused: bool = False) -> torch.optim.Optimi
     kernel, as the plain-torch MFU reference did."""
     if name == "sgd":
         return torch.optim.SGD(params, lr=LR, momentum=0.0)
+    if name == "sgd_momentum":
+        return torch.optim.SGD(params, lr=LR, momentum=0.9)
     if name == "adamw":
         return torch.optim.AdamW(params, lr=LR, fused=True) if fused else torch.optim.AdamW(params, lr=LR)
     raise ValueError(f"optimizer {name!r}: allowed {', '.join(OPTIMIZERS)}")

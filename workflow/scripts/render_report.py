@@ -11,6 +11,9 @@ with logged(sm.log[0]):
     training = sm.input.get("training_summary")
     if training:
         figures += sorted(Path(sm.input.training_figures).glob("*.png"))
+    memory = sm.input.get("memory_summary")
+    if memory:
+        figures += sorted(Path(sm.input.memory_figures).glob("*.png"))
     render_report(sm.input.summary, sm.input.largest, sm.input.env, figures, dict(sm.params.config),
                   sm.params.plan, sm.output.md, sm.output.html, extra=extra, figures_dir=sm.output.figures,
-                  training_summary=training)
+                  training_summary=training, memory_summary=memory)

@@ -1,0 +1,366 @@
+"""Memory benchmark harness: one torchrun job measures, for one model (mlp, gpt, lora) and one
+strategy (DDP, with or without gradient_as_bucket_view, or FSDP2) at one world size, where the
+memory of a training step goes at each batch size, and (on GPU) the largest batch that fits.
+
+Run alone:
+    torchrun --standalone --nproc_per_node=2 -m distbench.memory --backend gloo --model gpt \
+        --gpt-size tiny --seq-len 32 --batch-sizes 1,2,4 --out memory.csv
+
+Per batch size (phase `measure`; one warm-up step at the smallest batch first, so the optimizer
+state exists and DDP has rebuilt its buckets): gradients set to None, the allocator's peak reset,
+then one step: forward under distbench.memory.accounting.SavedActivations, backward, optimizer
+step. Parts (accounting): parameters, gradients (read after backward), optimizer state (after the
+step), activations saved for backward. GPU: the allocator's peak allocated / reserved over the step
+(torch.cuda.memory_stats), fragmentation = reserved - allocated, allocation retries during the
+step, the device's total memory; `unexplained_bytes` = peak allocated - the sum of the parts
+(DDP's buckets without bucket view, autograd's temporaries, the logits' fp32 copy, workspace).
+Each column is the maximum over ranks. Beside each row: the analytic estimate of parameters,
+gradients and optimizer state (accounting.estimate) and how far the measured model states are
+from it.
+
+Largest batch (phase `search`, GPU and DDP only): doubling from the largest measured batch until a
+step runs out of memory on any rank, then bisection; one row per batch tried (`ok` or `oom`). The
+step runs under no_sync, so no rank waits in a collective for one that ran out of memory (DDP's
+buckets exist either way); every rank votes on the outcome and frees its memory before the next
+try. FSDP is skipped there (a rank out of memory inside FSDP's all-gather would leave the others
+waiting); on CPU there is no device limit to search.
+
+`--snapshot-out PATH` (GPU): a torch.cuda.memory snapshot (the pickle PyTorch's memory viewer at
+pytorch.org/memory_viz opens) of the step at the largest measured batch, from rank 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import math
+import sys
+from pathlib import Path
+
+from distbench.choices import BACKENDS, OPTIMIZERS, TRAINING_DTYPES
+from distbench.ranks import RankContext
+from distbench.workloads.cli import add_model_args, resolve_model_args
+from distbench.schema import MEMORY_COLUMN_NAMES
+
+MEASURED = ("params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes", "peak_allocated_bytes",
+            "peak_reserved_bytes", "alloc_retries", "device_total_bytes")
+SEARCH_LIMIT = 2**16  # doubling stops here: a batch this large that fits is reported as such
+
+
+def _first_line(e: BaseException, limit: int = 300) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}"[:limit]
+
+
+def _is_oom(e: BaseException, torch) -> bool:
+    if isinstance(e, torch.OutOfMemoryError):
+        return True
+    msg = str(e).lower()
+    return isinstance(e, RuntimeError) and ("out of memory" in msg or "can't allocate" in msg)
+
+
+class MemoryHarness(RankContext):
+    def __init__(self, args):
+        super().__init__(args.backend, args.op_timeout_s, ctrl_on_gloo_too=True)
+        self.args = args
+        self.device_name = self.torch.cuda.get_device_name(self.device) if self.cuda else "cpu"
+
+    # -- the model ----------------------------------------------------------------------------
+
+    def build(self):
+        from distbench.workloads import gpt, mlp
+
+        torch, a = self.torch, self.args
+        torch.manual_seed(0)
+        with self.device:
+            if a.model == "mlp":
+                self.model = mlp.make_mlp(a.hidden_dim, a.num_layers)
+                self.loss_fn = torch.nn.functional.cross_entropy
+                self.data = lambda b: mlp.make_batch(b, a.hidden_dim, self.rank, self.device)
+            else:
+                cfg = gpt.gpt_config(a.gpt_size, a.vocab_size, a.seq_len, a.gpt_layers, a.gpt_heads, a.gpt_dim)
+                self.model = gpt.make_gpt(cfg)
+                if a.model == "lora":
+                    gpt.apply_lora(self.model, a.lora_rank, a.lora_alpha)
+                self.loss_fn = gpt.lm_loss
+                self.data = lambda b: gpt.make_tokens(b, cfg, self.rank, self.device)
+        params = list(self.model.parameters())
+        self.n_params = sum(p.numel() for p in params)
+        self.n_trainable = sum(p.numel() for p in params if p.requires_grad)
+        self.n_trainable_tensors = sum(1 for p in params if p.requires_grad)
+        if a.strategy == "fsdp":
+            from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+            mp = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+                  if a.dtype == "bfloat16" else MixedPrecisionPolicy())
+            for block in self.model.blocks:
+                fully_shard(block, mp_policy=mp)
+            fully_shard(self.model, mp_policy=mp)
+            self.wrapped = self.model
+        else:
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            kw = {"gradient_as_bucket_view": a.gradient_as_bucket_view}
+            if self.cuda:
+                kw.update(device_ids=[self.device.index], output_device=self.device.index)
+            self.wrapped = DDP(self.model, **kw)
+        self.opt = mlp.make_optimizer(a.optimizer, [p for p in self.wrapped.parameters() if p.requires_grad],
+                                      fused=self.cuda and a.optimizer == "adamw")
+        self.autocast = lambda: mlp.autocast(a.dtype, self.device)
+
+    def rewrap(self):
+        """A fresh DDP wrapper (collective: every rank calls it) after a step that did not finish."""
+        self.release()
+        if self.args.strategy == "ddp":
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            kw = {"gradient_as_bucket_view": self.args.gradient_as_bucket_view}
+            if self.cuda:
+                kw.update(device_ids=[self.device.index], output_device=self.device.index)
+            self.wrapped = DDP(self.model, **kw)
+
+    def release(self):
+        self.opt.zero_grad(set_to_none=True)
+        gc.collect()
+        if self.cuda:
+            self.torch.cuda.empty_cache()
+
+    # -- one measured step --------------------------------------------------------------------
+
+    def measure(self, batch: int, snapshot: str | None = None) -> list[float]:
+        """This rank's MEASURED values for one step at `batch` (NaN where the CPU has none)."""
+        from distbench.memory import accounting
+
+        torch = self.torch
+        x, y = self.data(batch)
+        self.release()
+        retries0 = self._retries()
+        if self.cuda:
+            torch.cuda.reset_peak_memory_stats(self.device)
+            if snapshot:
+                torch.cuda.memory._record_memory_history(max_entries=200_000)
+        with accounting.SavedActivations(self.model) as saved:
+            with self.autocast():
+                loss = self.loss_fn(self.wrapped(x), y)
+        loss.backward()
+        grads = accounting.gradient_bytes(self.model)
+        self.opt.step()
+        self.sync()
+        out = [accounting.parameter_bytes(self.model), grads, accounting.optimizer_state_bytes(self.opt), saved.bytes]
+        if self.cuda:
+            if snapshot:
+                torch.cuda.memory._dump_snapshot(snapshot)
+                torch.cuda.memory._record_memory_history(enabled=None)
+            out += [torch.cuda.max_memory_allocated(self.device), torch.cuda.max_memory_reserved(self.device),
+                    self._retries() - retries0, torch.cuda.get_device_properties(self.device).total_memory]
+        else:
+            out += [math.nan] * 4
+        del x, y, loss
+        self.release()
+        return [float(v) for v in out]
+
+    def _retries(self) -> int:
+        return int(self.torch.cuda.memory_stats(self.device).get("num_alloc_retries", 0)) if self.cuda else 0
+
+    def try_batch(self, batch: int) -> tuple[str, str]:
+        """One step at `batch` under no_sync (no collective inside), every rank voting:
+        ('ok', ''), ('oom', why) or ('failed', why)."""
+        torch = self.torch
+        status, why = "ok", ""
+        try:
+            x, y = self.data(batch)
+            with self.wrapped.no_sync():
+                with self.autocast():
+                    loss = self.loss_fn(self.wrapped(x), y)
+                loss.backward()
+            self.opt.step()
+            self.sync()
+            del x, y, loss
+        except Exception as e:  # noqa: BLE001 - an OOM is the answer; anything else is said as a failure
+            status, why = ("oom" if _is_oom(e, torch) else "failed"), _first_line(e)
+        self.release()
+        votes = self.gather_rows([{"ok": 0, "oom": 1, "failed": 2}[status]])
+        worst = max(v[0] for v in votes)
+        if worst:
+            self.rewrap()
+        status = ("ok", "oom", "failed")[int(worst)]
+        return status, why or ("" if status == "ok" else f"another rank: {status}")
+
+
+# -- rows -------------------------------------------------------------------------------------
+
+def base_row(a, h: MemoryHarness) -> dict:
+    lm = a.model != "mlp"
+    return {
+        "backend": a.backend, "world_size": h.world_size, "model": a.model, "strategy": a.strategy,
+        "gradient_as_bucket_view": a.gradient_as_bucket_view if a.strategy == "ddp" else None,
+        "config": a.config_label, "hidden_dim": a.hidden_dim, "num_layers": a.num_layers,
+        "n_heads": a.gpt_heads if lm else None, "seq_len": a.seq_len if lm else None,
+        "vocab_size": a.vocab_size if lm else None, "lora_rank": a.lora_rank if a.model == "lora" else None,
+        "dtype": a.dtype, "optimizer": a.optimizer, "phase": None, "batch_size": None, "device_name": h.device_name,
+        "params_total": getattr(h, "n_params", None), "params_trainable": getattr(h, "n_trainable", None),
+        "status": "ok", "message": "",
+    }
+
+
+def measured_row(a, h: MemoryHarness, batch: int, per_rank: list[list[float]]) -> dict:
+    from distbench.memory import accounting
+
+    worst = {name: max(r[i] for r in per_rank) for i, name in enumerate(MEASURED)}
+    v = {k: (None if math.isnan(x) else int(x)) for k, x in worst.items()}
+    est = accounting.estimate(h.n_params, h.n_trainable, h.n_trainable_tensors, a.optimizer, h.world_size,
+                              sharded=a.strategy == "fsdp")
+    parts = v["params_bytes"] + v["grads_bytes"] + v["optimizer_bytes"] + v["activations_bytes"]
+    states = v["params_bytes"] + v["grads_bytes"] + v["optimizer_bytes"]
+    row = {**base_row(a, h), "phase": "measure", "batch_size": batch, **v, "parts_bytes": parts,
+           "estimate_params_bytes": est["params"], "estimate_grads_bytes": est["grads"],
+           "estimate_optimizer_bytes": est["optimizer"],
+           "estimate_error_bytes": states - (est["params"] + est["grads"] + est["optimizer"])}
+    if v["peak_allocated_bytes"] is not None:
+        row.update(fragmentation_bytes=v["peak_reserved_bytes"] - v["peak_allocated_bytes"],
+                   unexplained_bytes=v["peak_allocated_bytes"] - parts,
+                   peak_share=v["peak_reserved_bytes"] / v["device_total_bytes"])
+    return row
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog="python -m distbench.memory", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--backend", choices=BACKENDS, required=True)
+    p.add_argument("--gradient-as-bucket-view", choices=("false", "true"), default="false")
+    add_model_args(p)
+    p.add_argument("--dtype", choices=TRAINING_DTYPES, default="float32")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw")
+    p.add_argument("--batch-sizes", required=True, help="comma-separated per-rank batch sizes, e.g. 1,2,4,8")
+    p.add_argument("--search", choices=("false", "true"), default="true",
+                   help="GPU + DDP: find the largest batch that fits (doubling, then bisection)")
+    p.add_argument("--config-label", default="ddp")
+    p.add_argument("--op-timeout-s", type=int, default=300)
+    p.add_argument("--out", required=True, help="CSV to write (rank 0); atomically renamed when complete")
+    p.add_argument("--placement-out", help="JSON with every rank's GPU placement")
+    p.add_argument("--snapshot-out", help="GPU: torch.cuda.memory snapshot of the largest measured batch (rank 0)")
+    a = p.parse_args(argv)
+    a.gradient_as_bucket_view = a.gradient_as_bucket_view == "true"
+    a.search = a.search == "true"
+    try:
+        a.batch_sizes = sorted({int(b) for b in a.batch_sizes.split(",")})
+    except ValueError:
+        p.error(f"--batch-sizes: expected comma-separated integers, got {a.batch_sizes!r}")
+    if not a.batch_sizes or a.batch_sizes[0] < 1:
+        p.error("--batch-sizes must be >= 1")
+    resolve_model_args(p, a)
+    return a
+
+
+def main(argv=None) -> int:
+    from distbench.io import PartialCsvs
+
+    a = parse_args(argv)
+    h = MemoryHarness(a)
+    if not h.placement_ok(a.placement_out):
+        return 3
+    torch = h.torch
+    writer = PartialCsvs([(Path(a.out), MEMORY_COLUMN_NAMES)]) if h.rank == 0 else None
+    say = h.say
+
+    def write(rows):
+        if writer:
+            writer.write(0, rows)
+
+    err = None
+    try:
+        h.build()
+    except Exception as e:  # noqa: BLE001 - recorded as the job's outcome
+        fsdp_missing = a.strategy == "fsdp" and isinstance(e, (ImportError, NotImplementedError))
+        err = ("oom" if _is_oom(e, torch) else "skipped" if fsdp_missing else "failed", f"building the model: {_first_line(e)}")
+    if h.agree(err is None):
+        try:
+            h.measure(a.batch_sizes[0])  # warm-up: optimizer state exists, DDP's buckets rebuilt
+        except Exception as e:  # noqa: BLE001 - the smallest batch failing is every row's outcome
+            err = ("oom" if _is_oom(e, torch) else "failed", f"warm-up step at batch {a.batch_sizes[0]}: {_first_line(e)}")
+        ok = h.agree(err is None)
+    else:
+        ok = False
+    if not ok:
+        err = err or ("failed", "another rank failed to build the model or run its first step")
+        write([{**base_row(a, h), "phase": "measure", "batch_size": b, "status": err[0], "message": err[1]}
+               for b in a.batch_sizes])
+        say(f"{err[0]}: {err[1]}")
+    else:
+        for i, b in enumerate(a.batch_sizes):
+            snap = a.snapshot_out if (h.cuda and b == a.batch_sizes[-1] and h.rank == 0) else None
+            mine, err = None, None
+            try:
+                mine = h.measure(b, snapshot=snap)
+            except Exception as e:  # noqa: BLE001
+                err = ("oom" if _is_oom(e, torch) else "failed", f"batch {b}: {_first_line(e)}")
+            if h.agree(mine is not None):
+                row = measured_row(a, h, b, h.gather_rows(mine))
+                write([row])
+                say(f"batch {b}: params {row['params_bytes']} B, grads {row['grads_bytes']} B, optimizer "
+                    f"{row['optimizer_bytes']} B, activations {row['activations_bytes']} B, peak allocated "
+                    f"{row['peak_allocated_bytes']} B")
+                continue
+            err = err or ("oom", f"batch {b}: another rank ran out of memory")
+            larger = a.batch_sizes[i + 1:]
+            write([{**base_row(a, h), "phase": "measure", "batch_size": b, "status": err[0], "message": err[1]}]
+                  + [{**base_row(a, h), "phase": "measure", "batch_size": x, "status": "not_run",
+                      "message": f"not measured: batch {b} already failed ({err[0]})"} for x in larger])
+            say(f"{err[0]}: {err[1]}")
+            h.rewrap()  # a step cut short leaves DDP's reducer mid-iteration
+            break
+        search(a, h, write, say)
+    h.dist.barrier(group=h.ctrl)
+    if writer is not None:
+        writer.close()
+    h.wrapped = h.model = h.opt = None
+    gc.collect()
+    h.dist.barrier(group=h.ctrl)
+    h.dist.destroy_process_group()
+    return 0
+
+
+def search(a, h: MemoryHarness, write, say) -> None:
+    """The largest batch that fits (GPU, DDP): phase `search` rows, one per batch tried."""
+    def row(b, status, message=""):
+        return {**base_row(a, h), "phase": "search", "batch_size": b, "status": status, "message": message}
+
+    if not a.search:
+        return
+    if not h.cuda or a.strategy != "ddp":
+        why = ("CPU: no device memory limit to search" if not h.cuda else
+               "FSDP: a rank out of memory inside FSDP's all-gather would leave the others waiting; "
+               "the search runs DDP configurations only")
+        write([row(None, "skipped", why)])
+        return
+    fit, fail = 0, None
+    tried: dict[int, str] = {}
+
+    def attempt(b) -> bool | None:
+        status, why = h.try_batch(b)
+        tried[b] = status
+        write([row(b, status, why)])
+        return None if status == "failed" else status == "ok"
+
+    b = a.batch_sizes[-1]
+    while fail is None and b <= SEARCH_LIMIT:  # double from the largest measured batch
+        ok = attempt(b)
+        if ok is None:
+            return
+        fit, fail, b = (b, None, b * 2) if ok else (fit, b, b)
+    while fail is not None and fit == 0 and fail > 1:  # even that failed: halve until one fits
+        ok = attempt(fail // 2)
+        if ok is None:
+            return
+        fit, fail = (fail // 2, fail) if ok else (0, fail // 2)
+    while fail is not None and fit and fail - fit > 1:  # bisect between the last fit and the first OOM
+        mid = (fit + fail) // 2
+        ok = attempt(mid)
+        if ok is None:
+            return
+        fit, fail = (mid, fail) if ok else (fit, mid)
+    say(f"largest batch that fits: {fit or 'none'}" + ("" if fail else f" (search stopped at {SEARCH_LIMIT})"))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

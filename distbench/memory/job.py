@@ -1,0 +1,69 @@
+"""The memory family's torchrun job: its arguments and its failure rows, for distbench.launch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from distbench.choices import GPT_SIZES
+from distbench.io import atomic_write_text, csv_text, partial_path, read_partial_rows
+from distbench.launch import TorchrunJob, job_environment, run_torchrun_job
+from distbench.schema import MEMORY_COLUMN_NAMES
+
+
+def memory_args(job, params: dict, out_csv, placement_json, snapshot=None) -> list[str]:
+    """distbench.memory's arguments for one job of the plan (distbench.plan.MemoryJob + memory_params)."""
+    args = ["--backend", job.backend, "--model", job.model, "--strategy", job.strategy,
+            "--gradient-as-bucket-view", "true" if job.gradient_as_bucket_view else "false",
+            "--dtype", params["dtype"], "--optimizer", params["optimizer"],
+            "--batch-sizes", ",".join(str(b) for b in params["batch_sizes"]),
+            "--search", "true" if params["search"] else "false", "--config-label", job.config_label,
+            "--op-timeout-s", str(params["op_timeout_s"]), "--out", str(out_csv), "--placement-out", str(placement_json)]
+    if job.model == "mlp":
+        args += ["--hidden-dim", str(params["hidden_dim"]), "--num-layers", str(params["num_layers"])]
+    else:
+        args += ["--seq-len", str(params["seq_len"]), "--vocab-size", str(params["vocab_size"])]
+        for key, flag in (("size", "--gpt-size"), ("layers", "--gpt-layers"), ("heads", "--gpt-heads"),
+                          ("dim", "--gpt-dim"), ("lora_rank", "--lora-rank"), ("lora_alpha", "--lora-alpha")):
+            if params.get(key) is not None:
+                args += [flag, str(params[key])]
+    if snapshot:
+        args += ["--snapshot-out", str(snapshot)]
+    return args
+
+
+def run_memory_job(job, params: dict, out_csv, placement_json, log_path, snapshot=None) -> str:
+    """Run one memory job; return 'ok' or the failure reason. out_csv and placement_json exist
+    afterwards in every case."""
+    out_csv = Path(out_csv)
+    return run_torchrun_job(TorchrunJob(
+        module="distbench.memory", args=memory_args(job, params, out_csv, placement_json, snapshot),
+        world_size=job.world_size, env=job_environment(params["job_env"], {}),
+        timeout_s=params["job_timeout_s"], outputs=[out_csv], placement_json=Path(placement_json),
+        log_path=Path(log_path), write_failure=lambda message: write_failure_rows(job, params, out_csv, message)))
+
+
+def write_failure_rows(job, params: dict, out_csv: Path, message: str) -> None:
+    """Keep the rows written before the job ended; the batch sizes not reached get `failed` (the
+    first) and `not_run` rows."""
+    done = read_partial_rows(partial_path(out_csv), MEMORY_COLUMN_NAMES)
+    measured = {int(r["batch_size"]) for r in done if r.get("phase") == "measure" and str(r.get("batch_size") or "").isdigit()}
+    layers, heads, dim = GPT_SIZES.get(params.get("size") or "", (None, None, None))
+    lm = job.model != "mlp"
+    base = {
+        "backend": job.backend, "world_size": job.world_size, "model": job.model, "strategy": job.strategy,
+        "gradient_as_bucket_view": job.gradient_as_bucket_view if job.strategy == "ddp" else None,
+        "config": job.config_label,
+        "hidden_dim": (params.get("dim") or dim) if lm else params["hidden_dim"],
+        "num_layers": (params.get("layers") or layers) if lm else params["num_layers"],
+        "n_heads": (params.get("heads") or heads) if lm else None, "seq_len": params.get("seq_len"),
+        "vocab_size": params.get("vocab_size"), "lora_rank": params.get("lora_rank"), "dtype": params["dtype"],
+        "optimizer": params["optimizer"], "phase": "measure",
+    }
+    rows = list(done)
+    missing = [b for b in params["batch_sizes"] if b not in measured]
+    for i, b in enumerate(missing):
+        status, msg = ("failed", message) if i == 0 else ("not_run", f"not reached: the job ended early ({message})")
+        rows.append({**base, "batch_size": b, "status": status, "message": msg})
+    if not missing:
+        rows.append({**base, "phase": "search", "status": "failed", "message": message})
+    atomic_write_text(out_csv, csv_text(rows, MEMORY_COLUMN_NAMES))

@@ -1,0 +1,47 @@
+# One torchrun job per model, configuration (ddp, ddp+gbv, fsdp) and world size: the memory split
+# at each batch size, and the largest batch that fits.
+
+
+rule memory_job:
+    output:
+        csv=f"{MEMORY_DIR}/memory.csv",
+        placement=f"{MEMORY_DIR}/placement.json",
+    log:
+        "results/logs/memory/{backend}/{model}/ws{world_size}/{config}.log",
+    conda:
+        "../envs/distbench.yaml"
+    # All cores: two benchmark jobs must never run at the same time (one would take the other's memory).
+    threads: workflow.cores
+    params:
+        job=lambda wc: memory_params(config, memory_job(wc)),
+        strategy=lambda wc: memory_job(wc).strategy,
+        gradient_as_bucket_view=lambda wc: memory_job(wc).gradient_as_bucket_view,
+    script:
+        "../workflow/scripts/run_memory.py"
+
+
+rule aggregate_memory:
+    input:
+        jobs=memory_csvs,
+    output:
+        raw="results/tables/memory.csv",
+        summary="results/tables/memory_summary.csv",
+    log:
+        "results/logs/aggregate/memory.log",
+    conda:
+        "../envs/distbench.yaml"
+    script:
+        "../workflow/scripts/aggregate_memory.py"
+
+
+rule plot_memory:
+    input:
+        raw="results/tables/memory.csv",
+    output:
+        directory("results/figures_memory"),
+    log:
+        "results/logs/plot/memory.log",
+    conda:
+        "../envs/distbench.yaml"
+    script:
+        "../workflow/scripts/plot_memory.py"
