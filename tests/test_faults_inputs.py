@@ -40,8 +40,9 @@ TINY = {
     "world_sizes": [2],  # training adds plain DDP at 1 rank, its baseline
     "comm": {"ops": ["all_reduce"], "sizes": ["8", "1KiB"],
              "gloo": {"max_bytes": "1MiB", "warmup": 1, "iters": 2, "trials": 2}},
-    "training": {"warmup_steps": 1, "steps": 2, "allreduce_trials": 2,
+    "training": {"warmup_steps": 1, "steps": 2, "allreduce_trials": 2, "models": ["mlp"],
                  "cpu": {"hidden_dim": 16, "num_layers": 1, "batch_size": 4}},
+    "memory": {"enabled": False},  # its faults have tests of their own (tests/test_memory.py)
 }
 CFG = ("--configfile", "tiny.yaml")
 HELD_PORTS = (29500, 29400)  # torchrun's default master port and its default c10d rendezvous port

@@ -18,6 +18,7 @@ LONG = {
     "comm": {"ops": ["all_reduce"], "sizes": ["8", "64MiB"],
              "gloo": {"max_bytes": "64MiB", "warmup": 1, "iters": 400, "trials": 3}},
     "training": {"enabled": False},
+    "memory": {"enabled": False},
 }
 
 
