@@ -194,3 +194,21 @@ def test_memory_figures(tmp_path):
     paths = plot_memory(pd.read_csv(out), tmp_path / "fig")
     assert {p.name for p in paths} == {f"{n}.{e}" for n in FIGURES for e in ("png", "svg")}
     assert plot_memory(pd.read_csv(out).assign(status="oom"), tmp_path / "none") == []
+
+
+def test_report_section_lists_findings_table_and_snapshots(tmp_path, monkeypatch):
+    from distbench.report import _memory
+
+    r, out = run_memory(tmp_path, "--model", "mlp", "--hidden-dim", "32", "--num-layers", "1", "--batch-sizes", "2,4",
+                        nproc=1)
+    assert r.returncode == 0, r.stderr[-3000:]
+    summarize_memory(read_memory_csv(out)).to_csv(tmp_path / "summary.csv", index=False)
+    snap = tmp_path / "results/memory/nccl/gpt/ws1/ddp/snapshot.pickle"
+    snap.parent.mkdir(parents=True)
+    snap.write_bytes(b"x")
+    monkeypatch.chdir(tmp_path)
+    section = _memory(tmp_path / "summary.csv")
+    assert section["findings"][0].startswith("MLP 32x1, ddp, 1 rank: at batch 4 per rank")
+    assert section["table"]["rows"][0][:4] == ["mlp", "ddp", "1", "4"]
+    assert section["snapshots"] == ["results/memory/nccl/gpt/ws1/ddp/snapshot.pickle"]
+    assert _memory(tmp_path / "missing.csv") is None
