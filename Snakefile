@@ -24,6 +24,34 @@ rule all:
         memory_csvs,
 
 
+# One family (or the probes) at a time: `snakemake --cores 1 comm` runs the comm jobs and their
+# tables and figures, nothing else; `snakemake -n training` lists what would run and what is cached.
+rule probes:
+    input:
+        "results/probe/env.json",
+        "results/probe/topology.json",
+        "results/probe/nccl.json",
+
+
+rule comm:
+    input:
+        comm_csvs,
+        "results/tables/comm_diagnosed.csv",
+        "results/figures",
+
+
+rule training:
+    input:
+        training_csvs,
+        family_outputs("training"),
+
+
+rule memory:
+    input:
+        memory_csvs,
+        family_outputs("memory"),
+
+
 include: "rules/probe.smk"
 include: "rules/comm.smk"
 include: "rules/training.smk"

@@ -101,3 +101,12 @@ def memory_report_inputs(wildcards=None):
         "memory_summary": "results/tables/memory_summary.csv",
         "memory_figures": "results/figures_memory",
     }
+
+
+def family_outputs(family):
+    """A family's tables and figures for its target rule; none when the plan has no jobs of it
+    (the target then does nothing, and the plan section of the report says why)."""
+    if not PLAN[f"{family}_jobs"]:
+        return []
+    figures = "results/figures_training" if family == "training" else "results/figures_memory"
+    return [f"results/tables/{family}_summary.csv", figures]
