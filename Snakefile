@@ -18,6 +18,7 @@ rule all:
     input:
         "report/report.md",
         "report/report.html",
+        "report/summary.json",
         # Each job's CSV is a target too: deleting one reruns exactly that job (and what reads it).
         comm_csvs,
         training_csvs,

@@ -108,5 +108,7 @@ def family_outputs(family):
     (the target then does nothing, and the plan section of the report says why)."""
     if not PLAN[f"{family}_jobs"]:
         return []
-    figures = "results/figures_training" if family == "training" else "results/figures_memory"
+    figures = (
+        "results/figures_training" if family == "training" else "results/figures_memory"
+    )
     return [f"results/tables/{family}_summary.csv", figures]

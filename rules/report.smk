@@ -26,3 +26,24 @@ rule report:
         config=config,
     script:
         "../workflow/scripts/render_report.py"
+
+
+# Machine-readable results: report/summary.json (seed 000's shape, checked against
+# distbench/summary.schema.json) and the comm series as nccl-tests -J documents.
+rule summary_json:
+    input:
+        unpack(training_report_inputs),
+        unpack(memory_report_inputs),
+        comm="results/tables/comm_summary.csv",
+        env="results/probe/env.json",
+    output:
+        summary="report/summary.json",
+        nccl_tests=directory("results/nccl_tests"),
+    log:
+        "results/logs/report/summary_json.log",
+    conda:
+        "../envs/distbench.yaml"
+    params:
+        config=config,
+    script:
+        "../workflow/scripts/write_summary.py"
