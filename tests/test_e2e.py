@@ -76,6 +76,25 @@ def test_pipeline_runs_caches_and_reruns_only_what_changed(workflow_dir):
     assert (workflow_dir / "results/tables/memory_summary.csv").exists()
     assert (workflow_dir / "results/figures_memory/memory_split.png").exists()
 
+    # machine-readable: summary.json (validated against its schema, as the rule does) and the comm
+    # series as nccl-tests -J documents
+    import json
+
+    from distbench.summary_json import validate_summary
+
+    doc = json.loads((workflow_dir / "report/summary.json").read_text())
+    validate_summary(doc)
+    assert doc["world_size"] == 2 and doc["config"]["device"] == "cpu" and doc["config"]["benchmark_iters"] == 3
+    assert set(doc["results"]["communication"]) == {"all_reduce", "all_gather", "send_recv", "barrier"}
+    assert {r["model"] for r in doc["results"]["training"]} == {"mlp", "lora"} and len(doc["results"]["memory"]) == 1
+    nt = json.loads((workflow_dir / "results/nccl_tests/gloo_all_reduce_float32_ws2_default_host.json").read_text())
+    first = nt["results"][0]
+    assert (first["size"], first["count"], first["type"], first["redop"], first["root"]) == (8, 2, "float", "sum", -1)
+    # all_reduce runs in place by default (comm.inplace): out of place was not measured
+    assert first["out_of_place"] is None and first["in_place"]["nwrong"] == 0
+    assert set(first["in_place"]) == {"time", "alg_bw", "bus_bw", "nwrong"}
+    assert nt["out_of_bounds"] == {"count": 0, "okay": True}
+
     # the report: NCCL skipped and why, figures, findings; HTML self-contained
     md = (workflow_dir / "report/report.md").read_text()
     assert "backend nccl" in md and "no GPU" in md
