@@ -14,6 +14,11 @@ OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", 
 DTYPES = ("float32", "bfloat16", "float16", "float64", "int32")
 # events: CUDA events around back-to-back ops; graph: CUDA-graph replay; host: host clock around
 # each op plus a device sync. Gloo (CPU) only has `host`.
+# How nccl-tests names things in its table and -J output: its type names for our dtypes, and the
+# reduction op and root it prints per collective (others: redop "none", root -1).
+NCCL_TESTS_TYPES = {"float32": "float", "bfloat16": "bfloat16", "float16": "half", "float64": "double", "int32": "int32"}
+NCCL_TESTS_REDOP = {"all_reduce": "sum", "reduce_scatter": "sum"}
+NCCL_TESTS_ROOT = {"broadcast": 0}
 TIMINGS = ("events", "graph", "host")
 DEVICE_TIMINGS = ("events", "graph")
 # How one trial's per-rank times become the row's `time_us` (nccl-tests' -a: 0 rank 0, 1 avg, 2 min, 3 max).

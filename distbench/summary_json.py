@@ -21,13 +21,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from distbench.choices import DTYPES
+from distbench.choices import NCCL_TESTS_REDOP, NCCL_TESTS_ROOT, NCCL_TESTS_TYPES
 
 SCHEMA_PATH = Path(__file__).with_name("summary.schema.json")
-# nccl-tests' type names (src/common.cu test_typenames) for our dtypes
-NCCL_TESTS_TYPES = dict(zip(DTYPES, ("float", "bfloat16", "half", "double", "int32"), strict=True))
-REDUCING_OPS = ("all_reduce", "reduce_scatter")  # nccl-tests prints redop "sum" for these, "none" else
-ROOTED_OPS = ("broadcast",)  # nccl-tests prints the root for these, -1 else
 
 
 def _clean(v):
@@ -108,7 +104,7 @@ def nccl_tests_documents(comm_summary_csv) -> dict[str, dict]:
         for size, pts in g.groupby("size_bytes", sort=True):
             elem = {"float32": 4, "bfloat16": 2, "float16": 2, "float64": 8, "int32": 4}[dtype]
             rec = {"size": int(size), "count": int(size) // elem, "type": NCCL_TESTS_TYPES[dtype],
-                   "redop": "sum" if op in REDUCING_OPS else "none", "root": 0 if op in ROOTED_OPS else -1}
+                   "redop": NCCL_TESTS_REDOP.get(op, "none"), "root": NCCL_TESTS_ROOT.get(op, -1)}
             for inplace, field in ((False, "out_of_place"), (True, "in_place")):
                 p = pts[pts["inplace"].astype(str).str.lower() == str(inplace).lower()]
                 if p.empty or p.iloc[0]["status"] != "ok":

@@ -44,7 +44,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from distbench.choices import BACKENDS, DEVICE_TIMINGS, DTYPES, RANK_AGGS, TIMINGS
+from distbench.choices import (
+    BACKENDS, DEVICE_TIMINGS, DTYPES, NCCL_TESTS_REDOP, NCCL_TESTS_ROOT, NCCL_TESTS_TYPES, RANK_AGGS, TIMINGS,
+)
 from distbench.io import PartialCsvs
 from distbench.placement import gather_and_check
 from distbench.ranks import RankContext, ranks_text
@@ -364,6 +366,31 @@ def parse_args(argv=None):
     return args
 
 
+TABLE_HEADER = (f"#{'size':>11} {'count':>12} {'type':>8} {'redop':>6} {'root':>5} {'time':>9} {'algbw':>8} "
+                f"{'busbw':>8} {'#wrong':>6}  {'timing':>6} {'place':>7}  status\n"
+                f"#{'(B)':>11} {'(elements)':>12} {'':>8} {'':>6} {'':>5} {'(us)':>9} {'(GB/s)':>8} {'(GB/s)':>8}")
+
+
+def table_line(rows: list[dict]) -> str:
+    """One point as a line of nccl-tests' table (its column order; median over the trials, as our
+    CSV's summary), then our timing mode, in/out of place and status. #wrong: 0 when the exact
+    check passed, 'wrong' when it failed, N/A when not checked."""
+    r = rows[0]
+    head = (f"{r['size_bytes']:>12} {r['count']:>12} {NCCL_TESTS_TYPES.get(r['dtype'], r['dtype']):>8} "
+            f"{NCCL_TESTS_REDOP.get(r['op'], 'none'):>6} {NCCL_TESTS_ROOT.get(r['op'], -1):>5}")
+    tail = f"{r['timing']:>6} {'in' if r['inplace'] else 'out':>7}"
+    if r["status"] not in ("ok", "wrong"):
+        return f"{head} {'':>9} {'':>8} {'':>8} {'N/A':>6}  {tail}  {r['status']}: {r['message']}"
+
+    def med(key):
+        vals = sorted(x[key] for x in rows if x.get(key) is not None and x[key] == x[key])
+        return vals[len(vals) // 2] if vals else float("nan")
+
+    wrong = {True: "0", False: "wrong"}.get(r["correct"], "N/A")
+    return (f"{head} {med('time_us'):>9.2f} {med('algbw_gbps'):>8.2f} {med('busbw_gbps'):>8.2f} {wrong:>6}  "
+            f"{tail}  {r['status']}")
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     h = Harness(args)
@@ -378,10 +405,20 @@ def main(argv=None) -> int:
     # times on disk; comm.csv is renamed last, so its presence means the job completed.
     writer = PartialCsvs([(out, COMM_COLUMN_NAMES), (ranks_out, COMM_RANK_COLUMN_NAMES)]) if h.rank == 0 else None
 
+    shown = {"series": None}
+
     def emit(rows, rank_rows):
         if writer:
             writer.write(1, rank_rows)
             writer.write(0, rows)
+            # the live table, on stdout as each point completes (a long sweep shows its progress)
+            series = (rows[0]["op"], rows[0]["dtype"])
+            if series != shown["series"]:
+                shown["series"] = series
+                print(f"#\n# {rows[0]['op']}, {rows[0]['dtype']}, {h.world_size} rank(s), {args.backend}, "
+                      f"time = median over {args.trials} trials of the per-op time ({args.rank_agg} over ranks)\n"
+                      f"{TABLE_HEADER}", flush=True)
+            print(table_line(rows), flush=True)
 
     for point in plan_points(args.ops, args.sizes, args.timing, args.inplace):
         if h.rank == 0:

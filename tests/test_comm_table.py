@@ -1,0 +1,35 @@
+"""Standalone comm runs read like nccl-tests: placement lines first, then a table in nccl-tests'
+column order, one line per point as it completes, with the numbers the CSV holds."""
+
+import re
+
+import pandas as pd
+
+from distbench.comm.harness import table_line
+from tests.conftest import torchrun
+
+
+def test_the_live_table_follows_nccl_tests_columns_and_the_csv(tmp_path):
+    out = tmp_path / "comm.csv"
+    r = torchrun(["--backend", "gloo", "--ops", "all_reduce,broadcast", "--sizes", "1KiB,64KiB", "--out", str(out)])
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = r.stdout.splitlines()
+    # every rank's placement comes first (on stderr, with the progress lines); the table is stdout
+    assert "placement: rank 0" in r.stderr and "placement: rank 1" in r.stderr and "placement" not in r.stdout
+    header = next(line for line in lines if "size" in line and "busbw" in line)
+    assert re.findall(r"[a-z#]+", header)[:9] == ["#", "size", "count", "type", "redop", "root", "time", "algbw", "busbw"]
+    rows = [line.split() for line in lines if re.match(r"\s+\d", line)]
+    assert [(x[0], x[2], x[3], x[4]) for x in rows] == [("1024", "float", "sum", "-1"), ("65536", "float", "sum", "-1"),
+                                                        ("1024", "float", "none", "0"), ("65536", "float", "none", "0")]
+    df = pd.read_csv(out)
+    med = df.groupby(["op", "size_bytes"], sort=False)["time_us"].median().round(2).tolist()
+    assert [float(x[5]) for x in rows] == med  # the median over trials, as printed
+    assert all(x[8] == "0" and x[-1] == "ok" for x in rows)  # checked exactly: no wrong elements
+
+
+def test_a_point_that_did_not_run_says_why_in_its_line():
+    row = dict(size_bytes=8, count=2, dtype="float32", op="send_recv", timing="host", inplace=False,
+               status="skipped", message="send_recv needs at least 2 ranks", correct=None)
+    line = table_line([row])
+    assert line.split()[:5] == ["8", "2", "float", "none", "-1"]
+    assert line.endswith("skipped: send_recv needs at least 2 ranks") and " N/A " in line
