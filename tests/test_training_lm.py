@@ -3,6 +3,7 @@ against a FLOP counter, the peak table behind MFU, and real torchrun jobs (Gloo,
 gpt and lora under DDP and FSDP2."""
 
 import math
+import re
 
 import pandas as pd
 import pytest
@@ -161,6 +162,15 @@ def test_fsdp_that_cannot_run_is_skipped_with_the_reason(tmp_path):
     assert (df["status"] == "skipped").all()
     assert df["message"].str.contains("FSDP2 \\(fully_shard\\) cannot run with backend gloo on cpu here: "
                                       "NotImplementedError: fully_shard: this device is not supported").all()
+
+
+def test_the_job_prints_a_line_per_step_window(tmp_path):
+    r = train([*LM, "--model", "gpt", "--steps", "5", "--log-every", "2", "--out", str(tmp_path / "t.csv")], nproc=1)
+    assert r.returncode == 0, r.stderr[-3000:]
+    for phase in ("step", "compute_only"):
+        windows = re.findall(rf"distbench: {phase} phase, steps (\d+)-(\d+): step [\d.]+ ms, [\d,.]+ samples/s, "
+                             rf"[\d,]+ tokens/s", r.stderr)
+        assert windows == [("0", "1"), ("2", "3"), ("4", "4")], r.stderr[-2000:]
 
 
 def test_fsdp_needs_a_language_model(tmp_path):

@@ -607,6 +607,21 @@ class TrainingHarness(RankContext):
         return times + energy + last + [1.0 if correct else 0.0], {"wire_bytes": sum(self.bucket_bytes) // 4 * elem}
 
 
+def window_lines(phase: str, rows: list[dict], every: int) -> list[str]:
+    """One progress line per window of `every` measured steps: median step time, samples/s and
+    (language models) tokens/s. Printed once the phase ends, since its steps run back to back with
+    a single sync at the end (a per-step print would add host work inside the timed run)."""
+    out = []
+    for start in range(0, len(rows), max(1, every)):
+        w = rows[start:start + max(1, every)]
+        text = (f"{phase} phase, steps {w[0]['step']}-{w[-1]['step']}: step {statistics.median(r['step_time_ms'] for r in w):.3f} ms, "
+                f"{statistics.median(r['samples_per_s'] for r in w):,.1f} samples/s")
+        if w[0].get("tokens_per_s") is not None:
+            text += f", {statistics.median(r['tokens_per_s'] for r in w):,.0f} tokens/s"
+        out.append(text)
+    return out
+
+
 def base_row(args, h: TrainingHarness) -> dict:
     return {
         "backend": args.backend, "world_size": h.world_size, "model": args.model, "strategy": args.strategy,
@@ -692,6 +707,8 @@ def parse_args(argv=None):
     p.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step (no_sync on all but the last)")
     p.add_argument("--warmup-steps", type=int, default=5)
     p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--log-every", type=int, default=10,
+                   help="print one line per this many measured steps (after the phase: the steps are timed back to back)")
     p.add_argument("--allreduce-trials", type=int, default=10)
     p.add_argument("--config-label", default="plain", help="label written to the config column")
     p.add_argument("--nccl-env-label", default="default", help="label written to the nccl_env column")
@@ -700,7 +717,7 @@ def parse_args(argv=None):
     p.add_argument("--placement-out", help="JSON with every rank's GPU placement")
     args = p.parse_args(argv)
 
-    for name in ("batch_size", "grad_accum", "steps", "allreduce_trials"):
+    for name in ("batch_size", "grad_accum", "steps", "allreduce_trials", "log_every"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
     if args.warmup_steps < 0:
@@ -788,6 +805,9 @@ def main(argv=None) -> int:
                               correct, message)
             if writer:
                 writer.write(0, rows)
+            if phase != "comm_alone":
+                for line in window_lines(phase, rows, args.log_every):
+                    say(line)
             med = statistics.median(r["step_time_ms"] for r in rows)
             tail = (f", {statistics.median(r['samples_per_s'] for r in rows):.1f} samples/s"
                     + (f", {statistics.median(r['tokens_per_s'] for r in rows):.0f} tokens/s" if args.model != "mlp" else "")
