@@ -18,6 +18,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from distbench.sizes import human_bytes
+
 JOB_KEYS = ("backend", "world_size", "model", "config", "strategy", "gradient_as_bucket_view", "hidden_dim",
             "num_layers", "n_heads", "seq_len", "vocab_size", "lora_rank", "dtype", "optimizer")
 PARTS = ("params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes")
@@ -93,14 +95,8 @@ def summarize_memory(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def human(n) -> str:
-    """Bytes as B / KiB / MiB / GiB, three significant digits."""
-    if n is None or pd.isna(n):
-        return "?"
-    n = float(n)
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(n) >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{n:.0f} B"
+    """Bytes as the reports print sizes (distbench.sizes.human_bytes); '?' when missing."""
+    return "?" if n is None or pd.isna(n) else human_bytes(n)
 
 
 def _who(r) -> str:

@@ -182,6 +182,18 @@ def ddp_label(ddp: dict, nccl_env: dict) -> str:
     return "+".join(parts) or PLAIN_LABEL
 
 
+def family_backend(config: dict, family: str, gpus: int) -> tuple[str | None, dict | None]:
+    """The backend a one-backend family (training, memory) runs on: NCCL where GPUs exist and
+    nccl is configured, else Gloo; or None and why the family does not run."""
+    if not config[family]["enabled"]:
+        return None, {"what": f"{family} family", "why": f"{family}.enabled is false"}
+    if "nccl" in config["backends"] and gpus > 0:
+        return "nccl", None
+    if "gloo" in config["backends"]:
+        return "gloo", None
+    return None, {"what": f"{family} family", "why": f"backend nccl needs a GPU and gloo is not in backends (gpus={gpus})"}
+
+
 def training_jobs(config: dict, gpus: int) -> tuple[list[TrainingJob], list[dict]]:
     """The training jobs (and what was skipped, and why): the configured DDP setup at every world
     size plus a 1-rank baseline of plain DDP; with `tune`, every tune_space point at the largest
@@ -189,14 +201,9 @@ def training_jobs(config: dict, gpus: int) -> tuple[list[TrainingJob], list[dict
     import itertools
 
     tr = config["training"]
-    if not tr["enabled"]:
-        return [], [{"what": "training family", "why": "training.enabled is false"}]
-    if "nccl" in config["backends"] and gpus > 0:
-        backend = "nccl"
-    elif "gloo" in config["backends"]:
-        backend = "gloo"
-    else:
-        return [], [{"what": "training family", "why": f"backend nccl needs a GPU and gloo is not in backends (gpus={gpus})"}]
+    backend, why = family_backend(config, "training", gpus)
+    if why:
+        return [], [why]
     skipped = []
     sizes = sorted(set(tr.get("world_sizes") or config["world_sizes"]))
     if backend == "nccl":
@@ -288,14 +295,9 @@ def memory_jobs(config: dict, gpus: int) -> tuple[list[MemoryJob], list[dict]]:
     """One memory job per model, strategy (DDP with each gradient_as_bucket_view value; FSDP for
     gpt/lora) and world size."""
     mem = config["memory"]
-    if not mem["enabled"]:
-        return [], [{"what": "memory family", "why": "memory.enabled is false"}]
-    if "nccl" in config["backends"] and gpus > 0:
-        backend = "nccl"
-    elif "gloo" in config["backends"]:
-        backend = "gloo"
-    else:
-        return [], [{"what": "memory family", "why": f"backend nccl needs a GPU and gloo is not in backends (gpus={gpus})"}]
+    backend, why = family_backend(config, "memory", gpus)
+    if why:
+        return [], [why]
     sizes, skipped = sorted(set(mem["world_sizes"])), []
     if backend == "nccl" and any(w > gpus for w in sizes):
         skipped.append({"what": f"memory world sizes {[w for w in sizes if w > gpus]}",

@@ -14,6 +14,25 @@ def ranks_text(ranks: list[int]) -> str:
     return ", ".join(map(str, ranks[:8])) + (f" and {len(ranks) - 8} more" if len(ranks) > 8 else "")
 
 
+def first_line(e: BaseException, limit: int = 300) -> str:
+    """'OutOfMemoryError: CUDA out of memory. Tried to ...': an exception's type and first line,
+    for a CSV message."""
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}"[:limit]
+
+
+def failure_status(e: BaseException) -> str:
+    """'oom' for an allocation failure (torch.OutOfMemoryError, or a RuntimeError from the CPU
+    allocator or CUDA outside it), else 'failed'."""
+    import torch
+
+    if isinstance(e, torch.OutOfMemoryError):
+        return "oom"
+    msg = str(e).lower()
+    alloc = "out of memory" in msg or "can't allocate" in msg or ("alloc" in msg and "memory" in msg)
+    return "oom" if isinstance(e, RuntimeError) and alloc else "failed"
+
+
 class RankContext:
     def __init__(self, backend: str, op_timeout_s: int, ctrl_on_gloo_too: bool = False):
         import torch

@@ -37,3 +37,18 @@ def run_in_rule(log_path, fn, *args, **kwargs):
             message = f"distbench error: {e}"
             print(message, flush=True)  # stdout is the log here
     sys.exit(message)
+
+
+def run_job_in_rule(log_path, what: str, run) -> None:
+    """Run one benchmark job from its rule's script, the launcher's own output in `<log>.launcher`:
+    prints `<what>: ok` or the failure reason. A failed job still leaves its CSV (failed/not_run
+    rows), so the rest of the DAG goes on; an interrupted one leaves nothing and exits non-zero
+    (128 + the signal), so the next run starts it again."""
+    from distbench.launch import JobInterrupted
+
+    with logged(str(log_path) + ".launcher"):
+        try:
+            print(f"{what}: {run()}")
+        except JobInterrupted as e:
+            print(f"{what}: {e.why}")
+            sys.exit(e.exit_code)

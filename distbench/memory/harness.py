@@ -38,25 +38,13 @@ import sys
 from pathlib import Path
 
 from distbench.choices import BACKENDS, OPTIMIZERS, TRAINING_DTYPES
-from distbench.ranks import RankContext
+from distbench.ranks import RankContext, failure_status, first_line
 from distbench.workloads.cli import add_model_args, resolve_model_args
 from distbench.schema import MEMORY_COLUMN_NAMES
 
 MEASURED = ("params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes", "peak_allocated_bytes",
             "peak_reserved_bytes", "alloc_retries", "device_total_bytes")
 SEARCH_LIMIT = 2**16  # doubling stops here: a batch this large that fits is reported as such
-
-
-def _first_line(e: BaseException, limit: int = 300) -> str:
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0] if text else ''}"[:limit]
-
-
-def _is_oom(e: BaseException, torch) -> bool:
-    if isinstance(e, torch.OutOfMemoryError):
-        return True
-    msg = str(e).lower()
-    return isinstance(e, RuntimeError) and ("out of memory" in msg or "can't allocate" in msg)
 
 
 class MemoryHarness(RankContext):
@@ -89,35 +77,28 @@ class MemoryHarness(RankContext):
         self.n_trainable = sum(p.numel() for p in params if p.requires_grad)
         self.n_trainable_tensors = sum(1 for p in params if p.requires_grad)
         if a.strategy == "fsdp":
-            from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-
-            mp = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-                  if a.dtype == "bfloat16" else MixedPrecisionPolicy())
-            for block in self.model.blocks:
-                fully_shard(block, mp_policy=mp)
-            fully_shard(self.model, mp_policy=mp)
+            gpt.fully_shard_blocks(self.model, bfloat16=a.dtype == "bfloat16")
             self.wrapped = self.model
         else:
-            from torch.nn.parallel import DistributedDataParallel as DDP
-
-            kw = {"gradient_as_bucket_view": a.gradient_as_bucket_view}
-            if self.cuda:
-                kw.update(device_ids=[self.device.index], output_device=self.device.index)
-            self.wrapped = DDP(self.model, **kw)
+            self.wrap_ddp()
         self.opt = mlp.make_optimizer(a.optimizer, [p for p in self.wrapped.parameters() if p.requires_grad],
                                       fused=self.cuda and a.optimizer == "adamw")
         self.autocast = lambda: mlp.autocast(a.dtype, self.device)
 
+    def wrap_ddp(self):
+        """(Re-)wrap the model in DDP (collective: every rank calls it)."""
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        kw = {"gradient_as_bucket_view": self.args.gradient_as_bucket_view}
+        if self.cuda:
+            kw.update(device_ids=[self.device.index], output_device=self.device.index)
+        self.wrapped = DDP(self.model, **kw)
+
     def rewrap(self):
-        """A fresh DDP wrapper (collective: every rank calls it) after a step that did not finish."""
+        """A fresh DDP wrapper after a step that did not finish (its reducer is mid-iteration)."""
         self.release()
         if self.args.strategy == "ddp":
-            from torch.nn.parallel import DistributedDataParallel as DDP
-
-            kw = {"gradient_as_bucket_view": self.args.gradient_as_bucket_view}
-            if self.cuda:
-                kw.update(device_ids=[self.device.index], output_device=self.device.index)
-            self.wrapped = DDP(self.model, **kw)
+            self.wrap_ddp()
 
     def release(self):
         self.opt.zero_grad(set_to_none=True)
@@ -165,7 +146,6 @@ class MemoryHarness(RankContext):
     def try_batch(self, batch: int) -> tuple[str, str]:
         """One step at `batch` under no_sync (no collective inside), every rank voting:
         ('ok', ''), ('oom', why) or ('failed', why)."""
-        torch = self.torch
         status, why = "ok", ""
         try:
             x, y = self.data(batch)
@@ -177,7 +157,7 @@ class MemoryHarness(RankContext):
             self.sync()
             del x, y, loss
         except Exception as e:  # noqa: BLE001 - an OOM is the answer; anything else is said as a failure
-            status, why = ("oom" if _is_oom(e, torch) else "failed"), _first_line(e)
+            status, why = failure_status(e), first_line(e)
         self.release()
         votes = self.gather_rows([{"ok": 0, "oom": 1, "failed": 2}[status]])
         worst = max(v[0] for v in votes)
@@ -259,7 +239,6 @@ def main(argv=None) -> int:
     h = MemoryHarness(a)
     if not h.placement_ok(a.placement_out):
         return 3
-    torch = h.torch
     writer = PartialCsvs([(Path(a.out), MEMORY_COLUMN_NAMES)]) if h.rank == 0 else None
     say = h.say
 
@@ -271,13 +250,16 @@ def main(argv=None) -> int:
     try:
         h.build()
     except Exception as e:  # noqa: BLE001 - recorded as the job's outcome
-        fsdp_missing = a.strategy == "fsdp" and isinstance(e, (ImportError, NotImplementedError))
-        err = ("oom" if _is_oom(e, torch) else "skipped" if fsdp_missing else "failed", f"building the model: {_first_line(e)}")
+        from distbench.workloads.gpt import FSDPUnavailable
+
+        unavailable = isinstance(e, FSDPUnavailable)
+        err = ("skipped" if unavailable else failure_status(e),
+               f"{'FSDP2 (fully_shard) cannot run here: ' if unavailable else 'building the model: '}{first_line(e)}")
     if h.agree(err is None):
         try:
             h.measure(a.batch_sizes[0])  # warm-up: optimizer state exists, DDP's buckets rebuilt
         except Exception as e:  # noqa: BLE001 - the smallest batch failing is every row's outcome
-            err = ("oom" if _is_oom(e, torch) else "failed", f"warm-up step at batch {a.batch_sizes[0]}: {_first_line(e)}")
+            err = (failure_status(e), f"warm-up step at batch {a.batch_sizes[0]}: {first_line(e)}")
         ok = h.agree(err is None)
     else:
         ok = False
@@ -293,7 +275,7 @@ def main(argv=None) -> int:
             try:
                 mine = h.measure(b, snapshot=snap)
             except Exception as e:  # noqa: BLE001
-                err = ("oom" if _is_oom(e, torch) else "failed", f"batch {b}: {_first_line(e)}")
+                err = (failure_status(e), f"batch {b}: {first_line(e)}")
             if h.agree(mine is not None):
                 row = measured_row(a, h, b, h.gather_rows(mine))
                 write([row])

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from distbench.choices import GPT_SIZES
 from distbench.io import atomic_write_text, csv_text, partial_path, read_partial_rows
 from distbench.launch import TorchrunJob, job_environment, run_torchrun_job
 from distbench.schema import MEMORY_COLUMN_NAMES
+from distbench.workloads.cli import lm_shape
 
 
 def memory_args(job, params: dict, out_csv, placement_json, snapshot=None) -> list[str]:
@@ -47,15 +47,15 @@ def write_failure_rows(job, params: dict, out_csv: Path, message: str) -> None:
     first) and `not_run` rows."""
     done = read_partial_rows(partial_path(out_csv), MEMORY_COLUMN_NAMES)
     measured = {int(r["batch_size"]) for r in done if r.get("phase") == "measure" and str(r.get("batch_size") or "").isdigit()}
-    layers, heads, dim = GPT_SIZES.get(params.get("size") or "", (None, None, None))
     lm = job.model != "mlp"
+    layers, heads, dim = lm_shape(params) if lm else (None, None, None)
     base = {
         "backend": job.backend, "world_size": job.world_size, "model": job.model, "strategy": job.strategy,
         "gradient_as_bucket_view": job.gradient_as_bucket_view if job.strategy == "ddp" else None,
         "config": job.config_label,
-        "hidden_dim": (params.get("dim") or dim) if lm else params["hidden_dim"],
-        "num_layers": (params.get("layers") or layers) if lm else params["num_layers"],
-        "n_heads": (params.get("heads") or heads) if lm else None, "seq_len": params.get("seq_len"),
+        "hidden_dim": dim if lm else params["hidden_dim"],
+        "num_layers": layers if lm else params["num_layers"],
+        "n_heads": heads, "seq_len": params.get("seq_len"),
         "vocab_size": params.get("vocab_size"), "lora_rank": params.get("lora_rank"), "dtype": params["dtype"],
         "optimizer": params["optimizer"], "phase": "measure",
     }

@@ -52,7 +52,7 @@ from pathlib import Path
 
 from distbench.choices import BACKENDS, COMM_HOOKS, OPTIMIZERS, SCALINGS
 from distbench.choices import TRAINING_DTYPES as TRAIN_DTYPES
-from distbench.ranks import RankContext, ranks_text
+from distbench.ranks import RankContext, failure_status, first_line, ranks_text
 from distbench.workloads.cli import add_model_args, resolve_model_args
 from distbench.schema import TRAINING_COLUMN_NAMES, TRAINING_PHASES
 
@@ -89,18 +89,6 @@ def per_rank_batch(scaling: str, batch_size: int, global_batch_size: int | None,
     if global_batch_size % world_size:
         raise ValueError(f"--global-batch-size {global_batch_size} is not divisible by the world size {world_size}")
     return global_batch_size // world_size, global_batch_size
-
-
-def _oom_or_failed(e: BaseException) -> str:
-    """A RuntimeError that is an allocation failure (CPU allocator, or CUDA's outside
-    torch.OutOfMemoryError) counts as oom; anything else as failed."""
-    msg = str(e).lower()
-    return "oom" if ("out of memory" in msg or "can't allocate" in msg or ("alloc" in msg and "memory" in msg)) else "failed"
-
-
-def _first_line(e: BaseException, limit: int = 300) -> str:
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0] if text else ''}"[:limit]
 
 
 # --- everything below runs inside the torchrun ranks ------------------------------------------
@@ -226,7 +214,7 @@ class TrainingHarness(RankContext):
                 block.attn(block.ln_attn(h))
             names = {e.key for e in prof.key_averages()}
         except Exception as e:  # noqa: BLE001 - the kernel name is information, not a measurement
-            return f"unknown ({_first_line(e, 80)})"
+            return f"unknown ({first_line(e, 80)})"
         for op, label in (("aten::_scaled_dot_product_flash_attention_for_cpu", "flash_for_cpu"),
                           ("aten::_scaled_dot_product_flash_attention", "flash"),
                           ("aten::_scaled_dot_product_cudnn_attention", "cudnn"),
@@ -241,15 +229,13 @@ class TrainingHarness(RankContext):
         from distbench.workloads import mlp as models
 
         if self.args.strategy == "fsdp":
+            from distbench.workloads.gpt import FSDPUnavailable
+
             try:
                 self.shard()
-            except (ImportError, NotImplementedError, TypeError, ValueError, RuntimeError) as e:
-                # torch without FSDP2, or a backend/device FSDP2 does not support: not applicable
-                # here, said so (an OOM while sharding is still an OOM)
-                if isinstance(e, RuntimeError) and _oom_or_failed(e) == "oom":
-                    raise
+            except FSDPUnavailable as e:  # not applicable here: said so
                 raise PhaseError("skipped", f"FSDP2 (fully_shard) cannot run with backend {self.args.backend} "
-                                            f"on {self.device.type} here: {_first_line(e)}") from e
+                                            f"on {self.device.type} here: {e}") from e
         else:
             self.wrap()
         params = [p for p in self.ddp.parameters() if p.requires_grad]
@@ -257,16 +243,12 @@ class TrainingHarness(RankContext):
         self.fwd = self.torch.compile(self.ddp) if self.args.compile else self.ddp
 
     def shard(self):
-        """FSDP2: fully_shard each block, then the root (embeddings, final norm). Under bfloat16 the
-        gathered parameters are bf16 and gradients are reduced in fp32 (MixedPrecisionPolicy)."""
-        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+        """FSDP2 per block (distbench.workloads.gpt.fully_shard_blocks), and the groups comm_alone
+        gathers and reduce-scatters."""
+        from distbench.workloads.gpt import fully_shard_blocks
 
         torch = self.torch
-        mp = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-              if self.args.dtype == "bfloat16" else MixedPrecisionPolicy())
-        for block in self.model.blocks:
-            fully_shard(block, mp_policy=mp)
-        fully_shard(self.model, mp_policy=mp)
+        fully_shard_blocks(self.model, bfloat16=self.args.dtype == "bfloat16")
         self.ddp = self.model
         self.hook_error = None
         self.fsdp_param_dtype = torch.bfloat16 if self.args.dtype == "bfloat16" else torch.float32
@@ -313,7 +295,7 @@ class TrainingHarness(RankContext):
             try:
                 self.ddp.register_comm_hook(state=None, hook=hook)
             except (TypeError, RuntimeError, ValueError) as e:
-                self.hook_error = f"DDP rejects comm hook {args.comm_hook} with backend {args.backend} here: {_first_line(e)}"
+                self.hook_error = f"DDP rejects comm hook {args.comm_hook} with backend {args.backend} here: {first_line(e)}"
         # The hook's outcome must be the same on every rank (a rank with the hook and one without
         # would not match their collectives).
         if not self.agree(self.hook_error is None) and self.hook_error is None:
@@ -457,7 +439,7 @@ class TrainingHarness(RankContext):
                 if sizes and sum(sizes) == sum(self.param_bytes):
                     return sizes, "reducer"
             except Exception as e:  # noqa: BLE001 - private API: fall back to the computed layout
-                print(f"distbench: reducer buckets unreadable ({_first_line(e)}): computing DDP's layout", file=sys.stderr)
+                print(f"distbench: reducer buckets unreadable ({first_line(e)}): computing DDP's layout", file=sys.stderr)
         cfg = getattr(self.ddp, "_bucket_config", None)
         cap = int(getattr(self.ddp, "bucket_bytes_cap", self.args.bucket_cap_mb * 2**20))
         # torch >= 2.9 keeps the first bucket's cap in _bucket_config; older releases always used
@@ -470,7 +452,7 @@ class TrainingHarness(RankContext):
     def run_phase(self, phase: str) -> tuple[list[list[float]] | None, dict]:
         """Run one phase on every rank. Returns (per-rank vectors, extras) or raises PhaseError
         (the same on every rank)."""
-        torch, args = self.torch, self.args
+        args = self.args
         err, result, extras = None, None, {}
         self.reset_peak()
         try:
@@ -501,12 +483,8 @@ class TrainingHarness(RankContext):
                 result, extras = self.comm_alone()
         except PhaseError as e:
             err = (e.status, e.message)
-        except torch.OutOfMemoryError as e:
-            err = ("oom", _first_line(e))
-        except RuntimeError as e:
-            err = (_oom_or_failed(e), _first_line(e))
-        except Exception as e:  # noqa: BLE001 - any other failure is this phase's, recorded, not the job's
-            err = ("failed", _first_line(e))
+        except Exception as e:  # noqa: BLE001 - any failure is this phase's (oom or failed), recorded, not the job's
+            err = (failure_status(e), first_line(e))
         if err is not None:
             result = None
             if self.opt is not None:
@@ -744,7 +722,6 @@ def main(argv=None) -> int:
     h = TrainingHarness(args)
     if not h.placement_ok(args.placement_out):
         return 3
-    torch = h.torch
     writer = PartialCsvs([(Path(args.out), TRAINING_COLUMN_NAMES)]) if h.rank == 0 else None
     say = h.say
 
@@ -757,10 +734,8 @@ def main(argv=None) -> int:
             build()
         except PhaseError as e:
             build_err = (e.status, e.message)
-        except torch.OutOfMemoryError as e:
-            build_err = ("oom", f"{what}: {_first_line(e)}")
-        except RuntimeError as e:
-            build_err = (_oom_or_failed(e), f"{what}: {_first_line(e)}")
+        except RuntimeError as e:  # torch.OutOfMemoryError included
+            build_err = (failure_status(e), f"{what}: {first_line(e)}")
         if not h.agree(build_err is None):
             build_err = build_err or ("failed", f"another rank failed {what}")
             break

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from distbench.choices import GPT_SIZES
 from distbench.io import atomic_write_text, csv_text, partial_path, read_partial_rows
 from distbench.launch import TorchrunJob, job_environment, run_torchrun_job
 from distbench.schema import TRAINING_COLUMN_NAMES, TRAINING_PHASES
+from distbench.workloads.cli import lm_shape
 
 
 def _flag(v: bool) -> str:
@@ -70,7 +70,7 @@ def write_failure_rows(job, params: dict, out_csv: Path, message: str) -> None:
     per_rank = params["global_batch_size"] // world if params["scaling"] == "strong" else params["batch_size"]
     lm = params["model"] != "mlp"
     if lm:
-        shape = _lm_shape(params)
+        shape = lm_shape(params)
     base = {
         "backend": job.backend, "world_size": world, "model": params["model"], "strategy": params["strategy"],
         "hidden_dim": shape[2] if lm else params["hidden_dim"], "num_layers": shape[0] if lm else params["num_layers"],
@@ -88,9 +88,3 @@ def write_failure_rows(job, params: dict, out_csv: Path, message: str) -> None:
         status, msg = ("failed", message) if i == 0 else ("not_run", f"not reached: the job ended early ({message})")
         rows.append({**base, "phase": phase, "status": status, "message": msg})
     atomic_write_text(out_csv, csv_text(rows, TRAINING_COLUMN_NAMES))
-
-
-def _lm_shape(params: dict) -> tuple[int, int, int]:
-    """(layers, heads, dim) of a gpt/lora job's params: the named size with any override."""
-    base = GPT_SIZES.get(params.get("size") or "", (None, None, None))
-    return tuple(params.get(k) if params.get(k) is not None else b for k, b in zip(("layers", "heads", "dim"), base))

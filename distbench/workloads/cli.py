@@ -42,3 +42,10 @@ def resolve_model_args(p: argparse.ArgumentParser, a: argparse.Namespace) -> Non
     a.num_layers, a.gpt_heads, a.hidden_dim = cfg.n_layers, cfg.n_heads, cfg.dim
     if a.lora_rank < 1:
         p.error("--lora-rank must be >= 1")
+
+
+def lm_shape(params: dict) -> tuple[int, int, int]:
+    """(layers, heads, dim) of a gpt/lora job's params (distbench.plan): the named size with any
+    layers/heads/dim override (for the failure rows a launcher writes without running the model)."""
+    base = GPT_SIZES.get(params.get("size") or "", (None, None, None))
+    return tuple(params.get(k) if params.get(k) is not None else b for k, b in zip(("layers", "heads", "dim"), base))
