@@ -10,11 +10,11 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
 python3 -c "import torch; print('torch', torch.__version__, 'nccl', torch.cuda.nccl.version())"
-mfu_job() {  # name compile batch
+mfu_job() {  # name compile batch [bucket-view]
   local t0=$(date +%s)
   timeout 300 python3 -m torch.distributed.run --standalone --nproc_per_node=1 -m distbench.training --backend nccl \
     --model gpt --gpt-size 1.3b --seq-len 1024 --vocab-size 50304 --batch-size "$3" --dtype bfloat16 \
-    --optimizer adamw --compile "$2" --warmup-steps 5 --steps 20 --allreduce-trials 5 --config-label "$1" \
+    --optimizer adamw --compile "$2" --warmup-steps 5 --steps 20 --allreduce-trials 5 --config-label "$1" --gradient-as-bucket-view "${4:-false}" \
     --out "$OUT/$1.csv" --placement-out /tmp/p.json > "$OUT/$1.log" 2>&1
   echo "$1: rc=$? in $(( $(date +%s) - t0 )) s"; grep "distbench:" "$OUT/$1.log" | grep -v placement | tail -n 7
 }
@@ -22,6 +22,11 @@ if [ "${MFU:-1}" = 1 ]; then
   mfu_job mfu_compile_b24 true 24
   mfu_job mfu_eager_b24 false 24
   mfu_job mfu_eager_b16 false 16
+elif [ "${MFU:-1}" = 3 ]; then  # the loss compiled too (no fp32 logits copy), bucket view: batch 24 fits
+  mfu_job mfu_compile_gbv_b24 true 24 true
+  mfu_job mfu_compile_gbv_b20 true 20 true
+  mfu_job mfu_compile_gbv_b16 true 16 true
+  mfu_job mfu_eager_gbv_b16 false 16 true
 elif [ "${MFU:-1}" = 2 ]; then  # batch 24 did not fit beside DDP's buckets: compile at 16 and 20
   mfu_job mfu_compile_b16 true 16
   mfu_job mfu_compile_b20 true 20
