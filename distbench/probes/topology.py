@@ -8,6 +8,12 @@ The parser keys on the documented layout rather than on column positions, becaus
 varies: tab- or space-separated, ANSI underline codes around the header, an empty tab before
 "GPU NUMA ID", legacy NIC columns named mlx5_N instead of NICN, optional "Legend:" and
 "NIC Legend:" sections, and sometimes `nvidia-smi -L` lines appended by whoever captured it.
+
+Users also paste the matrix from a chat, which mangles it further: the underline codes lose their
+ESC byte (a bare "[4m" stays behind), the header loses its tabs ("GPU0GPU1NIC0NIC1CPU Affinity")
+or the NIC Legend is left out. The parser recovers what it can (column names from the row labels,
+NICs under their column names), says so under "warnings", and otherwise raises
+TopologyParseError naming the line it could not read. It never drops a NIC silently.
 """
 
 from __future__ import annotations
@@ -15,17 +21,60 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from dataclasses import dataclass, field
 
 # Legend of `nvidia-smi topo -m`; "SOC" is the pre-2017 spelling of SYS.
 PATH_TYPES = ("NV", "PIX", "PXB", "PHB", "NODE", "SYS")
+# GPU-to-NIC path classes from closest to farthest; NCCL uses GPUDirect RDMA by default up to PXB
+# (NCCL_NET_GDR_LEVEL), so a GPU whose nearest NIC is PIX or PXB can read/write it directly.
+NIC_PATH_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS")
+GDR_PATHS = ("PIX", "PXB")
 _TRAILING_COLUMNS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# SGR codes as the terminal wrote them (ESC [ 4 m), as `cat -v` shows them (^[[4m), and as a chat
+# paste leaves them once the invisible ESC byte is gone ([4m).
+_ANSI = re.compile(r"(?:\x1b|\^\[)?\[[0-9;]*m|\x1b\[[0-9;]*[A-Za-z]")
 _NV = re.compile(r"^NV(\d+)$")
+# One matrix cell, and a run of cells whose separators were lost ("XNV18SYS").
+_CELL = re.compile(r"X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC")
+_CELLS = re.compile(rf"(?:{_CELL.pattern})+")
+# A device column name: GPU0, NIC3, mlx5_0, ib0, bnxt_re1 (letters, digits, an optional _digits).
+_NAME = re.compile(r"[A-Za-z][A-Za-z_]*\d+(?:_\d+)?")
+# A GPU or NIC name starting inside a token means two names ran together.
+_GLUED_INSIDE = re.compile(r"(?<=.)(?:GPU|NIC)\d")
 _GPU_LIST = re.compile(r"^GPU (\d+): (.+?) \(UUID: ([^)\s]+)\)\s*$")
-_LEGEND_ENTRY = re.compile(r"^\s+(\S+)\s+=\s+(.+?)\s*$")
-_NIC_LEGEND_ENTRY = re.compile(r"^\s+(NIC\d+):\s+(\S+)\s*$")
+# Legend entries are indented in nvidia-smi's output; pasted text often loses the indent.
+_LEGEND_ENTRY = re.compile(r"^\s*(\S+)\s+=\s+(.+?)\s*$")
+_NIC_LEGEND_ENTRY = re.compile(r"^\s*(NIC\d+):\s+(\S+)\s*$")
+_SECTION_ENDS = ("Legend:", "NIC Legend:")
 
 TOPO_TIMEOUT_S = 20
+
+
+class TopologyParseError(ValueError):
+    """A line of `nvidia-smi topo -m` output that could not be read; the message names it (1-based)."""
+
+    def __init__(self, line_no: int, line: str, why: str):
+        self.line_no, self.line, self.why = line_no, line, why
+        shown = line.strip()
+        shown = shown if len(shown) <= 120 else shown[:119] + "…"
+        # One line on purpose: the CLI prints it as its single error line.
+        super().__init__(f"line {line_no}: {why}: {shown!r}")
+
+
+@dataclass
+class _Row:
+    line_no: int
+    line: str
+    label: str
+    cells: list[str]
+
+
+@dataclass
+class _Header:
+    line_no: int
+    columns: list[str]
+    trailing: list[str]
+    warnings: list[str] = field(default_factory=list)
 
 
 def _path_type(cell: str | None) -> tuple[str | None, int | None]:
@@ -40,44 +89,196 @@ def _path_type(cell: str | None) -> tuple[str | None, int | None]:
     return cell, None
 
 
+def _clean(text: str) -> list[str]:
+    """Lines without ANSI codes (intact or with the ESC byte lost) and without CR of CRLF pastes."""
+    return _ANSI.sub("", text or "").replace("\r", "").splitlines()
+
+
+def _is_row(tokens: list[str]) -> bool:
+    """A matrix row: a label, then cells; every real row has its X on the diagonal somewhere."""
+    return len(tokens) >= 2 and any(_CELLS.fullmatch(t) for t in tokens[1:])
+
+
 def _find_header(lines: list[str]) -> int | None:
     for i, line in enumerate(lines):
         tokens = line.split()
-        if tokens and tokens[0] == "GPU0" and "X" not in tokens:
+        # startswith, not tokens[0] == "GPU0": a header that lost its tabs reads "GPU0GPU1...".
+        if tokens and tokens[0].startswith("GPU0") and "X" not in tokens and not _is_row(tokens):
             return i
     return None
 
 
+def _split_cells(tokens: list[str]) -> list[str]:
+    """Split cells that ran together ("NV18SYS" -> NV18, SYS); other tokens (affinities) stay whole."""
+    out = []
+    for t in tokens:
+        out += _CELL.findall(t) if _CELLS.fullmatch(t) else [t]
+    return out
+
+
+def _matrix_rows(lines: list[str], h: int) -> list[_Row]:
+    """The rows below the header, up to the legends, the `nvidia-smi -L` lines or other trailing text."""
+    rows = []
+    for i in range(h + 1, len(lines)):
+        line = lines[i]
+        tokens = line.split()
+        if not tokens:
+            continue  # chat pastes sometimes double-space lines
+        if line.strip() in _SECTION_ENDS or _GPU_LIST.match(line.strip()) or not _is_row(tokens):
+            break
+        rows.append(_Row(i + 1, line, tokens[0], _split_cells(tokens[1:])))
+    return rows
+
+
+def _split_glued(token: str, labels: list[str]) -> list[str] | None:
+    """Split names that ran together, preferring the row labels (longest first), else the name pattern."""
+    pieces, i = [], 0
+    by_length = sorted(set(labels), key=len, reverse=True)
+    while i < len(token):
+        hit = next((lab for lab in by_length if token.startswith(lab, i)), None)
+        if hit is None:
+            m = _NAME.match(token, i)
+            hit = m.group(0) if m else None
+        if hit is None:
+            return None
+        pieces.append(hit)
+        i += len(hit)
+    return pieces
+
+
+def _read_header(lines: list[str], h: int, rows: list[_Row]) -> _Header:
+    header = lines[h]
+    # Device columns are the header text before the first trailing (multi-word) column.
+    first_trailing = min((header.find(c) for c in _TRAILING_COLUMNS if c in header), default=-1)
+    device_part = header[:first_trailing] if first_trailing >= 0 else header
+    trailing = sorted((c for c in _TRAILING_COLUMNS if c in header), key=header.find)
+    out = _Header(h + 1, [], trailing)
+    labels = [r.label for r in rows]
+    for token in device_part.split():
+        if token in labels or (_NAME.fullmatch(token) and not _GLUED_INSIDE.search(token)):
+            out.columns.append(token)
+            continue
+        pieces = _split_glued(token, labels)
+        if pieces is None:
+            if _GLUED_INSIDE.search(token):
+                raise TopologyParseError(h + 1, header, f"could not split {token!r} into column names "
+                                         "(the separators between them were lost and no row label matches)")
+            out.columns.append(token)  # an unusual but whitespace-delimited NIC name: keep it whole
+            continue
+        out.columns += pieces
+        guessed = [p for p in pieces if p not in labels]
+        note = f" ({', '.join(guessed)} by name pattern only: no row confirms them)" if guessed else ""
+        out.warnings.append(f"line {h + 1}: column names ran together in {token!r}; "
+                            f"read {', '.join(pieces)}{note}")
+    return out
+
+
+def _check_rows(rows: list[_Row], columns: list[str]) -> list[str]:
+    """Every row must be a header column with its X on the diagonal; short rows are warned about."""
+    warnings = []
+    for r in rows:
+        if r.label not in columns:
+            raise TopologyParseError(r.line_no, r.line, f"row {r.label!r} is not a column of the header "
+                                     f"({' '.join(columns)})")
+        own = columns.index(r.label)
+        if own < len(r.cells) and r.cells[own] != "X":
+            raise TopologyParseError(r.line_no, r.line, f"row {r.label} has {r.cells[own]!r} in its own column "
+                                     "(expected X): the header columns and the cells do not line up")
+        if len(r.cells) < len(columns):
+            missing = columns[len(r.cells):]
+            warnings.append(f"line {r.line_no}: row {r.label} has {len(r.cells)} cells for {len(columns)} "
+                            f"columns; no value for {', '.join(missing)}")
+    return warnings
+
+
+def _read_legends(lines: list[str]) -> tuple[dict, dict | None, dict, dict]:
+    """Legend, NIC Legend (None when the section is absent), and GPU names/UUIDs from `nvidia-smi -L`."""
+    legend, nic_legend, gpu_names, gpu_uuids = {}, None, {}, {}
+    section = None
+    for line in lines:
+        s = line.strip()
+        if s == "Legend:":
+            section = "legend"
+            continue
+        if s == "NIC Legend:":
+            section, nic_legend = "nic", {}
+            continue
+        m = _GPU_LIST.match(s)
+        if m:
+            gpu_names[f"GPU{m.group(1)}"] = m.group(2)
+            gpu_uuids[f"GPU{m.group(1)}"] = m.group(3)
+            continue
+        if section == "legend" and (m := _LEGEND_ENTRY.match(line)):
+            legend[m.group(1)] = m.group(2)
+        elif section == "nic" and (m := _NIC_LEGEND_ENTRY.match(line)):
+            nic_legend[m.group(1)] = m.group(2)
+    return legend, nic_legend, gpu_names, gpu_uuids
+
+
+def _nic_legend_warnings(nic_cols: list[str], nic_legend: dict | None) -> list[str]:
+    named = [c for c in nic_cols if c.startswith("NIC")]  # legacy columns (mlx5_0) name the device themselves
+    if nic_legend is None:
+        if named:
+            return [f"no NIC Legend section: {', '.join(named)} keep their column names (device names unknown)"]
+        return []
+    out = []
+    unnamed = [c for c in named if c not in nic_legend]
+    if unnamed:
+        out.append(f"NIC Legend does not name {', '.join(unnamed)}; kept under the column name")
+    extra = [f"{n} ({d})" for n, d in nic_legend.items() if n not in nic_cols]
+    if extra:
+        out.append(f"NIC Legend lists {', '.join(extra)}, which the matrix has no column for")
+    return out
+
+
+def nearest_nics(gpus: list[str], nics: list[dict], matrix: dict) -> dict:
+    """Per GPU, the NIC(s) on the closest path class, that class, and whether GPUDirect RDMA is viable.
+
+    Ties keep every NIC of the best class (an 8-GPU node often has two NICs behind one switch)."""
+    out = {}
+    if not nics:
+        return out
+    rank = {t: i for i, t in enumerate(NIC_PATH_ORDER)}
+    device = {n["name"]: n["device"] for n in nics}
+    for g in gpus:
+        classes = {n: _path_type((matrix.get(g) or {}).get(n))[0] for n in device}
+        ranked = {n: rank[t] for n, t in classes.items() if t in rank}
+        if not ranked:
+            out[g] = {"nics": [], "devices": [], "type": None, "gpudirect_rdma": False}
+            continue
+        best = min(ranked.values())
+        names = [n for n in device if ranked.get(n) == best]
+        kind = NIC_PATH_ORDER[best]
+        out[g] = {"nics": names, "devices": [device[n] for n in names], "type": kind,
+                  "gpudirect_rdma": kind in GDR_PATHS}
+    return out
+
+
 def parse_topology(text: str) -> dict:
-    """Parse `nvidia-smi topo -m` output; raises ValueError on anything else."""
-    clean = _ANSI.sub("", text or "")
-    lines = clean.splitlines()
+    """Parse `nvidia-smi topo -m` output; raises ValueError (TopologyParseError for a named line)."""
+    lines = _clean(text)
     h = _find_header(lines)
     if h is None:
         raise ValueError("not nvidia-smi topo -m output: no header line starting with GPU0")
 
-    header = lines[h]
-    # Device columns are the header tokens before the first trailing (multi-word) column.
-    first_trailing = min((header.find(c) for c in _TRAILING_COLUMNS if c in header), default=-1)
-    device_part = header[:first_trailing] if first_trailing >= 0 else header
-    columns = device_part.split()
-    trailing = sorted((c for c in _TRAILING_COLUMNS if c in header), key=header.find)
+    rows = _matrix_rows(lines, h)
+    head = _read_header(lines, h, rows)
+    columns, trailing = head.columns, head.trailing
+    warnings = list(head.warnings)
+    warnings += _check_rows(rows, columns)
 
     matrix: dict[str, dict[str, str | None]] = {}
     extra: dict[str, list[str]] = {}
-    for line in lines[h + 1 :]:
-        tokens = line.split()
-        if line.strip() in ("Legend:", "NIC Legend:"):
-            break  # the matrix is over; the sections below are read separately
-        if not tokens or tokens[0] not in columns:
-            continue
-        name, cells = tokens[0], tokens[1:]
-        matrix[name] = {col: (cells[j] if j < len(cells) else None) for j, col in enumerate(columns)}
-        extra[name] = cells[len(columns) :]
+    for r in rows:
+        matrix[r.label] = {col: (r.cells[j] if j < len(r.cells) else None) for j, col in enumerate(columns)}
+        extra[r.label] = r.cells[len(columns):]
 
     gpus = [c for c in columns if re.fullmatch(r"GPU\d+", c)]
     if "GPU0" not in matrix or matrix["GPU0"].get("GPU0") != "X":
         raise ValueError("not nvidia-smi topo -m output: no GPU0 row with X on the diagonal")
+    rowless = [g for g in gpus if g not in matrix]
+    if rowless:
+        warnings.append(f"no row for {', '.join(rowless)}; their links come from the other GPUs' rows only")
 
     cpu_affinity, numa_affinity, gpu_numa_id = {}, {}, {}
     for g in gpus:
@@ -97,25 +298,9 @@ def parse_topology(text: str) -> dict:
 
     # NIC columns: NICn (with a "NIC Legend:" mapping) or legacy device names such as mlx5_0.
     nic_cols = [c for c in columns if c not in gpus]
-    legend, nic_legend, gpu_names, gpu_uuids = {}, {}, {}, {}
-    section = None
-    for line in lines:
-        s = line.strip()
-        if s == "Legend:":
-            section = "legend"
-            continue
-        if s == "NIC Legend:":
-            section = "nic"
-            continue
-        m = _GPU_LIST.match(s)
-        if m:
-            gpu_names[f"GPU{m.group(1)}"] = m.group(2)
-            gpu_uuids[f"GPU{m.group(1)}"] = m.group(3)
-            continue
-        if section == "legend" and (m := _LEGEND_ENTRY.match(line)):
-            legend[m.group(1)] = m.group(2)
-        elif section == "nic" and (m := _NIC_LEGEND_ENTRY.match(line)):
-            nic_legend[m.group(1)] = m.group(2)
+    legend, nic_legend, gpu_names, gpu_uuids = _read_legends(lines)
+    warnings += _nic_legend_warnings(nic_cols, nic_legend)
+    nic_legend = nic_legend or {}
     nics = [{"name": c, "device": nic_legend.get(c, None if c.startswith("NIC") else c)} for c in nic_cols]
     nic_links = [
         {"gpu": g, "nic": c, "type": _path_type(matrix[g].get(c))[0]} for g in gpus if g in matrix for c in nic_cols
@@ -133,6 +318,8 @@ def parse_topology(text: str) -> dict:
         "legend": legend,
         "gpu_names": gpu_names,
         "gpu_uuids": gpu_uuids,
+        "nearest_nic": nearest_nics(gpus, nics, matrix),
+        "warnings": warnings,
     }
 
 
