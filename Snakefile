@@ -13,6 +13,25 @@ configfile: "config.yaml"
 include: "rules/common.smk"
 
 
+# Cheap steps that read tables run where Snakemake runs, also under a cluster executor; the probes
+# and the benchmark jobs go to the cluster's nodes (profiles/slurm).
+localrules:
+    all,
+    probes,
+    comm,
+    training,
+    memory,
+    diagnose,
+    aggregate_comm,
+    aggregate_training,
+    aggregate_memory,
+    plot_comm,
+    plot_training,
+    plot_memory,
+    report,
+    summary_json,
+
+
 rule all:
     default_target: True
     input:

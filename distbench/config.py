@@ -242,6 +242,10 @@ def check_config(config: dict) -> dict:
         # (comm: {} gets every comm default, comm.gloo's included) and the object alternative of a
         # oneOf (comm.sizes as a sweep gets step_factor), so no code of ours is needed for that.
         validate(config, str(SCHEMA_PATH), set_default=True)
+        cluster = config["cluster"]
+        if cluster["launcher"] == "ssh" and len(cluster["hosts"]) < cluster["nodes"]:
+            problems.append(f"config key cluster.hosts: launcher ssh needs one host per node, got {len(cluster['hosts'])} "
+                            f"host(s) for cluster.nodes {cluster['nodes']}")
         sizes = config["comm"]["sizes"]
         if isinstance(sizes, dict) and parse_size(sizes["min_bytes"]) > parse_size(sizes["max_bytes"]):
             problems.append(f"config key comm.sizes: min_bytes {sizes['min_bytes']} is larger than max_bytes {sizes['max_bytes']}")

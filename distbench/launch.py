@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from distbench.cluster import Launch, agent_commands, agent_environment
 from distbench.io import atomic_write_json, partial_path
 
 
@@ -37,14 +38,25 @@ class TorchrunJob:
     placement_json: Path
     log_path: Path
     write_failure: Callable[[str], None] = field(repr=False)  # the family's failure rows, given the reason
+    launch: Launch | None = None  # nodes and launcher (distbench.cluster); None: one node, every rank here
+
+
+def torchrun_commands(job: TorchrunJob) -> list[list[str]]:
+    """Argument lists (never shell strings, so config values cannot be interpreted by a shell):
+    one torchrun on one node; for several nodes one agent per node, or one srun that starts them
+    (distbench.cluster.agent_commands)."""
+    launch = job.launch or Launch(1, job.world_size)
+    if launch.nodes * launch.ranks_per_node != job.world_size:
+        raise ValueError(f"layout {launch.nodes} node(s) x {launch.ranks_per_node} ranks is not world size {job.world_size}")
+    if launch.nodes == 1:
+        return [torchrun_command(job)]
+    run_id = f"distbench-{os.getpid()}-{time.time_ns()}"
+    return agent_commands(sys.executable, job.module, job.args, launch, run_id, job.env, os.getcwd())
 
 
 def torchrun_command(job: TorchrunJob) -> list[str]:
-    """An argument list (never a shell string): config values cannot be interpreted by a shell."""
-    return [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
-        f"--nproc_per_node={job.world_size}", "-m", job.module, *job.args,
-    ]
+    """The command of a one-node job."""
+    return agent_commands(sys.executable, job.module, job.args, Launch(1, job.world_size), "", job.env, "")[0]
 
 
 def job_environment(job_env: dict, nccl_env: dict, base: dict | None = None) -> dict:
@@ -114,7 +126,7 @@ def run_torchrun_job(job: TorchrunJob) -> str:
         path.parent.mkdir(parents=True, exist_ok=True)
         for stale in (path, partial_path(path)):
             stale.unlink(missing_ok=True)
-    cmd = torchrun_command(job)
+    cmds = torchrun_commands(job)
     t0 = time.monotonic()
     received: list[int] = []
     parent = os.getppid()
@@ -129,28 +141,37 @@ def run_torchrun_job(job: TorchrunJob) -> str:
     # A temporary directory of the job's own (torchrun's agent leaves torchelastic_* folders in
     # TMPDIR after every job): removed when the job ends, however it ends.
     scratch = tempfile.mkdtemp(prefix="distbench-job-")
-    env = {**job.env, "TMPDIR": scratch}
+    env = agent_environment(cmds, {**job.env, "TMPDIR": scratch})
     try:
         with open(job.log_path, "w") as log:
-            log.write("# " + " ".join(cmd) + "\n")
+            for cmd in cmds:
+                log.write("# " + " ".join(cmd) + "\n")
             log.flush()
-            # Own process group, so a timeout or an interrupt reaches every rank; and the kernel
-            # ends torchrun if this launcher is killed outright.
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                    start_new_session=True, preexec_fn=_die_with_parent)
+            # Each agent (or srun) in its own process group, so a timeout or an interrupt reaches
+            # every rank; and the kernel ends them if this launcher is killed outright.
+            procs = [subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                      start_new_session=True, preexec_fn=_die_with_parent) for cmd in cmds]
             rc, reason = None, None
             while rc is None:
-                try:
-                    rc = proc.wait(timeout=POLL_S)
-                except subprocess.TimeoutExpired:
-                    pass
+                codes = [p.poll() for p in procs]
+                failed = [c for c in codes if c]
+                if failed:  # one agent failed: the others would wait for it until the rendezvous timeout
+                    rc = failed[0]
+                    for p in procs:
+                        _kill_group(p, SIGNAL_GRACE_S)
+                elif all(c == 0 for c in codes):
+                    rc = 0
+                else:
+                    time.sleep(POLL_S)
                 if received or os.getppid() != parent:
                     interrupted = (f"interrupted by {signal.Signals(received[0]).name}" if received
                                    else "interrupted: the workflow that started the job went away")
-                    _kill_group(proc, SIGNAL_GRACE_S)
-                    rc = proc.returncode
+                    for p in procs:
+                        _kill_group(p, SIGNAL_GRACE_S)
+                    rc = next((p.returncode for p in procs if p.returncode), procs[0].returncode)
                 elif rc is None and time.monotonic() - t0 > job.timeout_s:
-                    _kill_group(proc, 10)
+                    for p in procs:
+                        _kill_group(p, 10)
                     rc, reason = -1, f"job killed after {job.timeout_s} s (job time limit): a rank hung or was lost"
             if rc and reason is None:
                 reason = f"torchrun exited with code {rc}"

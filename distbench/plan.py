@@ -14,6 +14,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from distbench.cluster import Layout, job_layout, launch_params, slurm_resources
 from distbench.sizes import human_bytes, parse_size, sizes_from_config
 
 
@@ -67,16 +68,11 @@ def make_plan(config: dict, detected: tuple[int, str] | None = None) -> dict:
     comm = config["comm"]
     skipped, jobs, world_sizes = [], [], {}
     for backend in config["backends"]:
-        sizes = list(config["world_sizes"])
-        if backend == "nccl":
-            if gpus == 0:
-                skipped.append({"what": "backend nccl", "why": f"no GPU on this host ({gpus_source})"})
-                continue
-            dropped = [w for w in sizes if w > gpus]
-            sizes = [w for w in sizes if w <= gpus]
-            if dropped:
-                skipped.append({"what": f"nccl world sizes {dropped}",
-                                "why": f"above gpus={gpus}: NCCL needs one GPU per rank"})
+        if backend == "nccl" and gpus == 0:
+            skipped.append({"what": "backend nccl", "why": f"no GPU on this host ({gpus_source})"})
+            continue
+        sizes, why = placeable(config, backend, gpus, list(config["world_sizes"]), f"{backend} world sizes")
+        skipped += why
         envs = comm["nccl_env"] if backend == "nccl" else [{}]
         world_sizes[backend] = sizes
         for dtype in comm["dtypes"]:
@@ -94,6 +90,60 @@ def make_plan(config: dict, detected: tuple[int, str] | None = None) -> dict:
     return {"jobs": jobs, "gpus": gpus, "gpus_source": gpus_source, "skipped": skipped + tskipped + mskipped,
             "world_sizes": world_sizes, "backends_run": sorted({j.backend for j in jobs}),
             "training_jobs": tjobs, "memory_jobs": mjobs}
+
+
+def placeable(config: dict, backend: str, gpus: int, sizes: list[int], what: str) -> tuple[list[int], list[dict]]:
+    """The world sizes a job can be placed at (distbench.cluster.job_layout), and a skipped entry
+    naming the others and why."""
+    kept, dropped, whys = [], [], []
+    for ws in sizes:
+        layout, why = job_layout(ws, backend, gpus, config["cluster"])
+        if layout is None:
+            dropped.append(ws)
+            whys.append(why)
+        else:
+            kept.append(ws)
+    if not dropped:
+        return kept, []
+    if backend == "nccl" and config["cluster"]["nodes"] == 1 and config["cluster"]["ranks_per_node"] == "auto":
+        why = f"above gpus={gpus}: NCCL needs one GPU per rank (cluster.nodes is 1)"
+    else:
+        why = "; ".join(dict.fromkeys(whys))
+    return kept, [{"what": f"{what} {dropped}", "why": why}]
+
+
+def layout_of(config: dict, plan: dict, backend: str, world_size: int) -> Layout:
+    """The placed job's layout (nodes x ranks per node)."""
+    layout, why = job_layout(world_size, backend, plan["gpus"], config["cluster"])
+    if layout is None:  # the plan only holds placeable jobs
+        raise ValueError(why)
+    return layout
+
+
+def job_launch(config: dict, plan: dict, backend: str, world_size: int) -> dict:
+    """What the launcher needs to start a job's agents (its nodes, ranks per node, launcher):
+    passed through the rule's params, so a change of layout reruns the job."""
+    return launch_params(layout_of(config, plan, backend, world_size), config["cluster"])
+
+
+SLURM_RESOURCES = ("nodes", "tasks", "tasks_per_gpu", "gres", "cpus_per_task", "runtime", "mem_mb", "slurm_extra")
+
+
+def job_resources(config: dict, plan: dict, family: str, job) -> dict:
+    """A benchmark job's resources for a cluster executor (distbench.cluster.slurm_resources),
+    every key of SLURM_RESOURCES present (a rule declares them all; the local executor ignores them)."""
+    layout = layout_of(config, plan, job.backend, job.world_size)
+    res = slurm_resources(layout, job.backend, config[family]["job_timeout_s"], config["cluster"])
+    return {"tasks": layout.nodes, "tasks_per_gpu": 0, "gres": "", **res}
+
+
+def probe_resources(config: dict, plan: dict) -> dict:
+    """A probe's resources for a cluster executor: one node, exclusively, with all its GPUs (what
+    the probes describe), or none on a CPU-only plan."""
+    gpus = plan["gpus"]
+    res = slurm_resources(Layout(1, max(gpus, 1)), "nccl" if gpus else "gloo", config["comm"]["job_timeout_s"],
+                          config["cluster"])
+    return {"tasks": 1, "tasks_per_gpu": 0, "gres": "", **res}
 
 
 def _unique_envs(envs: list[dict]) -> list[dict]:
@@ -137,7 +187,8 @@ def plan_summary(plan: dict, gpus_source: str | None = None) -> dict:
 
 def nccl_probe_params(config: dict, plan: dict) -> dict:
     """The NCCL debug probe runs at the largest NCCL world size (world_size 0: nothing to probe, and why)."""
-    ws = max(plan["world_sizes"].get("nccl") or [0])
+    # one node: the probe is a torchrun job of its own (distbench.probes.nccl_probe), never multi-node
+    ws = max([w for w in plan["world_sizes"].get("nccl") or [] if w <= plan["gpus"]] or [0])
     why = next((s["why"] for s in plan["skipped"] if s["what"] == "backend nccl"), "no NCCL jobs in this config")
     params = job_params(config, "nccl")
     return {"world_size": ws, "why": why, "ops": params["ops"], "sizes": params["sizes"], "job_env": params["job_env"]}
@@ -204,13 +255,8 @@ def training_jobs(config: dict, gpus: int) -> tuple[list[TrainingJob], list[dict
     backend, why = family_backend(config, "training", gpus)
     if why:
         return [], [why]
-    skipped = []
-    sizes = sorted(set(tr.get("world_sizes") or config["world_sizes"]))
-    if backend == "nccl":
-        dropped = [w for w in sizes if w > gpus]
-        sizes = [w for w in sizes if w <= gpus]
-        if dropped:
-            skipped.append({"what": f"training world sizes {dropped}", "why": f"above gpus={gpus}: NCCL needs one GPU per rank"})
+    sizes, skipped = placeable(config, backend, gpus, sorted(set(tr.get("world_sizes") or config["world_sizes"])),
+                               "training world sizes")
     jobs = {}
 
     def add(ws, ddp, env):
@@ -298,11 +344,7 @@ def memory_jobs(config: dict, gpus: int) -> tuple[list[MemoryJob], list[dict]]:
     backend, why = family_backend(config, "memory", gpus)
     if why:
         return [], [why]
-    sizes, skipped = sorted(set(mem["world_sizes"])), []
-    if backend == "nccl" and any(w > gpus for w in sizes):
-        skipped.append({"what": f"memory world sizes {[w for w in sizes if w > gpus]}",
-                        "why": f"above gpus={gpus}: NCCL needs one GPU per rank"})
-        sizes = [w for w in sizes if w <= gpus]
+    sizes, skipped = placeable(config, backend, gpus, sorted(set(mem["world_sizes"])), "memory world sizes")
     views = list(mem["gradient_as_bucket_view"])
     if backend == "gloo" and len(views) > 1:
         # Its effect is on the GPU allocator's peak; on CPU the counted split is the same.

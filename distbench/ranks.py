@@ -33,6 +33,13 @@ def failure_status(e: BaseException) -> str:
     return "oom" if isinstance(e, RuntimeError) and alloc else "failed"
 
 
+def node_count() -> int:
+    """Nodes of this torchrun job: torchrun starts LOCAL_WORLD_SIZE ranks per agent, one agent
+    per node (distbench.cluster keeps every node's share equal)."""
+    world, local = int(os.environ.get("WORLD_SIZE", 1)), int(os.environ.get("LOCAL_WORLD_SIZE", 0) or 0)
+    return max(1, world // local) if local else 1
+
+
 class RankContext:
     def __init__(self, backend: str, op_timeout_s: int, ctrl_on_gloo_too: bool = False):
         import torch

@@ -24,6 +24,7 @@ class Column:
 COMM_COLUMNS: tuple[Column, ...] = (
     Column("backend", "string", "nccl or gloo"),
     Column("world_size", "int64", "number of ranks in the job"),
+    Column("nodes", "int64", "nodes the ranks ran on, one torchrun agent each (world_size / nodes ranks per node)"),
     Column("op", "string", "collective name from distbench.comm.ops.OPS"),
     Column("dtype", "string", "element type (float32, bfloat16, ...)"),
     Column("nccl_env", "string", "label of the NCCL environment sweep point ('default' when none)"),
@@ -58,6 +59,7 @@ COMM_RANK_COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in COMM_RANK_COLUMN
 TRAINING_COLUMNS: tuple[Column, ...] = (
     Column("backend", "string", "nccl or gloo"),
     Column("world_size", "int64", "number of ranks (one per GPU under NCCL)"),
+    Column("nodes", "int64", "nodes the ranks ran on, one torchrun agent each (world_size / nodes ranks per node)"),
     Column("model", "string", "workload: mlp (seed 004), gpt (GPT-style decoder) or lora (gpt frozen, adapters trained)"),
     Column("strategy", "string", "ddp, or fsdp (FSDP2 fully_shard per block; gpt and lora only)"),
     Column("hidden_dim", "int64", "MLP width; gpt/lora: model width (d_model)"),
@@ -161,6 +163,9 @@ class Contract:
     columns: tuple[Column, ...]
     allowed: tuple[tuple[str, tuple], ...] = ()
     positive_when_ok: str | None = None
+    # Columns added after CSVs were first written, with the value older files mean: a results
+    # tree from before multi-node support is all one-node jobs.
+    filled_when_missing: tuple[tuple[str, object], ...] = ()
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -168,17 +173,18 @@ class Contract:
 
 
 COMM = Contract("comm", COMM_COLUMNS, (("status", STATUSES), ("timing", TIMINGS), ("rank_agg", RANK_AGGS)),
-                positive_when_ok="time_us")
+                positive_when_ok="time_us", filled_when_missing=(("nodes", 1),))
 COMM_RANKS = Contract("comm_ranks", COMM_RANK_COLUMNS, (("timing", TIMINGS),), positive_when_ok="time_us")
 TRAINING = Contract("training", TRAINING_COLUMNS, (("status", STATUSES), ("phase", TRAINING_PHASES)),
-                    positive_when_ok="step_time_ms")
+                    positive_when_ok="step_time_ms", filled_when_missing=(("nodes", 1),))
 MEMORY = Contract("memory", MEMORY_COLUMNS, (("status", STATUSES), ("phase", MEMORY_PHASES)))
 CONTRACTS = {c.name: c for c in (COMM, COMM_RANKS, TRAINING, MEMORY)}
 
 
 def check_frame(contract: Contract, df) -> None:
     """Raise SchemaError if a DataFrame does not follow the contract."""
-    missing = [c for c in contract.names if c not in df.columns]
+    fillable = {name for name, _ in contract.filled_when_missing}
+    missing = [c for c in contract.names if c not in df.columns and c not in fillable]
     extra = [c for c in df.columns if c not in contract.names]
     if missing or extra:
         raise SchemaError(f"{contract.name} CSV columns differ from the contract: missing={missing} extra={extra}")
@@ -198,6 +204,9 @@ def read_csv(contract: Contract, path):
 
     dtypes = {c.name: c.dtype for c in contract.columns if c.dtype not in ("bool", "boolean")}
     df = pd.read_csv(path, dtype=dtypes, keep_default_na=True)
+    for name, value in contract.filled_when_missing:
+        if name not in df.columns:
+            df.insert(contract.names.index(name), name, value)
     for c in contract.columns:
         if c.dtype in ("bool", "boolean"):
             df[c.name] = df[c.name].map(to_bool).astype("boolean")

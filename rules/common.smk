@@ -4,10 +4,13 @@ from snakemake.exceptions import WorkflowError
 from distbench.choices import BACKENDS, DTYPES, TRAINING_MODELS
 from distbench.config import ConfigError, check_config
 from distbench.plan import (
+    job_launch,
     job_params,
+    job_resources,
     make_plan,
     memory_params,
     nccl_probe_params,
+    probe_resources,
     plan_summary,
     training_params,
 )
@@ -112,3 +115,18 @@ def family_outputs(family):
         "results/figures_training" if family == "training" else "results/figures_memory"
     )
     return [f"results/tables/{family}_summary.csv", figures]
+
+
+def launch_param(wildcards):
+    """A benchmark rule's `launch` param: the job's nodes, ranks per node and launcher."""
+    return job_launch(config, PLAN, wildcards.backend, int(wildcards.world_size))
+
+
+def cluster_resource(family, job_fn, key):
+    """One resource a benchmark job asks a cluster executor for (profiles/slurm)."""
+    return lambda wc: job_resources(config, PLAN, family, job_fn(wc))[key]
+
+
+def probe_resource(key):
+    """One resource a probe asks a cluster executor for: a GPU node of its own."""
+    return lambda wc: probe_resources(config, PLAN)[key]

@@ -12,7 +12,18 @@ rule memory_job:
         "../envs/distbench.yaml"
     # All cores: two benchmark jobs must never run at the same time (one would take the other's memory).
     threads: workflow.cores
+    # A cluster executor's view of the job (profiles/slurm): its nodes, exclusively, and time.
+    resources:
+        nodes=cluster_resource("memory", memory_job, "nodes"),
+        tasks=cluster_resource("memory", memory_job, "tasks"),
+        tasks_per_gpu=cluster_resource("memory", memory_job, "tasks_per_gpu"),
+        gres=cluster_resource("memory", memory_job, "gres"),
+        cpus_per_task=cluster_resource("memory", memory_job, "cpus_per_task"),
+        runtime=cluster_resource("memory", memory_job, "runtime"),
+        mem_mb=cluster_resource("memory", memory_job, "mem_mb"),
+        slurm_extra=cluster_resource("memory", memory_job, "slurm_extra"),
     params:
+        launch=launch_param,
         job=lambda wc: memory_params(config, memory_job(wc)),
         strategy=lambda wc: memory_job(wc).strategy,
         gradient_as_bucket_view=lambda wc: memory_job(wc).gradient_as_bucket_view,

@@ -8,6 +8,15 @@ rule probe_env:
         "results/logs/probe/env.log",
     conda:
         "../envs/distbench.yaml"
+    resources:
+        nodes=probe_resource("nodes"),
+        tasks=probe_resource("tasks"),
+        tasks_per_gpu=probe_resource("tasks_per_gpu"),
+        gres=probe_resource("gres"),
+        cpus_per_task=probe_resource("cpus_per_task"),
+        runtime=probe_resource("runtime"),
+        mem_mb=probe_resource("mem_mb"),
+        slurm_extra=probe_resource("slurm_extra"),
     script:
         "../workflow/scripts/probe_env.py"
 
@@ -19,6 +28,15 @@ rule probe_topology:
         "results/logs/probe/topology.log",
     conda:
         "../envs/distbench.yaml"
+    resources:
+        nodes=probe_resource("nodes"),
+        tasks=probe_resource("tasks"),
+        tasks_per_gpu=probe_resource("tasks_per_gpu"),
+        gres=probe_resource("gres"),
+        cpus_per_task=probe_resource("cpus_per_task"),
+        runtime=probe_resource("runtime"),
+        mem_mb=probe_resource("mem_mb"),
+        slurm_extra=probe_resource("slurm_extra"),
     script:
         "../workflow/scripts/probe_topology.py"
 
@@ -33,6 +51,15 @@ rule probe_nccl:
     conda:
         "../envs/distbench.yaml"
     threads: workflow.cores
+    resources:
+        nodes=probe_resource("nodes"),
+        tasks=probe_resource("tasks"),
+        tasks_per_gpu=probe_resource("tasks_per_gpu"),
+        gres=probe_resource("gres"),
+        cpus_per_task=probe_resource("cpus_per_task"),
+        runtime=probe_resource("runtime"),
+        mem_mb=probe_resource("mem_mb"),
+        slurm_extra=probe_resource("slurm_extra"),
     params:
         probe=nccl_probe_params(config, PLAN),
     script:

@@ -12,7 +12,18 @@ rule training_job:
         "../envs/distbench.yaml"
     # All cores: two benchmark jobs must never run at the same time and disturb each other.
     threads: workflow.cores
+    # A cluster executor's view of the job (profiles/slurm): its nodes, exclusively, and time.
+    resources:
+        nodes=cluster_resource("training", training_job, "nodes"),
+        tasks=cluster_resource("training", training_job, "tasks"),
+        tasks_per_gpu=cluster_resource("training", training_job, "tasks_per_gpu"),
+        gres=cluster_resource("training", training_job, "gres"),
+        cpus_per_task=cluster_resource("training", training_job, "cpus_per_task"),
+        runtime=cluster_resource("training", training_job, "runtime"),
+        mem_mb=cluster_resource("training", training_job, "mem_mb"),
+        slurm_extra=cluster_resource("training", training_job, "slurm_extra"),
     params:
+        launch=launch_param,
         # Values that shape the measurements: a change reruns exactly the jobs it touches.
         job=lambda wc: training_params(config, training_job(wc)),
         nccl_env=lambda wc: training_job(wc).nccl_env,

@@ -252,7 +252,7 @@ def test_job_csv_reader_names_each_bad_file_and_what_is_wrong(tmp_path, tiny_csv
     comm, training = tiny_csvs
     cases = {
         "empty": ("", "empty"),
-        "torn_row": (comm.split("\n")[0] + "\n" + "gloo,2,all_reduce\n", "has 3 fields where the header has 21"),
+        "torn_row": (comm.split("\n")[0] + "\n" + "gloo,2,all_reduce\n", "has 3 fields where the header has 22"),
         "bad_int": (comm.replace("gloo,2,", "gloo,two,", 1), "does not parse"),
         "open_quote": (comm + 'gloo,2,all_reduce,float32,default,host,True,8,2,0,2,max,5,5,5,1,1,1,True,failed,"ab\n',
                        "not valid CSV"),
@@ -293,7 +293,7 @@ def tiny_csvs():
     from distbench.schema import TRAINING_COLUMN_NAMES
 
     row = dict.fromkeys(TRAINING_COLUMN_NAMES, "")
-    row.update(backend="gloo", world_size="2", model="mlp", hidden_dim="16", num_layers="1", batch_size="4",
+    row.update(backend="gloo", world_size="2", nodes="1", model="mlp", hidden_dim="16", num_layers="1", batch_size="4",
                global_batch_size="8", scaling="weak", dtype="float32", optimizer="sgd", bucket_cap_mb="25",
                gradient_as_bucket_view="False", static_graph="False", broadcast_buffers="True", comm_hook="none",
                grad_accum="1", nccl_env="default", config="plain", phase="step", step="0", step_time_ms="1.8",

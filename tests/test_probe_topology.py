@@ -26,7 +26,12 @@ from pathlib import Path
 
 import pytest
 
-from distbench.probes.topology import TopologyParseError, parse_topology, path_between, probe_topology
+from distbench.probes.topology import (
+    TopologyParseError,
+    parse_topology,
+    path_between,
+    probe_topology,
+)
 
 FIX = Path(__file__).parent / "fixtures" / "topo"
 
@@ -200,13 +205,15 @@ def test_warnings_reach_the_cli_json():
     import subprocess
     import sys
 
-    p = subprocess.run([sys.executable, "-m", "distbench.probes", "topology", FIX / "paste-h100x8-nics-ran-together.txt"],
-                       capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parents[1])
+    def cli(name):
+        return subprocess.run([sys.executable, "-m", "distbench.probes", "topology", FIX / name], capture_output=True,
+                              text=True, timeout=60, cwd=Path(__file__).resolve().parents[1], check=False)
+
+    p = cli("paste-h100x8-nics-ran-together.txt")
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
     assert len(out["warnings"]) == 2 and out["nearest_nic"]["GPU0"]["nics"] == ["NIC8"]
-    bad = subprocess.run([sys.executable, "-m", "distbench.probes", "topology", FIX / "robust-a100x4-misaligned-row.txt"],
-                         capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parents[1])
+    bad = cli("robust-a100x4-misaligned-row.txt")
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "line 4:" in bad.stderr
 
 

@@ -33,7 +33,7 @@ def job(ws=2, config="plain", *, step=10.0, compute=9.0, allreduce=2.0, last=0.5
     if sps is not None:
         step = gbs / sps * 1000
     ddp_steps = list(steps) if steps is not None else [step] * n
-    base = dict(backend=backend, world_size=ws, model="mlp", strategy="ddp", hidden_dim=256, num_layers=2,
+    base = dict(backend=backend, world_size=ws, nodes=1, model="mlp", strategy="ddp", hidden_dim=256, num_layers=2,
                 n_heads=None, seq_len=None, vocab_size=None, lora_rank=None, compile=False, tokens_per_s=None,
                 tokens_per_s_per_device=None, params_total=1_000_000, params_trainable=1_000_000,
                 flops_per_sample=6_000_000.0, device_name="NVIDIA H100 80GB HBM3", attention_kernel="",

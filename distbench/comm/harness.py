@@ -49,7 +49,7 @@ from distbench.choices import (
 )
 from distbench.io import PartialCsvs
 from distbench.placement import gather_and_check
-from distbench.ranks import RankContext, ranks_text
+from distbench.ranks import RankContext, node_count, ranks_text
 from distbench.schema import COMM_COLUMN_NAMES, COMM_RANK_COLUMN_NAMES
 from distbench.sizes import parse_size
 
@@ -88,7 +88,7 @@ def plan_points(ops: list[str], sizes: list[int], timings: list[str], inplace=(F
 
 def base_row(args, point: Point, count: int) -> dict:
     return {
-        "backend": args.backend, "world_size": args.world_size, "op": point.op, "dtype": args.dtype,
+        "backend": args.backend, "world_size": args.world_size, "nodes": args.nodes, "op": point.op, "dtype": args.dtype,
         "nccl_env": args.nccl_env_label, "timing": point.timing, "inplace": point.inplace,
         "size_bytes": point.size_bytes, "count": count, "trial": 0, "iters": ops_per_trial(args, point.timing),
         "rank_agg": args.rank_agg, "time_us": math.nan, "time_us_rank_min": math.nan,
@@ -135,7 +135,7 @@ class Harness(RankContext):
     def __init__(self, args):
         super().__init__(args.backend, args.op_timeout_s)
         self.args = args
-        args.world_size = self.world_size
+        args.world_size, args.nodes = self.world_size, node_count()
         self.dtype = getattr(self.torch, args.dtype)
         self.elem_bytes = self.torch.empty((), dtype=self.dtype).element_size()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
+from distbench.cluster import Launch
 from distbench.comm.harness import Point, base_row, plan_points, ranks_path
 from distbench.io import atomic_write_text, csv_text, partial_path, read_partial_rows
 from distbench.launch import TorchrunJob, job_environment, run_torchrun_job
@@ -38,7 +39,8 @@ def run_comm_job(job, params: dict, out_csv, placement_json, log_path) -> str:
         world_size=job.world_size, env=job_environment(params["job_env"], job.nccl_env),
         timeout_s=params["job_timeout_s"], outputs=[out_csv, ranks_path(out_csv)],
         placement_json=Path(placement_json), log_path=Path(log_path),
-        write_failure=lambda message: write_failure_rows(job, params, out_csv, message)))
+        write_failure=lambda message: write_failure_rows(job, params, out_csv, message),
+        launch=Launch.from_params(params.get("launch"), job.world_size)))
 
 
 def write_failure_rows(job, params, out_csv: Path, message: str) -> None:
@@ -58,7 +60,8 @@ def write_failure_rows(job, params, out_csv: Path, message: str) -> None:
                  if tuple(r[k] for k in point_keys) in finished]
     elem = torch.empty((), dtype=getattr(torch, job.dtype)).element_size()
 
-    fields = SimpleNamespace(backend=job.backend, world_size=job.world_size, dtype=job.dtype,
+    nodes = Launch.from_params(params.get("launch"), job.world_size).nodes
+    fields = SimpleNamespace(backend=job.backend, world_size=job.world_size, nodes=nodes, dtype=job.dtype,
                              nccl_env_label=job.nccl_env_label, iters=params["iters"],
                              graph_launches=params["graph_launches"], rank_agg=params["rank_agg"])
     rows = list(done)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from distbench.cluster import Launch
 from distbench.io import atomic_write_text, csv_text, partial_path, read_partial_rows
 from distbench.launch import TorchrunJob, job_environment, run_torchrun_job
 from distbench.schema import MEMORY_COLUMN_NAMES
@@ -39,7 +40,8 @@ def run_memory_job(job, params: dict, out_csv, placement_json, log_path, snapsho
         module="distbench.memory", args=memory_args(job, params, out_csv, placement_json, snapshot),
         world_size=job.world_size, env=job_environment(params["job_env"], {}),
         timeout_s=params["job_timeout_s"], outputs=[out_csv], placement_json=Path(placement_json),
-        log_path=Path(log_path), write_failure=lambda message: write_failure_rows(job, params, out_csv, message)))
+        log_path=Path(log_path), write_failure=lambda message: write_failure_rows(job, params, out_csv, message),
+        launch=Launch.from_params(params.get("launch"), job.world_size)))
 
 
 def write_failure_rows(job, params: dict, out_csv: Path, message: str) -> None:

@@ -71,7 +71,6 @@ class _Row:
 
 @dataclass
 class _Header:
-    line_no: int
     columns: list[str]
     trailing: list[str]
     warnings: list[str] = field(default_factory=list)
@@ -152,7 +151,7 @@ def _read_header(lines: list[str], h: int, rows: list[_Row]) -> _Header:
     first_trailing = min((header.find(c) for c in _TRAILING_COLUMNS if c in header), default=-1)
     device_part = header[:first_trailing] if first_trailing >= 0 else header
     trailing = sorted((c for c in _TRAILING_COLUMNS if c in header), key=header.find)
-    out = _Header(h + 1, [], trailing)
+    out = _Header([], trailing)
     labels = [r.label for r in rows]
     for token in device_part.split():
         if token in labels or (_NAME.fullmatch(token) and not _GLUED_INSIDE.search(token)):

@@ -52,7 +52,7 @@ from pathlib import Path
 
 from distbench.choices import BACKENDS, COMM_HOOKS, OPTIMIZERS, SCALINGS
 from distbench.choices import TRAINING_DTYPES as TRAIN_DTYPES
-from distbench.ranks import RankContext, failure_status, first_line, ranks_text
+from distbench.ranks import RankContext, failure_status, first_line, node_count, ranks_text
 from distbench.workloads.cli import add_model_args, resolve_model_args
 from distbench.schema import TRAINING_COLUMN_NAMES, TRAINING_PHASES
 
@@ -606,7 +606,7 @@ def window_lines(phase: str, rows: list[dict], every: int) -> list[str]:
 
 def base_row(args, h: TrainingHarness) -> dict:
     return {
-        "backend": args.backend, "world_size": h.world_size, "model": args.model, "strategy": args.strategy,
+        "backend": args.backend, "world_size": h.world_size, "nodes": node_count(), "model": args.model, "strategy": args.strategy,
         "hidden_dim": args.hidden_dim, "num_layers": args.num_layers,
         "n_heads": args.gpt_heads if args.model != "mlp" else None,
         "seq_len": args.seq_len if args.model != "mlp" else None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from distbench.cluster import Launch
 from distbench.io import atomic_write_text, csv_text, partial_path, read_partial_rows
 from distbench.launch import TorchrunJob, job_environment, run_torchrun_job
 from distbench.schema import TRAINING_COLUMN_NAMES, TRAINING_PHASES
@@ -54,7 +55,8 @@ def run_training_job(job, params: dict, out_csv, placement_json, log_path) -> st
         module="distbench.training", args=training_args(job, params, out_csv, placement_json),
         world_size=job.world_size, env=job_environment(params["job_env"], job.nccl_env),
         timeout_s=params["job_timeout_s"], outputs=[out_csv], placement_json=Path(placement_json),
-        log_path=Path(log_path), write_failure=lambda message: write_failure_rows(job, params, out_csv, message)))
+        log_path=Path(log_path), write_failure=lambda message: write_failure_rows(job, params, out_csv, message),
+        launch=Launch.from_params(params.get("launch"), job.world_size)))
 
 
 def write_failure_rows(job, params: dict, out_csv: Path, message: str) -> None:
@@ -72,7 +74,8 @@ def write_failure_rows(job, params: dict, out_csv: Path, message: str) -> None:
     if lm:
         shape = lm_shape(params)
     base = {
-        "backend": job.backend, "world_size": world, "model": params["model"], "strategy": params["strategy"],
+        "backend": job.backend, "world_size": world, "nodes": Launch.from_params(params.get("launch"), world).nodes,
+        "model": params["model"], "strategy": params["strategy"],
         "hidden_dim": shape[2] if lm else params["hidden_dim"], "num_layers": shape[0] if lm else params["num_layers"],
         "n_heads": shape[1] if lm else None, "seq_len": params.get("seq_len"), "vocab_size": params.get("vocab_size"),
         "lora_rank": params.get("lora_rank"), "compile": params["compile"], "batch_size": per_rank, "global_batch_size": per_rank * world,

@@ -3,7 +3,9 @@ from distbench.plan import CommJob
 from distbench.workflow import run_job_in_rule
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
+# the job's values, and where its ranks run (nodes, launcher: distbench.cluster)
+params = {**sm.params.job, "launch": sm.params.launch}
 job = CommJob(sm.wildcards.backend, sm.wildcards.dtype, int(sm.wildcards.world_size),
               sm.wildcards.nccl_env, sm.params.nccl_env)
 run_job_in_rule(sm.log[0], f"comm job {job.wildcards}",
-                lambda: run_comm_job(job, sm.params.job, sm.output.csv, sm.output.placement, sm.log[0]))
+                lambda: run_comm_job(job, params, sm.output.csv, sm.output.placement, sm.log[0]))

@@ -5,9 +5,11 @@ from distbench.plan import MemoryJob
 from distbench.workflow import run_job_in_rule
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
+# the job's values, and where its ranks run (nodes, launcher: distbench.cluster)
+params = {**sm.params.job, "launch": sm.params.launch}
 job = MemoryJob(sm.wildcards.backend, int(sm.wildcards.world_size), sm.wildcards.model, sm.wildcards.config,
                 sm.params.strategy, sm.params.gradient_as_bucket_view)
 # memory.snapshot: the pickle lands beside the job's CSV (the report links it)
-snapshot = Path(sm.output.csv).with_name("snapshot.pickle") if sm.params.job["snapshot"] else None
+snapshot = Path(sm.output.csv).with_name("snapshot.pickle") if params["snapshot"] else None
 run_job_in_rule(sm.log[0], f"memory job {job.wildcards}",
-                lambda: run_memory_job(job, sm.params.job, sm.output.csv, sm.output.placement, sm.log[0], snapshot))
+                lambda: run_memory_job(job, params, sm.output.csv, sm.output.placement, sm.log[0], snapshot))

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Issue 12 on a lent 4-GPU machine (device tool, carry .whl): the comm family at 2 and 4 ranks
+# (benchmarks/configs/comm-predict-4gpu.yaml) through the pipeline's `comm` target, then the
+# alpha-beta fit on the 2-rank sweep checked against the 4-rank one and the cluster predictions
+# (python -m distbench.predict). Tables land in $OUT.
+set -uo pipefail
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+  && export PYTHONPATH=/tmp/site:$PWD || exit 1
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader | tee "$OUT/gpus.txt"
+nvidia-smi topo -m > "$OUT/topo.txt" 2>&1
+python3 -c "import torch; print('torch', torch.__version__, 'nccl', torch.cuda.nccl.version())" | tee -a "$OUT/gpus.txt"
+rm -rf results report .snakemake
+t0=$(date +%s)
+timeout "${PIPELINE_S:-480}" python3 -m snakemake comm --cores 1 -k --configfile benchmarks/configs/comm-predict-4gpu.yaml \
+  > "$OUT/snakemake.log" 2>&1
+echo "pipeline rc=$? in $(( $(date +%s) - t0 )) s"; tail -n 3 "$OUT/snakemake.log"
+cp results/tables/comm*.csv "$OUT/" 2>/dev/null
+python3 -m distbench.predict results/tables/comm_summary.csv --out-dir "$OUT/predict" 2>&1 | tail -20
+for f in results/logs/comm/*/*/*/*.log; do echo "$f: $(tail -n1 "$f")"; done > "$OUT/jobs.txt"

@@ -1,0 +1,98 @@
+"""The SLURM profile against a real controller: tools/slurm-test-cluster.sh starts munged,
+slurmctld and two slurmd (nodes node1 and node2, both on this machine); the pipeline runs with
+`--profile profiles/slurm` on a tiny Gloo config whose 4-rank jobs span both nodes (one torchrun
+agent per node, started by srun); its results have the structure of a local run's, and squeue saw
+every job. Only the daemons the test started are stopped.
+
+CI installs slurm-wlm and munge and sets DISTBENCH_REQUIRE_SLURM=1: there a cluster that cannot
+start is a failure, not a skip."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from tests.conftest import REPO, snakemake
+
+REQUIRED = bool(os.environ.get("DISTBENCH_REQUIRE_SLURM"))
+HAVE = all(shutil.which(b) for b in ("slurmctld", "slurmd", "munged", "sbatch")) and os.geteuid() == 0
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not HAVE and not REQUIRED, reason=(
+    "needs slurm-wlm and munge, as root (tools/slurm-test-cluster.sh install); CI sets DISTBENCH_REQUIRE_SLURM=1"))]
+
+TINY = {
+    "backends": ["gloo"],
+    "world_sizes": [2, 4],
+    # 2 ranks per node: the 4-rank jobs span node1 and node2
+    "cluster": {"nodes": 2, "ranks_per_node": 2, "runtime_margin_min": 2, "mem_mb": 4000},
+    "comm": {"ops": ["all_reduce"], "sizes": ["8", "64KiB"], "job_timeout_s": 180,
+             "gloo": {"max_bytes": "1MiB", "warmup": 1, "iters": 3, "trials": 2}},
+    "training": {"models": ["mlp"], "warmup_steps": 1, "steps": 3, "allreduce_trials": 2, "job_timeout_s": 180,
+                 "cpu": {"hidden_dim": 32, "num_layers": 1, "batch_size": 8}},
+    "memory": {"enabled": False},
+}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    assert HAVE, "DISTBENCH_REQUIRE_SLURM is set but slurm-wlm/munge are missing or this is not root"
+    state = tmp_path_factory.mktemp("slurm")
+    env = {**os.environ, "SLURM_TEST_STATE": str(state), "SLURM_TEST_NODES": "2"}
+    script = str(REPO / "tools/slurm-test-cluster.sh")
+    started = subprocess.run(["bash", script, "start"], env=env, capture_output=True, text=True, timeout=120)
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        yield {**os.environ, "SLURM_CONF": str(state / "slurm.conf")}
+    finally:
+        stopped = subprocess.run(["bash", script, "stop"], env=env, capture_output=True, text=True, timeout=60)
+        for name in ("slurmctld", "slurmd-node1", "slurmd-node2"):
+            assert not (state / f"{name}.pid").exists(), stopped.stderr
+
+
+def _run(cwd, *args, env, timeout=900):
+    cmd = [sys.executable, "-m", "snakemake", *args]
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def _structure(root: Path) -> set[str]:
+    """Result and report files, as paths: what a run produced, whatever ran it."""
+    return {str(p.relative_to(root)) for sub in ("results", "report") for p in (root / sub).rglob("*")
+            if p.is_file() and "logs" not in p.parts and "nccl_logs" not in p.parts}
+
+
+def test_the_pipeline_runs_on_slurm_across_two_nodes_like_a_local_run(cluster, tmp_path, workflow_dir):
+    (workflow_dir / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+    run = _run(workflow_dir, "--profile", "profiles/slurm", "--configfile", "tiny.yaml", env=cluster)
+    assert run.returncode == 0, run.stderr[-4000:]
+
+    # every benchmark job went through SLURM; the 4-rank ones on both nodes
+    queue = subprocess.run(["squeue", "--states=all", "--noheader", "--format=%i|%T|%D|%N|%k"], env=cluster,
+                           capture_output=True, text=True, timeout=30, check=True).stdout.splitlines()
+    jobs = [line.split("|") for line in queue]
+    for rule, n in (("comm_job", 2), ("training_job", 3), ("probe_env", 1)):
+        seen = [j for j in jobs if f"rule_{rule}" in j[4]]
+        assert len(seen) == n, (rule, queue)
+        assert all(j[1] == "COMPLETED" for j in seen), queue
+    two_nodes = [j for j in jobs if j[2] == "2"]
+    assert len(two_nodes) == 2 and all(j[3] == "node[1-2]" for j in two_nodes), queue
+    assert not [j for j in jobs if "aggregate" in j[4] or "report" in j[4]]  # local rules stay local
+
+    comm = pd.read_csv(workflow_dir / "results/tables/comm.csv")
+    assert (comm["status"] == "ok").all() and comm["correct"].all()
+    assert dict(comm.groupby("world_size")["nodes"].max()) == {2: 1, 4: 2}
+    training = pd.read_csv(workflow_dir / "results/tables/training.csv")
+    assert (training["status"] == "ok").all()
+    assert dict(training.groupby("world_size")["nodes"].max()) == {1: 1, 2: 1, 4: 2}
+    log = next((workflow_dir / "results/logs/comm/gloo/float32/ws4").glob("*.log")).read_text()
+    assert "srun --nodes=2 --ntasks=2 --ntasks-per-node=1" in log and "--rdzv-backend=c10d" in log
+
+    # the same config locally: the same files (every agent on this host over loopback)
+    local = tmp_path / "local"
+    shutil.copytree(workflow_dir, local, ignore=shutil.ignore_patterns(".snakemake", "results", "report"))
+    here = snakemake(local, "--configfile", "tiny.yaml")
+    assert here.returncode == 0, here.stderr[-3000:]
+    assert _structure(local) == _structure(workflow_dir)
