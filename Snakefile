@@ -28,6 +28,8 @@ localrules:
     plot_comm,
     plot_training,
     plot_memory,
+    predict,
+    plot_predict,
     report,
     summary_json,
 
@@ -76,6 +78,7 @@ include: "rules/probe.smk"
 include: "rules/comm.smk"
 include: "rules/training.smk"
 include: "rules/memory.smk"
+include: "rules/predict.smk"
 include: "rules/aggregate.smk"
 include: "rules/plot.smk"
 include: "rules/report.smk"

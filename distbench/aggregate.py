@@ -80,7 +80,8 @@ def _structure_problem(path: Path, contract: Contract) -> str | None:
     try:
         header = next(reader)
         names = contract.names
-        missing = [c for c in names if c not in header]
+        fillable = {name for name, _ in contract.filled_when_missing}  # older files lack them: filled on reading
+        missing = [c for c in names if c not in header and c not in fillable]
         extra = [c for c in header if c not in names]
         dup = sorted({c for c in header if header.count(c) > 1})
         if missing or extra or dup:

@@ -431,8 +431,72 @@ def _memory(summary_csv) -> dict | None:
                      "optimizer state by formula.")}
 
 
+# Published 8-GPU NVLink ring all_reduce busbw at large sizes, NVLS off (H100/H200 HGX): nccl-tests
+# issue 212, NCCL issue 1455. What the prediction at 8 GPUs is compared with.
+PUBLISHED_8GPU_ALLREDUCE_BUSBW_GBPS = (360.0, 370.0)
+
+
+def _prediction(validation_csv) -> dict | None:
+    """The cluster prediction's section (distbench.predict), from the four tables written beside
+    `validation_csv`: the check of the model, the fits, training at scale, and the assumptions."""
+    if not validation_csv or not Path(validation_csv).exists():
+        return None
+    from distbench.predict import get_preset, validation_summary
+
+    d = Path(validation_csv).parent
+    fits, comm, training = (pd.read_csv(d / f) for f in ("alpha_beta.csv", "prediction_comm.csv",
+                                                          "prediction_training.csv"))
+    validation = pd.read_csv(validation_csv)
+    findings, tables = [], {}
+    if len(validation):
+        vs = validation_summary(validation)
+        rows = [[r["op"], r["timing"], r["backend"], f"{int(r['fit_world_size'])} -> {int(r['check_world_size'])}",
+                 r["median_abs_err_pct_large"], r["max_abs_err_pct_large"], r["median_abs_err_pct"], r["max_abs_err_pct"]]
+                for _, r in vs.sort_values(["backend", "op", "timing"]).iterrows()]
+        tables["validation"] = _table(["op", "timing", "backend", "fit -> checked ranks", "median |error| >= 1 MiB (%)",
+                                       "max >= 1 MiB (%)", "median |error| all sizes (%)", "max all sizes (%)"], rows)
+        big = validation[validation["size_bytes"] >= 2**20]["rel_err_pct"].abs()
+        if len(big):
+            findings.append(f"The model, fitted on the smallest world size and checked against the larger measured ones: "
+                            f"median |error| {big.median():.1f}% at >= 1 MiB (max {big.max():.1f}%, {len(big)} points); "
+                            f"{validation['rel_err_pct'].abs().median():.1f}% over all sizes.")
+    if len(fits):
+        rows = [[r["op"], r["timing"], r["backend"], int(r["world_size"]), r.get("alpha_fixed_us"), r.get("alpha_hop_us"),
+                 r["link_beta_gbps"], r["max_rel_err_pct"]]
+                for _, r in fits.sort_values(["backend", "op", "timing", "world_size"]).iterrows()]
+        tables["fits"] = _table(["op", "timing", "backend", "ranks", "alpha fixed (µs)", "alpha per hop (µs)",
+                                 "busbw asymptote (GB/s)", "max |residual| (%)"], rows)
+    ar8 = comm[(comm["op"] == "all_reduce") & (comm["gpus"] == 8) & (comm["intra_source"] == "measured")
+               & (comm["backend"] == "nccl") & (comm["algorithm"] == "ring")] if len(comm) else comm
+    if len(ar8):
+        top = ar8[ar8["size_bytes"] == ar8["size_bytes"].max()]
+        lo, hi = PUBLISHED_8GPU_ALLREDUCE_BUSBW_GBPS
+        findings.append(f"8 GPUs on NVLink, all_reduce at {int(top['size_bytes'].iloc[0]) / 2**20:g} MiB from the measured "
+                        f"link: {top['busbw_gbps'].min():.0f}-{top['busbw_gbps'].max():.0f} GB/s busbw predicted "
+                        f"(by timing mode and fitted world size); published for 8x H100/H200 with NVLS off: {lo:.0f}-{hi:.0f} GB/s.")
+    if len(training):
+        t = training[training["efficiency"].notna()]
+        gpus = sorted(t["gpus"].unique())
+        rows = []
+        for key, g in t.groupby(["model", "strategy", "config"], sort=True):
+            eff = g.set_index("gpus")["efficiency"]
+            rows.append([*key, int(g["ref_world_size"].iloc[0]), *[_pct(eff.get(n)) for n in gpus]])
+        tables["training"] = _table(["model", "strategy", "config", "measured up to", *[f"{n} GPUs" for n in gpus]], rows)
+    preset = get_preset(comm["preset"].iloc[0]) if len(comm) else None
+    note = ("Hockney model per series: t = alpha + S / beta, beta the bus-bandwidth asymptote of the largest sizes and "
+            "alpha the small-size floor, split into a fixed per-op cost and a per-hop latency (from the world sizes "
+            "measured, or the preset's); ring costs at N ranks, hierarchical (intra-node reduce-scatter, inter-node "
+            "all-reduce per rail, intra-node all-gather) beyond one node; training step = compute-only + the modelled "
+            "gradient communication less the overlap measured at the largest world size. It breaks between about "
+            "512 KiB and 32 MiB (NCCL's protocol switches), where it predicts too fast, and for send_recv. "
+            "distbench/predict.py has every formula.")
+    if preset is not None:
+        note += f" Preset {preset.name}: {preset.source}"
+    return {"findings": findings, "tables": tables, "note": note}
+
+
 def build_context(summary_csv, largest_csv, env_json, figures, config, plan, out_md, extra=None,
-                  figures_dir=None, training_summary=None, memory_summary=None) -> dict:
+                  figures_dir=None, training_summary=None, memory_summary=None, predict_validation=None) -> dict:
     summary = read_summary(summary_csv)
     largest = read_summary(largest_csv)
     env_path = Path(env_json)
@@ -442,6 +506,7 @@ def build_context(summary_csv, largest_csv, env_json, figures, config, plan, out
         "title": "distbench benchmark report",
         "training": _training(training_summary),
         "memory": _memory(memory_summary),
+        "prediction": _prediction(predict_validation),
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "env": _env_table(env),
         "plan": _plan(plan or {}),
@@ -457,7 +522,7 @@ def build_context(summary_csv, largest_csv, env_json, figures, config, plan, out
 
 def render_report(summary_csv, largest_csv, env_json, figures: list[Path], config: dict, plan: dict,
                   out_md, out_html, extra: dict | None = None, figures_dir=None, training_summary=None,
-                  memory_summary=None) -> None:
+                  memory_summary=None, predict_validation=None) -> None:
     """Write the Markdown report, the figures it links and the self-contained HTML one.
 
     The figures are copied into figures_dir (default: figures/ beside out_md) and linked relative to
@@ -466,7 +531,7 @@ def render_report(summary_csv, largest_csv, env_json, figures: list[Path], confi
     """
     figures_dir = _figures_dir(out_md, figures_dir)
     ctx = build_context(summary_csv, largest_csv, env_json, figures, config, plan, out_md, extra, figures_dir,
-                        training_summary, memory_summary)
+                        training_summary, memory_summary, predict_validation)
     env = _environment()
     md = env.get_template("report.md.j2").render(**ctx)
     html = env.get_template("report.html.j2").render(**ctx)

@@ -130,3 +130,20 @@ def cluster_resource(family, job_fn, key):
 def probe_resource(key):
     """One resource a probe asks a cluster executor for: a GPU node of its own."""
     return lambda wc: probe_resources(config, PLAN)[key]
+
+
+def training_summary_input(wildcards=None):
+    """The training summary, for the prediction of training at scale, when the plan trains."""
+    if not PLAN["training_jobs"]:
+        return {}
+    return {"training_summary": "results/tables/training_summary.csv"}
+
+
+def predict_report_inputs(wildcards=None):
+    """The prediction's tables and figures, unless predict.enabled is false."""
+    if not config["predict"]["enabled"]:
+        return {}
+    return {
+        "predict_validation": "results/tables/predict/prediction_validation.csv",
+        "predict_figures": "results/figures_predict",
+    }

@@ -8,6 +8,7 @@ rule report:
         # the training and memory families' tables and figures, when the plan has their jobs
         unpack(training_report_inputs),
         unpack(memory_report_inputs),
+        unpack(predict_report_inputs),
         summary="results/tables/comm_diagnosed.csv",
         largest="results/tables/comm_largest.csv",
         env="results/probe/env.json",

@@ -23,6 +23,9 @@ def test_the_config_schema_allows_exactly_the_choices():
     assert tuple(comm["timing"]["items"]["enum"]) == choices.TIMINGS
     assert tuple(comm["rank_agg"]["enum"]) == choices.RANK_AGGS
     assert tuple(schema["properties"]["cluster"]["properties"]["launcher"]["enum"]) == choices.LAUNCHERS
+    from distbench.predict import PRESETS
+
+    assert sorted(schema["properties"]["predict"]["properties"]["preset"]["enum"]) == sorted(PRESETS)
 
 
 def test_the_registry_and_the_harness_command_line_use_the_choices():

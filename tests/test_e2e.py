@@ -103,6 +103,12 @@ def test_pipeline_runs_caches_and_reruns_only_what_changed(workflow_dir):
     assert "### Language models" in md and "lora r16 on gpt 2L/2H/64d seq 16, 2 ranks (FSDP" in md
     assert "![" in md and "](figures/busbw_vs_size.png)" in md and "max over ranks" in md
     assert (workflow_dir / "report/figures/busbw_vs_size.png").exists()  # beside the report: portable
+    # larger clusters, predicted from the measured tables (fits, collectives and training at scale)
+    assert "## Larger clusters (predicted)" in md and "predict_training_efficiency.png" in md
+    predicted = pd.read_csv(workflow_dir / "results/tables/predict/prediction_training.csv")
+    assert set(predicted["gpus"]) == {8, 16, 64, 256, 1024} and set(predicted["model"]) == {"mlp", "lora"}
+    assert predicted["efficiency"].between(0, 1).all()
+    assert len(pd.read_csv(workflow_dir / "results/tables/predict/alpha_beta.csv"))
     html = (workflow_dir / "report/report.html").read_text()
     assert "data:image/png;base64," in html and 'src="http' not in html
     assert (workflow_dir / "results/figures/busbw_vs_size.svg").exists()

@@ -252,7 +252,7 @@ def test_job_csv_reader_names_each_bad_file_and_what_is_wrong(tmp_path, tiny_csv
     comm, training = tiny_csvs
     cases = {
         "empty": ("", "empty"),
-        "torn_row": (comm.split("\n")[0] + "\n" + "gloo,2,all_reduce\n", "has 3 fields where the header has 22"),
+        "torn_row": (comm.split("\n")[0] + "\n" + "gloo,2,all_reduce\n", "has 3 fields where the header has 21"),
         "bad_int": (comm.replace("gloo,2,", "gloo,two,", 1), "does not parse"),
         "open_quote": (comm + 'gloo,2,all_reduce,float32,default,host,True,8,2,0,2,max,5,5,5,1,1,1,True,failed,"ab\n',
                        "not valid CSV"),

@@ -8,7 +8,7 @@ from tests.conftest import REPO
 
 FAMILIES = ("distbench.comm", "distbench.training", "distbench.memory")
 ANALYSIS = ("aggregate", "findings", "advice", "plots", "plots_training", "report", "scaling", "diagnose", "peak",
-            "memory_analysis", "plots_memory")
+            "memory_analysis", "plots_memory", "predict", "plots_predict")
 
 
 def _imports(path: Path) -> set[str]:

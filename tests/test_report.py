@@ -11,6 +11,7 @@ from synthetic import build_summary, make_synthetic, render_synthetic_report, su
 
 from distbench.findings import compute_findings, human_bytes, human_time_us
 from distbench.report import render_report
+from tests.conftest import REPO
 
 MiB = 1 << 20
 NO_NCCL_PLAN = {"backends_run": ["gloo"], "world_sizes": {"gloo": [2, 4]}, "gpus": 0, "gpus_source": "detected",
@@ -129,3 +130,19 @@ def test_gloo_only_report_without_figures(tmp_path):
     assert "faster than" not in md and "_No figures._" in md
     assert "## Advice" not in md and "## GPU topology" not in md  # no extra: no extra sections
     assert "data:image" not in out_html.read_text()
+
+
+def test_prediction_section_from_the_4x_h200_check(tmp_path):
+    """The report's "Larger clusters" section, from the committed 4x H200 check of the model:
+    the check first, the 8-GPU comparison with published figures, training at scale."""
+    from distbench.report import _prediction
+
+    section = _prediction(REPO / "benchmarks/comm-predict-h200x4-2026-11-26/predict/prediction_validation.csv")
+    first, eight = section["findings"][:2]
+    assert first.startswith("The model, fitted on the smallest world size") and "at >= 1 MiB" in first
+    assert eight.startswith("8 GPUs on NVLink, all_reduce at 1024 MiB") and "360-370 GB/s" in eight
+    ops = {r[0] for r in section["tables"]["validation"]["rows"]}
+    assert {"all_reduce", "all_gather", "send_recv"} <= ops
+    assert section["tables"]["training"]["headers"][-1] == "1024 GPUs"
+    assert "Preset nvlink4-ib400" in section["note"] and "protocol switches" in section["note"]
+    assert _prediction(tmp_path / "missing.csv") is None

@@ -77,3 +77,13 @@ def test_largest_picks_each_series_largest_ok_size():
     rows += [_row(world_size=4, size_bytes=64)]
     big = largest(summarize(pd.DataFrame(rows)))
     assert dict(zip(big["world_size"], big["size_bytes"])) == {2: 4096, 4: 64}
+
+
+def test_a_csv_written_before_multi_node_support_reads_as_one_node(tmp_path):
+
+    from distbench.schema import COMM_COLUMN_NAMES
+
+    path = tmp_path / "comm.csv"
+    pd.DataFrame([_row(), _row(trial=1)]).to_csv(path, index=False)  # no `nodes` column: the old layout
+    df = read_comm_csv(path)
+    assert list(df.columns) == list(COMM_COLUMN_NAMES) and list(df["nodes"]) == [1, 1]
