@@ -178,7 +178,37 @@ def largest(summary: pd.DataFrame) -> pd.DataFrame:
     return ok.loc[idx].sort_values(["op", "backend", "world_size", "timing"]).reset_index(drop=True)
 
 
-def aggregate(job_csvs, rank_csvs, out_raw, out_ranks, out_summary, out_largest) -> pd.DataFrame:
+# A straggler: one rank ready last in most timed trials of a job, by a margin that matters.
+STRAGGLER_MIN_TRIALS = 10
+STRAGGLER_MIN_SHARE = 0.75  # of the job's trials
+STRAGGLER_MIN_SKEW_US = 200.0  # below this, host jitter; and at least this share of a trial:
+STRAGGLER_MIN_SKEW_OF_TRIAL = 0.1
+JOB_KEYS = ["backend", "world_size", "nodes", "dtype", "nccl_env"]
+STRAGGLER_COLUMNS = JOB_KEYS + ["n_trials", "last_rank", "last_share", "arrival_skew_us_median",
+                                "trial_us_median", "straggler"]
+
+
+def stragglers(df: pd.DataFrame) -> pd.DataFrame:
+    """Per comm job (rows with status ok and an arrival record): the rank that was ready last most
+    often, in what share of the trials, the median arrival skew (how long the first rank waited),
+    the median trial duration (time_us x iters), and whether that rank is a straggler: last in at
+    least STRAGGLER_MIN_SHARE of >= STRAGGLER_MIN_TRIALS trials, with a median skew of at least
+    STRAGGLER_MIN_SKEW_US and STRAGGLER_MIN_SKEW_OF_TRIAL of a trial. Random jitter spreads "last"
+    over the ranks; a slow host makes the same rank last every time."""
+    ok = df[(df["status"] == "ok") & df["last_rank"].notna() & (df["world_size"] > 1)] if len(df) else df
+    rows = []
+    for key, g in ok.groupby(JOB_KEYS, sort=True, dropna=False) if len(ok) else []:
+        counts = g["last_rank"].astype(int).value_counts()
+        share = counts.iloc[0] / len(g)
+        skew = float(g["arrival_skew_us"].median())
+        trial_us = float((g["time_us"] * g["iters"]).median())
+        flagged = bool(len(g) >= STRAGGLER_MIN_TRIALS and share >= STRAGGLER_MIN_SHARE
+                       and skew >= max(STRAGGLER_MIN_SKEW_US, STRAGGLER_MIN_SKEW_OF_TRIAL * trial_us))
+        rows.append([*key, len(g), int(counts.index[0]), share, skew, trial_us, flagged])
+    return pd.DataFrame(rows, columns=STRAGGLER_COLUMNS)
+
+
+def aggregate(job_csvs, rank_csvs, out_raw, out_ranks, out_summary, out_largest, out_stragglers=None) -> pd.DataFrame:
     problems = []  # every bad file, of both kinds, in one message
     try:
         df = combine(job_csvs)
@@ -195,6 +225,8 @@ def aggregate(job_csvs, rank_csvs, out_raw, out_ranks, out_summary, out_largest)
     atomic_write_csv(out_raw, df)
     atomic_write_csv(out_summary, summary)
     atomic_write_csv(out_largest, largest(summary))
+    if out_stragglers is not None:
+        atomic_write_csv(out_stragglers, stragglers(df))
     return summary
 
 

@@ -274,3 +274,17 @@ def compute_findings(summary_df: pd.DataFrame, plan: dict | None = None, *, peak
     if not p.empty:
         out += _backend_ratio(p) + _peak_busbw(p, peak) + _scaling(p) + _timing_overhead(summary)
     return out
+
+
+def straggler_findings(stragglers: pd.DataFrame) -> list[str]:
+    """One line per comm job with a straggler (distbench.aggregate.stragglers)."""
+    lines = []
+    for _, r in stragglers[stragglers["straggler"].astype(bool)].iterrows() if len(stragglers) else []:
+        nodes = int(r["nodes"]) if pd.notna(r["nodes"]) else 1
+        where = f"{int(r['world_size'])} ranks" + (f" on {nodes} nodes" if nodes > 1 else "")
+        lines.append(f"Straggler: rank {int(r['last_rank'])} was ready last in {100 * r['last_share']:.0f}% of the "
+                     f"{int(r['n_trials'])} timed trials of the {backend_name(r['backend'])} {r['dtype']} job at {where} "
+                     f"({r['nccl_env']}): the first rank waited {human_time_us(r['arrival_skew_us_median'])} for it "
+                     f"(median), against a median trial of {human_time_us(r['trial_us_median'])}. Its host is slower "
+                     "or busier than the others (check its CPU load, clocks and affinity).")
+    return lines

@@ -167,13 +167,26 @@ def job_params(config: dict, backend: str, nccl_env: str = "default") -> dict:
          "rotate_bytes": parse_size(comm["rotate_bytes"]),
          "op_timeout_s": comm["op_timeout_s"], "job_timeout_s": comm["job_timeout_s"],
          "job_env": {k: str(v) for k, v in config["job_env"].items()}}
+    pairs = [parse_size(s) for s in comm["pairs_sizes"]]
     if backend == "gloo":
         g = comm["gloo"]
         cap = parse_size(g["max_bytes"])
         sizes = [s for s in sizes if s <= cap]
+        pairs = [min(s, cap) for s in pairs]
         p.update(warmup=g["warmup"], iters=g["iters"], trials=g["trials"], timing=["host"])
     p["sizes"] = sizes
+    # the pair matrix's sizes; the plan turns it on for one job per backend (pairs_job)
+    p.update(pairs_sizes=sorted(set(pairs)), pairs_iters=comm["pairs_iters"], pairs_trials=comm["pairs_trials"],
+             pairs=False)
     return p
+
+
+def pairs_job(config: dict, plan: dict, job: CommJob) -> bool:
+    """Whether this comm job also measures the GPU-pair matrix (comm.pairs): the job at its
+    backend's largest world size, with NCCL's defaults and the first dtype."""
+    sizes = plan["world_sizes"].get(job.backend) or []
+    return bool(config["comm"]["pairs"] and sizes and job.world_size == max(sizes) and job.world_size > 1
+                and job.nccl_env_label == "default" and job.dtype == config["comm"]["dtypes"][0])
 
 
 def plan_summary(plan: dict, gpus_source: str | None = None) -> dict:

@@ -495,8 +495,27 @@ def _prediction(validation_csv) -> dict | None:
     return {"findings": findings, "tables": tables, "note": note}
 
 
+def _straggler_lines(stragglers_csv) -> list[str]:
+    if not stragglers_csv or not Path(stragglers_csv).exists():
+        return []
+    from distbench.findings import straggler_findings
+
+    return straggler_findings(pd.read_csv(stragglers_csv))
+
+
+def _pair_lines(pairs_csv) -> list[str]:
+    """The GPU-pair matrix's findings (distbench.pairs_analysis): a pair well below its link class."""
+    if not pairs_csv or not Path(pairs_csv).exists():
+        return []
+    from distbench.pairs_analysis import pair_findings
+
+    table = pd.read_csv(pairs_csv)
+    return pair_findings(table) if len(table) else []
+
+
 def build_context(summary_csv, largest_csv, env_json, figures, config, plan, out_md, extra=None,
-                  figures_dir=None, training_summary=None, memory_summary=None, predict_validation=None) -> dict:
+                  figures_dir=None, training_summary=None, memory_summary=None, predict_validation=None,
+                  stragglers_csv=None, pairs_csv=None) -> dict:
     summary = read_summary(summary_csv)
     largest = read_summary(largest_csv)
     env_path = Path(env_json)
@@ -511,7 +530,8 @@ def build_context(summary_csv, largest_csv, env_json, figures, config, plan, out
         "env": _env_table(env),
         "plan": _plan(plan or {}),
         "config_yaml": yaml.safe_dump(config or {}, sort_keys=False, allow_unicode=True).rstrip(),
-        "findings": compute_findings(summary, plan, peak=peak),
+        "findings": (_straggler_lines(stragglers_csv) + _pair_lines(pairs_csv)
+                     + compute_findings(summary, plan, peak=peak)),
         "largest": _largest_table(largest, peak),
         "compact": _compact_table(summary),
         "problems": _problem_table(summary),
@@ -522,7 +542,7 @@ def build_context(summary_csv, largest_csv, env_json, figures, config, plan, out
 
 def render_report(summary_csv, largest_csv, env_json, figures: list[Path], config: dict, plan: dict,
                   out_md, out_html, extra: dict | None = None, figures_dir=None, training_summary=None,
-                  memory_summary=None, predict_validation=None) -> None:
+                  memory_summary=None, predict_validation=None, stragglers_csv=None, pairs_csv=None) -> None:
     """Write the Markdown report, the figures it links and the self-contained HTML one.
 
     The figures are copied into figures_dir (default: figures/ beside out_md) and linked relative to
@@ -531,7 +551,7 @@ def render_report(summary_csv, largest_csv, env_json, figures: list[Path], confi
     """
     figures_dir = _figures_dir(out_md, figures_dir)
     ctx = build_context(summary_csv, largest_csv, env_json, figures, config, plan, out_md, extra, figures_dir,
-                        training_summary, memory_summary, predict_validation)
+                        training_summary, memory_summary, predict_validation, stragglers_csv, pairs_csv)
     env = _environment()
     md = env.get_template("report.md.j2").render(**ctx)
     html = env.get_template("report.html.j2").render(**ctx)

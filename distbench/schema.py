@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from distbench.choices import MEMORY_PHASES, RANK_AGGS, STATUSES, TIMINGS, TRAINING_PHASES
+from distbench.choices import MEMORY_PHASES, PAIR_MODES, RANK_AGGS, STATUSES, TIMINGS, TRAINING_PHASES
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,8 @@ COMM_COLUMNS: tuple[Column, ...] = (
     Column("time_us_rank_min", "float64", "the fastest rank's time per op in this trial"),
     Column("time_us_rank_max", "float64", "the slowest rank's time per op in this trial"),
     Column("slowest_rank", "Int64", "rank with the largest time in this trial"),
+    Column("arrival_skew_us", "float64", "how long the first rank waited for the last at the start of the trial: the spread of the ranks' wall-clock times when each was ready to issue the trial's first op (one host: one clock; across nodes it includes the hosts' clock offset)"),
+    Column("last_rank", "Int64", "the rank that was ready last in this trial (a rank that is consistently last is a straggler)"),
     Column("algbw_gbps", "float64", "size_bytes / time, in GB/s (1e9 B/s); empty for barrier"),
     Column("busbw_gbps", "float64", "algbw x the op's nccl-tests bus factor, in GB/s; empty for barrier"),
     Column("correct", "boolean", "output equal to the expected values on every rank, before warm-up and after the timed trials (empty if not applicable)"),
@@ -52,6 +54,7 @@ _RANK_KEYS = ("backend", "world_size", "op", "dtype", "nccl_env", "timing", "inp
 COMM_RANK_COLUMNS: tuple[Column, ...] = tuple(c for c in COMM_COLUMNS if c.name in _RANK_KEYS) + (
     Column("rank", "int64", "global rank"),
     Column("time_us", "float64", "this rank's time per op in this trial (its elapsed / iters)"),
+    Column("arrival_us", "float64", "when this rank was ready to issue the trial's first op, after the first rank (µs, wall clock)"),
 )
 COMM_RANK_COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in COMM_RANK_COLUMNS)
 
@@ -151,6 +154,30 @@ MEMORY_COLUMNS: tuple[Column, ...] = (
 MEMORY_COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in MEMORY_COLUMNS)
 
 
+PAIRS_COLUMNS: tuple[Column, ...] = (
+    Column("backend", "string", "nccl or gloo"),
+    Column("world_size", "int64", "ranks in the job (every ordered pair of them is measured, one pair at a time)"),
+    Column("nodes", "int64", "nodes of the job"),
+    Column("dtype", "string", "element type of the buffers"),
+    Column("mode", "string", "uni: src sends to dst, every other rank idle; bi: src and dst send to each other at once"),
+    Column("src", "int64", "sending rank (bi: the lower rank of the pair)"),
+    Column("dst", "int64", "receiving rank (bi: the higher rank)"),
+    Column("src_host", "string", "hostname of src"),
+    Column("dst_host", "string", "hostname of dst"),
+    Column("src_gpu", "string", "GPU UUID of src ('cpu' under Gloo on CPU)"),
+    Column("dst_gpu", "string", "GPU UUID of dst"),
+    Column("size_bytes", "int64", "bytes sent by each sender per op"),
+    Column("trial", "int64", "trial index, 0-based"),
+    Column("iters", "int64", "back-to-back transfers timed in this trial"),
+    Column("time_us", "float64", "time per transfer: the slower of the pair's two ranks' elapsed / iters"),
+    Column("algbw_gbps", "float64", "bytes moved / time in GB/s (1e9 B/s): size_bytes (uni) or 2 x size_bytes (bi)"),
+    Column("correct", "boolean", "the receiver(s) got exactly the sender's values after the timed transfers"),
+    Column("status", "string", "ok, oom, skipped, not_run, failed or wrong"),
+    Column("message", "string", "why the status is not ok (empty when ok)"),
+)
+PAIRS_COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in PAIRS_COLUMNS)
+
+
 class SchemaError(ValueError):
     pass
 
@@ -173,12 +200,15 @@ class Contract:
 
 
 COMM = Contract("comm", COMM_COLUMNS, (("status", STATUSES), ("timing", TIMINGS), ("rank_agg", RANK_AGGS)),
-                positive_when_ok="time_us", filled_when_missing=(("nodes", 1),))
-COMM_RANKS = Contract("comm_ranks", COMM_RANK_COLUMNS, (("timing", TIMINGS),), positive_when_ok="time_us")
+                positive_when_ok="time_us",
+                filled_when_missing=(("nodes", 1), ("arrival_skew_us", None), ("last_rank", None)))
+COMM_RANKS = Contract("comm_ranks", COMM_RANK_COLUMNS, (("timing", TIMINGS),), positive_when_ok="time_us",
+                      filled_when_missing=(("arrival_us", None),))
 TRAINING = Contract("training", TRAINING_COLUMNS, (("status", STATUSES), ("phase", TRAINING_PHASES)),
                     positive_when_ok="step_time_ms", filled_when_missing=(("nodes", 1),))
 MEMORY = Contract("memory", MEMORY_COLUMNS, (("status", STATUSES), ("phase", MEMORY_PHASES)))
-CONTRACTS = {c.name: c for c in (COMM, COMM_RANKS, TRAINING, MEMORY)}
+PAIRS = Contract("pairs", PAIRS_COLUMNS, (("status", STATUSES), ("mode", PAIR_MODES)), positive_when_ok="time_us")
+CONTRACTS = {c.name: c for c in (COMM, COMM_RANKS, PAIRS, TRAINING, MEMORY)}
 
 
 def check_frame(contract: Contract, df) -> None:
@@ -204,9 +234,10 @@ def read_csv(contract: Contract, path):
 
     dtypes = {c.name: c.dtype for c in contract.columns if c.dtype not in ("bool", "boolean")}
     df = pd.read_csv(path, dtype=dtypes, keep_default_na=True)
+    dtype_of = {c.name: c.dtype for c in contract.columns}
     for name, value in contract.filled_when_missing:
         if name not in df.columns:
-            df.insert(contract.names.index(name), name, value)
+            df.insert(contract.names.index(name), name, pd.Series(value, index=df.index, dtype=dtype_of[name]))
     for c in contract.columns:
         if c.dtype in ("bool", "boolean"):
             df[c.name] = df[c.name].map(to_bool).astype("boolean")
@@ -230,6 +261,10 @@ def read_comm_csv(path):
 
 def read_comm_ranks_csv(path):
     return read_csv(COMM_RANKS, path)
+
+
+def read_pairs_csv(path):
+    return read_csv(PAIRS, path)
 
 
 def read_training_csv(path):

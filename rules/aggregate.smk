@@ -10,9 +10,26 @@ rule aggregate_comm:
         ranks="results/tables/comm_ranks.csv",
         summary="results/tables/comm_summary.csv",
         largest="results/tables/comm_largest.csv",
+        stragglers="results/tables/comm_stragglers.csv",
     log:
         "results/logs/aggregate/comm.log",
     conda:
         "../envs/distbench.yaml"
     script:
         "../workflow/scripts/aggregate_comm.py"
+
+
+# The GPU-pair matrix (comm.pairs): every job's pairs.csv, summarized, with each pair's link class
+# from the topology probe.
+rule aggregate_pairs:
+    input:
+        pairs=comm_pairs_csvs,
+        topology="results/probe/topology.json",
+    output:
+        "results/tables/comm_pairs.csv",
+    log:
+        "results/logs/aggregate/pairs.log",
+    conda:
+        "../envs/distbench.yaml"
+    script:
+        "../workflow/scripts/aggregate_pairs.py"

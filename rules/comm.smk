@@ -6,6 +6,8 @@ rule comm_job:
         csv=f"{COMM_DIR}/comm.csv",
         ranks=f"{COMM_DIR}/comm_ranks.csv",
         placement=f"{COMM_DIR}/placement.json",
+        # the GPU-pair matrix (comm.pairs): header only for the jobs that do not measure it
+        pairs=f"{COMM_DIR}/pairs.csv",
     log:
         "results/logs/comm/{backend}/{dtype}/ws{world_size}/{nccl_env}.log",
     conda:
@@ -27,5 +29,6 @@ rule comm_job:
         # Values that shape the measurements: a change reruns exactly the jobs it touches.
         job=lambda wc: job_params(config, wc.backend, wc.nccl_env),
         nccl_env=lambda wc: comm_job(wc).nccl_env,
+        pairs=lambda wc: pairs_job(config, PLAN, comm_job(wc)),
     script:
         "../workflow/scripts/run_comm.py"

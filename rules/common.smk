@@ -10,6 +10,7 @@ from distbench.plan import (
     make_plan,
     memory_params,
     nccl_probe_params,
+    pairs_job,
     probe_resources,
     plan_summary,
     training_params,
@@ -146,4 +147,18 @@ def predict_report_inputs(wildcards=None):
     return {
         "predict_validation": "results/tables/predict/prediction_validation.csv",
         "predict_figures": "results/figures_predict",
+    }
+
+
+def comm_pairs_csvs(wildcards=None):
+    return [f"{COMM_DIR}/pairs.csv".format(**j.wildcards) for j in PLAN["jobs"]]
+
+
+def pairs_report_inputs(wildcards=None):
+    """The GPU-pair matrix's table and heat maps, when comm.pairs is on."""
+    if not config["comm"]["pairs"]:
+        return {}
+    return {
+        "pairs_table": "results/tables/comm_pairs.csv",
+        "pairs_figures": "results/figures_pairs",
     }

@@ -12,3 +12,16 @@ rule plot_comm:
         "../envs/distbench.yaml"
     script:
         "../workflow/scripts/plot_comm.py"
+
+
+rule plot_pairs:
+    input:
+        pairs="results/tables/comm_pairs.csv",
+    output:
+        directory("results/figures_pairs"),
+    log:
+        "results/logs/plot/pairs.log",
+    conda:
+        "../envs/distbench.yaml"
+    script:
+        "../workflow/scripts/plot_pairs.py"

@@ -14,6 +14,7 @@ TINY = {
     "backends": ["nccl", "gloo"],
     "world_sizes": [1, 2],
     "comm": {"ops": ["all_reduce", "all_gather", "send_recv", "barrier"], "sizes": ["8", "64KiB", "1MB"],
+             "pairs": True, "pairs_sizes": ["8", "64KiB"], "pairs_trials": 2, "pairs_iters": 2,
              "gloo": {"max_bytes": "1MiB", "warmup": 1, "iters": 3, "trials": 2}},
     "training": {"warmup_steps": 1, "steps": 3, "allreduce_trials": 2,
                  "cpu": {"hidden_dim": 32, "num_layers": 1, "batch_size": 8},
@@ -103,6 +104,12 @@ def test_pipeline_runs_caches_and_reruns_only_what_changed(workflow_dir):
     assert "### Language models" in md and "lora r16 on gpt 2L/2H/64d seq 16, 2 ranks (FSDP" in md
     assert "![" in md and "](figures/busbw_vs_size.png)" in md and "max over ranks" in md
     assert (workflow_dir / "report/figures/busbw_vs_size.png").exists()  # beside the report: portable
+    # the GPU-pair matrix of the 2-rank job (CPU here: link class cpu), in a table, a heat map and a finding
+    pairs = pd.read_csv(workflow_dir / "results/tables/comm_pairs.csv")
+    assert set(pairs["mode"]) == {"uni", "bi"} and set(pairs["link_class"]) == {"cpu"} and len(pairs) == 2 * 3
+    assert "GPU-pair matrix (Gloo, 2 ranks" in md and "pairs_bandwidth_gloo_ws2.png" in md
+    # every trial's arrival record, and no straggler flagged in a normal run
+    assert raw["arrival_skew_us"].notna().any() and "Straggler" not in md
     # larger clusters, predicted from the measured tables (fits, collectives and training at scale)
     assert "## Larger clusters (predicted)" in md and "predict_training_efficiency.png" in md
     predicted = pd.read_csv(workflow_dir / "results/tables/predict/prediction_training.csv")
@@ -126,7 +133,9 @@ def test_pipeline_runs_caches_and_reruns_only_what_changed(workflow_dir):
 
     # changing a measurement parameter reruns the jobs it touches; adding a world size adds one job
     changed = snakemake(workflow_dir, *cfg, "-n", "--config", "world_sizes=[1,2,3]")
-    assert _jobs_run(changed.stdout + changed.stderr).count("comm_job") == 1
+    # the new world size, and the old largest one: the pair matrix (comm.pairs) moves to the largest
+    assert _jobs_run(changed.stdout + changed.stderr).count("comm_job") == 2
+    assert "world_size=3" in changed.stdout + changed.stderr
     assert _jobs_run(changed.stdout + changed.stderr).count("training_job") == 2  # mlp and lora fsdp at 3
     (workflow_dir / "more_iters.yaml").write_text(yaml.safe_dump({"comm": {"gloo": {"iters": 4}}}))
     iters = snakemake(workflow_dir, "-n", "--configfile", "tiny.yaml", "more_iters.yaml")

@@ -8,7 +8,8 @@ from tests.conftest import REPO
 
 FAMILIES = ("distbench.comm", "distbench.training", "distbench.memory")
 ANALYSIS = ("aggregate", "findings", "advice", "plots", "plots_training", "report", "scaling", "diagnose", "peak",
-            "memory_analysis", "plots_memory", "predict", "plots_predict")
+            "memory_analysis", "plots_memory", "predict", "plots_predict",
+            "pairs_analysis", "plots_pairs")
 
 
 def _imports(path: Path) -> set[str]:

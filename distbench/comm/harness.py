@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -50,7 +51,7 @@ from distbench.choices import (
 from distbench.io import PartialCsvs
 from distbench.placement import gather_and_check
 from distbench.ranks import RankContext, node_count, ranks_text
-from distbench.schema import COMM_COLUMN_NAMES, COMM_RANK_COLUMN_NAMES
+from distbench.schema import COMM_COLUMN_NAMES, COMM_RANK_COLUMN_NAMES, PAIRS_COLUMN_NAMES
 from distbench.sizes import parse_size
 
 DEFAULT_ROTATE_BYTES = 256 * 2**20
@@ -92,7 +93,8 @@ def base_row(args, point: Point, count: int) -> dict:
         "nccl_env": args.nccl_env_label, "timing": point.timing, "inplace": point.inplace,
         "size_bytes": point.size_bytes, "count": count, "trial": 0, "iters": ops_per_trial(args, point.timing),
         "rank_agg": args.rank_agg, "time_us": math.nan, "time_us_rank_min": math.nan,
-        "time_us_rank_max": math.nan, "slowest_rank": None, "algbw_gbps": math.nan, "busbw_gbps": math.nan,
+        "time_us_rank_max": math.nan, "slowest_rank": None, "arrival_skew_us": math.nan, "last_rank": None,
+        "algbw_gbps": math.nan, "busbw_gbps": math.nan,
         "correct": None, "status": "ok", "message": "",
     }
 
@@ -136,6 +138,7 @@ class Harness(RankContext):
         super().__init__(args.backend, args.op_timeout_s)
         self.args = args
         args.world_size, args.nodes = self.world_size, node_count()
+        self.slow_ms = test_slow_ms(self.rank)
         self.dtype = getattr(self.torch, args.dtype)
         self.elem_bytes = self.torch.empty((), dtype=self.dtype).element_size()
 
@@ -149,6 +152,7 @@ class Harness(RankContext):
         size_bytes = count * self.elem_bytes if spec.moves_data else 0
         point = Point(point.op, size_bytes, point.timing, point.inplace) if spec.moves_data and count else point
         row = base_row(args, point, count)
+        self.arrivals_us = []
 
         def emit_status(status, message):
             emit([{**row, "trial": t, "status": status, "message": message} for t in range(args.trials)], [])
@@ -194,22 +198,31 @@ class Harness(RankContext):
         if not ok:
             return emit_status(*(err or ("failed", "another rank failed this measurement")))
 
-        # One gather: [check before, check after, trial times...] from every rank.
         code = {None: -1.0, True: 1.0, False: 0.0}
-        per_rank = self.gather_rows([code[before], code[after], *times_us])
+        # One gather: [check before, check after, trial times..., trial arrivals...] from every rank.
+        trials = args.trials
+        # when each rank was ready to start each trial (NaN where a timing path records none)
+        arrivals_us = getattr(self, "arrivals_us", None) or []
+        arrivals_us = arrivals_us if len(arrivals_us) == trials else [math.nan] * trials
+        per_rank = self.gather_rows([code[before], code[after], *times_us, *arrivals_us])
         correct, message = self._verdict(per_rank, point.timing)
         factor = spec.bus_factor(self.world_size)
         rows, rank_rows = [], []
-        for t in range(args.trials):
+        for t in range(trials):
             trial_times = [r[2 + t] for r in per_rank]
+            arrivals = [r[2 + trials + t] for r in per_rank]
+            first = min(arrivals)
             time_us = aggregate_over_ranks(trial_times, args.rank_agg)
             algbw, busbw = bandwidths(size_bytes, time_us, factor)
             rows.append({**row, "trial": t, "time_us": time_us, "time_us_rank_min": min(trial_times),
                          "time_us_rank_max": max(trial_times),
                          "slowest_rank": max(range(self.world_size), key=trial_times.__getitem__),
+                         "arrival_skew_us": max(arrivals) - first,
+                         "last_rank": None if math.isnan(first) else max(range(self.world_size), key=arrivals.__getitem__),
                          "algbw_gbps": algbw, "busbw_gbps": busbw, "correct": correct,
                          "status": "ok" if correct is not False else "wrong", "message": message})
-            rank_rows += [{k: row[k] for k in COMM_RANK_COLUMN_NAMES if k in row} | {"trial": t, "rank": r, "time_us": tr}
+            rank_rows += [{k: row[k] for k in COMM_RANK_COLUMN_NAMES if k in row}
+                          | {"trial": t, "rank": r, "time_us": tr, "arrival_us": arrivals[r] - first}
                           for r, tr in enumerate(trial_times)]
         emit(rows, rank_rows)
 
@@ -270,10 +283,16 @@ class Harness(RankContext):
             graph = self._capture(stream, [lambda j=j: run(j) for j in range(args.iters)])
             graph.replay()
             self.sync()
-        times = []
+        times, self.arrivals_us = [], []
         for _ in range(args.trials):
             run(0)  # one un-timed op aligns the ranks before the clock starts
             self.sync()
+            # When this rank is ready to issue the trial's first op (wall clock, µs): after the
+            # aligning op every rank should be here at once, so a rank that is consistently late
+            # is a straggler (its host is slow), and the others wait for it in the first op.
+            if self.slow_ms:  # test-only: DISTBENCH_TEST_SLOW_RANK makes one rank late on purpose
+                time.sleep(self.slow_ms / 1e3)
+            self.arrivals_us.append(time.time_ns() / 1e3)
             if timing == "host":
                 total = 0.0
                 for j in range(args.iters):
@@ -314,8 +333,22 @@ class Harness(RankContext):
         return graph
 
 
+def test_slow_ms(rank: int) -> float:
+    """Test-only: DISTBENCH_TEST_SLOW_RANK=<rank>:<ms> makes that rank arrive <ms> late at every
+    timed trial (what a slow host does), so the straggler analysis can be checked for real."""
+    spec = os.environ.get("DISTBENCH_TEST_SLOW_RANK", "")
+    if not spec:
+        return 0.0
+    slow_rank, ms = spec.split(":")
+    return float(ms) if int(slow_rank) == rank else 0.0
+
+
 def ranks_path(out: Path) -> Path:
     return out.with_name(f"{out.stem}_ranks{out.suffix or '.csv'}")
+
+
+def pairs_path(out: Path) -> Path:
+    return out.with_name("pairs.csv")
 
 
 def parse_args(argv=None):
@@ -343,7 +376,13 @@ def parse_args(argv=None):
     p.add_argument("--out", required=True, help="CSV to write (rank 0); atomically renamed when complete")
     p.add_argument("--ranks-out", help="per-rank times CSV (default: <out stem>_ranks.csv beside --out)")
     p.add_argument("--placement-out", help="JSON with every rank's GPU placement")
+    p.add_argument("--pairs-sizes", default="",
+                   help="the GPU-pair matrix after the sweep: bytes per transfer, comma-separated (empty: off)")
+    p.add_argument("--pairs-iters", type=int, default=20, help="pair matrix: transfers per timed trial")
+    p.add_argument("--pairs-trials", type=int, default=3, help="pair matrix: timed trials per pair and size")
+    p.add_argument("--pairs-out", help="pair matrix CSV (default: pairs.csv beside --out; header only when off)")
     args = p.parse_args(argv)
+    args.pairs_sizes = [parse_size(s) for s in args.pairs_sizes.split(",") if s]
 
     args.ops = [o for o in args.ops.split(",") if o]
     unknown = [o for o in args.ops if o not in OPS]
@@ -391,19 +430,30 @@ def table_line(rows: list[dict]) -> str:
             f"{tail}  {r['status']}")
 
 
+def _median_text(rows: list[dict]) -> str:
+    if rows[0]["status"] not in ("ok", "wrong"):
+        return f"{rows[0]['status']}: {rows[0]['message']}"
+    times = sorted(r["time_us"] for r in rows)
+    t = times[len(times) // 2]
+    return f"{t:.2f} us, {rows[0]['size_bytes'] * (2 if rows[0]['mode'] == 'bi' else 1) / (t * 1e3):.2f} GB/s"
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     h = Harness(args)
     out = Path(args.out)
     ranks_out = Path(args.ranks_out) if args.ranks_out else ranks_path(out)
-    _, problem = gather_and_check(h.dist, h.ctrl, h.rank, h.local_rank, h.device, h.world_size, args.placement_out)
+    records, problem = gather_and_check(h.dist, h.ctrl, h.rank, h.local_rank, h.device, h.world_size,
+                                        args.placement_out)
     if problem:
         print(f"distbench error: {problem}", file=sys.stderr)
         h.dist.destroy_process_group()
         return 3
     # Per-rank rows of a point are written before its rows: a finished row always has its per-rank
     # times on disk; comm.csv is renamed last, so its presence means the job completed.
-    writer = PartialCsvs([(out, COMM_COLUMN_NAMES), (ranks_out, COMM_RANK_COLUMN_NAMES)]) if h.rank == 0 else None
+    pairs_out = Path(args.pairs_out) if args.pairs_out else pairs_path(out)
+    writer = (PartialCsvs([(out, COMM_COLUMN_NAMES), (ranks_out, COMM_RANK_COLUMN_NAMES), (pairs_out, PAIRS_COLUMN_NAMES)])
+              if h.rank == 0 else None)
 
     shown = {"series": None}
 
@@ -424,6 +474,18 @@ def main(argv=None) -> int:
         if h.rank == 0:
             print(f"distbench: measuring {point.op} {point.size_bytes} B {point.timing}{' in-place' if point.inplace else ''}", file=sys.stderr, flush=True)
         h.measure(point, emit)
+    if args.pairs_sizes and h.world_size > 1:
+        from distbench.comm.pairs import measure_pair, plan_pairs
+
+        def emit_pair(rows):
+            if writer:
+                writer.write(2, rows)
+                r = rows[0]
+                arrow = "->" if r["mode"] == "uni" else "<->"
+                print(f"# pair {r['src']} {arrow} {r['dst']} {r['size_bytes']} B: {_median_text(rows)}", flush=True)
+
+        for pair in plan_pairs(h.world_size, args.pairs_sizes):
+            measure_pair(h, pair, records, emit_pair)
     h.dist.barrier(group=h.ctrl)
     if writer is not None:
         writer.close()

@@ -6,10 +6,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from distbench.cluster import Launch
-from distbench.comm.harness import Point, base_row, plan_points, ranks_path
+from distbench.comm.harness import Point, base_row, pairs_path, plan_points, ranks_path
 from distbench.io import atomic_write_text, csv_text, partial_path, read_partial_rows
 from distbench.launch import TorchrunJob, job_environment, run_torchrun_job
-from distbench.schema import COMM_COLUMN_NAMES, COMM_RANK_COLUMN_NAMES
+from distbench.schema import COMM_COLUMN_NAMES, COMM_RANK_COLUMN_NAMES, PAIRS_COLUMN_NAMES
 
 
 def comm_args(job, params: dict, out_csv, placement_json) -> list[str]:
@@ -26,7 +26,10 @@ def comm_args(job, params: dict, out_csv, placement_json) -> list[str]:
         "--op-timeout-s", str(params["op_timeout_s"]),
         "--nccl-env-label", job.nccl_env_label,
         "--out", str(out_csv), "--ranks-out", str(ranks_path(Path(out_csv))),
-        "--placement-out", str(placement_json),
+        "--pairs-out", str(pairs_path(Path(out_csv))), "--placement-out", str(placement_json),
+        *(["--pairs-sizes", ",".join(str(s) for s in params["pairs_sizes"]),
+           "--pairs-iters", str(params["pairs_iters"]), "--pairs-trials", str(params["pairs_trials"])]
+          if params.get("pairs") else []),
     ]
 
 
@@ -37,7 +40,7 @@ def run_comm_job(job, params: dict, out_csv, placement_json, log_path) -> str:
     return run_torchrun_job(TorchrunJob(
         module="distbench.comm", args=comm_args(job, params, out_csv, placement_json),
         world_size=job.world_size, env=job_environment(params["job_env"], job.nccl_env),
-        timeout_s=params["job_timeout_s"], outputs=[out_csv, ranks_path(out_csv)],
+        timeout_s=params["job_timeout_s"], outputs=[out_csv, ranks_path(out_csv), pairs_path(out_csv)],
         placement_json=Path(placement_json), log_path=Path(log_path),
         write_failure=lambda message: write_failure_rows(job, params, out_csv, message),
         launch=Launch.from_params(params.get("launch"), job.world_size)))
@@ -73,5 +76,27 @@ def write_failure_rows(job, params, out_csv: Path, message: str) -> None:
         base = base_row(fields, Point(point.op, size, point.timing, point.inplace), count)
         status, msg = ("failed", message) if i == 0 else ("not_run", f"not reached: the job ended early ({message})")
         rows += [{**base, "trial": t, "status": status, "message": msg} for t in range(trials)]
+    pair_rows = _pair_failure_rows(job, params, out_csv, fields, elem, bool(n_done == len(points)), message)
+    atomic_write_text(pairs_path(out_csv), csv_text(pair_rows, PAIRS_COLUMN_NAMES))
     atomic_write_text(ranks_path(out_csv), csv_text(rank_rows, COMM_RANK_COLUMN_NAMES))
     atomic_write_text(out_csv, csv_text(rows, COMM_COLUMN_NAMES))
+
+
+def _pair_failure_rows(job, params, out_csv: Path, fields, elem: int, sweep_done: bool, message: str) -> list[dict]:
+    """The pair matrix's rows when the job ended early: the finished ones, then `failed` for the
+    pair in progress (only when the sweep before it had finished) and `not_run` for the rest."""
+    from distbench.comm.pairs import pair_row, plan_pairs
+
+    if not params.get("pairs"):
+        return []
+    trials = params["pairs_trials"]
+    done = read_partial_rows(partial_path(pairs_path(out_csv)), PAIRS_COLUMN_NAMES)
+    pairs = plan_pairs(job.world_size, params["pairs_sizes"])
+    n_done = min(len(done) // trials, len(pairs))
+    rows = done[: n_done * trials]
+    fields.pairs_iters = params["pairs_iters"]
+    for i, p in enumerate(pairs[n_done:]):
+        status, msg = (("failed", message) if i == 0 and sweep_done
+                       else ("not_run", f"not reached: the job ended early ({message})"))
+        rows += [{**pair_row(fields, [], p, elem), "trial": t, "status": status, "message": msg} for t in range(trials)]
+    return rows

@@ -4,7 +4,7 @@ from distbench.workflow import run_job_in_rule
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
 # the job's values, and where its ranks run (nodes, launcher: distbench.cluster)
-params = {**sm.params.job, "launch": sm.params.launch}
+params = {**sm.params.job, "launch": sm.params.launch, "pairs": sm.params.pairs}
 job = CommJob(sm.wildcards.backend, sm.wildcards.dtype, int(sm.wildcards.world_size),
               sm.wildcards.nccl_env, sm.params.nccl_env)
 run_job_in_rule(sm.log[0], f"comm job {job.wildcards}",

@@ -1,0 +1,52 @@
+"""Per-rank arrival and stragglers (issue 13): every trial records how long the first rank waited
+for the last one and which rank that was; a rank made slow on purpose (the test-only setting
+DISTBENCH_TEST_SLOW_RANK) is flagged, and the same job without it is not."""
+
+import pandas as pd
+
+from distbench.aggregate import stragglers
+from distbench.comm.job import run_comm_job
+from distbench.config import check_config
+from distbench.findings import straggler_findings
+from distbench.plan import CommJob, job_params
+from distbench.schema import read_comm_csv, read_comm_ranks_csv
+
+
+def _run(tmp_path, name, world_size, extra_env):
+    cfg = check_config({"backends": ["gloo"]})
+    params = {**job_params(cfg, "gloo"), "ops": ["all_reduce", "broadcast"], "sizes": [8, 4096], "trials": 4,
+              "iters": 2, "warmup": 1, "job_timeout_s": 180}
+    params["job_env"] = {**params["job_env"], **extra_env}
+    out = tmp_path / name / "comm.csv"
+    job = CommJob("gloo", "float32", world_size, "default", {})
+    status = run_comm_job(job, params, out, out.with_name("placement.json"), out.with_name("job.log"))
+    assert status == "ok", out.with_name("job.log").read_text()[-2000:]
+    return read_comm_csv(out), read_comm_ranks_csv(out.with_name("comm_ranks.csv"))
+
+
+def test_a_slow_rank_is_flagged_as_a_straggler_and_a_normal_job_is_not(tmp_path):
+    slow, slow_ranks = _run(tmp_path, "slow", 3, {"DISTBENCH_TEST_SLOW_RANK": "2:40"})
+    # every trial: rank 2 ready last, the first rank waiting ~40 ms for it
+    assert (slow["last_rank"] == 2).all() and (slow["arrival_skew_us"] > 30_000).all()
+    late = slow_ranks[slow_ranks["rank"] == 2]["arrival_us"]
+    assert (late > 30_000).all() and (slow_ranks[slow_ranks["rank"] != 2]["arrival_us"] < 30_000).all()
+    found = stragglers(slow)
+    assert list(found["straggler"]) == [True] and int(found["last_rank"].iloc[0]) == 2
+    (line,) = straggler_findings(found)
+    assert line.startswith("Straggler: rank 2 was ready last in 100% of the 16 timed trials of the Gloo float32 job at 3 ranks")
+
+    normal, _ = _run(tmp_path, "normal", 2, {})
+    assert normal["arrival_skew_us"].notna().all() and normal["last_rank"].isin([0, 1]).all()
+    assert not stragglers(normal)["straggler"].any() and straggler_findings(stragglers(normal)) == []
+
+
+def test_the_rule_needs_enough_trials_and_a_skew_that_matters():
+    base = dict(backend="nccl", world_size=4, nodes=1, dtype="float32", nccl_env="default", status="ok",
+                time_us=100.0, iters=20)
+    rows = [dict(base, last_rank=3, arrival_skew_us=5_000.0) for _ in range(12)]
+    assert stragglers(pd.DataFrame(rows))["straggler"].tolist() == [True]
+    assert stragglers(pd.DataFrame(rows[:8]))["straggler"].tolist() == [False]  # too few trials
+    tiny = [dict(r, arrival_skew_us=50.0) for r in rows]  # host jitter, not a straggler
+    assert stragglers(pd.DataFrame(tiny))["straggler"].tolist() == [False]
+    mixed = [dict(r, last_rank=i % 4) for i, r in enumerate(rows)]  # last rank changes: no straggler
+    assert stragglers(pd.DataFrame(mixed))["straggler"].tolist() == [False]
