@@ -43,6 +43,7 @@ TINY = {
     "training": {"warmup_steps": 1, "steps": 2, "allreduce_trials": 2, "models": ["mlp"],
                  "cpu": {"hidden_dim": 16, "num_layers": 1, "batch_size": 4}},
     "memory": {"enabled": False},  # its faults have tests of their own (tests/test_memory.py)
+    "predict": {"enabled": False},  # reads tables only; tests/test_e2e.py runs it in the workflow
 }
 CFG = ("--configfile", "tiny.yaml")
 HELD_PORTS = (29500, 29400)  # torchrun's default master port and its default c10d rendezvous port

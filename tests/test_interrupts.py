@@ -19,6 +19,7 @@ LONG = {
              "gloo": {"max_bytes": "64MiB", "warmup": 1, "iters": 400, "trials": 3}},
     "training": {"enabled": False},
     "memory": {"enabled": False},
+    "predict": {"enabled": False},
 }
 
 
