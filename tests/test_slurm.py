@@ -51,6 +51,8 @@ def cluster(tmp_path_factory):
         stopped = subprocess.run(["bash", script, "stop"], env=env, capture_output=True, text=True, timeout=60)
         for name in ("slurmctld", "slurmd-node1", "slurmd-node2"):
             assert not (state / f"{name}.pid").exists(), stopped.stderr
+        # the link /etc/slurm/slurm.conf -> the test's config (for commands that lose SLURM_CONF) is gone
+        assert not (state / "linked-system-conf").exists(), stopped.stderr
 
 
 def _run(cwd, *args, env, timeout=900):

@@ -12,8 +12,10 @@
 #
 # Environment: SLURM_TEST_STATE (config, pid files, daemon output, spool; default
 # /run/distbench-slurm), SLURM_TEST_NODES (default 2), SLURM_TEST_PARTITION (default debug).
-# The config lives in the state directory and every command finds it through SLURM_CONF, so a
-# SLURM installation of the machine's own (/etc/slurm) is left alone.
+# The config lives in the state directory; /etc/slurm/slurm.conf links to it while the cluster runs
+# (commands started inside a job by the Snakemake SLURM plugin lose SLURM_CONF, so the default path
+# must work), created only where no config exists and removed by `stop`: a SLURM installation of
+# the machine's own is never touched (then `start` refuses, saying why).
 #
 # Traps this avoids (written down in ../shared/snakemake-notes.md when we found them):
 # - without slurmdbd, `sacct` fails, and the Snakemake SLURM plugin's default status command is
@@ -90,10 +92,24 @@ start_daemon() {  # name, command...
   echo $! > "$STATE/$name.pid"
 }
 
+SYSTEM_CONF=/etc/slurm/slurm.conf
+
+link_system_conf() {
+  if [ -L "$SYSTEM_CONF" ] && [ "$(readlink "$SYSTEM_CONF")" = "$CONF" ]; then return; fi
+  if [ -e "$SYSTEM_CONF" ] || [ -L "$SYSTEM_CONF" ]; then
+    log "$SYSTEM_CONF exists and is not this test cluster's: not touching it (stop that SLURM, or run elsewhere)"
+    exit 1
+  fi
+  mkdir -p "$(dirname "$SYSTEM_CONF")"
+  ln -s "$CONF" "$SYSTEM_CONF"
+  echo "$SYSTEM_CONF" > "$STATE/linked-system-conf"
+}
+
 do_start() {
   need_root
   mkdir -p "$STATE"
   write_conf
+  link_system_conf
   if [ ! -s /etc/munge/munge.key ]; then
     mungekey --create --keyfile=/etc/munge/munge.key 2>/dev/null \
       || dd if=/dev/urandom of=/etc/munge/munge.key bs=1 count=1024 status=none
@@ -128,6 +144,10 @@ do_start() {
 
 do_stop() {
   local f pid
+  if [ -f "$STATE/linked-system-conf" ] && [ "$(readlink "$SYSTEM_CONF" 2>/dev/null)" = "$CONF" ]; then
+    rm -f "$SYSTEM_CONF" "$STATE/linked-system-conf"
+    log "removed the link $SYSTEM_CONF -> $CONF"
+  fi
   for f in "$STATE"/slurmd-node*.pid "$STATE/slurmctld.pid" "$STATE/munged.pid"; do
     [ -f "$f" ] || continue
     if pid_alive "$f"; then
