@@ -110,3 +110,26 @@ def test_two_agents_on_loopback_form_one_comm_job(tmp_path):
     assert log.count("--nnodes=2") == 2 and "--rdzv-backend=c10d" in log
     ranks = json.loads((tmp_path / "placement.json").read_text())["ranks"]
     assert sorted(r["rank"] for r in ranks) == [0, 1, 2, 3]
+
+
+def test_every_cluster_job_rule_declares_the_resources_the_plan_gives():
+    """The rules' resources and distbench.plan's SLURM_RESOURCES are one list: a key the plan adds
+    but a rule does not declare would never reach the SLURM plugin."""
+    import re
+
+    from distbench.plan import SLURM_RESOURCES, job_resources, make_plan, probe_resources
+    from tests.conftest import REPO
+
+    cfg = check_config({"backends": ["gloo"], "world_sizes": [2]})
+    plan = make_plan(cfg)
+    assert set(job_resources(cfg, plan, "comm", plan["jobs"][0])) == set(SLURM_RESOURCES)
+    assert set(probe_resources(cfg, plan)) == set(SLURM_RESOURCES)
+    rules = {}
+    for smk in (REPO / "rules").glob("*.smk"):
+        for name, body in re.findall(r"^rule (\w+):\n((?:    .*\n|\n)*)", smk.read_text(), re.M):
+            block = re.search(r"    resources:\n((?:        .*\n)*)", body)
+            if block:
+                rules[name] = [k for k in re.findall(r"^        (\w+)=", block.group(1), re.M)]
+    assert set(rules) == {"comm_job", "training_job", "memory_job", "probe_env", "probe_topology", "probe_nccl"}
+    for name, keys in rules.items():
+        assert keys == list(SLURM_RESOURCES), name

@@ -202,8 +202,7 @@ class Harness(RankContext):
         # One gather: [check before, check after, trial times..., trial arrivals...] from every rank.
         trials = args.trials
         # when each rank was ready to start each trial (NaN where a timing path records none)
-        arrivals_us = getattr(self, "arrivals_us", None) or []
-        arrivals_us = arrivals_us if len(arrivals_us) == trials else [math.nan] * trials
+        arrivals_us = self.arrivals_us if len(self.arrivals_us) == trials else [math.nan] * trials
         per_rank = self.gather_rows([code[before], code[after], *times_us, *arrivals_us])
         correct, message = self._verdict(per_rank, point.timing)
         factor = spec.bus_factor(self.world_size)

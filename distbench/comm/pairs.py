@@ -89,9 +89,9 @@ def measure_pair(h, p: PairPoint, records, emit) -> None:
             err = ("failed", str(e).splitlines()[0][:300])
     if not h.agree(err is None):
         h._release()
-        emit([{**row, "trial": t, "status": (err or ("failed",))[0],
-               "message": (err or ("", f"rank {p.src} or {p.dst} failed this transfer"))[1]}
-              for t in range(args.pairs_trials)])
+        # this rank's own error, or (on the others) that one of the pair failed
+        status, message = err or ("failed", f"rank {p.src} or {p.dst} failed this transfer")
+        emit([{**row, "trial": t, "status": status, "message": message} for t in range(args.pairs_trials)])
         return
     code = {None: -1.0, True: 1.0, False: 0.0}
     per_rank = h.gather_rows([code[ok], *times])

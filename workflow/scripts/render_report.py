@@ -6,21 +6,17 @@ from distbench.workflow import logged
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
 with logged(sm.log[0]):
-    figures = sorted(Path(sm.input.figures).glob("*.png"))
     extra = json.loads(Path(sm.input.advice).read_text())
-    training = sm.input.get("training_summary")
-    if training:
-        figures += sorted(Path(sm.input.training_figures).glob("*.png"))
-    memory = sm.input.get("memory_summary")
-    if memory:
-        figures += sorted(Path(sm.input.memory_figures).glob("*.png"))
-    pairs = sm.input.get("pairs_table")
-    if pairs:
-        figures += sorted(Path(sm.input.pairs_figures).glob("*.png"))
-    predict = sm.input.get("predict_validation")
-    if predict:
-        figures += sorted(Path(sm.input.predict_figures).glob("*.png"))
+    # each optional section: its table (absent when the plan has none) and its figures directory
+    tables = {}
+    figures = sorted(Path(sm.input.figures).glob("*.png"))
+    for table, figure_dir in (("training_summary", "training_figures"), ("memory_summary", "memory_figures"),
+                              ("pairs_table", "pairs_figures"), ("predict_validation", "predict_figures")):
+        tables[table] = sm.input.get(table)
+        if tables[table]:
+            figures += sorted(Path(sm.input[figure_dir]).glob("*.png"))
     render_report(sm.input.summary, sm.input.largest, sm.input.env, figures, dict(sm.params.config),
                   sm.params.plan, sm.output.md, sm.output.html, extra=extra, figures_dir=sm.output.figures,
-                  training_summary=training, memory_summary=memory, predict_validation=predict,
-                  stragglers_csv=sm.input.stragglers, pairs_csv=pairs)
+                  training_summary=tables["training_summary"], memory_summary=tables["memory_summary"],
+                  predict_validation=tables["predict_validation"], stragglers_csv=sm.input.stragglers,
+                  pairs_csv=tables["pairs_table"])
