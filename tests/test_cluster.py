@@ -133,3 +133,42 @@ def test_every_cluster_job_rule_declares_the_resources_the_plan_gives():
     assert set(rules) == {"comm_job", "training_job", "memory_job", "probe_env", "probe_topology", "probe_nccl"}
     for name, keys in rules.items():
         assert keys == list(SLURM_RESOURCES), name
+
+
+def test_an_agent_that_fails_ends_the_other_agents_at_once(tmp_path, monkeypatch):
+    """Node 2's agent dies before the rendezvous: node 1's agent would wait for it until the
+    rendezvous timeout; the launcher ends it right away and records the failure."""
+    import sys
+    import time
+
+    from distbench import launch
+    from distbench.comm.job import run_comm_job
+    from distbench.plan import CommJob, job_params
+    from distbench.schema import read_comm_csv
+
+    real = launch.agent_commands
+
+    def commands(*a, **kw):
+        first, _ = real(*a, **kw)
+        return [first, [sys.executable, "-c", "import sys; sys.exit(5)"]]
+
+    monkeypatch.setattr(launch, "agent_commands", commands)
+    cfg = check_config({"backends": ["gloo"]})
+    params = {**job_params(cfg, "gloo"), "ops": ["all_reduce"], "sizes": [1024], "job_timeout_s": 120,
+              "launch": {"nodes": 2, "ranks_per_node": 1, "launcher": "local", "hosts": [], "rdzv_port": 29400}}
+    t0 = time.monotonic()
+    status = run_comm_job(CommJob("gloo", "float32", 2, "default", {}), params, tmp_path / "comm.csv",
+                          tmp_path / "placement.json", tmp_path / "job.log")
+    assert time.monotonic() - t0 < 60  # far below the 120 s job limit and the rendezvous timeout
+    assert status.startswith("torchrun exited with code 5")
+    df = read_comm_csv(tmp_path / "comm.csv")
+    assert (df["status"] == "failed").all() and set(df["nodes"]) == {2}
+
+
+def test_the_nccl_probe_stays_on_one_node():
+    from distbench.plan import make_plan, nccl_probe_params
+
+    cfg = check_config({"backends": ["nccl"], "world_sizes": [2, 4, 8], "gpus": 4, "cluster": {"nodes": 2}})
+    plan = make_plan(cfg)
+    assert plan["world_sizes"]["nccl"] == [2, 4, 8]  # 8 ranks: 2 nodes x 4
+    assert nccl_probe_params(cfg, plan)["world_size"] == 4
