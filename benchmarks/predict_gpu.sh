@@ -4,13 +4,8 @@
 # alpha-beta fit on the 2-rank sweep checked against the 4-rank one and the cluster predictions
 # (python -m distbench.predict). Tables land in $OUT.
 set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  && export PYTHONPATH=/tmp/site:$PWD || exit 1
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader | tee "$OUT/gpus.txt"
-nvidia-smi topo -m > "$OUT/topo.txt" 2>&1
-python3 -c "import torch; print('torch', torch.__version__, 'nccl', torch.cuda.nccl.version())" | tee -a "$OUT/gpus.txt"
+source benchmarks/device_setup.sh
+cat "$OUT/versions.txt" >> "$OUT/gpus.txt"
 rm -rf results report .snakemake
 t0=$(date +%s)
 timeout "${PIPELINE_S:-480}" python3 -m snakemake comm --cores 1 -k --configfile benchmarks/configs/comm-predict-4gpu.yaml \

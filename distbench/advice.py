@@ -25,7 +25,7 @@ LARGE_BYTES = 16 << 20        # "large" for the noise rule: at or above 16 MiB (
 SMALL_BYTES = 64 << 10        # "small" for the launch-overhead rule
 HOST_OVER_EVENTS = 2.0        # host timing this many times the CUDA-event timing
 HOST_MIN_GAP_US = 5.0         # ...and at least this many microseconds slower
-_KEY = ["backend", "world_size", "op", "dtype", "nccl_env", "inplace", "size_bytes"]
+_KEY = ["backend", "world_size", "nodes", "op", "traffic", "dtype", "nccl_env", "inplace", "size_bytes"]
 
 
 @dataclass
@@ -230,8 +230,9 @@ def rule_host_overhead(ctx: _Ctx) -> list[dict]:
     df = _ok(ctx.summary)
     if df.empty or not {"host", "events"} <= set(df["timing"]):
         return []
-    host = df[df["timing"] == "host"].set_index(_KEY)["time_us_median"]
-    events = df[df["timing"] == "events"].set_index(_KEY)["time_us_median"]
+    key = [k for k in _KEY if k in df]  # nodes / traffic: absent from summaries made before them
+    host = df[df["timing"] == "host"].set_index(key)["time_us_median"]
+    events = df[df["timing"] == "events"].set_index(key)["time_us_median"]
     both = pd.concat({"host": host, "events": events}, axis=1, join="inner").reset_index()
     both = both[(both["size_bytes"] <= SMALL_BYTES) & (both["host"] > HOST_OVER_EVENTS * both["events"])
                 & (both["host"] - both["events"] > HOST_MIN_GAP_US)]

@@ -24,13 +24,13 @@ from distbench.schema import (
     read_training_csv,
 )
 
-KEYS = ["backend", "world_size", "op", "dtype", "nccl_env", "timing", "inplace", "size_bytes"]
+KEYS = ["backend", "world_size", "nodes", "op", "traffic", "dtype", "nccl_env", "timing", "inplace", "size_bytes"]
 SERIES = [k for k in KEYS if k != "size_bytes"]
 # Worst first: a point's status is the worst over its trials.
 SUMMARY_COLUMNS = KEYS + [
     "n_trials", "rank_agg", "time_us_median", "time_us_p5", "time_us_p95", "time_us_min", "time_us_cv",
-    "algbw_gbps_median", "busbw_gbps_median", "busbw_gbps_max", "rank_spread_pct_median", "correct", "status",
-    "message",
+    "algbw_gbps_median", "busbw_gbps_median", "busbw_gbps_max", "rank_spread_pct_median",
+    "busiest_rank", "busiest_rank_bytes", "busiest_rank_time_us_median", "correct", "status", "message",
 ]
 
 
@@ -129,11 +129,12 @@ def read_job_csvs(paths, read=read_comm_csv) -> list[pd.DataFrame]:
 
 
 def combine(paths, read=read_comm_csv, sort_by=(*KEYS, "trial")) -> pd.DataFrame:
-    """Every job CSV of one family in one frame, sorted by sort_by."""
+    """Every job CSV of one family in one frame, sorted by the columns of sort_by it has (the
+    per-rank CSV has no `nodes`)."""
     frames = read_job_csvs(paths, read)
     non_empty = [f for f in frames if len(f)]  # pandas warns on concatenating empty frames
     df = pd.concat(non_empty or frames, ignore_index=True)
-    return df.sort_values(list(sort_by), kind="stable").reset_index(drop=True)
+    return df.sort_values([c for c in sort_by if c in df.columns], kind="stable").reset_index(drop=True)
 
 
 def rank_spread_pct(df: pd.DataFrame) -> pd.Series:
@@ -162,6 +163,11 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
             "busbw_gbps_median": ok["busbw_gbps"].median() if len(ok) else float("nan"),
             "busbw_gbps_max": ok["busbw_gbps"].max() if len(ok) else float("nan"),
             "rank_spread_pct_median": rank_spread_pct(ok).median() if len(ok) else float("nan"),
+            # all_to_all_v: the same rank and bytes in every trial (the matrix fixes them)
+            "busiest_rank": g["busiest_rank"].dropna().iloc[0] if g["busiest_rank"].notna().any() else pd.NA,
+            "busiest_rank_bytes": (g["busiest_rank_bytes"].dropna().iloc[0] if g["busiest_rank_bytes"].notna().any()
+                                   else pd.NA),
+            "busiest_rank_time_us_median": ok["busiest_rank_time_us"].median() if len(ok) else float("nan"),
             "correct": bool(corr.all()) if len(corr) else pd.NA,
             "status": worst,
             "message": next((m for m in g["message"] if m), ""),

@@ -10,7 +10,9 @@ the rules' wildcard constraints and the README. Adding an op is one registry ent
 from __future__ import annotations
 
 BACKENDS = ("nccl", "gloo")
-OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send_recv", "barrier")
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "all_to_all_v", "send_recv", "barrier")
+# all_to_all_v's traffic matrices (distbench.traffic): uniform, zipf:S (MoE routing skew), file:PATH
+TRAFFIC_KINDS = ("uniform", "zipf", "file")
 DTYPES = ("float32", "bfloat16", "float16", "float64", "int32")
 # events: CUDA events around back-to-back ops; graph: CUDA-graph replay; host: host clock around
 # each op plus a device sync. Gloo (CPU) only has `host`.

@@ -229,6 +229,7 @@ def check_config(config: dict) -> dict:
     from snakemake.utils import validate
 
     from distbench.sizes import parse_size
+    from distbench.traffic import validate as traffic_problems
 
     schema = load_schema()
     config = coerce_cli_values(copy.deepcopy(config), schema)
@@ -249,6 +250,8 @@ def check_config(config: dict) -> dict:
         sizes = config["comm"]["sizes"]
         if isinstance(sizes, dict) and parse_size(sizes["min_bytes"]) > parse_size(sizes["max_bytes"]):
             problems.append(f"config key comm.sizes: min_bytes {sizes['min_bytes']} is larger than max_bytes {sizes['max_bytes']}")
+        # traffic matrix files are read now, so a missing or ragged one stops the run before any job
+        problems += [f"config key comm.traffic: {m}" for m in traffic_problems(config["comm"]["traffic"])]
     if problems:
         raise ConfigError("invalid distbench config:\n  - " + "\n  - ".join(problems))
     return config

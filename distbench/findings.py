@@ -17,9 +17,10 @@ from distbench.sizes import human_bytes  # noqa: F401 - re-exported for plots an
 from distbench.schema import to_bool
 
 SUMMARY_COLUMNS = (
-    "backend", "world_size", "op", "dtype", "nccl_env", "timing", "inplace", "size_bytes", "n_trials", "rank_agg",
-    "time_us_median", "time_us_p5", "time_us_p95", "time_us_min", "time_us_cv", "algbw_gbps_median",
-    "busbw_gbps_median", "busbw_gbps_max", "rank_spread_pct_median", "correct", "status", "message",
+    "backend", "world_size", "nodes", "op", "traffic", "dtype", "nccl_env", "timing", "inplace", "size_bytes", "n_trials",
+    "rank_agg", "time_us_median", "time_us_p5", "time_us_p95", "time_us_min", "time_us_cv", "algbw_gbps_median",
+    "busbw_gbps_median", "busbw_gbps_max", "rank_spread_pct_median", "busiest_rank", "busiest_rank_bytes",
+    "busiest_rank_time_us_median", "correct", "status", "message",
 )
 TIMING_PREFERENCE = ("events", "graph", "host")  # device-side timing first: it excludes host overhead
 REFERENCE_SIZE = 1e8  # "about 100 MB": large enough to be bandwidth-bound on every link
@@ -56,16 +57,24 @@ def backend_name(b: str) -> str:
 def normalise_summary(df: pd.DataFrame) -> pd.DataFrame:
     """Types the summary as the report expects; idempotent, so callers may pass a raw read_csv."""
     df = df.copy()
-    for col in ("backend", "op", "dtype", "nccl_env", "timing", "rank_agg", "status", "message"):
+    # summaries written before multi-node jobs and all_to_all_v: one node, no traffic matrix
+    for col, value in (("nodes", 1), ("traffic", "none")):
+        if col not in df:
+            df.insert(min(list(SUMMARY_COLUMNS).index(col), len(df.columns)), col, value)
+        df[col] = df[col].astype("object").fillna(value)
+    for col in ("backend", "op", "traffic", "dtype", "nccl_env", "timing", "rank_agg", "status", "message"):
         if col in df:
             df[col] = df[col].astype("string")
     if "message" in df:
         df["message"] = df["message"].fillna("")
     if "nccl_env" in df:
         df["nccl_env"] = df["nccl_env"].fillna("default")
-    for col in ("world_size", "size_bytes"):
+    for col in ("world_size", "nodes", "size_bytes"):
         if col in df:
             df[col] = pd.to_numeric(df[col]).astype("int64")
+    for col in ("busiest_rank", "busiest_rank_bytes"):
+        if col in df:
+            df[col] = pd.to_numeric(df[col], errors="coerce").astype("Int64")
     for col in ("inplace", "correct"):
         if col in df:
             df[col] = df[col].map(to_bool).astype("boolean")
@@ -99,7 +108,9 @@ PRIMARY = {  # column -> preference order for the "primary" value per backend
     "dtype": ("float32",),
     "nccl_env": ("default",),
     "inplace": (False,),
+    "traffic": ("none", "uniform"),  # all_to_all_v: uniform in the main tables; its skews have their own
 }
+_PER_OP = ("inplace", "traffic")  # chosen per op: they exist for some ops only
 
 
 def primary_rows(df: pd.DataFrame, vary=(), ok_only: bool = True) -> pd.DataFrame:
@@ -112,12 +123,14 @@ def primary_rows(df: pd.DataFrame, vary=(), ok_only: bool = True) -> pd.DataFram
     parts = []
     for _, g in df.groupby("backend", sort=True):
         for col, pref in PRIMARY.items():
-            if col not in vary and col != "inplace":
+            if col not in vary and col not in _PER_OP and col in g:
                 g = g[g[col] == _first_present(g[col], pref)]
-        if "inplace" not in vary:
-            # Per op: torch's all_reduce and broadcast exist only in place, the others only out of place.
-            g = pd.concat([o[o["inplace"] == _first_present(o["inplace"], PRIMARY["inplace"])]
-                           for _, o in g.groupby("op", sort=False)]) if len(g) else g
+        for col in _PER_OP:
+            if col in vary or col not in g or not len(g):
+                continue
+            # Per op: torch's all_reduce and broadcast exist only in place, the others only out of
+            # place; only all_to_all_v has traffic matrices.
+            g = pd.concat([o[o[col] == _first_present(o[col], PRIMARY[col])] for _, o in g.groupby("op", sort=False)])
         parts.append(g)
     if not parts:
         return df.iloc[0:0]

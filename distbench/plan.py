@@ -175,6 +175,8 @@ def job_params(config: dict, backend: str, nccl_env: str = "default") -> dict:
         pairs = [min(s, cap) for s in pairs]
         p.update(warmup=g["warmup"], iters=g["iters"], trials=g["trials"], timing=["host"])
     p["sizes"] = sizes
+    if "all_to_all_v" in ops:  # only then: a traffic change reruns no job that does not measure it
+        p["traffic"] = list(comm["traffic"])
     # the pair matrix's sizes; the plan turns it on for one job per backend (pairs_job)
     p.update(pairs_sizes=sorted(set(pairs)), pairs_iters=comm["pairs_iters"], pairs_trials=comm["pairs_trials"],
              pairs=False)

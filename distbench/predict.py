@@ -199,7 +199,8 @@ BUS_FACTOR = {
     "all_to_all": lambda n: (n - 1) / n,
     "send_recv": lambda n: 1.0,
 }
-MODELLED_OPS = tuple(op for op in OPS if op in BUS_FACTOR)  # barrier moves no data: no beta to fit
+# barrier moves no data: no beta to fit; all_to_all_v's cost depends on its traffic matrix
+MODELLED_OPS = tuple(op for op in OPS if op in BUS_FACTOR)
 ALGORITHMS = ("ring", "tree")  # flat algorithms (section 2); tree for all_reduce only
 CLUSTER_ALGORITHMS = ("hierarchical", "ring", "tree")
 _CLUSTER_OPS = {

@@ -99,7 +99,7 @@ def _plan(plan: dict) -> dict:
 def _largest_table(largest: pd.DataFrame, peak: dict | None) -> dict:
     peak_gbps = float(peak["peak_gbps"]) if peak and peak.get("peak_gbps") else None
     # nccl_env / inplace columns only when they vary; otherwise rows would look like duplicates or waste width
-    varying = [c for c in ("nccl_env", "inplace") if largest[c].nunique() > 1]
+    varying = [c for c in ("nodes", "traffic", "nccl_env", "inplace") if c in largest and largest[c].nunique() > 1]
     keys = ["op", "backend", "world_size", "dtype", *varying, "timing"]
     # time_us combines every rank's time as rank_agg says (max by default); the spread says how far apart they were
     aggs = sorted(set(largest["rank_agg"].dropna())) if "rank_agg" in largest else []
@@ -134,18 +134,20 @@ def _compact_table(summary: pd.DataFrame) -> dict:
     p = primary_rows(summary)
     if p.empty:
         return _table([], [])
-    cols = sorted(set(zip(p["backend"], p["world_size"])))
-    cell = {(r["op"], r["size_bytes"], r["backend"], r["world_size"]): r for _, r in p.iterrows()}
+    # a column per (backend, world size, nodes): a job across nodes is its own column, never merged
+    # with a one-node job of the same size
+    cols = sorted(set(zip(p["backend"], p["world_size"], p["nodes"])))
+    cell = {(r["op"], r["size_bytes"], r["backend"], r["world_size"], r["nodes"]): r for _, r in p.iterrows()}
     timing = {b: g["timing"].iloc[0] for b, g in p.groupby("backend")}
-    headers = ["op", "size"] + [f"{b} ws{w} ({timing[b]})" for b, w in cols]
+    headers = ["op", "size"] + [f"{b} ws{w}{f' on {n} nodes' if n > 1 else ''} ({timing[b]})" for b, w, n in cols]
     rows, total = [], 0
     for op in dict.fromkeys(p["op"]):
         sizes = sorted(set(p.loc[p["op"] == op, "size_bytes"]))
         total += len(sizes)
         for s in _thin(sizes):
             row = [op, human_bytes(s)]
-            for b, w in cols:
-                r = cell.get((op, s, b, w))
+            for b, w, n in cols:
+                r = cell.get((op, s, b, w, n))
                 if r is None:
                     row.append(None)
                     continue
@@ -155,6 +157,45 @@ def _compact_table(summary: pd.DataFrame) -> dict:
     table = _table(headers, rows)
     table["note"] = f"{len(rows)} of {total} op × size rows shown" if len(rows) < total else ""
     return table
+
+
+def _nodes_table(largest: pd.DataFrame) -> dict | None:
+    """Within one node against across nodes, per op at its largest size (primary timing): only when
+    some job spanned nodes. Across nodes the slowest link is the network, not NVLink/PCIe."""
+    p = primary_rows(largest)
+    if p.empty or "nodes" not in p or not (p["nodes"] > 1).any():
+        return None
+    headers = ["op", "backend", "ranks", "nodes × ranks per node", "links crossed", "size", "time µs", "busbw GB/s"]
+    rows = []
+    for _, r in p.sort_values(["op", "backend", "nodes", "world_size"]).iterrows():
+        n = int(r["nodes"])
+        rows.append([r["op"], r["backend"], int(r["world_size"]), f"{n} × {int(r['world_size']) // n}",
+                     "inter-node (network)" if n > 1 else "intra-node", human_bytes(r["size_bytes"]),
+                     r["time_us_median"], r["busbw_gbps_median"]])
+    return _table(headers, rows)
+
+
+def _traffic_table(largest: pd.DataFrame) -> dict | None:
+    """all_to_all_v per traffic matrix at its largest size: the average busbw, the busiest rank and
+    its own link rate, and the time against the uniform matrix of the same job."""
+    v = primary_rows(largest, vary=("traffic",))
+    v = v[v["op"] == "all_to_all_v"] if "op" in v else v
+    if v.empty:
+        return None
+    headers = ["traffic", "backend", "ws", "size", "time µs", "busbw GB/s", "busiest rank", "its bytes",
+               "its time µs", "its rate GB/s", "time vs uniform"]
+    uniform = {(r["backend"], r["world_size"], r["nodes"], r["size_bytes"]): r["time_us_median"]
+               for _, r in v[v["traffic"] == "uniform"].iterrows()}
+    rows = []
+    for _, r in v.sort_values(["backend", "world_size", "traffic"]).iterrows():
+        own_us, own_bytes = r["busiest_rank_time_us_median"], r["busiest_rank_bytes"]
+        rate = own_bytes / (own_us * 1e3) if pd.notna(own_bytes) and pd.notna(own_us) and own_us > 0 else None
+        base = uniform.get((r["backend"], r["world_size"], r["nodes"], r["size_bytes"]))
+        rows.append([r["traffic"], r["backend"], int(r["world_size"]), human_bytes(r["size_bytes"]), r["time_us_median"],
+                     r["busbw_gbps_median"], None if pd.isna(r["busiest_rank"]) else int(r["busiest_rank"]),
+                     None if pd.isna(own_bytes) else human_bytes(int(own_bytes)), own_us, rate,
+                     f"{r['time_us_median'] / base:.2f}×" if base and r["traffic"] != "uniform" else None])
+    return _table(headers, rows)
 
 
 def _problem_table(summary: pd.DataFrame) -> dict:
@@ -534,6 +575,8 @@ def build_context(summary_csv, largest_csv, env_json, figures, config, plan, out
                      + compute_findings(summary, plan, peak=peak)),
         "largest": _largest_table(largest, peak),
         "compact": _compact_table(summary),
+        "nodes": _nodes_table(largest),
+        "traffic": _traffic_table(largest),
         "problems": _problem_table(summary),
         "figures": _figures(figures, _figures_dir(out_md, figures_dir), Path(out_md)),
         "extras": _extras(extra),

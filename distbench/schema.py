@@ -26,6 +26,7 @@ COMM_COLUMNS: tuple[Column, ...] = (
     Column("world_size", "int64", "number of ranks in the job"),
     Column("nodes", "int64", "nodes the ranks ran on, one torchrun agent each (world_size / nodes ranks per node)"),
     Column("op", "string", "collective name from distbench.comm.ops.OPS"),
+    Column("traffic", "string", "all_to_all_v's traffic matrix: uniform, zipf:S (rank d receives in proportion to 1/(d+1)^S, MoE routing) or file:PATH (distbench.traffic); none for every other op"),
     Column("dtype", "string", "element type (float32, bfloat16, ...)"),
     Column("nccl_env", "string", "label of the NCCL environment sweep point ('default' when none)"),
     Column("timing", "string", "events, graph or host (how elapsed time was taken: see below)"),
@@ -43,6 +44,9 @@ COMM_COLUMNS: tuple[Column, ...] = (
     Column("last_rank", "Int64", "the rank that was ready last in this trial (a rank that is consistently last is a straggler)"),
     Column("algbw_gbps", "float64", "size_bytes / time, in GB/s (1e9 B/s); empty for barrier"),
     Column("busbw_gbps", "float64", "algbw x the op's nccl-tests bus factor, in GB/s; empty for barrier"),
+    Column("busiest_rank", "Int64", "all_to_all_v: the rank that sends or receives the most over its links (the diagonal excluded); empty for other ops"),
+    Column("busiest_rank_bytes", "Int64", "all_to_all_v: the bytes that rank sends or receives to / from other ranks, whichever is larger"),
+    Column("busiest_rank_time_us", "float64", "all_to_all_v: that rank's own time per op in this trial (busiest_rank_bytes / it = its link rate)"),
     Column("correct", "boolean", "output equal to the expected values on every rank, before warm-up and after the timed trials (empty if not applicable)"),
     Column("status", "string", "ok, oom, skipped (not applicable, by design), not_run (not reached: the job ended early), failed or wrong"),
     Column("message", "string", "why the status is not ok (empty when ok)"),
@@ -50,7 +54,7 @@ COMM_COLUMNS: tuple[Column, ...] = (
 
 COMM_COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in COMM_COLUMNS)
 
-_RANK_KEYS = ("backend", "world_size", "op", "dtype", "nccl_env", "timing", "inplace", "size_bytes", "trial")
+_RANK_KEYS = ("backend", "world_size", "op", "traffic", "dtype", "nccl_env", "timing", "inplace", "size_bytes", "trial")
 COMM_RANK_COLUMNS: tuple[Column, ...] = tuple(c for c in COMM_COLUMNS if c.name in _RANK_KEYS) + (
     Column("rank", "int64", "global rank"),
     Column("time_us", "float64", "this rank's time per op in this trial (its elapsed / iters)"),
@@ -201,9 +205,11 @@ class Contract:
 
 COMM = Contract("comm", COMM_COLUMNS, (("status", STATUSES), ("timing", TIMINGS), ("rank_agg", RANK_AGGS)),
                 positive_when_ok="time_us",
-                filled_when_missing=(("nodes", 1), ("arrival_skew_us", None), ("last_rank", None)))
+                filled_when_missing=(("nodes", 1), ("traffic", "none"), ("arrival_skew_us", None), ("last_rank", None),
+                                     ("busiest_rank", None), ("busiest_rank_bytes", None),
+                                     ("busiest_rank_time_us", None)))
 COMM_RANKS = Contract("comm_ranks", COMM_RANK_COLUMNS, (("timing", TIMINGS),), positive_when_ok="time_us",
-                      filled_when_missing=(("arrival_us", None),))
+                      filled_when_missing=(("traffic", "none"), ("arrival_us", None)))
 TRAINING = Contract("training", TRAINING_COLUMNS, (("status", STATUSES), ("phase", TRAINING_PHASES)),
                     positive_when_ok="step_time_ms", filled_when_missing=(("nodes", 1),))
 MEMORY = Contract("memory", MEMORY_COLUMNS, (("status", STATUSES), ("phase", MEMORY_PHASES)))

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from distbench.findings import normalise_summary
+
 from distbench.choices import NCCL_TESTS_REDOP, NCCL_TESTS_ROOT, NCCL_TESTS_TYPES
 
 SCHEMA_PATH = Path(__file__).with_name("summary.schema.json")
@@ -45,8 +47,9 @@ def _records(df: pd.DataFrame, columns) -> list[dict]:
     return [{c: _clean(r[c]) for c in cols} for _, r in df[cols].iterrows()]
 
 
-COMM_FIELDS = ("backend", "world_size", "dtype", "nccl_env", "timing", "inplace", "size_bytes", "time_us_median",
-               "time_us_p5", "time_us_p95", "algbw_gbps_median", "busbw_gbps_median", "correct", "status")
+COMM_FIELDS = ("backend", "world_size", "nodes", "traffic", "dtype", "nccl_env", "timing", "inplace", "size_bytes",
+               "time_us_median", "time_us_p5", "time_us_p95", "algbw_gbps_median", "busbw_gbps_median", "busiest_rank",
+               "busiest_rank_bytes", "busiest_rank_time_us_median", "correct", "status")
 TRAINING_FIELDS = ("model", "strategy", "config", "backend", "world_size", "batch_size", "dtype", "step_time_ms_median",
                    "compute_only_ms_median", "exposed_comm_ms", "overlap_fraction", "samples_per_s_median",
                    "tokens_per_s_median", "tflops_per_device", "mfu", "efficiency_vs_plain_1gpu", "status")
@@ -91,15 +94,23 @@ def summary_document(comm_summary_csv, env_json, config: dict, training_summary_
     }
 
 
+def _file_safe(text: str) -> str:
+    """A traffic spec as part of a file name: zipf:1.2 -> zipf1.2; file:dir/m.csv -> filem.csv."""
+    if text.startswith("file:"):
+        text = "file" + Path(text[5:]).name
+    return "".join(c for c in text if c.isalnum() or c in ".-")
+
+
 def nccl_tests_documents(comm_summary_csv) -> dict[str, dict]:
     """{file name: nccl-tests -J style document} per series of the comm summary."""
     comm = _read(comm_summary_csv)
     out: dict[str, dict] = {}
     if comm is None or comm.empty:
         return out
-    series = ["backend", "world_size", "op", "dtype", "nccl_env", "timing"]
+    comm = normalise_summary(comm)  # nodes 1 and traffic "none" where a tree predates them
+    series = ["backend", "world_size", "nodes", "op", "traffic", "dtype", "nccl_env", "timing"]
     for key, g in comm.groupby(series, sort=True):
-        backend, ws, op, dtype, env, timing = key
+        backend, ws, nodes, op, traffic, dtype, env, timing = key
         results = []
         for size, pts in g.groupby("size_bytes", sort=True):
             elem = {"float32": 4, "bfloat16": 2, "float16": 2, "float64": 8, "int32": 4}[dtype]
@@ -119,10 +130,13 @@ def nccl_tests_documents(comm_summary_csv) -> dict[str, dict]:
         bus = [x[f]["bus_bw"] for x in results for f in ("out_of_place", "in_place")
                if x.get(f) and x[f]["bus_bw"] is not None]
         wrong = sum(1 for x in results for f in ("out_of_place", "in_place") if x.get(f) and x[f]["nwrong"] is None)
-        name = f"{backend}_{op}_{dtype}_ws{int(ws)}_{env}_{timing}.json"
+        # the file name grows only where the series needs it (older names stay as they were)
+        where = (f"_{int(nodes)}nodes" if nodes > 1 else "") + ("" if traffic == "none" else f"_{_file_safe(traffic)}")
+        name = f"{backend}_{op}{where}_{dtype}_ws{int(ws)}_{env}_{timing}.json"
         out[name] = {
             "version": "distbench (nccl-tests -J field names)",
-            "config": {"ngpus": int(ws), "backend": backend, "nccl_env": env, "timing": timing},
+            "config": {"ngpus": int(ws), "nnodes": int(nodes), "backend": backend, "nccl_env": env, "timing": timing,
+                       **({} if traffic == "none" else {"traffic": traffic})},
             "results": results,
             "out_of_bounds": {"count": wrong, "okay": wrong == 0},
             "average_bus_bandwidth": {"bandwidth": sum(bus) / len(bus) if bus else None, "okay": "unchecked"},

@@ -67,8 +67,9 @@ def build_summary(timings=None, world_sizes=(2, 4), backends=("nccl", "gloo"),
 
 
 def largest_of(summary: pd.DataFrame) -> pd.DataFrame:
-    keys = ["backend", "world_size", "op", "dtype", "nccl_env", "timing", "inplace"]
-    ok = summary[summary["status"] == "ok"]
+    keys = ["backend", "world_size", "nodes", "op", "traffic", "dtype", "nccl_env", "timing", "inplace"]
+    ok = summary[summary["status"] == "ok"].copy()
+    ok["nodes"], ok["traffic"] = ok["nodes"].fillna(1), ok["traffic"].fillna("none")
     return ok.loc[ok.groupby(keys)["size_bytes"].idxmax()].reset_index(drop=True)
 
 

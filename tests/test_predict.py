@@ -163,7 +163,8 @@ def test_bus_factors_match_the_op_registry():
     for op, factor in P.BUS_FACTOR.items():
         for n in (2, 3, 4, 8, 64):
             assert factor(n) == pytest.approx(REGISTRY[op].bus_factor(n)), (op, n)
-    assert set(P.MODELLED_OPS) == {op for op, spec in REGISTRY.items() if spec.moves_data}
+    # all_to_all_v's cost depends on its traffic matrix: not modelled (its uniform case is all_to_all)
+    assert set(P.MODELLED_OPS) == {op for op, spec in REGISTRY.items() if spec.moves_data and not spec.takes_traffic}
 
 
 # ---------------------------------------------------------------- section 3: clusters

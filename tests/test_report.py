@@ -146,3 +146,37 @@ def test_prediction_section_from_the_4x_h200_check(tmp_path):
     assert section["tables"]["training"]["headers"][-1] == "1024 GPUs"
     assert "Preset nvlink4-ib400" in section["note"] and "protocol switches" in section["note"]
     assert _prediction(tmp_path / "missing.csv") is None
+
+
+def test_all_to_all_v_and_multi_node_sections(tmp_path):
+    """all_to_all_v per traffic matrix (busiest rank, its rate, time against uniform) and the
+    within-one-node / across-nodes table, only when such rows exist."""
+    base = build_summary(backends=("nccl",), world_sizes=(4,), oom=False)
+    extra = [
+        summary_row(op="all_to_all_v", traffic="uniform", world_size=4, size_bytes=1 << 30, time_us_median=4000.0,
+                    busiest_rank=0, busiest_rank_bytes=3 << 28, busiest_rank_time_us_median=4000.0),
+        summary_row(op="all_to_all_v", traffic="zipf:1.2", world_size=4, size_bytes=1 << 30, time_us_median=9000.0,
+                    busiest_rank=0, busiest_rank_bytes=2 << 30, busiest_rank_time_us_median=8900.0),
+        summary_row(op="all_reduce", world_size=8, nodes=2, size_bytes=1 << 30, time_us_median=50000.0),
+    ]
+    summary = pd.concat([base, pd.DataFrame(extra)], ignore_index=True)
+    data = make_synthetic(tmp_path, summary)
+    out_md, out_html = tmp_path / "r.md", tmp_path / "r.html"
+    render_report(data["summary_csv"], data["largest_csv"], data["env_json"], [], data["config"], data["plan"],
+                  out_md, out_html)
+    md = out_md.read_text()
+    section = md.split("## all_to_all_v by traffic matrix")[1].split("\n## ")[0]
+    zipf = next(line for line in section.splitlines() if line.startswith("| zipf:1.2"))
+    # 2 GiB in 8900 µs = 241 GB/s for the busiest rank; 9000 / 4000 = 2.25x the uniform time
+    assert "| 0 | 2 GiB | 8,900.0 | 241.3 | 2.25× |" in zipf and "241" in zipf and "2.25×" in zipf, zipf
+    nodes = md.split("## Within one node and across nodes")[1].split("\n## ")[0]
+    assert "| all_reduce | nccl | 8 | 2 × 4 | inter-node (network) |" in nodes
+    assert "| all_reduce | nccl | 4 | 1 × 4 | intra-node |" in nodes
+    assert "nccl ws8 on 2 nodes (events)" in md  # the compact table keeps the 2-node job apart
+    assert 'id="traffic"' in out_html.read_text() and 'id="nodes"' in out_html.read_text()
+    # without such rows, neither section
+    plain = make_synthetic(tmp_path / "plain", base)
+    render_report(plain["summary_csv"], plain["largest_csv"], plain["env_json"], [], {}, plain["plan"],
+                  tmp_path / "p.md", tmp_path / "p.html")
+    assert "all_to_all_v by traffic" not in (tmp_path / "p.md").read_text()
+    assert "across nodes" not in (tmp_path / "p.md").read_text()

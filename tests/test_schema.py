@@ -10,10 +10,12 @@ from tests.conftest import REPO
 
 
 def _row(**kw):
-    r = {"backend": "gloo", "world_size": 2, "op": "all_reduce", "dtype": "float32", "nccl_env": "default",
+    r = {"backend": "gloo", "world_size": 2, "nodes": 1, "op": "all_reduce", "traffic": "none", "dtype": "float32",
+         "nccl_env": "default",
          "timing": "host", "inplace": True, "size_bytes": 1024, "count": 256, "trial": 0, "iters": 5,
          "rank_agg": "max", "time_us": 10.0, "time_us_rank_min": 9.0, "time_us_rank_max": 10.0, "slowest_rank": 1,
-         "algbw_gbps": 0.1, "busbw_gbps": 0.1, "correct": True, "status": "ok", "message": ""}
+         "algbw_gbps": 0.1, "busbw_gbps": 0.1, "busiest_rank": None, "busiest_rank_bytes": None,
+         "busiest_rank_time_us": None, "correct": True, "status": "ok", "message": ""}
     r.update(kw)
     return r
 

@@ -64,6 +64,7 @@ class Point:
     size_bytes: int
     timing: str
     inplace: bool = False
+    traffic: str = "none"  # all_to_all_v's traffic matrix (distbench.traffic); "none" for other ops
 
 
 def job_timings(backend: str, timings: list[str]) -> list[str]:
@@ -73,28 +74,33 @@ def job_timings(backend: str, timings: list[str]) -> list[str]:
     return list(dict.fromkeys(timings))
 
 
-def plan_points(ops: list[str], sizes: list[int], timings: list[str], inplace=(False,)) -> list[Point]:
+def plan_points(ops: list[str], sizes: list[int], timings: list[str], inplace=(False,),
+                traffic=("uniform",)) -> list[Point]:
     """The measurement order shared by the harness and the launcher (which fills in after a crash)."""
     from distbench.comm.ops import OPS, placements
+    from distbench.traffic import NONE
 
     points = []
     for op in ops:
-        op_sizes = sizes if OPS[op].moves_data else [0]
-        for size in op_sizes:
-            for timing in timings:
-                for ip in placements(OPS[op], list(inplace)):
-                    points.append(Point(op, size, timing, ip))
+        spec = OPS[op]
+        for pattern in (list(dict.fromkeys(traffic)) if spec.takes_traffic else [NONE]):
+            for size in (sizes if spec.moves_data else [0]):
+                for timing in timings:
+                    for ip in placements(spec, list(inplace)):
+                        points.append(Point(op, size, timing, ip, pattern))
     return points
 
 
 def base_row(args, point: Point, count: int) -> dict:
     return {
-        "backend": args.backend, "world_size": args.world_size, "nodes": args.nodes, "op": point.op, "dtype": args.dtype,
+        "backend": args.backend, "world_size": args.world_size, "nodes": args.nodes, "op": point.op,
+        "traffic": point.traffic, "dtype": args.dtype,
         "nccl_env": args.nccl_env_label, "timing": point.timing, "inplace": point.inplace,
         "size_bytes": point.size_bytes, "count": count, "trial": 0, "iters": ops_per_trial(args, point.timing),
         "rank_agg": args.rank_agg, "time_us": math.nan, "time_us_rank_min": math.nan,
         "time_us_rank_max": math.nan, "slowest_rank": None, "arrival_skew_us": math.nan, "last_rank": None,
         "algbw_gbps": math.nan, "busbw_gbps": math.nan,
+        "busiest_rank": None, "busiest_rank_bytes": None, "busiest_rank_time_us": math.nan,
         "correct": None, "status": "ok", "message": "",
     }
 
@@ -147,16 +153,26 @@ class Harness(RankContext):
 
         torch, args = self.torch, self.args
         spec = OPS[point.op]
-        ctx = Ctx(self.rank, self.world_size, self.device, self.dtype, args.backend)
+        ctx = Ctx(self.rank, self.world_size, self.device, self.dtype, args.backend, point.traffic)
         count = element_count(spec, point.size_bytes, self.elem_bytes, self.world_size)
         size_bytes = count * self.elem_bytes if spec.moves_data else 0
-        point = Point(point.op, size_bytes, point.timing, point.inplace) if spec.moves_data and count else point
+        if spec.moves_data and count:
+            point = Point(point.op, size_bytes, point.timing, point.inplace, point.traffic)
         row = base_row(args, point, count)
         self.arrivals_us = []
 
         def emit_status(status, message):
             emit([{**row, "trial": t, "status": status, "message": message} for t in range(args.trials)], [])
 
+        load = None
+        if spec.takes_traffic and count:
+            from distbench.comm.ops import a2av_counts
+            from distbench.traffic import TrafficError, busiest
+            try:
+                load = busiest(a2av_counts(ctx, count))
+            except TrafficError as e:  # a matrix file written for another world size
+                return emit_status("skipped", str(e))
+            row.update(busiest_rank=load.rank, busiest_rank_bytes=load.elements * self.elem_bytes)
         if self.world_size < spec.min_world_size:
             return emit_status("skipped", f"{point.op} needs world size >= {spec.min_world_size}")
         if spec.moves_data and count == 0:
@@ -213,6 +229,8 @@ class Harness(RankContext):
             first = min(arrivals)
             time_us = aggregate_over_ranks(trial_times, args.rank_agg)
             algbw, busbw = bandwidths(size_bytes, time_us, factor)
+            if load is not None:
+                row["busiest_rank_time_us"] = trial_times[load.rank]
             rows.append({**row, "trial": t, "time_us": time_us, "time_us_rank_min": min(trial_times),
                          "time_us_rank_max": max(trial_times),
                          "slowest_rank": max(range(self.world_size), key=trial_times.__getitem__),
@@ -361,6 +379,9 @@ def parse_args(argv=None):
     p.add_argument("--dtype", choices=DTYPES, default="float32")
     p.add_argument("--timing", default="events", help=f"comma-separated: {','.join(TIMINGS)}")
     p.add_argument("--inplace", default="false", help="comma-separated: false,true (nccl-tests' out-of-place / in-place)")
+    p.add_argument("--traffic", action="append",
+                   help="all_to_all_v's traffic matrix, repeatable: uniform (default), zipf:S, file:PATH "
+                        "(distbench.traffic)")
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--trials", type=int, default=5)
@@ -398,6 +419,12 @@ def parse_args(argv=None):
         p.error(f"unknown --inplace value(s) {bad_ip}; allowed: false, true")
     args.inplace = [flags[v] for v in args.inplace.split(",")]
     args.rotate_bytes = parse_size(args.rotate_bytes)
+    from distbench.traffic import validate
+
+    args.traffic = args.traffic or ["uniform"]
+    bad_traffic = validate(args.traffic)
+    if bad_traffic:
+        p.error("; ".join(bad_traffic))
     for name in ("iters", "trials", "graph_launches"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
@@ -461,17 +488,19 @@ def main(argv=None) -> int:
             writer.write(1, rank_rows)
             writer.write(0, rows)
             # the live table, on stdout as each point completes (a long sweep shows its progress)
-            series = (rows[0]["op"], rows[0]["dtype"])
+            series = (rows[0]["op"], rows[0]["traffic"], rows[0]["dtype"])
             if series != shown["series"]:
                 shown["series"] = series
-                print(f"#\n# {rows[0]['op']}, {rows[0]['dtype']}, {h.world_size} rank(s), {args.backend}, "
+                traffic = "" if rows[0]["traffic"] == "none" else f" (traffic {rows[0]['traffic']})"
+                print(f"#\n# {rows[0]['op']}{traffic}, {rows[0]['dtype']}, {h.world_size} rank(s), {args.backend}, "
                       f"time = median over {args.trials} trials of the per-op time ({args.rank_agg} over ranks)\n"
                       f"{TABLE_HEADER}", flush=True)
             print(table_line(rows), flush=True)
 
-    for point in plan_points(args.ops, args.sizes, args.timing, args.inplace):
+    for point in plan_points(args.ops, args.sizes, args.timing, args.inplace, args.traffic):
         if h.rank == 0:
-            print(f"distbench: measuring {point.op} {point.size_bytes} B {point.timing}{' in-place' if point.inplace else ''}", file=sys.stderr, flush=True)
+            print(f"distbench: measuring {point.op} {point.size_bytes} B {point.timing}{' in-place' if point.inplace else ''}"
+                  f"{'' if point.traffic == 'none' else ' traffic ' + point.traffic}", file=sys.stderr, flush=True)
         h.measure(point, emit)
     if args.pairs_sizes and h.world_size > 1:
         from distbench.comm.pairs import measure_pair, plan_pairs

@@ -20,6 +20,7 @@ def comm_args(job, params: dict, out_csv, placement_json) -> list[str]:
         "--sizes", ",".join(str(s) for s in params["sizes"]),
         "--timing", ",".join(params["timing"]),
         "--inplace", ",".join("true" if v else "false" for v in params.get("inplace", [False])),
+        *[a for spec in params.get("traffic", ["uniform"]) for a in ("--traffic", spec)],
         "--warmup", str(params["warmup"]), "--iters", str(params["iters"]),
         "--trials", str(params["trials"]), "--graph-launches", str(params["graph_launches"]),
         "--rank-agg", params["rank_agg"], "--rotate-bytes", str(params["rotate_bytes"]),
@@ -57,7 +58,7 @@ def write_failure_rows(job, params, out_csv: Path, message: str) -> None:
     n_done = len(done) // trials
     done = done[: n_done * trials]  # a torn last batch (killed mid-write) is dropped
     # Per-rank times are written before their point's rows: keep those of finished points only.
-    point_keys = ("op", "size_bytes", "timing", "inplace")
+    point_keys = ("op", "traffic", "size_bytes", "timing", "inplace")
     finished = {tuple(r[k] for k in point_keys) for r in done}
     rank_rows = [r for r in read_partial_rows(partial_path(ranks_path(out_csv)), COMM_RANK_COLUMN_NAMES)
                  if tuple(r[k] for k in point_keys) in finished]
@@ -68,12 +69,13 @@ def write_failure_rows(job, params, out_csv: Path, message: str) -> None:
                              nccl_env_label=job.nccl_env_label, iters=params["iters"],
                              graph_launches=params["graph_launches"], rank_agg=params["rank_agg"])
     rows = list(done)
-    points = plan_points(params["ops"], params["sizes"], params["timing"], params.get("inplace", [False]))
+    points = plan_points(params["ops"], params["sizes"], params["timing"], params.get("inplace", [False]),
+                         params.get("traffic", ["uniform"]))
     for i, point in enumerate(points[n_done:]):
         spec = OPS[point.op]
         count = element_count(spec, point.size_bytes, elem, job.world_size)
         size = count * elem if spec.moves_data and count else point.size_bytes
-        base = base_row(fields, Point(point.op, size, point.timing, point.inplace), count)
+        base = base_row(fields, Point(point.op, size, point.timing, point.inplace, point.traffic), count)
         status, msg = ("failed", message) if i == 0 else ("not_run", f"not reached: the job ended early ({message})")
         rows += [{**base, "trial": t, "status": status, "message": msg} for t in range(trials)]
     pair_rows = _pair_failure_rows(job, params, out_csv, fields, elem, bool(n_done == len(points)), message)

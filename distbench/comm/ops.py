@@ -47,6 +47,7 @@ class Buffers:
     recv: torch.Tensor | None
     init: Callable[[], None]  # (re)writes the inputs in place and poisons an output that is not an input
     expected: Callable[[], torch.Tensor] | None  # built lazily: only needed for the check
+    splits: tuple[list[int], list[int]] | None = None  # all_to_all_v: (receive, send) elements per rank
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ class OpSpec:
     min_world_size: int = 1
     graph_capturable: bool = True
     moves_data: bool = True  # barrier: latency only, no algbw/busbw
+    takes_traffic: bool = False  # all_to_all_v: one point per traffic matrix (distbench.traffic)
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,7 @@ class Ctx:
     device: torch.device
     dtype: torch.dtype
     backend: str
+    traffic: str = "none"  # all_to_all_v's traffic spec (distbench.traffic)
 
 
 # --- exact integer inputs ----------------------------------------------------------------------
@@ -223,6 +226,43 @@ def _all_to_all_make(ctx, count):
     return b
 
 
+def a2av_counts(ctx, count) -> list[list[int]]:
+    """all_to_all_v: elements rank s sends to rank d (row s), n x count in all (distbench.traffic)."""
+    from distbench.traffic import parse_traffic, split_counts
+
+    return split_counts(parse_traffic(ctx.traffic), ctx.world_size, count)
+
+
+def _a2av_chunk(ctx, src: int, dst: int, n_elems: int) -> torch.Tensor:
+    # value = (src*n + dst) % 64 + (k % 3), k the position in the chunk: names the sender, the
+    # receiver and the offset (<= 66: exact in every dtype), so a chunk of the wrong size,
+    # place or origin fails the check.
+    k = torch.arange(n_elems, device=ctx.device)
+    return (((src * ctx.world_size + dst) % 64) + (k % 3)).to(ctx.dtype)
+
+
+def _all_to_all_v_make(ctx, count):
+    n, me = ctx.world_size, ctx.rank
+    cells = a2av_counts(ctx, count)
+    send_splits = cells[me]
+    recv_splits = [cells[s][me] for s in range(n)]
+    send, recv = _empty(ctx, sum(send_splits)), _empty(ctx, sum(recv_splits))
+
+    def init():
+        send.copy_(torch.cat([_a2av_chunk(ctx, me, d, send_splits[d]) for d in range(n)]))
+        poison(recv)
+
+    b = Buffers(send, recv, init, lambda: torch.cat([_a2av_chunk(ctx, s, me, recv_splits[s]) for s in range(n)]),
+                splits=(recv_splits, send_splits))
+    b.init()
+    return b
+
+
+def _all_to_all_v_run(ctx, b):
+    recv_splits, send_splits = b.splits
+    dist.all_to_all_single(b.recv, b.send, output_split_sizes=recv_splits, input_split_sizes=send_splits)
+
+
 def _send_recv_make(ctx, count):
     send, recv = _empty(ctx, count), _empty(ctx, count)
     src = (ctx.rank - 1) % ctx.world_size
@@ -265,6 +305,9 @@ OPS: dict[str, OpSpec] = {s.name: s for s in (
            lambda c, b: dist.broadcast(b.send, src=0), inplace=True),
     OpSpec("all_to_all", lambda n: (n - 1) / n, True, _all_to_all_make,
            lambda c, b: dist.all_to_all_single(b.recv, b.send)),
+    # busbw = algbw x (n-1)/n as all_to_all, with size = the mean bytes a rank sends: a skewed
+    # matrix moves the same bytes in all, and the busiest rank's own rate is in busiest_rank_*.
+    OpSpec("all_to_all_v", lambda n: (n - 1) / n, True, _all_to_all_v_make, _all_to_all_v_run, takes_traffic=True),
     OpSpec("send_recv", lambda n: 1.0, False, _send_recv_make, _send_recv_run, min_world_size=2),
     OpSpec("barrier", lambda n: float("nan"), False, lambda c, n: Buffers(None, None, lambda: None, None),
            _barrier_run, graph_capturable=False, moves_data=False),

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Issue 13 on a lent 4-GPU machine (device tool, carry .whl): the pipeline's `report` target with
+# benchmarks/configs/comm-a2av-4gpu.yaml (all_to_all_v by traffic matrix, the GPU-pair matrix and
+# the arrival record). Tables, figures and the report come back in one archive under $OUT.
+set -uo pipefail
+source benchmarks/device_setup.sh
+rm -rf results report .snakemake
+t0=$(date +%s)
+timeout ${A2AV_TIMEOUT:-500} python3 -m snakemake report --cores 1 -k --configfile benchmarks/configs/comm-a2av-4gpu.yaml \
+  > "$OUT/snakemake.log" 2>&1
+echo "pipeline rc=$? in $(( $(date +%s) - t0 )) s"; tail -n 2 "$OUT/snakemake.log"
+mkdir -p "$OUT/tables" "$OUT/figures" "$OUT/logs"
+cp results/tables/*.csv results/probe/topology.json "$OUT/tables/" 2>/dev/null
+cp results/logs/comm/nccl/float32/*/default.log "$OUT/logs/" 2>/dev/null
+for ws in 2 4; do cp results/comm/nccl/float32/ws$ws/default/comm_ranks.csv "$OUT/tables/comm_ranks_ws$ws.csv"; done
+cp results/figures_pairs/*.png "$OUT/figures/" 2>/dev/null
+cp report/report.md "$OUT/" 2>/dev/null
+sed -n '/## all_to_all_v by traffic/,/^## Training\|^## Measurements/p' report/report.md | head -30
+grep -h "GPU-pair\|Straggler" report/report.md | head -3
+cd "$OUT" && tar czf a2av-run.tgz --exclude=a2av-run.tgz . && find . -type f ! -name a2av-run.tgz -delete

@@ -1,0 +1,10 @@
+# Sourced by the GPU benchmark scripts run on a lent machine (device tool, carry .whl): NVLink
+# multicast off (the lent machines need it), the wheelhouse on PYTHONPATH, $OUT made, and the
+# machine described (GPUs, topology, torch and NCCL versions) in $OUT.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+  && export PYTHONPATH=/tmp/site:$PWD || exit 1
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader | tee "$OUT/gpus.txt"
+nvidia-smi topo -m > "$OUT/topo.txt" 2>&1
+python3 -c "import torch; print('torch', torch.__version__, 'nccl', torch.cuda.nccl.version())" | tee "$OUT/versions.txt"
