@@ -286,7 +286,34 @@ def compute_findings(summary_df: pd.DataFrame, plan: dict | None = None, *, peak
             if str(s.get("what", "")).startswith("backend ")]
     if not p.empty:
         out += _backend_ratio(p) + _peak_busbw(p, peak) + _scaling(p) + _timing_overhead(summary)
-    return out
+    return out + traffic_findings(summary)
+
+
+def traffic_findings(summary: pd.DataFrame) -> list[str]:
+    """all_to_all_v: per skewed matrix, at the largest size it ran beside a uniform one, how much
+    longer the exchange took and at what rate the busiest rank's links ran, against uniform."""
+    v = primary_rows(summary, vary=("traffic",))
+    v = v[v["op"] == "all_to_all_v"] if len(v) else v
+    lines = []
+    for (backend, ws, nodes), g in v.groupby(["backend", "world_size", "nodes"], sort=True) if len(v) else []:
+        uniform = g[g["traffic"] == "uniform"].set_index("size_bytes")
+        for traffic, t in g[g["traffic"] != "uniform"].groupby("traffic", sort=True):
+            both = t[t["size_bytes"].isin(uniform.index)]
+            if both.empty:
+                continue
+            r = both.loc[both["size_bytes"].idxmax()]
+            u = uniform.loc[r["size_bytes"]]
+
+            def rate(x):
+                return x["busiest_rank_bytes"] / (x["busiest_rank_time_us_median"] * 1e3)
+            share = r["busiest_rank_bytes"] / u["busiest_rank_bytes"]
+            where = f"{int(ws)} ranks" + (f" on {int(nodes)} nodes" if nodes > 1 else "")
+            lines.append(
+                f"all_to_all_v under {traffic} ({backend_name(backend)}, {where}, {human_bytes(r['size_bytes'])}): "
+                f"{r['time_us_median'] / u['time_us_median']:.2f}x the uniform matrix's time; its busiest rank "
+                f"({int(r['busiest_rank'])}) moves {share:.2f}x a uniform rank's bytes at {rate(r):.3g} GB/s, "
+                f"{100 * rate(r) / rate(u):.0f}% of the uniform rate.")
+    return lines
 
 
 def straggler_findings(stragglers: pd.DataFrame) -> list[str]:

@@ -169,6 +169,9 @@ def test_all_to_all_v_and_multi_node_sections(tmp_path):
     zipf = next(line for line in section.splitlines() if line.startswith("| zipf:1.2"))
     # 2 GiB in 8900 µs = 241 GB/s for the busiest rank; 9000 / 4000 = 2.25x the uniform time
     assert "| 0 | 2 GiB | 8,900.0 | 241.3 | 2.25× |" in zipf and "241" in zipf and "2.25×" in zipf, zipf
+    # and a finding: 9000 / 4000 µs; 2 GiB / 768 MiB = 2.67x the bytes; 241.3 / 201.3 GB/s = 120%
+    assert ("all_to_all_v under zipf:1.2 (NCCL, 4 ranks, 1 GiB): 2.25x the uniform matrix's time; its busiest rank (0) "
+            "moves 2.67x a uniform rank's bytes at 241 GB/s, 120% of the uniform rate.") in md
     nodes = md.split("## Within one node and across nodes")[1].split("\n## ")[0]
     assert "| all_reduce | nccl | 8 | 2 × 4 | inter-node (network) |" in nodes
     assert "| all_reduce | nccl | 4 | 1 × 4 | intra-node |" in nodes
