@@ -19,7 +19,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -39,6 +39,7 @@ class TorchrunJob:
     log_path: Path
     write_failure: Callable[[str], None] = field(repr=False)  # the family's failure rows, given the reason
     launch: Launch | None = None  # nodes and launcher (distbench.cluster); None: one node, every rank here
+    wrapper: tuple[str, ...] = ()  # put before a one-node job's torchrun (nsys profile ...: distbench.profiling)
 
 
 def torchrun_commands(job: TorchrunJob) -> list[list[str]]:
@@ -49,7 +50,7 @@ def torchrun_commands(job: TorchrunJob) -> list[list[str]]:
     if launch.nodes * launch.ranks_per_node != job.world_size:
         raise ValueError(f"layout {launch.nodes} node(s) x {launch.ranks_per_node} ranks is not world size {job.world_size}")
     if launch.nodes == 1:
-        return [torchrun_command(job)]
+        return [[*job.wrapper, *torchrun_command(job)]]
     run_id = f"distbench-{os.getpid()}-{time.time_ns()}"
     return agent_commands(sys.executable, job.module, job.args, launch, run_id, job.env, os.getcwd())
 
@@ -227,3 +228,32 @@ def _kill_group(proc: subprocess.Popen, grace_s: float) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+def finish_trace_dir(job: TorchrunJob, mode: str, trace_dir: Path, status: str, short_args: list[str]) -> None:
+    """After a job run with `profile` on: under nsys, the short extra run (short_args) wrapped in
+    `nsys profile`; in every mode the trace directory's manifest (distbench.profiling), which says
+    what is there and, when nothing is, why. A failed profiling run never changes the job's rows."""
+    from distbench.profiling import nsys_prefix, write_manifest
+
+    trace_dir = Path(trace_dir)
+    trace_dir.mkdir(parents=True, exist_ok=True)
+    if mode == "torch":
+        note = ("torch.profiler around a few steps or ops after the timed passes, one Chrome trace per rank"
+                if status == "ok" else f"the job did not complete ({status}): traces only from ranks that got there")
+    elif status != "ok":
+        note = f"no nsys run: the job did not complete ({status})"
+    elif job.launch is not None and job.launch.nodes > 1:
+        note = "no nsys run: profile nsys wraps one-node jobs only (use profile true across nodes)"
+    elif (prefix := nsys_prefix(trace_dir)) is None:
+        note = "no nsys run: nsys (Nsight Systems) is not installed on this host (not on PATH)"
+    else:
+        scratch = trace_dir / "nsys_pass.csv"
+        pass_job = replace(job, args=short_args, wrapper=tuple(prefix), outputs=[scratch],
+                           placement_json=trace_dir / "nsys_placement.json", log_path=trace_dir / "nsys.log",
+                           write_failure=lambda message: None)
+        outcome = run_torchrun_job(pass_job)
+        scratch.unlink(missing_ok=True)  # a short pass's rows: never results
+        note = ("a short extra run of the job under nsys profile (job.nsys-rep; its log: nsys.log)" if outcome == "ok"
+                else f"the nsys run failed ({outcome}); see nsys.log")
+    write_manifest(trace_dir, mode, note)

@@ -177,6 +177,7 @@ def job_params(config: dict, backend: str, nccl_env: str = "default") -> dict:
     p["sizes"] = sizes
     if "all_to_all_v" in ops:  # only then: a traffic change reruns no job that does not measure it
         p["traffic"] = list(comm["traffic"])
+    p.update(profile_params(config, "comm"))
     # the pair matrix's sizes; the plan turns it on for one job per backend (pairs_job)
     p.update(pairs_sizes=sorted(set(pairs)), pairs_iters=comm["pairs_iters"], pairs_trials=comm["pairs_trials"],
              pairs=False)
@@ -308,11 +309,20 @@ def _job_order(j: TrainingJob):
     return (j.model, j.config_label != PLAIN_LABEL, j.config_label, j.world_size)
 
 
+def profile_params(config: dict, family: str) -> dict:
+    """profile / profile_steps for a family's jobs, only when on: a run that never profiles keeps
+    the params it had (turning profiling on or off reruns the family's jobs once)."""
+    from distbench.profiling import family_mode
+
+    mode = family_mode(config, family)
+    return {} if mode == "off" else {"profile": mode, "profile_steps": config["profile_steps"]}
+
+
 def training_params(config: dict, job: TrainingJob) -> dict:
     """The values that shape a training job's measurements (a change reruns the job)."""
     tr = config["training"]
     if job.model != "mlp":
-        return lm_params(config, job)
+        return {**lm_params(config, job), **profile_params(config, "training")}
     work = tr["gpu"] if job.backend == "nccl" else tr["cpu"]
     if tr["scaling"] == "strong":  # a fixed global batch, split over the ranks
         global_batch = tr.get("global_batch_size") or work["batch_size"] * max(tr.get("world_sizes") or config["world_sizes"])
@@ -322,7 +332,7 @@ def training_params(config: dict, job: TrainingJob) -> dict:
             "dtype": tr["dtype"], "optimizer": tr["optimizer"], "warmup_steps": tr["warmup_steps"],
             "steps": tr["steps"], "allreduce_trials": tr["allreduce_trials"], "ddp": dict(job.ddp),
             "op_timeout_s": config["comm"]["op_timeout_s"], "job_timeout_s": tr["job_timeout_s"],
-            "job_env": {k: str(v) for k, v in config["job_env"].items()}}
+            "job_env": {k: str(v) for k, v in config["job_env"].items()}, **profile_params(config, "training")}
 
 
 def lm_params(config: dict, job: TrainingJob) -> dict:

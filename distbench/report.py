@@ -536,6 +536,38 @@ def _prediction(validation_csv) -> dict | None:
     return {"findings": findings, "tables": tables, "note": note}
 
 
+def _traces(trace_csv, training_summary) -> dict | None:
+    """Traces on request (config profile): per profiled job, where its traces are and the overlap
+    they show (HTA's definition, distbench.trace_overlap), beside the training family's own
+    step-time overlap for the same job."""
+    if not trace_csv or not Path(trace_csv).exists():
+        return None
+    t = pd.read_csv(trace_csv, dtype={"job": "string", "trace": "string", "note": "string", "mode": "string"})
+    if t.empty:
+        return None
+    step_overlap = {}
+    if training_summary and Path(training_summary).exists():
+        s = pd.read_csv(training_summary)
+        step_overlap = {f"{r['backend']}/{r['model']}/ws{int(r['world_size'])}/{r['config']}": r["overlap_fraction"]
+                        for _, r in s.iterrows()} if {"model", "config"} <= set(s.columns) else {}
+    headers = ["family", "job", "mode", "ranks traced", "overlap in the trace (median over ranks)",
+               "overlap by step times", "traces"]
+    rows = []
+    for (family, job), g in t.groupby(["family", "job"], sort=True):
+        traced = g[g["trace"].fillna("") != ""]
+        ov = traced["overlap_fraction"].dropna()
+        files = [f"../{p}" for p in traced["trace"]]
+        rows.append([family, job, g["mode"].iloc[0], len(traced), _pct(ov.median()) if len(ov) else None,
+                     _pct(step_overlap.get(job)) if family == "training" and job in step_overlap else None,
+                     " ".join(files) if files else (g["note"].iloc[0] or None)])
+    return {"table": _table(headers, rows),
+            "note": ("Each trace is a short extra pass after the job's timed passes (never inside them); open it at "
+                     "ui.perfetto.dev. Overlap in the trace = time computing while communicating / time communicating "
+                     "(Holistic Trace Analysis' definition; GPU: NCCL kernels, ncclDevKernel_* and older names, "
+                     "against the other kernels; CPU: Gloo's gloo:* collectives against aten:: ops). Overlap by step "
+                     "times = 1 - exposed communication / the gradient all-reduce alone (the training table).")}
+
+
 def _straggler_lines(stragglers_csv) -> list[str]:
     if not stragglers_csv or not Path(stragglers_csv).exists():
         return []
@@ -556,7 +588,7 @@ def _pair_lines(pairs_csv) -> list[str]:
 
 def build_context(summary_csv, largest_csv, env_json, figures, config, plan, out_md, extra=None,
                   figures_dir=None, training_summary=None, memory_summary=None, predict_validation=None,
-                  stragglers_csv=None, pairs_csv=None) -> dict:
+                  stragglers_csv=None, pairs_csv=None, traces_csv=None) -> dict:
     summary = read_summary(summary_csv)
     largest = read_summary(largest_csv)
     env_path = Path(env_json)
@@ -567,6 +599,7 @@ def build_context(summary_csv, largest_csv, env_json, figures, config, plan, out
         "training": _training(training_summary),
         "memory": _memory(memory_summary),
         "prediction": _prediction(predict_validation),
+        "traces": _traces(traces_csv, training_summary),
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "env": _env_table(env),
         "plan": _plan(plan or {}),
@@ -585,7 +618,8 @@ def build_context(summary_csv, largest_csv, env_json, figures, config, plan, out
 
 def render_report(summary_csv, largest_csv, env_json, figures: list[Path], config: dict, plan: dict,
                   out_md, out_html, extra: dict | None = None, figures_dir=None, training_summary=None,
-                  memory_summary=None, predict_validation=None, stragglers_csv=None, pairs_csv=None) -> None:
+                  memory_summary=None, predict_validation=None, stragglers_csv=None, pairs_csv=None,
+                  traces_csv=None) -> None:
     """Write the Markdown report, the figures it links and the self-contained HTML one.
 
     The figures are copied into figures_dir (default: figures/ beside out_md) and linked relative to
@@ -594,7 +628,7 @@ def render_report(summary_csv, largest_csv, env_json, figures: list[Path], confi
     """
     figures_dir = _figures_dir(out_md, figures_dir)
     ctx = build_context(summary_csv, largest_csv, env_json, figures, config, plan, out_md, extra, figures_dir,
-                        training_summary, memory_summary, predict_validation, stragglers_csv, pairs_csv)
+                        training_summary, memory_summary, predict_validation, stragglers_csv, pairs_csv, traces_csv)
     env = _environment()
     md = env.get_template("report.md.j2").render(**ctx)
     html = env.get_template("report.html.j2").render(**ctx)

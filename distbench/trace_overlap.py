@@ -214,6 +214,39 @@ def overlap_from_trace(path) -> Overlap:
     return overlap_from_events(load_trace(path))
 
 
+TABLE_COLUMNS = ("family", "job", "mode", "rank", "trace", "source", "comm_us", "compute_us", "overlapped_us",
+                 "overlap_fraction", "n_comm_events", "note")
+
+
+def overlap_table(trace_dirs: dict) -> list[dict]:
+    """One row per rank trace in each job's trace directory ({directory: {"family", "job"}}), and one
+    row without a trace for a directory that has none (its manifest's note says why)."""
+    rows = []
+    for directory, about in trace_dirs.items():
+        directory = Path(directory)
+        manifest = directory / "profile.json"
+        info = json.loads(manifest.read_text()) if manifest.exists() else {"mode": "?", "note": "no manifest"}
+        base = {"family": about["family"], "job": about["job"], "mode": info.get("mode"), "note": info.get("note", "")}
+        traces = sorted(directory.glob("trace_rank*.json.gz"), key=lambda p: int(re.sub(r"\D", "", p.name) or 0))
+        for path in traces:
+            o = overlap_from_trace(path)
+            rows.append({**base, "rank": int(re.sub(r"\D", "", path.name.split(".")[0])), "trace": str(path),
+                         "source": o.source, "comm_us": o.comm_us, "compute_us": o.compute_us,
+                         "overlapped_us": o.overlapped_us, "overlap_fraction": o.overlap_fraction,
+                         "n_comm_events": o.n_comm_events})
+        if not traces:
+            rows.append({**base, "rank": None, "trace": "", "source": "", "comm_us": math.nan, "compute_us": math.nan,
+                         "overlapped_us": math.nan, "overlap_fraction": math.nan, "n_comm_events": 0})
+    return rows
+
+
+def write_overlap_table(trace_dirs: dict, out_csv) -> None:
+    """results/tables/trace_overlap.csv (TABLE_COLUMNS), written atomically."""
+    from distbench.io import atomic_write_text, csv_text
+
+    atomic_write_text(out_csv, csv_text(overlap_table(trace_dirs), TABLE_COLUMNS))
+
+
 def format_line(path, o: Overlap) -> str:
     pct = "n/a (no communication found)" if math.isnan(o.overlap_fraction) else f"{100 * o.overlap_fraction:.1f}%"
     return (f"{path}: overlap {pct}  comm {o.comm_us:.1f} us ({o.n_comm_events} events)  "

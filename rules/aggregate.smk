@@ -33,3 +33,19 @@ rule aggregate_pairs:
         "../envs/distbench.yaml"
     script:
         "../workflow/scripts/aggregate_pairs.py"
+
+
+# Traces on request: each rank trace's communication/computation overlap (distbench.trace_overlap).
+rule aggregate_traces:
+    input:
+        trace_dirs,
+    output:
+        "results/tables/trace_overlap.csv",
+    log:
+        "results/logs/aggregate/traces.log",
+    conda:
+        "../envs/distbench.yaml"
+    params:
+        jobs=trace_jobs(),
+    script:
+        "../workflow/scripts/aggregate_traces.py"

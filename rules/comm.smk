@@ -3,6 +3,8 @@
 
 rule comm_job:
     output:
+        # traces on request (config profile): only while the comm family is profiled
+        **trace_output("comm", COMM_DIR),
         csv=f"{COMM_DIR}/comm.csv",
         ranks=f"{COMM_DIR}/comm_ranks.csv",
         placement=f"{COMM_DIR}/placement.json",

@@ -3,6 +3,7 @@ from snakemake.exceptions import WorkflowError
 
 from distbench.choices import BACKENDS, DTYPES, TRAINING_MODELS
 from distbench.config import ConfigError, check_config
+from distbench.profiling import family_mode
 from distbench.plan import (
     job_launch,
     job_params,
@@ -36,6 +37,8 @@ MEMORY_JOBS = {
     for j in PLAN["memory_jobs"]
 }
 MEMORY_DIR = "results/memory/{backend}/{model}/ws{world_size}/{config}"
+# Traces on request (config `profile`, per family): off, torch or nsys (distbench.profiling).
+PROFILE = {family: family_mode(config, family) for family in ("comm", "training")}
 
 
 wildcard_constraints:
@@ -162,3 +165,37 @@ def pairs_report_inputs(wildcards=None):
         "pairs_table": "results/tables/comm_pairs.csv",
         "pairs_figures": "results/figures_pairs",
     }
+
+
+def trace_output(family, job_dir):
+    """A job's trace directory, as an output only while its family is profiled: a run that never
+    profiles has none (turning profiling on or off reruns the family's jobs once)."""
+    return {"trace": directory(f"{job_dir}/trace")} if PROFILE[family] != "off" else {}
+
+
+def trace_jobs(wildcards=None):
+    """{trace directory: its family and job} of every profiled job of the plan."""
+    out = {}
+    for family, jobs, job_dir in (
+        ("comm", PLAN["jobs"], COMM_DIR),
+        ("training", PLAN["training_jobs"], TRAINING_DIR),
+    ):
+        if PROFILE[family] != "off":
+            for j in jobs:
+                path = job_dir.format(**j.wildcards)
+                out[f"{path}/trace"] = {
+                    "family": family,
+                    "job": path.split("/", 2)[2],
+                }
+    return out
+
+
+def trace_dirs(wildcards=None):
+    return list(trace_jobs())
+
+
+def trace_report_inputs(wildcards=None):
+    """The traces' overlap table, when a family is profiled."""
+    if all(mode == "off" for mode in PROFILE.values()):
+        return {}
+    return {"traces": "results/tables/trace_overlap.csv"}

@@ -10,6 +10,7 @@ rule report:
         unpack(memory_report_inputs),
         unpack(predict_report_inputs),
         unpack(pairs_report_inputs),
+        unpack(trace_report_inputs),
         summary="results/tables/comm_diagnosed.csv",
         largest="results/tables/comm_largest.csv",
         stragglers="results/tables/comm_stragglers.csv",

@@ -4,6 +4,8 @@
 
 rule training_job:
     output:
+        # traces on request (config profile): only while the training family is profiled
+        **trace_output("training", TRAINING_DIR),
         csv=f"{TRAINING_DIR}/training.csv",
         placement=f"{TRAINING_DIR}/placement.json",
     log:

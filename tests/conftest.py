@@ -26,6 +26,7 @@ def workflow_dir(tmp_path):
     return tmp_path
 
 
-def snakemake(cwd, *args, timeout=600):
+def snakemake(cwd, *args, timeout=600, env=None):
     cmd = [sys.executable, "-m", "snakemake", "--cores", "1", *args]
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **env} if env else None)

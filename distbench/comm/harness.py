@@ -401,6 +401,9 @@ def parse_args(argv=None):
     p.add_argument("--pairs-iters", type=int, default=20, help="pair matrix: transfers per timed trial")
     p.add_argument("--pairs-trials", type=int, default=3, help="pair matrix: timed trials per pair and size")
     p.add_argument("--pairs-out", help="pair matrix CSV (default: pairs.csv beside --out; header only when off)")
+    p.add_argument("--profile-dir", help="after the sweep, run each op --profile-steps times at the largest size "
+                                         "under torch.profiler; each rank's Chrome trace goes here (distbench.profiling)")
+    p.add_argument("--profile-steps", type=int, default=3, help="ops per op recorded by --profile-dir")
     args = p.parse_args(argv)
     args.pairs_sizes = [parse_size(s) for s in args.pairs_sizes.split(",") if s]
 
@@ -464,6 +467,35 @@ def _median_text(rows: list[dict]) -> str:
     return f"{t:.2f} us, {rows[0]['size_bytes'] * (2 if rows[0]['mode'] == 'bi' else 1) / (t * 1e3):.2f} GB/s"
 
 
+def profile_ops(h: Harness, args) -> None:
+    """Traces on request: after the timed sweep, every op of the job run --profile-steps times at the
+    largest size (its first traffic matrix) under torch.profiler, one trace per rank. Eager ops, no
+    check, nothing written to the CSV: the trace shows what the timed ops do, it is not a measurement."""
+    from distbench.comm.ops import OPS, Ctx, element_count
+    from distbench.profiling import profile_pass
+
+    size = max(args.sizes) if args.sizes else 0
+    runs = []
+    for op in args.ops:
+        spec = OPS[op]
+        ctx = Ctx(h.rank, h.world_size, h.device, h.dtype, args.backend, args.traffic[0] if spec.takes_traffic else "none")
+        count = element_count(spec, size, h.elem_bytes, h.world_size)
+        if h.world_size < spec.min_world_size or (spec.moves_data and not count):
+            continue
+        runs.append((spec, ctx, spec.make(ctx, count)))
+
+    def one_of_each():
+        for spec, ctx, b in runs:
+            spec.run(ctx, b)
+    try:
+        path = profile_pass(h.torch, one_of_each, args.profile_steps, args.profile_dir, h.rank, h.cuda, h.sync)
+        h.say(f"profile: {len(runs)} op(s) x {args.profile_steps} traced at {size} B, rank {h.rank}: {path}")
+    except RuntimeError as e:  # torch.OutOfMemoryError included: the measured rows are already written
+        print(f"distbench: profile: no trace on rank {h.rank}: {str(e).splitlines()[0]}", file=sys.stderr, flush=True)
+    runs.clear()
+    h._release()
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     h = Harness(args)
@@ -514,6 +546,8 @@ def main(argv=None) -> int:
 
         for pair in plan_pairs(h.world_size, args.pairs_sizes):
             measure_pair(h, pair, records, emit_pair)
+    if args.profile_dir:
+        profile_ops(h, args)
     h.dist.barrier(group=h.ctrl)
     if writer is not None:
         writer.close()

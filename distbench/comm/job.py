@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from distbench.cluster import Launch
 from distbench.comm.harness import Point, base_row, pairs_path, plan_points, ranks_path
 from distbench.io import atomic_write_text, csv_text, partial_path, read_partial_rows
-from distbench.launch import TorchrunJob, job_environment, run_torchrun_job
+from distbench.launch import TorchrunJob, finish_trace_dir, job_environment, run_torchrun_job
 from distbench.schema import COMM_COLUMN_NAMES, COMM_RANK_COLUMN_NAMES, PAIRS_COLUMN_NAMES
 
 
@@ -31,20 +31,41 @@ def comm_args(job, params: dict, out_csv, placement_json) -> list[str]:
         *(["--pairs-sizes", ",".join(str(s) for s in params["pairs_sizes"]),
            "--pairs-iters", str(params["pairs_iters"]), "--pairs-trials", str(params["pairs_trials"])]
           if params.get("pairs") else []),
+        *(["--profile-dir", str(trace_dir(out_csv)), "--profile-steps", str(params["profile_steps"])]
+          if params.get("profile") == "torch" else []),
     ]
+
+
+def trace_dir(out_csv) -> Path:
+    """Where a job's traces go (config `profile`): beside its CSV."""
+    return Path(out_csv).parent / "trace"
+
+
+def short_pass_args(job, params: dict, out_csv, placement_json) -> list[str]:
+    """The job's ops once more, briefly (largest size, events or host timing, one trial of
+    profile_steps ops), for the nsys run: what the trace shows, not a measurement."""
+    short = {**params, "sizes": params["sizes"][-1:], "timing": params["timing"][:1], "warmup": 1,
+             "iters": params["profile_steps"], "trials": 1, "pairs": False, "profile": "off"}
+    return comm_args(job, short, out_csv, placement_json)
 
 
 def run_comm_job(job, params: dict, out_csv, placement_json, log_path) -> str:
     """Run one comm job; return 'ok' or the failure reason. out_csv, its per-rank times CSV
     (harness.ranks_path) and placement_json exist afterwards in every case."""
     out_csv = Path(out_csv)
-    return run_torchrun_job(TorchrunJob(
+    torchrun_job = TorchrunJob(
         module="distbench.comm", args=comm_args(job, params, out_csv, placement_json),
         world_size=job.world_size, env=job_environment(params["job_env"], job.nccl_env),
         timeout_s=params["job_timeout_s"], outputs=[out_csv, ranks_path(out_csv), pairs_path(out_csv)],
         placement_json=Path(placement_json), log_path=Path(log_path),
         write_failure=lambda message: write_failure_rows(job, params, out_csv, message),
-        launch=Launch.from_params(params.get("launch"), job.world_size)))
+        launch=Launch.from_params(params.get("launch"), job.world_size))
+    status = run_torchrun_job(torchrun_job)
+    if params.get("profile", "off") != "off":
+        tdir = trace_dir(out_csv)
+        finish_trace_dir(torchrun_job, params["profile"], tdir, status,
+                         short_pass_args(job, params, tdir / "nsys_pass.csv", tdir / "nsys_placement.json"))
+    return status
 
 
 def write_failure_rows(job, params, out_csv: Path, message: str) -> None:

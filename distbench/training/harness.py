@@ -697,6 +697,9 @@ def parse_args(argv=None):
     p.add_argument("--op-timeout-s", type=int, default=300, help="process-group timeout per collective")
     p.add_argument("--out", required=True, help="CSV to write (rank 0); atomically renamed when complete")
     p.add_argument("--placement-out", help="JSON with every rank's GPU placement")
+    p.add_argument("--profile-dir", help="after the timed phases, profile --profile-steps more training steps with "
+                                         "torch.profiler and write each rank's Chrome trace here (distbench.profiling)")
+    p.add_argument("--profile-steps", type=int, default=3, help="steps recorded by --profile-dir")
     args = p.parse_args(argv)
 
     for name in ("batch_size", "grad_accum", "steps", "allreduce_trials", "log_every"):
@@ -717,6 +720,19 @@ def parse_args(argv=None):
     if args.batch_size % args.grad_accum:
         p.error(f"the per-rank batch {args.batch_size} is not divisible by --grad-accum {args.grad_accum}")
     return args
+
+
+def profile_steps(h: TrainingHarness, args) -> None:
+    """Traces on request: a few more real steps (gradients synced) under torch.profiler, after every
+    timed phase, so no measured row is taken under the profiler. A failure costs the trace only."""
+    from distbench.profiling import profile_pass
+
+    try:
+        path = profile_pass(h.torch, lambda: h.step(sync_grads=True), args.profile_steps, args.profile_dir, h.rank,
+                            h.cuda, h.sync)
+        h.say(f"profile: {args.profile_steps} step(s) traced, rank {h.rank}: {path}")
+    except RuntimeError as e:  # torch.OutOfMemoryError included: the measured rows are already written
+        h.say(f"profile: no trace on rank {h.rank}: {first_line(e)}")
 
 
 def main(argv=None) -> int:
@@ -794,6 +810,8 @@ def main(argv=None) -> int:
                     else f", last bucket {statistics.median(r['last_bucket_ms'] for r in rows):.3f} ms, "
                          f"{extras['wire_bytes']} B in {h.n_buckets} bucket(s)")
             say(f"{phase}: median step {med:.3f} ms{tail}{'' if correct is not False else ' WRONG: ' + message}")
+    if args.profile_dir and not build_err:
+        profile_steps(h, args)
     h.dist.barrier(group=h.ctrl)
     if writer is not None:
         writer.close()

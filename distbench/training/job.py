@@ -6,7 +6,7 @@ from pathlib import Path
 
 from distbench.cluster import Launch
 from distbench.io import atomic_write_text, csv_text, partial_path, read_partial_rows
-from distbench.launch import TorchrunJob, job_environment, run_torchrun_job
+from distbench.launch import TorchrunJob, finish_trace_dir, job_environment, run_torchrun_job
 from distbench.schema import TRAINING_COLUMN_NAMES, TRAINING_PHASES
 from distbench.workloads.cli import lm_shape
 
@@ -32,7 +32,21 @@ def training_args(job, params: dict, out_csv, placement_json) -> list[str]:
         "--nccl-env-label", "+".join(f"{k}={v}" for k, v in sorted(job.nccl_env.items())) or "default",
         "--op-timeout-s", str(params["op_timeout_s"]),
         "--out", str(out_csv), "--placement-out", str(placement_json),
+        *(["--profile-dir", str(trace_dir(out_csv)), "--profile-steps", str(params["profile_steps"])]
+          if params.get("profile") == "torch" else []),
     ]
+
+
+def trace_dir(out_csv) -> Path:
+    """Where a job's traces go (config `profile`): beside its CSV."""
+    return Path(out_csv).parent / "trace"
+
+
+def short_pass_args(job, params: dict, out_csv, placement_json) -> list[str]:
+    """The job once more, briefly (one warm-up step, profile_steps steps, one all-reduce trial),
+    for the nsys run: what the trace shows, not a measurement."""
+    short = {**params, "warmup_steps": 1, "steps": params["profile_steps"], "allreduce_trials": 1, "profile": "off"}
+    return training_args(job, short, out_csv, placement_json)
 
 
 def workload_args(params: dict) -> list[str]:
@@ -51,12 +65,18 @@ def run_training_job(job, params: dict, out_csv, placement_json, log_path) -> st
     """Run one training job; return 'ok' or the failure reason. out_csv and placement_json exist
     afterwards in every case."""
     out_csv = Path(out_csv)
-    return run_torchrun_job(TorchrunJob(
+    torchrun_job = TorchrunJob(
         module="distbench.training", args=training_args(job, params, out_csv, placement_json),
         world_size=job.world_size, env=job_environment(params["job_env"], job.nccl_env),
         timeout_s=params["job_timeout_s"], outputs=[out_csv], placement_json=Path(placement_json),
         log_path=Path(log_path), write_failure=lambda message: write_failure_rows(job, params, out_csv, message),
-        launch=Launch.from_params(params.get("launch"), job.world_size)))
+        launch=Launch.from_params(params.get("launch"), job.world_size))
+    status = run_torchrun_job(torchrun_job)
+    if params.get("profile", "off") != "off":
+        tdir = trace_dir(out_csv)
+        finish_trace_dir(torchrun_job, params["profile"], tdir, status,
+                         short_pass_args(job, params, tdir / "nsys_pass.csv", tdir / "nsys_placement.json"))
+    return status
 
 
 def write_failure_rows(job, params: dict, out_csv: Path, message: str) -> None:

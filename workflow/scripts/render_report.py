@@ -19,4 +19,4 @@ with logged(sm.log[0]):
                   sm.params.plan, sm.output.md, sm.output.html, extra=extra, figures_dir=sm.output.figures,
                   training_summary=tables["training_summary"], memory_summary=tables["memory_summary"],
                   predict_validation=tables["predict_validation"], stragglers_csv=sm.input.stragglers,
-                  pairs_csv=tables["pairs_table"])
+                  pairs_csv=tables["pairs_table"], traces_csv=sm.input.get("traces"))
