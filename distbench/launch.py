@@ -257,3 +257,15 @@ def finish_trace_dir(job: TorchrunJob, mode: str, trace_dir: Path, status: str, 
         note = ("a short extra run of the job under nsys profile (job.nsys-rep; its log: nsys.log)" if outcome == "ok"
                 else f"the nsys run failed ({outcome}); see nsys.log")
     write_manifest(trace_dir, mode, note)
+
+
+def run_job_with_traces(job: TorchrunJob, params: dict, short_args: Callable[[Path], list[str]]) -> str:
+    """run_torchrun_job, then, with `profile` on, the job's trace directory (beside its first
+    output): the nsys run of short_args(trace directory) where asked, and the manifest."""
+    from distbench.profiling import trace_dir
+
+    status = run_torchrun_job(job)
+    if params.get("profile", "off") != "off":
+        tdir = trace_dir(job.outputs[0])
+        finish_trace_dir(job, params["profile"], tdir, status, short_args(tdir))
+    return status

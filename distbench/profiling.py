@@ -41,6 +41,11 @@ def family_mode(config: dict, family: str) -> str:
     return profile_mode(config.get("profile", False) if own is None else own)
 
 
+def trace_dir(out_csv) -> Path:
+    """Where a job's traces go: `trace/` beside its CSV."""
+    return Path(out_csv).parent / "trace"
+
+
 def trace_file(out_dir, rank: int) -> Path:
     return Path(out_dir) / f"trace_rank{rank}.json.gz"
 

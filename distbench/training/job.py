@@ -6,7 +6,8 @@ from pathlib import Path
 
 from distbench.cluster import Launch
 from distbench.io import atomic_write_text, csv_text, partial_path, read_partial_rows
-from distbench.launch import TorchrunJob, finish_trace_dir, job_environment, run_torchrun_job
+from distbench.launch import TorchrunJob, job_environment, run_job_with_traces
+from distbench.profiling import trace_dir
 from distbench.schema import TRAINING_COLUMN_NAMES, TRAINING_PHASES
 from distbench.workloads.cli import lm_shape
 
@@ -36,10 +37,6 @@ def training_args(job, params: dict, out_csv, placement_json) -> list[str]:
           if params.get("profile") == "torch" else []),
     ]
 
-
-def trace_dir(out_csv) -> Path:
-    """Where a job's traces go (config `profile`): beside its CSV."""
-    return Path(out_csv).parent / "trace"
 
 
 def short_pass_args(job, params: dict, out_csv, placement_json) -> list[str]:
@@ -71,12 +68,8 @@ def run_training_job(job, params: dict, out_csv, placement_json, log_path) -> st
         timeout_s=params["job_timeout_s"], outputs=[out_csv], placement_json=Path(placement_json),
         log_path=Path(log_path), write_failure=lambda message: write_failure_rows(job, params, out_csv, message),
         launch=Launch.from_params(params.get("launch"), job.world_size))
-    status = run_torchrun_job(torchrun_job)
-    if params.get("profile", "off") != "off":
-        tdir = trace_dir(out_csv)
-        finish_trace_dir(torchrun_job, params["profile"], tdir, status,
-                         short_pass_args(job, params, tdir / "nsys_pass.csv", tdir / "nsys_placement.json"))
-    return status
+    return run_job_with_traces(torchrun_job, params, lambda tdir: short_pass_args(
+        job, params, tdir / "nsys_pass.csv", tdir / "nsys_placement.json"))
 
 
 def write_failure_rows(job, params: dict, out_csv: Path, message: str) -> None:
