@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from distbench.sizes import human_bytes  # noqa: F401 - re-exported for plots and report
+from distbench.units import human_bytes, human_time_us, sig3 as _sig3  # noqa: F401 - re-exported for plots and report
 
 from distbench.schema import to_bool
 
@@ -35,20 +35,6 @@ STATUS_PHRASES = {
 
 
 # ---------------------------------------------------------------- formatting
-def _sig3(x: float) -> str:
-    return f"{x:#.3g}".rstrip(".")  # '#' keeps trailing zeros (8.00), rstrip drops a bare point (412.)
-
-
-def human_time_us(us) -> str:
-    """Three significant digits in µs, ms or s: 4.12 µs, 412 µs, 15.3 ms, 2.05 s."""
-    us = float(us)
-    if us < 999.5:
-        return f"{_sig3(us)} µs"
-    if us < 999.5e3:
-        return f"{_sig3(us / 1e3)} ms"
-    return f"{_sig3(us / 1e6)} s"
-
-
 def backend_name(b: str) -> str:
     return BACKEND_NAMES.get(str(b), str(b).upper())
 

@@ -26,6 +26,7 @@ from distbench.findings import (
 )
 from distbench.io import atomic_write_bytes, atomic_write_text
 from distbench.probes.env import JOB_ENV_PREFIXES
+from distbench.units import human_gbps, human_time_us, sig3
 
 TEMPLATES = Path(__file__).parent / "templates"
 MAX_TABLE_ROWS = 200  # beyond this a table stops being read; the CSVs hold everything
@@ -44,6 +45,16 @@ def _fmt(v, digits: int = 1) -> str:
     if isinstance(v, float):
         return f"{v:,.{digits}f}"
     return str(v)
+
+
+def _time(us) -> str | None:
+    """A time in µs as the report writes it (distbench.units): the unit that fits."""
+    return None if us is None or pd.isna(us) else human_time_us(us)
+
+
+def _gbps(x) -> str | None:
+    """A bandwidth in GB/s, three significant digits (distbench.units); the header says GB/s."""
+    return None if x is None or pd.isna(x) else sig3(x)
 
 
 def _table(headers, rows, total: int | None = None) -> dict:
@@ -103,7 +114,7 @@ def _largest_table(largest: pd.DataFrame, peak: dict | None) -> dict:
     keys = ["op", "backend", "world_size", "dtype", *varying, "timing"]
     # time_us combines every rank's time as rank_agg says (max by default); the spread says how far apart they were
     aggs = sorted(set(largest["rank_agg"].dropna())) if "rank_agg" in largest else []
-    time_header = f"time µs ({'/'.join(aggs)} over ranks)" if aggs else "time µs"
+    time_header = f"time ({'/'.join(aggs)} over ranks)" if aggs else "time"
     spread = "rank_spread_pct_median" in largest and largest["rank_spread_pct_median"].notna().any()
     headers = ["op", "backend", "ws", "dtype", *varying, "timing", "size", time_header, "busbw GB/s"]
     if spread:
@@ -112,7 +123,7 @@ def _largest_table(largest: pd.DataFrame, peak: dict | None) -> dict:
         headers.append("% of link peak")
     rows = []
     for _, r in largest.sort_values(keys).iterrows():
-        row = [r[k] for k in keys] + [human_bytes(r["size_bytes"]), r["time_us_median"], r["busbw_gbps_median"]]
+        row = [r[k] for k in keys] + [human_bytes(r["size_bytes"]), _time(r["time_us_median"]), _gbps(r["busbw_gbps_median"])]
         if spread:
             row.append(r["rank_spread_pct_median"])
         if peak_gbps:  # the link peak describes GPU links: meaningless for Gloo over TCP/shared memory
@@ -152,7 +163,7 @@ def _compact_table(summary: pd.DataFrame) -> dict:
                     row.append(None)
                     continue
                 bw = r["busbw_gbps_median"]
-                row.append(f"{r['time_us_median']:,.1f} µs" + (f" · {bw:.3g} GB/s" if pd.notna(bw) else ""))
+                row.append(_time(r["time_us_median"]) + (f" · {human_gbps(bw)}" if pd.notna(bw) else ""))
             rows.append(row)
     table = _table(headers, rows)
     table["note"] = f"{len(rows)} of {total} op × size rows shown" if len(rows) < total else ""
@@ -165,13 +176,13 @@ def _nodes_table(largest: pd.DataFrame) -> dict | None:
     p = primary_rows(largest)
     if p.empty or "nodes" not in p or not (p["nodes"] > 1).any():
         return None
-    headers = ["op", "backend", "ranks", "nodes × ranks per node", "links crossed", "size", "time µs", "busbw GB/s"]
+    headers = ["op", "backend", "ranks", "nodes × ranks per node", "links crossed", "size", "time", "busbw GB/s"]
     rows = []
     for _, r in p.sort_values(["op", "backend", "nodes", "world_size"]).iterrows():
         n = int(r["nodes"])
         rows.append([r["op"], r["backend"], int(r["world_size"]), f"{n} × {int(r['world_size']) // n}",
                      "inter-node (network)" if n > 1 else "intra-node", human_bytes(r["size_bytes"]),
-                     r["time_us_median"], r["busbw_gbps_median"]])
+                     _time(r["time_us_median"]), _gbps(r["busbw_gbps_median"])])
     return _table(headers, rows)
 
 
@@ -182,8 +193,8 @@ def _traffic_table(largest: pd.DataFrame) -> dict | None:
     v = v[v["op"] == "all_to_all_v"] if "op" in v else v
     if v.empty:
         return None
-    headers = ["traffic", "backend", "ws", "size", "time µs", "busbw GB/s", "busiest rank", "its bytes",
-               "its time µs", "its rate GB/s", "time vs uniform"]
+    headers = ["traffic", "backend", "ws", "size", "time", "busbw GB/s", "busiest rank", "its bytes",
+               "its time", "its rate GB/s", "time vs uniform"]
     uniform = {(r["backend"], r["world_size"], r["nodes"], r["size_bytes"]): r["time_us_median"]
                for _, r in v[v["traffic"] == "uniform"].iterrows()}
     rows = []
@@ -191,9 +202,10 @@ def _traffic_table(largest: pd.DataFrame) -> dict | None:
         own_us, own_bytes = r["busiest_rank_time_us_median"], r["busiest_rank_bytes"]
         rate = own_bytes / (own_us * 1e3) if pd.notna(own_bytes) and pd.notna(own_us) and own_us > 0 else None
         base = uniform.get((r["backend"], r["world_size"], r["nodes"], r["size_bytes"]))
-        rows.append([r["traffic"], r["backend"], int(r["world_size"]), human_bytes(r["size_bytes"]), r["time_us_median"],
-                     r["busbw_gbps_median"], None if pd.isna(r["busiest_rank"]) else int(r["busiest_rank"]),
-                     None if pd.isna(own_bytes) else human_bytes(int(own_bytes)), own_us, rate,
+        rows.append([r["traffic"], r["backend"], int(r["world_size"]), human_bytes(r["size_bytes"]),
+                     _time(r["time_us_median"]), _gbps(r["busbw_gbps_median"]),
+                     None if pd.isna(r["busiest_rank"]) else int(r["busiest_rank"]),
+                     None if pd.isna(own_bytes) else human_bytes(int(own_bytes)), _time(own_us), _gbps(rate),
                      f"{r['time_us_median'] / base:.2f}×" if base and r["traffic"] != "uniform" else None])
     return _table(headers, rows)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from distbench.units import human_bytes  # noqa: F401 - where callers have long found it
+
 _UNITS = {
     "": 1, "b": 1,
     "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
@@ -53,12 +55,3 @@ def sizes_from_config(comm_cfg: dict) -> list[int]:
     if isinstance(sizes, dict):
         return size_sweep(sizes["min_bytes"], sizes["max_bytes"], sizes.get("step_factor", 2))
     return sorted({parse_size(s) for s in sizes})
-
-
-def human_bytes(n) -> str:
-    """Binary units, as the reports print sizes: 8 B, 1.5 KiB, 976.6 KiB, 128 MiB, 1 GiB."""
-    n = int(n)
-    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(n) >= scale:
-            return f"{n / scale:.1f}".removesuffix(".0") + f" {unit}"
-    return f"{n} B"

@@ -36,3 +36,14 @@ def test_a_point_that_did_not_run_says_why_in_its_line():
     line = table_line([row])
     assert line.split()[:5] == ["8", "2", "float", "none", "-1"]
     assert line.endswith("skipped: send_recv needs at least 2 ranks") and " N/A " in line
+
+
+def test_the_line_writes_size_and_time_as_the_report_does():
+    from distbench.units import human_bytes, human_time_us
+
+    rows = [dict(size_bytes=2**20, count=2**18, dtype="float32", op="all_reduce", timing="host", inplace=True,
+                 status="ok", message="", correct=True, time_us=t, algbw_gbps=1.0, busbw_gbps=1.0)
+            for t in (15321.0, 15400.0, 15100.0)]
+    line = table_line(rows)
+    assert line.endswith(f"{human_bytes(2**20)}   {human_time_us(15321.0)}  ok")  # "1 MiB   15.3 ms  ok"
+    assert "1 MiB" in line and "15.3 ms" in line

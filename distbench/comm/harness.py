@@ -435,28 +435,32 @@ def parse_args(argv=None):
 
 
 TABLE_HEADER = (f"#{'size':>11} {'count':>12} {'type':>8} {'redop':>6} {'root':>5} {'time':>9} {'algbw':>8} "
-                f"{'busbw':>8} {'#wrong':>6}  {'timing':>6} {'place':>7}  status\n"
+                f"{'busbw':>8} {'#wrong':>6}  {'timing':>6} {'place':>7} {'size':>9} {'time':>9}  status\n"
                 f"#{'(B)':>11} {'(elements)':>12} {'':>8} {'':>6} {'':>5} {'(us)':>9} {'(GB/s)':>8} {'(GB/s)':>8}")
 
 
 def table_line(rows: list[dict]) -> str:
     """One point as a line of nccl-tests' table (its column order; median over the trials, as our
-    CSV's summary), then our timing mode, in/out of place and status. #wrong: 0 when the exact
-    check passed, 'wrong' when it failed, N/A when not checked."""
+    CSV's summary), then our timing mode, in/out of place, the size and time as the report writes
+    them (distbench.units) and the status. #wrong: 0 when the exact check passed, 'wrong' when it
+    failed, N/A when not checked."""
+    from distbench.units import human_bytes, human_time_us
+
     r = rows[0]
     head = (f"{r['size_bytes']:>12} {r['count']:>12} {NCCL_TESTS_TYPES.get(r['dtype'], r['dtype']):>8} "
             f"{NCCL_TESTS_REDOP.get(r['op'], 'none'):>6} {NCCL_TESTS_ROOT.get(r['op'], -1):>5}")
-    tail = f"{r['timing']:>6} {'in' if r['inplace'] else 'out':>7}"
+    tail = f"{r['timing']:>6} {'in' if r['inplace'] else 'out':>7} {human_bytes(r['size_bytes']):>9}"
     if r["status"] not in ("ok", "wrong"):
-        return f"{head} {'':>9} {'':>8} {'':>8} {'N/A':>6}  {tail}  {r['status']}: {r['message']}"
+        return f"{head} {'':>9} {'':>8} {'':>8} {'N/A':>6}  {tail} {'':>9}  {r['status']}: {r['message']}"
 
     def med(key):
         vals = sorted(x[key] for x in rows if x.get(key) is not None and x[key] == x[key])
         return vals[len(vals) // 2] if vals else float("nan")
 
     wrong = {True: "0", False: "wrong"}.get(r["correct"], "N/A")
-    return (f"{head} {med('time_us'):>9.2f} {med('algbw_gbps'):>8.2f} {med('busbw_gbps'):>8.2f} {wrong:>6}  "
-            f"{tail}  {r['status']}")
+    t = med("time_us")
+    return (f"{head} {t:>9.2f} {med('algbw_gbps'):>8.2f} {med('busbw_gbps'):>8.2f} {wrong:>6}  "
+            f"{tail} {human_time_us(t):>9}  {r['status']}")
 
 
 def _median_text(rows: list[dict]) -> str:

@@ -593,13 +593,16 @@ def window_lines(phase: str, rows: list[dict], every: int) -> list[str]:
     """One progress line per window of `every` measured steps: median step time, samples/s and
     (language models) tokens/s. Printed once the phase ends, since its steps run back to back with
     a single sync at the end (a per-step print would add host work inside the timed run)."""
+    from distbench.units import human_time_us, sig3
+
     out = []
     for start in range(0, len(rows), max(1, every)):
         w = rows[start:start + max(1, every)]
-        text = (f"{phase} phase, steps {w[0]['step']}-{w[-1]['step']}: step {statistics.median(r['step_time_ms'] for r in w):.3f} ms, "
-                f"{statistics.median(r['samples_per_s'] for r in w):,.1f} samples/s")
+        step_us = statistics.median(r["step_time_ms"] for r in w) * 1e3
+        text = (f"{phase} phase, steps {w[0]['step']}-{w[-1]['step']}: step {human_time_us(step_us)}, "
+                f"{sig3(statistics.median(r['samples_per_s'] for r in w))} samples/s")
         if w[0].get("tokens_per_s") is not None:
-            text += f", {statistics.median(r['tokens_per_s'] for r in w):,.0f} tokens/s"
+            text += f", {sig3(statistics.median(r['tokens_per_s'] for r in w))} tokens/s"
         out.append(text)
     return out
 

@@ -1,0 +1,45 @@
+"""How every number is written for people: the report, the console and the findings use these,
+so a figure reads the same wherever it appears. (CSV and JSON files keep full precision.)
+
+- sizes in binary units: 8 B, 1.5 KiB, 128 MiB, 1 GiB;
+- times in the unit that fits, three significant digits: 4.12 µs, 412 µs, 15.3 ms, 2.05 s;
+- bandwidth in GB/s (10^9 bytes/s, as nccl-tests), three significant digits: 0.125, 41.2, 353.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def sig3(x: float) -> str:
+    """Three significant digits, no exponent: 4.12, 41.2, 412, 4120, 0.000191."""
+    x = float(x)
+    if x == 0 or not math.isfinite(x):
+        return f"{x:g}"
+    if abs(x) >= 999.5:
+        return f"{x:.0f}"
+    return f"{x:#.3g}".rstrip(".")  # '#' keeps trailing zeros (8.00), rstrip drops a bare point (412.)
+
+
+def human_bytes(n) -> str:
+    """Binary units: 8 B, 1.5 KiB, 976.6 KiB, 128 MiB, 1 GiB."""
+    n = int(n)
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= scale:
+            return f"{n / scale:.1f}".removesuffix(".0") + f" {unit}"
+    return f"{n} B"
+
+
+def human_time_us(us) -> str:
+    """A time given in µs, in µs, ms or s: 4.12 µs, 412 µs, 15.3 ms, 2.05 s."""
+    us = float(us)
+    if abs(us) < 999.5:
+        return f"{sig3(us)} µs"
+    if abs(us) < 999.5e3:
+        return f"{sig3(us / 1e3)} ms"
+    return f"{sig3(us / 1e6)} s"
+
+
+def human_gbps(gbps) -> str:
+    """A bandwidth in GB/s (10^9 B/s), three significant digits: '353 GB/s'."""
+    return f"{sig3(gbps)} GB/s"

@@ -1,0 +1,32 @@
+"""One way to write numbers for people (distbench.units), used by the report, the console and the findings."""
+
+import pytest
+
+from distbench.units import human_bytes, human_gbps, human_time_us, sig3
+
+
+@pytest.mark.parametrize("us,text", [(4.123, "4.12 µs"), (412.3, "412 µs"), (999.4, "999 µs"), (999.6, "1.00 ms"),
+                                     (15321, "15.3 ms"), (2.05e6, "2.05 s"), (3.6e9, "3600 s")])
+def test_times_in_the_unit_that_fits(us, text):
+    assert human_time_us(us) == text
+
+
+@pytest.mark.parametrize("x,text", [(8.0, "8.00"), (412.0, "412"), (0.000191, "0.000191"), (2405.2, "2405"), (0, "0")])
+def test_three_significant_digits_without_exponents(x, text):
+    assert sig3(x) == text
+
+
+def test_sizes_and_bandwidth():
+    assert [human_bytes(n) for n in (8, 1536, 2**27, 2**30)] == ["8 B", "1.5 KiB", "128 MiB", "1 GiB"]
+    assert human_gbps(353.2) == "353 GB/s"
+
+
+def test_report_console_and_findings_agree():
+    # the same figure through each path that shows it to people
+    from distbench.comm.harness import table_line
+    from distbench.findings import human_time_us as findings_time
+    from distbench.report import _time
+
+    row = dict(size_bytes=2**30, count=2**28, dtype="float32", op="all_reduce", timing="events", inplace=True,
+               status="ok", message="", correct=True, time_us=7170.3, algbw_gbps=149.7, busbw_gbps=149.7)
+    assert _time(7170.3) == findings_time(7170.3) == "7.17 ms" and "7.17 ms" in table_line([row])
