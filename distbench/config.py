@@ -188,12 +188,19 @@ def _accepts_integer_only(schema: dict, sub: dict) -> bool:
     return any(a.get("type") == "integer" for a in alts) and not any(a.get("type") == "string" for a in alts)
 
 
+def _accepts_boolean(schema: dict, sub: dict) -> bool:
+    sub = _resolve(schema, sub)
+    return any(_resolve(schema, a).get("type") == "boolean" for a in sub.get("oneOf", [sub]))
+
+
 def coerce_cli_values(node, schema: dict, sub: dict | None = None):
     """`--config world_sizes=[2,4]` arrives as ['2', '4']: turn digit strings into integers where
     the schema wants an integer (and no string), so the command line reads like the YAML file."""
     sub = _resolve(schema, sub if sub is not None else schema)
     if isinstance(node, str) and node.strip().isdigit() and _accepts_integer_only(schema, sub):
         return int(node)
+    if isinstance(node, str) and node.strip().lower() in ("true", "false") and _accepts_boolean(schema, sub):
+        return node.strip().lower() == "true"  # `--config profile=true`
     if isinstance(node, list) and "items" in sub:
         return [coerce_cli_values(v, schema, sub["items"]) for v in node]
     if isinstance(node, dict):

@@ -262,12 +262,19 @@ def _problems(summary: pd.DataFrame, limit: int = 4) -> list[str]:
     return out
 
 
+def skipped_points(summary_df: pd.DataFrame, limit: int = 4) -> list[str]:
+    """The measurements skipped by design (e.g. send_recv at one rank), for the plan section."""
+    summary = normalise_summary(summary_df)
+    return _problems(summary[summary["status"] == "skipped"], limit)
+
+
 def compute_findings(summary_df: pd.DataFrame, plan: dict | None = None, *, peak: dict | None = None) -> list[str]:
     """Short sentences with numbers; `peak` (extra['peak']) adds % of link peak for NCCL."""
     summary = normalise_summary(summary_df)
     plan = plan or {}
     p = primary_rows(summary)
-    out = _problems(summary)
+    # skipped points (not applicable by design) belong to the plan, not the findings
+    out = _problems(summary[summary["status"] != "skipped"])
     out += [f"Not measured: {s['what']} — {s['why']}." for s in plan.get("skipped") or []
             if str(s.get("what", "")).startswith("backend ")]
     if not p.empty:

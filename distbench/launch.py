@@ -10,16 +10,19 @@ the time limit, the job's own process group and the placement file.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
@@ -129,6 +132,7 @@ def run_torchrun_job(job: TorchrunJob) -> str:
             stale.unlink(missing_ok=True)
     cmds = torchrun_commands(job)
     t0 = time.monotonic()
+    started = datetime.now(timezone.utc)
     received: list[int] = []
     parent = os.getppid()
 
@@ -195,6 +199,7 @@ def run_torchrun_job(job: TorchrunJob) -> str:
         raise JobInterrupted(f"{interrupted} after {wall_s:.1f} s; nothing of this job is kept, "
                              "and the next run starts it again", code)
     if reason is None and all(p.exists() for p in job.outputs):
+        record_provenance(job.placement_json, started, wall_s, "ok")
         return "ok"
     if reason is None:
         reason = "torchrun exited 0 but left no complete output"
@@ -204,7 +209,26 @@ def run_torchrun_job(job: TorchrunJob) -> str:
         partial_path(path).unlink(missing_ok=True)
     if not Path(job.placement_json).exists():  # torchrun never got a rank as far as the placement check
         atomic_write_json(job.placement_json, {"ranks": [], "error": message})
+    record_provenance(job.placement_json, started, wall_s, message)
     return message
+
+
+def record_provenance(placement_json, started: datetime, wall_s: float, outcome: str) -> None:
+    """Add to the job's placement file (one of its outputs) what made the results: the workflow's
+    git commit, the host, when the job started and ended, and its outcome. The report's cache
+    state reads it to tell reused results from this run's."""
+    from distbench.probes.env import git_commit
+
+    path = Path(placement_json)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        data = {}
+    data["provenance"] = {"commit": git_commit(os.getcwd()), "host": socket.gethostname(),
+                          "started": started.isoformat(timespec="seconds"),
+                          "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                          "wall_s": round(wall_s, 1), "outcome": outcome}
+    atomic_write_json(path, data)
 
 
 def _killed_by_signal(log_text: str) -> bool:

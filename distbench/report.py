@@ -22,11 +22,12 @@ import pandas as pd
 import yaml
 
 from distbench.findings import (
-    backend_name, compute_findings, human_bytes, primary_rows, read_summary,
+    TIMING_PREFERENCE, backend_name, compute_findings, human_bytes, primary_rows, read_summary, skipped_points,
 )
 from distbench.io import atomic_write_bytes, atomic_write_text
 from distbench.probes.env import JOB_ENV_PREFIXES
 from distbench.units import human_gbps, human_time_us, sig3
+from distbench.verdict import headlines
 
 TEMPLATES = Path(__file__).parent / "templates"
 MAX_TABLE_ROWS = 200  # beyond this a table stops being read; the CSVs hold everything
@@ -98,11 +99,12 @@ def _env_table(env: dict) -> dict:
     return _table(["key", "value"], rows)
 
 
-def _plan(plan: dict) -> dict:
+def _plan(plan: dict, summary: pd.DataFrame | None = None) -> dict:
     ws = plan.get("world_sizes") or {}
     ran = [f"{backend_name(b)} ({b}): world sizes {', '.join(map(str, ws.get(b, [])))}"
            for b in plan.get("backends_run") or []]
     skipped = [f"{s.get('what')}: skipped — {s.get('why')}" for s in plan.get("skipped") or []]
+    skipped += skipped_points(summary) if summary is not None and len(summary) else []
     gpus = f"{plan.get('gpus')} ({plan.get('gpus_source')})" if "gpus" in plan else None
     return {"ran": ran, "skipped": skipped, "gpus": gpus}
 
@@ -140,9 +142,10 @@ def _thin(sizes: list[int]) -> list[int]:
     return sorted({sizes[round(i * step)] for i in range(MAX_SIZES_PER_OP)})
 
 
-def _compact_table(summary: pd.DataFrame) -> dict:
-    """op × size rows, one column per (backend, world size): median time and busbw, primary timing."""
-    p = primary_rows(summary)
+def _compact_table(summary: pd.DataFrame, primary: bool = True) -> dict:
+    """op × size rows, one column per (backend, world size): median time and busbw, primary timing
+    (or the rows as given, primary=False)."""
+    p = primary_rows(summary) if primary else summary[summary["status"] == "ok"]
     if p.empty:
         return _table([], [])
     # a column per (backend, world size, nodes): a job across nodes is its own column, never merged
@@ -168,6 +171,27 @@ def _compact_table(summary: pd.DataFrame) -> dict:
     table = _table(headers, rows)
     table["note"] = f"{len(rows)} of {total} op × size rows shown" if len(rows) < total else ""
     return table
+
+
+def _pivots(summary: pd.DataFrame) -> list[dict]:
+    """One compact table per op: sizes as rows, one column per (backend, world size[, nodes]),
+    each cell the median time and busbw; the best timing mode per backend first (CUDA events,
+    else graph, else host), the other modes as further tables (collapsed in HTML)."""
+    out = []
+    for op in dict.fromkeys(summary["op"]) if len(summary) else []:
+        rows = summary[summary["op"] == op]
+        modes = [t for t in TIMING_PREFERENCE if t in set(rows["timing"])]
+        tables = []
+        for i, mode in enumerate(modes):
+            # the best mode: each backend's own first choice (Gloo has host only); then each mode alone
+            pick = primary_rows(rows) if i == 0 else primary_rows(rows[rows["timing"] == mode])
+            if mode == modes[0] or len(pick):
+                t = _compact_table(pick, primary=False)
+                if t["rows"]:
+                    tables.append({"timing": "best per backend" if i == 0 else mode, "table": t})
+        if tables:
+            out.append({"op": op, "main": tables[0], "others": tables[1:]})
+    return out
 
 
 def _nodes_table(largest: pd.DataFrame) -> dict | None:
@@ -227,6 +251,11 @@ FIGURE_TITLES = {
 }
 
 
+# which report section shows the figures of each figure directory (the plot rules' outputs)
+FIGURE_SECTIONS = {"figures": "communication", "figures_pairs": "communication", "figures_training": "training",
+                   "figures_memory": "memory", "figures_predict": "prediction"}
+
+
 def _figures(figures, figures_dir: Path, out_md: Path) -> list[dict]:
     """One entry per figure stem: PNG for display (inlined in HTML), SVG offered as a link.
 
@@ -248,6 +277,7 @@ def _figures(figures, figures_dir: Path, out_md: Path) -> list[dict]:
         mime = "image/png" if img.suffix.lower() == ".png" else "image/svg+xml"
         svg = files.get("svg") if files.get("svg") != img else None
         out.append({"name": stem, "title": FIGURE_TITLES.get(stem, stem.replace("_", " ")), "md_src": link(img),
+                    "section": FIGURE_SECTIONS.get(img.parent.name, "other"),
                     "svg": link(svg) if svg else None, "files": [img, *([svg] if svg else [])],
                     "data_uri": f"data:{mime};base64," + base64.b64encode(img.read_bytes()).decode("ascii")})
     return out
@@ -580,6 +610,64 @@ def _traces(trace_csv, training_summary) -> dict | None:
                      "times = 1 - exposed communication / the gradient all-reduce alone (the training table).")}
 
 
+def snakemake_run_started(workdir=".") -> datetime | None:
+    """When the Snakemake run rendering the report started: the newest log in .snakemake/log is
+    that run's, named after its start in local time (2026-11-26T144052.658292.snakemake.log)."""
+    logs = sorted(Path(workdir, ".snakemake", "log").glob("*.snakemake.log"))
+    if not logs:
+        return None
+    try:
+        return datetime.strptime(logs[-1].name.split(".snakemake")[0], "%Y-%m-%dT%H%M%S.%f").astimezone()
+    except ValueError:
+        return None
+
+
+def _cache_state(placements, run_started) -> dict | None:
+    """Per benchmark job: made by this run or reused from an earlier one, when, on which host and
+    at which commit (the provenance the launcher adds to each job's placement file)."""
+    if not placements:
+        return None
+    headers = ["job", "results", "finished (UTC)", "host", "commit", "outcome"]
+    rows, reused = [], 0
+    for path in map(Path, placements):
+        try:
+            prov = json.loads(path.read_text()).get("provenance") or {}
+        except (OSError, ValueError):
+            prov = {}
+        job = "/".join(path.parts[1:-1]) if path.parts[:1] == ("results",) else str(path.parent)
+        finished = prov.get("finished")
+        when = datetime.fromisoformat(prov["started"]) if prov.get("started") else None
+        if when is None or run_started is None:
+            state = "unknown (no provenance)" if when is None else "—"
+        elif when < run_started:
+            state, reused = "reused from an earlier run", reused + 1
+        else:
+            state = "this run"
+        commit = prov.get("commit") or "—"
+        rows.append([job, state, (finished or "—").replace("T", " ").replace("+00:00", ""), prov.get("host") or "—",
+                     commit[:12] + ("-dirty" if commit.endswith("-dirty") and len(commit) > 12 else ""),
+                     (prov.get("outcome") or "—")[:120]])
+    note = (f"{len(rows)} benchmark job(s): {reused} reused from earlier runs (Snakemake's cache), "
+            f"{len(rows) - reused} made by this run" if run_started else f"{len(rows)} benchmark job(s)")
+    return {"table": _table(headers, rows), "note": note + ". A job reruns when its parameters change or its "
+            "outputs are deleted (README, Caching and reruns)."}
+
+
+def _read_optional(path) -> pd.DataFrame | None:
+    return pd.read_csv(path) if path and Path(path).exists() and Path(path).stat().st_size else None
+
+
+def _gpu_name(env: dict) -> str | None:
+    gpus = env.get("gpus") or []
+    return gpus[0].get("name") if gpus and isinstance(gpus[0], dict) else None
+
+
+def _nvls(nccl: dict | None) -> bool | None:
+    """Whether NCCL used NVLink SHARP (NVLS) channels, from the NCCL probe; None when unknown."""
+    channels = ((nccl or {}).get("nvls") or {}).get("channels")
+    return None if channels is None else channels > 0
+
+
 def _straggler_lines(stragglers_csv) -> list[str]:
     if not stragglers_csv or not Path(stragglers_csv).exists():
         return []
@@ -600,7 +688,7 @@ def _pair_lines(pairs_csv) -> list[str]:
 
 def build_context(summary_csv, largest_csv, env_json, figures, config, plan, out_md, extra=None,
                   figures_dir=None, training_summary=None, memory_summary=None, predict_validation=None,
-                  stragglers_csv=None, pairs_csv=None, traces_csv=None) -> dict:
+                  stragglers_csv=None, pairs_csv=None, traces_csv=None, placements=None, run_started=None) -> dict:
     summary = read_summary(summary_csv)
     largest = read_summary(largest_csv)
     env_path = Path(env_json)
@@ -612,9 +700,13 @@ def build_context(summary_csv, largest_csv, env_json, figures, config, plan, out
         "memory": _memory(memory_summary),
         "prediction": _prediction(predict_validation),
         "traces": _traces(traces_csv, training_summary),
+        "cache": _cache_state(placements, run_started),
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "env": _env_table(env),
-        "plan": _plan(plan or {}),
+        "plan": _plan(plan or {}, summary),
+        "verdict": headlines(summary, _read_optional(training_summary), _read_optional(memory_summary),
+                             gpu_name=_gpu_name(env), peak=peak, nvls=_nvls((extra or {}).get("nccl"))),
+        "pivots": _pivots(summary),
         "config_yaml": yaml.safe_dump(config or {}, sort_keys=False, allow_unicode=True).rstrip(),
         "findings": (_straggler_lines(stragglers_csv) + _pair_lines(pairs_csv)
                      + compute_findings(summary, plan, peak=peak)),
@@ -631,7 +723,7 @@ def build_context(summary_csv, largest_csv, env_json, figures, config, plan, out
 def render_report(summary_csv, largest_csv, env_json, figures: list[Path], config: dict, plan: dict,
                   out_md, out_html, extra: dict | None = None, figures_dir=None, training_summary=None,
                   memory_summary=None, predict_validation=None, stragglers_csv=None, pairs_csv=None,
-                  traces_csv=None) -> None:
+                  traces_csv=None, placements=None, run_started=None) -> None:
     """Write the Markdown report, the figures it links and the self-contained HTML one.
 
     The figures are copied into figures_dir (default: figures/ beside out_md) and linked relative to
@@ -640,7 +732,8 @@ def render_report(summary_csv, largest_csv, env_json, figures: list[Path], confi
     """
     figures_dir = _figures_dir(out_md, figures_dir)
     ctx = build_context(summary_csv, largest_csv, env_json, figures, config, plan, out_md, extra, figures_dir,
-                        training_summary, memory_summary, predict_validation, stragglers_csv, pairs_csv, traces_csv)
+                        training_summary, memory_summary, predict_validation, stragglers_csv, pairs_csv, traces_csv,
+                        placements, run_started)
     env = _environment()
     md = env.get_template("report.md.j2").render(**ctx)
     html = env.get_template("report.html.j2").render(**ctx)

@@ -8,9 +8,24 @@ rule aggregate_comm:
     output:
         raw="results/tables/comm.csv",
         ranks="results/tables/comm_ranks.csv",
-        summary="results/tables/comm_summary.csv",
-        largest="results/tables/comm_largest.csv",
-        stragglers="results/tables/comm_stragglers.csv",
+        summary=report(
+            "results/tables/comm_summary.csv",
+            caption="../workflow/report/comm_summary.rst",
+            category="Tables",
+            subcategory="Communication",
+        ),
+        largest=report(
+            "results/tables/comm_largest.csv",
+            caption="../workflow/report/comm_largest.rst",
+            category="Tables",
+            subcategory="Communication",
+        ),
+        stragglers=report(
+            "results/tables/comm_stragglers.csv",
+            caption="../workflow/report/comm_stragglers.rst",
+            category="Tables",
+            subcategory="Communication",
+        ),
     log:
         "results/logs/aggregate/comm.log",
     conda:
@@ -26,7 +41,12 @@ rule aggregate_pairs:
         pairs=comm_pairs_csvs,
         topology="results/probe/topology.json",
     output:
-        "results/tables/comm_pairs.csv",
+        report(
+            "results/tables/comm_pairs.csv",
+            caption="../workflow/report/comm_pairs.rst",
+            category="Tables",
+            subcategory="GPU pairs",
+        ),
     log:
         "results/logs/aggregate/pairs.log",
     conda:
@@ -40,7 +60,12 @@ rule aggregate_traces:
     input:
         trace_dirs,
     output:
-        "results/tables/trace_overlap.csv",
+        report(
+            "results/tables/trace_overlap.csv",
+            caption="../workflow/report/trace_overlap.rst",
+            category="Tables",
+            subcategory="Traces",
+        ),
     log:
         "results/logs/aggregate/traces.log",
     conda:

@@ -199,3 +199,19 @@ def trace_report_inputs(wildcards=None):
     if all(mode == "off" for mode in PROFILE.values()):
         return {}
     return {"traces": "results/tables/trace_overlap.csv"}
+
+
+def job_placements(wildcards=None):
+    """Every benchmark job's placement file (it carries the job's provenance: commit, host, dates),
+    for the report's cache state."""
+    return (
+        [f"{COMM_DIR}/placement.json".format(**j.wildcards) for j in PLAN["jobs"]]
+        + [
+            f"{TRAINING_DIR}/placement.json".format(**j.wildcards)
+            for j in PLAN["training_jobs"]
+        ]
+        + [
+            f"{MEMORY_DIR}/placement.json".format(**j.wildcards)
+            for j in PLAN["memory_jobs"]
+        ]
+    )

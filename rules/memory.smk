@@ -36,7 +36,12 @@ rule aggregate_memory:
         jobs=memory_csvs,
     output:
         raw="results/tables/memory.csv",
-        summary="results/tables/memory_summary.csv",
+        summary=report(
+            "results/tables/memory_summary.csv",
+            caption="../workflow/report/memory_summary.rst",
+            category="Tables",
+            subcategory="Memory",
+        ),
     log:
         "results/logs/aggregate/memory.log",
     conda:
@@ -49,7 +54,13 @@ rule plot_memory:
     input:
         raw="results/tables/memory.csv",
     output:
-        directory("results/figures_memory"),
+        report(
+            directory("results/figures_memory"),
+            patterns=["{figure}.png"],
+            caption="../workflow/report/memory_figures.rst",
+            category="Memory",
+            labels={"figure": "{figure}"},
+        ),
     log:
         "results/logs/plot/memory.log",
     conda:

@@ -5,7 +5,13 @@ rule plot_comm:
     input:
         summary="results/tables/comm_summary.csv",
     output:
-        directory("results/figures"),
+        report(
+            directory("results/figures"),
+            patterns=["{figure}.png"],
+            caption="../workflow/report/comm_figures.rst",
+            category="Communication",
+            labels={"figure": "{figure}"},
+        ),
     log:
         "results/logs/plot/comm.log",
     conda:
@@ -18,7 +24,13 @@ rule plot_pairs:
     input:
         pairs="results/tables/comm_pairs.csv",
     output:
-        directory("results/figures_pairs"),
+        report(
+            directory("results/figures_pairs"),
+            patterns=["{figure}.png"],
+            caption="../workflow/report/pairs_figures.rst",
+            category="GPU pairs",
+            labels={"figure": "{figure}"},
+        ),
     log:
         "results/logs/plot/pairs.log",
     conda:

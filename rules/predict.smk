@@ -8,10 +8,30 @@ rule predict:
         unpack(training_summary_input),
         comm="results/tables/comm_summary.csv",
     output:
-        fits="results/tables/predict/alpha_beta.csv",
-        comm="results/tables/predict/prediction_comm.csv",
-        training="results/tables/predict/prediction_training.csv",
-        validation="results/tables/predict/prediction_validation.csv",
+        fits=report(
+            "results/tables/predict/alpha_beta.csv",
+            caption="../workflow/report/predict_alpha_beta.rst",
+            category="Tables",
+            subcategory="Prediction",
+        ),
+        comm=report(
+            "results/tables/predict/prediction_comm.csv",
+            caption="../workflow/report/predict_comm.rst",
+            category="Tables",
+            subcategory="Prediction",
+        ),
+        training=report(
+            "results/tables/predict/prediction_training.csv",
+            caption="../workflow/report/predict_training.rst",
+            category="Tables",
+            subcategory="Prediction",
+        ),
+        validation=report(
+            "results/tables/predict/prediction_validation.csv",
+            caption="../workflow/report/predict_validation.rst",
+            category="Tables",
+            subcategory="Prediction",
+        ),
     log:
         "results/logs/predict/predict.log",
     conda:
@@ -29,7 +49,13 @@ rule plot_predict:
         comm="results/tables/predict/prediction_comm.csv",
         training="results/tables/predict/prediction_training.csv",
     output:
-        directory("results/figures_predict"),
+        report(
+            directory("results/figures_predict"),
+            patterns=["{figure}.png"],
+            caption="../workflow/report/predict_figures.rst",
+            category="Prediction",
+            labels={"figure": "{figure}"},
+        ),
     log:
         "results/logs/plot/predict.log",
     conda:

@@ -76,7 +76,12 @@ rule diagnose:
             p.replace("comm.csv", "placement.json") for p in comm_csvs()
         ],
     output:
-        table="results/tables/comm_diagnosed.csv",
+        table=report(
+            "results/tables/comm_diagnosed.csv",
+            caption="../workflow/report/comm_diagnosed.rst",
+            category="Tables",
+            subcategory="Communication",
+        ),
         advice="results/probe/advice.json",
     log:
         "results/logs/probe/diagnose.log",

@@ -17,6 +17,8 @@ rule report:
         env="results/probe/env.json",
         advice="results/probe/advice.json",
         figures="results/figures",
+        # each job's provenance (commit, host, dates): the appendix's cache state
+        placements=job_placements,
     output:
         md="report/report.md",
         html="report/report.html",

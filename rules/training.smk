@@ -39,7 +39,12 @@ rule aggregate_training:
         jobs=training_csvs,
     output:
         raw="results/tables/training.csv",
-        summary="results/tables/training_summary.csv",
+        summary=report(
+            "results/tables/training_summary.csv",
+            caption="../workflow/report/training_summary.rst",
+            category="Tables",
+            subcategory="Training",
+        ),
     log:
         "results/logs/aggregate/training.log",
     conda:
@@ -54,7 +59,13 @@ rule plot_training:
     input:
         summary="results/tables/training_summary.csv",
     output:
-        directory("results/figures_training"),
+        report(
+            directory("results/figures_training"),
+            patterns=["{figure}.png"],
+            caption="../workflow/report/training_figures.rst",
+            category="Training",
+            labels={"figure": "{figure}"},
+        ),
     log:
         "results/logs/plot/training.log",
     conda:

@@ -44,6 +44,9 @@ def test_modes_and_per_family_overrides():
     assert family_mode(check_config({"training": {"profile": "nsys"}}), "training") == "nsys"
     with pytest.raises(ConfigError, match=r"config key profile: 'perf' is not valid"):
         check_config({"profile": "perf"})
+    # on the command line (`--config profile=true`) the value arrives as text
+    assert family_mode(check_config({"profile": "true"}), "comm") == "torch"
+    assert family_mode(check_config({"profile": "nsys"}), "comm") == "nsys"
 
 
 def test_a_profiled_run_traces_every_rank_and_keeps_the_measurements(workflow_dir):

@@ -95,7 +95,11 @@ def test_markdown_content(report):
     for f in report["findings"]:
         assert f"- {f}" in md
     assert "```yaml\nbackends:\n- nccl\n- gloo\n" in md and "trials: 5" in md
-    assert "| all_reduce | nccl | 2 | float32 | events | 1 GiB | 7.17 ms | 150 | 33% |" in md
+    # the verdict comes first; the full largest-size table is in the HTML (collapsed), the CSV linked here
+    assert md.index("## Verdict") < md.index("## Findings") < md.index("## Communication")
+    assert "`results/tables/comm_largest.csv` (each series at its largest size)" in md
+    assert "| all_reduce | nccl | 2 | float32 | events | 1 GiB | 7.17 ms | 150 | 33% |" in report["html"].replace(
+        "</td><td>", " | ").replace("<tr><td>", "| ").replace("</td></tr>", " |")
     assert "| oom | all_gather | nccl | 4 | float32 | default | events | 1 GiB | CUDA out of memory." in md
     assert "| hostname | node-01 |" in md and "NVIDIA H100 80GB HBM3" in md
     assert "| warning | GPU 0 and 1 talk over PCIe, not NVLink | path=PHB, busbw_gbps=21.3 |" in md

@@ -25,7 +25,7 @@ def _render(tmp_path, env: dict) -> tuple[list[str], str]:
     render_report(data["summary_csv"], data["largest_csv"], env_json, [], data["config"], data["plan"],
                   out_md, out_html)
     md = out_md.read_text()
-    section = md.split("## Environment\n", 1)[1].split("\n## ", 1)[0]
+    section = md.split("### Environment and versions\n", 1)[1].split("\n#", 1)[0]
     return [line for line in section.splitlines() if line.startswith("| ")], out_html.read_text()
 
 

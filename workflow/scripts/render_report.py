@@ -1,7 +1,7 @@
 import json
 from pathlib import Path
 
-from distbench.report import render_report
+from distbench.report import render_report, snakemake_run_started
 from distbench.workflow import logged
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
@@ -19,4 +19,5 @@ with logged(sm.log[0]):
                   sm.params.plan, sm.output.md, sm.output.html, extra=extra, figures_dir=sm.output.figures,
                   training_summary=tables["training_summary"], memory_summary=tables["memory_summary"],
                   predict_validation=tables["predict_validation"], stragglers_csv=sm.input.stragglers,
-                  pairs_csv=tables["pairs_table"], traces_csv=sm.input.get("traces"))
+                  pairs_csv=tables["pairs_table"], traces_csv=sm.input.get("traces"),
+                  placements=list(sm.input.placements), run_started=snakemake_run_started())

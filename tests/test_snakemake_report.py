@@ -1,0 +1,90 @@
+"""Snakemake's own report (`snakemake --report report.zip`): the figures and tables flagged with
+report() in rules/*.smk, with their captions (workflow/report/*.rst) and categories, next to
+distbench's Jinja report. A tiny real pipeline on CPU (Gloo, 2 ranks), then the report from it."""
+
+import json
+import re
+import zipfile
+
+import pytest
+import yaml
+
+from tests.conftest import REPO, snakemake
+
+# Every family, as small as it goes: comm (with the GPU-pair matrix), training (the MLP at 1 and 2
+# ranks, a few steps), memory and prediction.
+TINY = {
+    "backends": ["gloo"],
+    "world_sizes": [2],
+    "comm": {"ops": ["all_reduce"], "sizes": ["1KiB", "64KiB"],
+             "gloo": {"max_bytes": "64KiB", "warmup": 1, "iters": 2, "trials": 2},
+             "pairs": True, "pairs_sizes": ["1KiB"], "pairs_trials": 2, "pairs_iters": 2},
+    "training": {"models": ["mlp"], "world_sizes": [2], "steps": 3, "warmup_steps": 1, "allreduce_trials": 2},
+    "memory": {"models": ["mlp"], "world_sizes": [2], "cpu": {"mlp_batch_sizes": [4, 8]}},
+}
+
+
+def _js_object(html: str, var: str) -> dict:
+    """The JSON literal the report's HTML assigns to `var` (one line: `var name = {...};`)."""
+    m = re.search(rf"var {var} = (\{{.*\}});\s*$", html, flags=re.M)
+    assert m, f"no `var {var}` in the report's HTML"
+    return json.loads(m.group(1))
+
+
+def test_every_report_caption_exists():
+    """Each caption a report() flag or the Snakefile's `report:` names is a file (cheap: no run)."""
+    rules = sorted((REPO / "rules").glob("*.smk"))
+    captions = [(smk, c) for smk in rules for c in re.findall(r'caption="([^"]+)"', smk.read_text())]
+    assert len(captions) >= 10
+    for smk, caption in captions:
+        assert (smk.parent / caption).resolve().is_file(), f"{smk.name}: caption {caption} is missing"
+    top = re.findall(r'^report: "([^"]+)"', (REPO / "Snakefile").read_text(), flags=re.M)
+    assert top and all((REPO / t).is_file() for t in top)
+
+
+@pytest.mark.e2e
+def test_snakemake_report_zip_has_our_figures_tables_and_categories(workflow_dir):
+    (workflow_dir / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+    cfg = ["--configfile", "tiny.yaml"]
+    run = snakemake(workflow_dir, "report", *cfg, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+
+    rep = snakemake(workflow_dir, *cfg, "--report", "report.zip", timeout=120)
+    assert rep.returncode == 0, rep.stderr[-3000:]
+    assert "Report created." in rep.stderr
+    assert "No files found for patterns" not in rep.stderr  # each figure directory held PNGs
+    zpath = workflow_dir / "report.zip"
+    assert zpath.is_file()
+
+    with zipfile.ZipFile(zpath) as z:
+        names = z.namelist()
+        html = z.read("report/report.html").decode("utf-8")
+    files = {n.rsplit("/", 1)[-1] for n in names}
+    # the comm figures (PNG only: the SVG twins stay in results/), the tables, the other families
+    assert {"time_vs_size.png", "busbw_vs_size.png"} <= files
+    assert not any(n.endswith(".svg") for n in names)
+    assert {"comm_summary.csv", "comm_largest.csv", "comm_stragglers.csv", "comm_pairs.csv",
+            "memory_summary.csv", "alpha_beta.csv", "prediction_comm.csv"} <= files
+    assert {"memory_split.png", "pairs_bandwidth_gloo_ws2.png", "predict_allreduce_busbw.png"} <= files
+    assert all(n.startswith("report/data/raw/") for n in names if n != "report/report.html")
+
+    # categories and subcategories, as the report's page sorts them
+    categories = _js_object(html, "categories")
+    assert {"Communication", "Training", "Tables", "Memory", "GPU pairs", "Prediction"} <= set(categories)
+    assert {"Communication", "Training", "Memory", "GPU pairs", "Prediction"} <= set(categories["Tables"])
+    assert "results/tables/comm_diagnosed.csv" in categories["Tables"]["Communication"]
+    comm_figs = [p for sub in categories["Communication"].values() for p in sub]
+    assert "results/figures/time_vs_size.png" in comm_figs
+    assert "results/tables/comm_summary.csv" in categories["Tables"]["Communication"]
+
+    # captions: rendered per figure (the figure's own text, with units), no reStructuredText errors
+    results = _js_object(html, "results")
+    fig = results["results/figures/time_vs_size.png"]
+    assert fig["labels"] == {"figure": "time_vs_size"}
+    assert "Time per op in microseconds" in fig["caption"]
+    assert "GB/s" in results["results/figures/busbw_vs_size.png"]["caption"]
+    assert "GB/s" in results["results/tables/comm_summary.csv"]["caption"]
+    assert all(r["caption"].strip() for r in results.values())
+    assert "system-message" not in html and "Unknown target name" not in html
+    # the workflow-level description (Snakefile `report:`), rendered with this run's config
+    assert "Backends measured: gloo" in html
