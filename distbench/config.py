@@ -259,6 +259,13 @@ def check_config(config: dict) -> dict:
             problems.append(f"config key comm.sizes: min_bytes {sizes['min_bytes']} is larger than max_bytes {sizes['max_bytes']}")
         # traffic matrix files are read now, so a missing or ragged one stops the run before any job
         problems += [f"config key comm.traffic: {m}" for m in traffic_problems(config["comm"]["traffic"])]
+        baseline = config["report"]["baseline"]
+        if baseline:
+            from distbench.regressions import tables_dir
+
+            if tables_dir(baseline) is None:
+                problems.append(f"config key report.baseline: {baseline!r} holds no comm_summary.csv or "
+                                "training_summary.csv (give an earlier results/ tree or its tables/ directory)")
     if problems:
         raise ConfigError("invalid distbench config:\n  - " + "\n  - ".join(problems))
     return config

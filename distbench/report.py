@@ -653,6 +653,29 @@ def _cache_state(placements, run_started) -> dict | None:
             "outputs are deleted (README, Caching and reruns)."}
 
 
+def _regressions(config: dict | None, summary_csv, training_summary, memory_summary) -> dict | None:
+    """Against report.baseline: the figures that moved beyond their noise and the threshold."""
+    opts = (config or {}).get("report") or {}
+    if not opts.get("baseline"):
+        return None
+    from distbench.regressions import DEFAULT_THRESHOLD_PCT, compare
+
+    threshold = float(opts.get("regression_threshold_pct") or DEFAULT_THRESHOLD_PCT)
+    table = compare({"comm_summary.csv": summary_csv, "training_summary.csv": training_summary,
+                     "memory_summary.csv": memory_summary}, opts["baseline"], threshold)
+    flagged = table[table["flagged"]]
+
+    def value(family, x):
+        return {"comm": human_time_us(x), "training": human_time_us(1e3 * x)}.get(family) or human_bytes(int(x))
+    rows = [[r["family"], r["what"], value(r["family"], r["baseline"]), value(r["family"], r["now"]),
+             f"{r['change_pct']:+.1f}%", r["direction"], r["why"]]
+            for _, r in flagged.sort_values("change_pct", key=abs, ascending=False).iterrows()]
+    return {"baseline": str(opts["baseline"]),
+            "note": (f"{len(table)} figure(s) present in both runs compared; {len(flagged)} moved by more than "
+                     f"{threshold:g}% and beyond their p5-p95 noise (memory: the threshold alone)."),
+            "table": _table(["family", "what", "baseline", "now", "change", "direction", "why"], rows)}
+
+
 def _read_optional(path) -> pd.DataFrame | None:
     return pd.read_csv(path) if path and Path(path).exists() and Path(path).stat().st_size else None
 
@@ -701,6 +724,7 @@ def build_context(summary_csv, largest_csv, env_json, figures, config, plan, out
         "prediction": _prediction(predict_validation),
         "traces": _traces(traces_csv, training_summary),
         "cache": _cache_state(placements, run_started),
+        "regressions": _regressions(config, summary_csv, training_summary, memory_summary),
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "env": _env_table(env),
         "plan": _plan(plan or {}, summary),
