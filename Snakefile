@@ -37,6 +37,7 @@ localrules:
     plot_predict,
     report,
     summary_json,
+    export_run,
 
 
 rule all:

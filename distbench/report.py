@@ -676,6 +676,20 @@ def _regressions(config: dict | None, summary_csv, training_summary, memory_summ
             "table": _table(["family", "what", "baseline", "now", "change", "direction", "why"], rows)}
 
 
+def _runs(runs_dir, run_label) -> dict | None:
+    """Several hosts side by side (distbench.runs): only when results/runs/ holds another run."""
+    if not runs_dir:
+        return None
+    from distbench.runs import load_runs, ratios, runs_table, side_by_side
+
+    runs = load_runs(runs_dir, first=run_label)
+    if len(runs) < 2:
+        return None
+    a, b = list(runs)[:2]
+    return {"runs": _table(*runs_table(runs)), "side_by_side": _table(*side_by_side(runs)),
+            "ratios": _table(*ratios(runs, a, b)), "a": a, "b": b}
+
+
 def _read_optional(path) -> pd.DataFrame | None:
     return pd.read_csv(path) if path and Path(path).exists() and Path(path).stat().st_size else None
 
@@ -711,7 +725,8 @@ def _pair_lines(pairs_csv) -> list[str]:
 
 def build_context(summary_csv, largest_csv, env_json, figures, config, plan, out_md, extra=None,
                   figures_dir=None, training_summary=None, memory_summary=None, predict_validation=None,
-                  stragglers_csv=None, pairs_csv=None, traces_csv=None, placements=None, run_started=None) -> dict:
+                  stragglers_csv=None, pairs_csv=None, traces_csv=None, placements=None, run_started=None,
+                  runs_dir=None, run_label=None) -> dict:
     summary = read_summary(summary_csv)
     largest = read_summary(largest_csv)
     env_path = Path(env_json)
@@ -725,6 +740,7 @@ def build_context(summary_csv, largest_csv, env_json, figures, config, plan, out
         "traces": _traces(traces_csv, training_summary),
         "cache": _cache_state(placements, run_started),
         "regressions": _regressions(config, summary_csv, training_summary, memory_summary),
+        "several_runs": _runs(runs_dir, run_label),
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "env": _env_table(env),
         "plan": _plan(plan or {}, summary),
@@ -747,7 +763,7 @@ def build_context(summary_csv, largest_csv, env_json, figures, config, plan, out
 def render_report(summary_csv, largest_csv, env_json, figures: list[Path], config: dict, plan: dict,
                   out_md, out_html, extra: dict | None = None, figures_dir=None, training_summary=None,
                   memory_summary=None, predict_validation=None, stragglers_csv=None, pairs_csv=None,
-                  traces_csv=None, placements=None, run_started=None) -> None:
+                  traces_csv=None, placements=None, run_started=None, runs_dir=None, run_label=None) -> None:
     """Write the Markdown report, the figures it links and the self-contained HTML one.
 
     The figures are copied into figures_dir (default: figures/ beside out_md) and linked relative to
@@ -757,7 +773,7 @@ def render_report(summary_csv, largest_csv, env_json, figures: list[Path], confi
     figures_dir = _figures_dir(out_md, figures_dir)
     ctx = build_context(summary_csv, largest_csv, env_json, figures, config, plan, out_md, extra, figures_dir,
                         training_summary, memory_summary, predict_validation, stragglers_csv, pairs_csv, traces_csv,
-                        placements, run_started)
+                        placements, run_started, runs_dir, run_label)
     env = _environment()
     md = env.get_template("report.md.j2").render(**ctx)
     html = env.get_template("report.html.j2").render(**ctx)

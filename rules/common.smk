@@ -1,9 +1,12 @@
 # Config validation and the job plan. The logic lives in the distbench package; this file wires it.
+import glob
+
 from snakemake.exceptions import WorkflowError
 
 from distbench.choices import BACKENDS, DTYPES, TRAINING_MODELS
 from distbench.config import ConfigError, check_config
 from distbench.profiling import family_mode
+from distbench.runs import default_label
 from distbench.plan import (
     job_launch,
     job_params,
@@ -37,6 +40,8 @@ MEMORY_JOBS = {
     for j in PLAN["memory_jobs"]
 }
 MEMORY_DIR = "results/memory/{backend}/{model}/ws{world_size}/{config}"
+# This run's name among the runs of several hosts (results/runs/<label>/, distbench.runs).
+RUN_LABEL = config["run_label"] or default_label()
 # Traces on request (config `profile`, per family): off, torch or nsys (distbench.profiling).
 PROFILE = {family: family_mode(config, family) for family in ("comm", "training")}
 
@@ -214,4 +219,14 @@ def job_placements(wildcards=None):
             f"{MEMORY_DIR}/placement.json".format(**j.wildcards)
             for j in PLAN["memory_jobs"]
         ]
+    )
+
+
+def other_runs(wildcards=None):
+    """Other hosts' runs copied into results/runs/ (their comm tables): inputs of the report, so
+    copying one in makes `snakemake report` render it."""
+    return sorted(
+        p
+        for p in glob.glob("results/runs/*/tables/comm_summary.csv")
+        if p.split("/")[2] != RUN_LABEL
     )

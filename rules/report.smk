@@ -19,6 +19,9 @@ rule report:
         figures="results/figures",
         # each job's provenance (commit, host, dates): the appendix's cache state
         placements=job_placements,
+        # this run's exported tables; other hosts' runs copied into results/runs/ are read too
+        run=f"results/runs/{RUN_LABEL}",
+        other_runs=other_runs,
     output:
         md="report/report.md",
         html="report/report.html",
@@ -30,8 +33,29 @@ rule report:
     params:
         plan=plan_summary(PLAN),
         config=config,
+        run_label=RUN_LABEL,
     script:
         "../workflow/scripts/render_report.py"
+
+
+# This run's summary tables and description under its label, to copy to another host and combine
+# there (distbench.runs).
+rule export_run:
+    input:
+        unpack(training_report_inputs),
+        unpack(memory_report_inputs),
+        comm="results/tables/comm_summary.csv",
+        env="results/probe/env.json",
+    output:
+        directory(f"results/runs/{RUN_LABEL}"),
+    log:
+        f"results/logs/report/export_run_{RUN_LABEL}.log",
+    conda:
+        "../envs/distbench.yaml"
+    params:
+        label=RUN_LABEL,
+    script:
+        "../workflow/scripts/export_run.py"
 
 
 # Machine-readable results: report/summary.json (seed 000's shape, checked against

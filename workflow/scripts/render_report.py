@@ -20,4 +20,5 @@ with logged(sm.log[0]):
                   training_summary=tables["training_summary"], memory_summary=tables["memory_summary"],
                   predict_validation=tables["predict_validation"], stragglers_csv=sm.input.stragglers,
                   pairs_csv=tables["pairs_table"], traces_csv=sm.input.get("traces"),
-                  placements=list(sm.input.placements), run_started=snakemake_run_started())
+                  placements=list(sm.input.placements), run_started=snakemake_run_started(),
+                  runs_dir=Path(sm.input.run).parent, run_label=sm.params.run_label)

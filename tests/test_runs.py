@@ -1,0 +1,60 @@
+"""Several hosts in one report (seed 001): a real CPU run exports its tables under its run_label;
+another host's run copied into results/runs/ makes `snakemake report` render both side by side,
+with per-op time ratios."""
+
+import json
+import shutil
+
+import pandas as pd
+
+from tests.conftest import REPO, snakemake
+
+CONFIG = """
+backends: [gloo]
+world_sizes: [2]
+run_label: laptop
+comm:
+  ops: [all_reduce, all_to_all]
+  sizes: [1KiB, 1MiB]
+  gloo: {max_bytes: 1MiB, warmup: 1, iters: 2, trials: 2}
+training:
+  enabled: false
+memory:
+  enabled: false
+predict:
+  enabled: false
+"""
+
+
+def test_a_copied_in_run_is_rendered_side_by_side(workflow_dir):
+    (workflow_dir / "c.yaml").write_text(CONFIG)
+    r = snakemake(workflow_dir, "report", "--configfile", "c.yaml")
+    assert r.returncode == 0, r.stderr[-3000:]
+    mine = workflow_dir / "results/runs/laptop"
+    assert (mine / "tables/comm_summary.csv").exists()
+    about = json.loads((mine / "run.json").read_text())
+    assert about["label"] == "laptop" and about["gpu"] is None
+    assert "## Several runs side by side" not in (workflow_dir / "report/report.md").read_text()  # one run only
+
+    # another host's run, copied in: the 4x H100 all_to_all sweep committed under benchmarks/
+    other = workflow_dir / "results/runs/cloud-h100/tables"
+    other.mkdir(parents=True)
+    shutil.copy(REPO / "benchmarks/a2av-h100x4-2026-11-26/comm_summary.csv", other / "comm_summary.csv")
+    (other.parent / "run.json").write_text(json.dumps({"label": "cloud-h100", "host": "gpu-node", "gpu_count": 4,
+                                                       "gpu": "NVIDIA H100 80GB HBM3", "torch": "2.11.0+cu130"}))
+    dry = snakemake(workflow_dir, "-n", "report", "--configfile", "c.yaml")
+    assert "rule report:" in dry.stdout and "rule comm_job" not in dry.stdout  # only the report is redone
+    r = snakemake(workflow_dir, "report", "--configfile", "c.yaml")
+    assert r.returncode == 0, r.stderr[-3000:]
+    md = (workflow_dir / "report/report.md").read_text()
+    section = md.split("## Several runs side by side")[1].split("\n## ")[0]
+    assert "| laptop |" in section and "| cloud-h100 | gpu-node | 4x NVIDIA H100 80GB HBM3 | NCCL (2, 4) |" in section
+    assert "| op | laptop: Gloo ws2 | cloud-h100: NCCL ws4 |" in section
+    # all_to_all at 2 ranks and 1 MiB in both runs: the ratio is the two CSVs' fastest primary times
+    ours = pd.read_csv(workflow_dir / "results/tables/comm_summary.csv")
+    theirs = pd.read_csv(other / "comm_summary.csv")
+    t_ours = ours[(ours.op == "all_to_all") & (ours.size_bytes == 2**20) & (ours.status == "ok")].time_us_median.min()
+    t_theirs = theirs[(theirs.op == "all_to_all") & (theirs.world_size == 2) & (theirs.size_bytes == 2**20)
+                      & (theirs.timing == "events")].time_us_median.min()
+    row = next(line for line in section.splitlines() if line.startswith("| all_to_all | 2 | 1 MiB |"))
+    assert row.endswith(f"| {t_theirs / t_ours:.3g}x |"), row
