@@ -231,6 +231,16 @@ def _loader_var_problems(config: dict) -> list:
             for name in job_env if isinstance(name, str) and is_loader_var(name)]
 
 
+def baseline_tables_dir(baseline) -> Path | None:
+    """The directory holding a baseline run's tables (report.baseline): `<tree>/tables`,
+    `<tree>/results/tables`, or the path itself; None when none holds a summary table."""
+    p = Path(baseline)
+    for d in (p / "tables", p / "results" / "tables", p):
+        if (d / "comm_summary.csv").exists() or (d / "training_summary.csv").exists():
+            return d
+    return None
+
+
 def check_config(config: dict) -> dict:
     """Validate; return a copy with defaults filled in. Raise ConfigError naming every bad key."""
     from snakemake.utils import validate
@@ -261,9 +271,7 @@ def check_config(config: dict) -> dict:
         problems += [f"config key comm.traffic: {m}" for m in traffic_problems(config["comm"]["traffic"])]
         baseline = config["report"]["baseline"]
         if baseline:
-            from distbench.regressions import tables_dir
-
-            if tables_dir(baseline) is None:
+            if baseline_tables_dir(baseline) is None:
                 problems.append(f"config key report.baseline: {baseline!r} holds no comm_summary.csv or "
                                 "training_summary.csv (give an earlier results/ tree or its tables/ directory)")
     if problems:

@@ -217,7 +217,7 @@ def record_provenance(placement_json, started: datetime, wall_s: float, outcome:
     """Add to the job's placement file (one of its outputs) what made the results: the workflow's
     git commit, the host, when the job started and ended, and its outcome. The report's cache
     state reads it to tell reused results from this run's."""
-    from distbench.probes.env import git_commit
+    from distbench.provenance import git_commit
 
     path = Path(placement_json)
     try:

@@ -18,12 +18,15 @@ matplotlib.use("Agg")  # before pyplot: cluster nodes and CI have no display
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
 
+from distbench import palette  # noqa: E402
 from distbench.memory_analysis import fit_line  # noqa: E402
 from distbench.plots import write_figures  # noqa: E402
 
 FIGURES = ("memory_split", "memory_activations")
+# each part in one fixed colour (distbench.palette's series colours, as before)
+PART_COLORS = {"params_bytes": palette.SERIES[0], "grads_bytes": palette.SERIES[1], "optimizer_bytes": palette.SERIES[2],
+               "activations_bytes": palette.SERIES[3], "unexplained_bytes": palette.SERIES[4]}
 PART_LABELS = (("params_bytes", "parameters"), ("grads_bytes", "gradients"), ("optimizer_bytes", "optimizer state"),
                ("activations_bytes", "activations"), ("unexplained_bytes", "allocator: rest of the peak"))
 
@@ -49,19 +52,20 @@ def fig_split(ok: pd.DataFrame) -> plt.Figure | None:
     models = [m for m in ("mlp", "gpt", "lora") if m in set(ok["model"])]
     unit, scale = _unit(ok)
     fig, axes = plt.subplots(1, len(models), figsize=(3.4 * len(models) + 1.6, 3.4), squeeze=False)
-    pal = sns.color_palette()
     for ax, model in zip(axes[0], models):
         d = ok[ok["model"] == model]
         first = d.sort_values(["world_size", "config"]).iloc[0]
         d = d[(d["config"] == first["config"]) & (d["world_size"] == first["world_size"])].sort_values("batch_size")
         x = np.arange(len(d))
         bottom = np.zeros(len(d))
-        for i, (col, label) in enumerate(PART_LABELS):
+        for col, label in PART_LABELS:
             v = pd.to_numeric(d[col], errors="coerce").fillna(0).clip(lower=0).to_numpy(float) / scale
             if col == "unexplained_bytes" and not v.any():
                 continue
-            ax.bar(x, v, bottom=bottom, color=pal[i], label=label)
+            ax.bar(x, v, bottom=bottom, color=PART_COLORS[col], label=label)
             bottom += v
+        ax.set_yscale("linear")  # stacked bars from zero
+        ax.set_ylim(bottom=0)
         ax.set_xticks(x, [str(int(b)) for b in d["batch_size"]])
         ax.set_xlabel("batch size per rank")
         ax.set_title(_label(first), fontsize=8)
@@ -77,8 +81,10 @@ def fig_activations(ok: pd.DataFrame) -> plt.Figure | None:
         return None
     unit, scale = _unit(ok)
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
-    pal = sns.color_palette(n_colors=max(1, ok.groupby(["model", "config", "world_size"]).ngroups))
-    for color, ((_, _, _), g) in zip(pal, ok.groupby(["model", "config", "world_size"])):
+    groups = list(ok.groupby(["model", "config", "world_size"]))  # sorted: the same job, the same colour
+    colors = palette.series_colors([k for k, _ in groups])
+    for key, g in groups:
+        color = colors[key]
         g = g.sort_values("batch_size")
         y = pd.to_numeric(g["activations_bytes"], errors="coerce").to_numpy(float)
         ax.scatter(g["batch_size"], y / scale, color=color, s=14, label=_label(g.iloc[0]))
@@ -87,6 +93,7 @@ def fig_activations(ok: pd.DataFrame) -> plt.Figure | None:
             xs = np.array([g["batch_size"].min(), g["batch_size"].max()], dtype=float)
             ax.plot(xs, (slope * xs + intercept) / scale, color=color, lw=1)
     ax.set_xlabel("batch size per rank")
+    ax.set_ylim(bottom=0)
     ax.set_ylabel(f"activations saved for backward ({unit})")
     ax.set_title("Activation memory vs batch size (lines: least-squares fit)", fontsize=9)
     ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)

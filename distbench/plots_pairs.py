@@ -20,10 +20,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from distbench import palette  # noqa: E402
 from distbench.findings import backend_name  # noqa: E402
 from distbench.pairs_analysis import UNKNOWN, read_pairs_table  # noqa: E402
 from distbench.plots import write_figures  # noqa: E402
-from distbench.sizes import human_bytes  # noqa: E402
+from distbench.units import human_bytes  # noqa: E402
 
 VALUE = ("algbw_gbps_median", "bandwidth (GB/s, median)")
 
@@ -66,7 +67,7 @@ def _grid(rows: pd.DataFrame, n: int) -> tuple[np.ndarray, list[list[str]]]:
 def _heatmap(ax, values, labels, title: str, vmax: float, fig) -> None:
     n = values.shape[0]
     # the diagonal and missing pairs: blank, not a colour that reads as a value
-    cmap = plt.get_cmap("viridis").with_extremes(bad="white")
+    cmap = plt.get_cmap(palette.HEATMAP_CMAP).with_extremes(bad="white")
     im = ax.imshow(np.ma.masked_invalid(values), cmap=cmap, vmin=0, vmax=vmax)
     size = max(4.0, 8.0 - n / 3)  # smaller labels for larger matrices
     for i in range(n):
@@ -75,7 +76,7 @@ def _heatmap(ax, values, labels, title: str, vmax: float, fig) -> None:
                 v = values[i, j]
                 dark = np.isnan(v) or v < 0.6 * vmax  # light text on viridis' dark end
                 ax.text(j, i, labels[i][j], ha="center", va="center", fontsize=size,
-                        color="firebrick" if np.isnan(v) else ("white" if dark else "black"))
+                        color=palette.STATUS_COLOR if np.isnan(v) else ("white" if dark else "black"))
     ax.set_xticks(range(n))
     ax.set_yticks(range(n))
     ax.set_xlabel("dst rank")

@@ -15,6 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
+from distbench import palette  # noqa: E402
 from distbench.plots import _size_axis, write_figures  # noqa: E402
 
 FIGURES = ("predict_validation", "predict_allreduce_busbw", "predict_training_efficiency")
@@ -25,11 +26,13 @@ def _validation(tables: dict):
     if v.empty:
         return None
     v = v.assign(series=v["op"] + " " + v["timing"].astype(str) + " (" + v["backend"] + ")")
+    colors = palette.series_colors(sorted(v["series"].unique()))  # one colour per series in every panel
     checks = sorted(v["check_world_size"].unique())
     fig, axes = plt.subplots(1, len(checks), figsize=(6.5 * len(checks), 4.2), squeeze=False)
     for ax, ws in zip(axes[0], checks):
         g = v[v["check_world_size"] == ws]
-        sns.lineplot(data=g, x="size_bytes", y="rel_err_pct", hue="series", marker="o", errorbar=None, ax=ax)
+        sns.lineplot(data=g, x="size_bytes", y="rel_err_pct", hue="series", hue_order=sorted(g["series"].unique()),
+                     palette=colors, marker="o", errorbar=None, ax=ax)
         ax.axhspan(-15, 15, color="tab:green", alpha=0.12, label="±15%")
         ax.axhline(0, color="k", lw=0.8)
         _size_axis(ax, g["size_bytes"])
@@ -63,7 +66,9 @@ def _allreduce_busbw(tables: dict):
     preset = c[c["intra_source"] == "preset"].assign(link="preset")
     c = pd.concat([measured, preset])
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    sns.lineplot(data=c, x="gpus", y="busbw_gbps", hue="algorithm", style="link", marker="o", errorbar=None, ax=ax)
+    algorithms = sorted(c["algorithm"].astype(str).unique())
+    sns.lineplot(data=c, x="gpus", y="busbw_gbps", hue="algorithm", hue_order=algorithms,
+                 palette=palette.series_colors(algorithms), style="link", marker="o", errorbar=None, ax=ax)
     _gpu_axis(ax, c["gpus"])
     ax.set_ylabel("predicted all_reduce bus bandwidth (GB/s)")
     ax.set_ylim(bottom=0)
@@ -91,8 +96,10 @@ def _training_efficiency(tables: dict):
         return None
     t = t.assign(series=t["model"].astype(str) + " " + t["strategy"].astype(str) + " " + t["config"].astype(str))
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    sns.lineplot(data=t, x="gpus", y="efficiency", hue="series", marker="o", errorbar=None, ax=ax)
-    ax.axhline(1.0, color="k", lw=0.8, ls="--", label="ideal")
+    order = sorted(t["series"].unique())
+    sns.lineplot(data=t, x="gpus", y="efficiency", hue="series", hue_order=order, palette=palette.series_colors(order),
+                 marker="o", errorbar=None, ax=ax)
+    ax.axhline(1.0, color=palette.IDEAL_COLOR, lw=1, ls=palette.IDEAL_LINESTYLE, label="ideal")
     _gpu_axis(ax, t["gpus"])
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("predicted scaling efficiency (weak)")

@@ -19,7 +19,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from distbench.plots import write_figures  # noqa: E402
+from distbench import palette  # noqa: E402
+from distbench.plots import time_unit, write_figures  # noqa: E402
 from distbench.scaling import PLAIN, add_scaling  # noqa: E402
 
 FIGURES = ("training_throughput", "training_lm_throughput", "training_efficiency", "training_step_breakdown",
@@ -51,6 +52,32 @@ def _config_order(df: pd.DataFrame) -> list[str]:
     return ([PLAIN] if PLAIN in configs else []) + [c for c in configs if c != PLAIN]
 
 
+def training_colors(ok: pd.DataFrame) -> dict:
+    """{config or series: colour}, the same in every training figure of a report: each builder gets
+    the same ok rows and derives the mapping from all of them, not from the rows it draws. The MLP's
+    configurations take the house series colours in _config_order (plain first); 'mlp <config>'
+    series share their config's colour; the other models' series take the colours left."""
+    mlp = _mlp(ok)
+    colors = palette.series_colors(_config_order(mlp) if len(mlp) else [])
+    series = _series_order(_with_series(ok)) if len(ok) else []
+    for s in series:
+        model, _, config = s.partition(" ")
+        if s not in colors and model == "mlp" and config in colors:
+            colors[s] = colors[config]
+    rest = [s for s in series if s not in colors]
+    colors.update(palette.series_colors(rest, fixed=colors))  # colours the configs left free
+    return colors
+
+
+def _ideal(ax, x, y, label=None) -> None:
+    ax.plot(x, y, ls=palette.IDEAL_LINESTYLE, color=palette.IDEAL_COLOR, lw=1, label=label or "_ideal")
+
+
+def _legend_outside(ax) -> None:
+    """The legend right of the axes: with a dozen tuning configurations it would hide the lines."""
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+
+
 def _ws_ticks(ax, df) -> None:
     ws = sorted(int(w) for w in df["world_size"].unique())
     ax.set_xticks(ws)
@@ -59,19 +86,21 @@ def _ws_ticks(ax, df) -> None:
 
 
 def fig_throughput(ok: pd.DataFrame) -> plt.Figure | None:
+    colors = training_colors(ok)
     ok = _mlp(ok)
     d = ok[ok["samples_per_s_median"].notna()]
     if d.empty:
         return None
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    order = _config_order(d)
     sns.lineplot(data=d.sort_values("world_size"), x="world_size", y="samples_per_s_median", hue="config",
-                 hue_order=_config_order(d), marker="o", errorbar=None, ax=ax)
+                 hue_order=order, palette={c: colors[c] for c in order}, marker="o", errorbar=None, ax=ax)
     base = d["plain_1gpu_samples_per_s"].dropna()
     if len(base):
         ws = np.array(sorted(int(w) for w in d["world_size"].unique()))
-        ax.plot(ws, ws * float(base.iloc[0]), ls="--", color="0.4", lw=1,
-                label="ideal: N × plain 1-GPU throughput")
-        ax.legend(fontsize=7)
+        _ideal(ax, ws, ws * float(base.iloc[0]), "ideal: N × plain 1-GPU throughput")
+    _legend_outside(ax)
+    ax.set_ylim(bottom=0)
     _ws_ticks(ax, d)
     ax.set_ylabel("throughput (samples/s, median, all ranks)")
     ax.set_title("MLP training throughput vs world size", fontsize=9)
@@ -84,17 +113,19 @@ def fig_lm_throughput(ok: pd.DataFrame) -> plt.Figure | None:
     d = _with_series(ok[ok["tokens_per_s_median"].notna()])
     if d.empty:
         return None
+    colors = training_colors(ok)
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
     order = _series_order(d)
     sns.lineplot(data=d.sort_values("world_size"), x="world_size", y="tokens_per_s_median", hue="series",
-                 hue_order=order, marker="o", errorbar=None, ax=ax)
+                 hue_order=order, palette={s: colors[s] for s in order}, marker="o", errorbar=None, ax=ax)
     ws = np.array(sorted(int(w) for w in d["world_size"].unique()))
     for model, g in d.groupby("model"):  # ideal: N x the model's plain 1-GPU run
         base = (g["plain_1gpu_samples_per_s"] * g["seq_len"]).dropna()
         if len(base):
-            ax.plot(ws, ws * float(base.iloc[0]), ls="--", lw=1, color="0.5")
-    ax.plot([], [], ls="--", lw=1, color="0.5", label="ideal: N × plain DDP on 1 GPU (per model)")
-    ax.legend(fontsize=7)
+            _ideal(ax, ws, ws * float(base.iloc[0]))
+    _ideal(ax, [], [], "ideal: N × plain DDP on 1 GPU (per model)")
+    _legend_outside(ax)
+    ax.set_ylim(bottom=0)
     _ws_ticks(ax, d)
     ax.set_ylabel("tokens/s (median, all ranks)")
     ax.set_title("Language-model throughput vs world size", fontsize=9)
@@ -107,11 +138,13 @@ def fig_efficiency(ok: pd.DataFrame) -> plt.Figure | None:
         return None
     d["efficiency_pct"] = 100 * d["efficiency_vs_plain_1gpu"]
     d = _with_series(d)
+    colors = training_colors(ok)
+    order = _series_order(d)
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
     sns.lineplot(data=d.sort_values("world_size"), x="world_size", y="efficiency_pct", hue="series",
-                 hue_order=_series_order(d), marker="o", errorbar=None, ax=ax)
-    ax.axhline(100, ls="--", color="0.4", lw=1, label="ideal (100%)")
-    ax.legend(fontsize=7)
+                 hue_order=order, palette={s: colors[s] for s in order}, marker="o", errorbar=None, ax=ax)
+    ax.axhline(100, ls=palette.IDEAL_LINESTYLE, color=palette.IDEAL_COLOR, lw=1, label="ideal (100%)")
+    _legend_outside(ax)
     _ws_ticks(ax, d)
     ax.set_ylim(0, max(105, float(d["efficiency_pct"].max()) * 1.05))
     ax.set_ylabel("scaling efficiency vs plain 1-GPU run (%)")
@@ -138,18 +171,24 @@ def fig_step_breakdown(ok: pd.DataFrame) -> plt.Figure | None:
     slow = d["compute_slowdown_ms"].fillna(0).to_numpy(float)
     # without a last-bucket time the split is unknown: show all exposed time as one segment
     unsplit = np.where(d["tail_comm_ms"].isna(), d["exposed_comm_ms"].clip(lower=0).fillna(0), 0.0)
+    step = d["step_time_ms_median"].to_numpy(float)
+    # the unit that fits: ms, or s once a step takes a second (never 6x10^5 on the axis)
+    unit, per_unit_us = time_unit(np.concatenate([step, compute + tail + slow + unsplit]) * 1e3)
+    k = 1e3 / per_unit_us  # ms -> unit
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
-    pal = sns.color_palette()
-    ax.bar(x, compute, color=pal[0], label="compute only (no_sync)")
-    ax.bar(x, tail, bottom=compute, color=pal[3], label="exposed: last bucket's all-reduce (tail)")
-    ax.bar(x, slow, bottom=compute + tail, color=pal[1], label="exposed: compute slowed by comm, other")
+    pal = palette.SERIES
+    ax.bar(x, compute * k, color=pal[0], label="compute only (no_sync)")
+    ax.bar(x, tail * k, bottom=compute * k, color=pal[3], label="exposed: last bucket's all-reduce (tail)")
+    ax.bar(x, slow * k, bottom=(compute + tail) * k, color=pal[1], label="exposed: compute slowed by comm, other")
     if unsplit.any():
-        ax.bar(x, unsplit, bottom=compute + tail + slow, color=pal[7], label="exposed communication (unsplit)")
-    ax.scatter(x, d["step_time_ms_median"], marker="_", s=300, color="black", zorder=3,
-               label="measured DDP step (median)")
+        ax.bar(x, unsplit * k, bottom=(compute + tail + slow) * k, color=pal[7],
+               label="exposed communication (unsplit)")
+    ax.scatter(x, step * k, marker="_", s=300, color="black", zorder=3, label="measured DDP step (median)")
+    ax.set_yscale("linear")  # bars compare lengths
+    ax.set_ylim(bottom=0)
     ax.set_xticks(x, [str(int(w)) for w in d["world_size"]])
     ax.set_xlabel(WS_LABEL)
-    ax.set_ylabel("step time (ms, median)")
+    ax.set_ylabel(f"step time ({unit}, median)")
     ax.set_title(f"Where an MLP DDP step's time goes ({'plain DDP' if config == PLAIN else config})", fontsize=9)
     ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     ax.grid(True, axis="y", alpha=0.3)
@@ -157,6 +196,7 @@ def fig_step_breakdown(ok: pd.DataFrame) -> plt.Figure | None:
 
 
 def fig_tuning(ok: pd.DataFrame) -> plt.Figure | None:
+    colors = training_colors(ok)
     ok = _mlp(ok)
     d = ok[ok["efficiency_vs_plain_1gpu"].notna() & (ok["world_size"] > 1)]
     if d.empty:
@@ -168,13 +208,21 @@ def fig_tuning(ok: pd.DataFrame) -> plt.Figure | None:
     d["efficiency_pct"] = 100 * d["efficiency_vs_plain_1gpu"]
     d = d.sort_values("efficiency_pct", ascending=False)
     fig, ax = plt.subplots(figsize=(5.5, max(2.4, 0.32 * len(d) + 1)))
-    pal = sns.color_palette()
-    colors = [pal[1] if c == PLAIN else pal[0] for c in d["config"]]
-    ax.barh(d["config"].astype(str), d["efficiency_pct"], color=colors)
+    # plain DDP in its colour of the other training figures (outlined, bold label); the rest in one
+    # neutral grey, so the ranking reads at a glance
+    configs = d["config"].astype(str)
+    ax.barh(configs, d["efficiency_pct"],
+            color=[colors.get(c, palette.SERIES[0]) if c == PLAIN else palette.NEUTRAL_COLOR for c in configs],
+            edgecolor=["black" if c == PLAIN else "none" for c in configs],
+            linewidth=[1.2 if c == PLAIN else 0 for c in configs])
+    for t in ax.get_yticklabels():
+        if t.get_text() == PLAIN:
+            t.set_fontweight("bold")
+    ax.set_xlim(left=0)  # bars start at zero
     ax.invert_yaxis()  # best on top
     for y, v in enumerate(d["efficiency_pct"]):
         ax.text(v, y, f" {v:.1f}%", va="center", fontsize=7)
-    ax.axvline(100, ls="--", color="0.4", lw=1)
+    ax.axvline(100, ls=palette.IDEAL_LINESTYLE, color=palette.IDEAL_COLOR, lw=1)
     ax.set_xlabel(f"scaling efficiency at world size {ws} vs plain 1-GPU run (%)")
     ax.set_ylabel("DDP configuration")
     ax.set_title(f"Tuning results at world size {ws} (plain DDP highlighted)", fontsize=9)

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from distbench.config import baseline_tables_dir as tables_dir
+
 DEFAULT_THRESHOLD_PCT = 5.0
 
 
@@ -42,15 +44,6 @@ MEASURES = (
             "peak_allocated_bytes", None, None, unit="B"),
 )
 COLUMNS = ("family", "what", "baseline", "now", "change_pct", "direction", "flagged", "why")
-
-
-def tables_dir(baseline) -> Path | None:
-    """The directory holding the baseline's tables: `<tree>/tables`, or the path itself."""
-    p = Path(baseline)
-    for d in (p / "tables", p / "results" / "tables", p):
-        if (d / "comm_summary.csv").exists() or (d / "training_summary.csv").exists():
-            return d
-    return None
 
 
 def _read(path: Path) -> pd.DataFrame | None:

@@ -4,6 +4,9 @@
 rule plot_comm:
     input:
         summary="results/tables/comm_summary.csv",
+        # the link peak (advice.json) and the GPU (env.json): the bus-bandwidth figures' reference lines
+        advice="results/probe/advice.json",
+        env="results/probe/env.json",
     output:
         report(
             directory("results/figures"),
