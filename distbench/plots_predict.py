@@ -60,7 +60,8 @@ def _allreduce_busbw(tables: dict):
     if len(measured):
         measured = measured[measured["fit_world_size"] == measured["fit_world_size"].max()]
         timing = "graph" if (measured["timing"] == "graph").any() else measured["timing"].iloc[0]
-        measured = measured[(measured["timing"] == timing) & (measured["backend"] == measured["backend"].iloc[0])]
+        measured = measured[measured["timing"] == timing]  # then one backend: the first with that timing
+        measured = measured[measured["backend"] == measured["backend"].iloc[0]]
         measured = measured.assign(link=f"measured ({measured['backend'].iloc[0]}, {timing}, "
                                         f"{int(measured['fit_world_size'].iloc[0])} ranks)")
     preset = c[c["intra_source"] == "preset"].assign(link="preset")

@@ -154,7 +154,7 @@ def memory_headlines(memory: pd.DataFrame | None) -> list[Headline]:
             reason = "searched on the GPU (doubling, then bisection)"
         elif pd.notna(r.get("largest_measured_batch")):
             text = f"{who}: batches up to {int(r['largest_measured_batch'])} per rank measured"
-            reason = "no search (CPU, or memory.search off)"
+            reason = "no search here (it runs for DDP on a GPU with memory.search on)"
         else:
             continue
         if pd.notna(r.get("peak_allocated_bytes")):

@@ -294,3 +294,20 @@ def test_other_bar_charts_start_at_zero_on_linear_axes():
                         for b in (128, 256)])
     split = plots_memory.fig_split(mem).axes[0]
     assert split.get_yscale() == "linear" and split.get_ylim()[0] == 0 and "GiB" in split.get_ylabel()
+
+
+def test_prediction_figure_when_the_first_measured_backend_has_no_graph_timing():
+    """The 4x H100 report run (2026-11-26) crashed here: Gloo (host timing) listed before NCCL (graph)."""
+    import pandas as pd
+
+    from distbench.plots_predict import _allreduce_busbw
+
+    rows = []
+    for backend, timing in (("gloo", "host"), ("nccl", "graph")):
+        for gpus in (8, 16):
+            rows.append(dict(op="all_reduce", backend=backend, timing=timing, size_bytes=2**30, gpus=gpus,
+                             busbw_gbps=100.0, intra_source="measured", fit_world_size=4, algorithm="ring",
+                             preset="nvlink4-ib400"))
+    fig = _allreduce_busbw({"comm": pd.DataFrame(rows)})
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert any("measured (nccl, graph, 4 ranks)" in t for t in labels), labels
