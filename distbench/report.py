@@ -369,6 +369,33 @@ def _extra_block(value) -> dict:
     return block
 
 
+# How good a link class is, best first (nvidia-smi topo -m's legend): the matrix's cell colours.
+LINK_CLASSES = (("NV", "nvlink"), ("PIX", "pcie-switch"), ("PXB", "pcie-switch"), ("PHB", "pcie-host"),
+                ("NODE", "numa"), ("SYS", "cross-socket"), ("NET", "network"), ("SOC", "cross-socket"))
+
+
+def _link_class(cell: str) -> str:
+    cell = str(cell or "").strip()
+    if cell in ("X", ""):
+        return "self"
+    return next((cls for prefix, cls in LINK_CLASSES if cell.startswith(prefix)), "other")
+
+
+def _topology_matrix(topology: dict | None) -> dict | None:
+    """The GPU link matrix from the topology probe: a row per GPU, a column per GPU (and NIC), each
+    cell the link class nvidia-smi names, coloured by class in the HTML."""
+    matrix = (topology or {}).get("matrix") or {}
+    if not matrix:
+        return None
+    gpus = [g for g in (topology.get("gpus") or list(matrix)) if g in matrix]
+    columns = list(dict.fromkeys(c for g in gpus for c in matrix[g]))
+    rows = [[g] + [matrix[g].get(c) for c in columns] for g in gpus]
+    return {**_table(["", *columns], rows),
+            "classes": [[""] + [_link_class(matrix[g].get(c)) for c in columns] for g in gpus],
+            "note": "NV#: NVLink (# links); PIX/PXB: through PCIe switches; PHB: through the CPU's PCIe host bridge; "
+                    "NODE: across PCIe host bridges within a NUMA node; SYS: across NUMA nodes (the CPU interconnect)."}
+
+
 EXTRA_TITLES = {"advice": "Advice", "topology": "GPU topology", "nccl": "NCCL", "peak": "Link peak",
                 "placement": "Rank placement"}
 
@@ -739,6 +766,7 @@ def build_context(summary_csv, largest_csv, env_json, figures, config, plan, out
         "prediction": _prediction(predict_validation),
         "traces": _traces(traces_csv, training_summary),
         "cache": _cache_state(placements, run_started),
+        "topology": _topology_matrix((extra or {}).get("topology")),
         "regressions": _regressions(config, summary_csv, training_summary, memory_summary),
         "several_runs": _runs(runs_dir, run_label),
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),

@@ -187,3 +187,13 @@ def test_all_to_all_v_and_multi_node_sections(tmp_path):
                   tmp_path / "p.md", tmp_path / "p.html")
     assert "all_to_all_v by traffic" not in (tmp_path / "p.md").read_text()
     assert "across nodes" not in (tmp_path / "p.md").read_text()
+
+
+def test_topology_matrix_as_a_coloured_table(report):
+    md, html = report["md"], report["html"]
+    section = md.split("## Topology\n")[1].split("\n## ")[0]
+    assert "|  | GPU1 |" in section and "| GPU0 | NV18 |" in section  # the synthetic probe's one pair
+    assert '<td class="link-nvlink">NV18</td>' in html
+    from distbench.report import _link_class
+    assert [_link_class(c) for c in ("NV4", "PIX", "PXB", "PHB", "NODE", "SYS", "X")] == [
+        "nvlink", "pcie-switch", "pcie-switch", "pcie-host", "numa", "cross-socket", "self"]
