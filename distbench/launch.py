@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -199,7 +200,7 @@ def run_torchrun_job(job: TorchrunJob) -> str:
         raise JobInterrupted(f"{interrupted} after {wall_s:.1f} s; nothing of this job is kept, "
                              "and the next run starts it again", code)
     if reason is None and all(p.exists() for p in job.outputs):
-        record_provenance(job.placement_json, started, wall_s, "ok")
+        record_provenance(job.placement_json, started, wall_s, "ok", cmds)
         return "ok"
     if reason is None:
         reason = "torchrun exited 0 but left no complete output"
@@ -209,11 +210,12 @@ def run_torchrun_job(job: TorchrunJob) -> str:
         partial_path(path).unlink(missing_ok=True)
     if not Path(job.placement_json).exists():  # torchrun never got a rank as far as the placement check
         atomic_write_json(job.placement_json, {"ranks": [], "error": message})
-    record_provenance(job.placement_json, started, wall_s, message)
+    record_provenance(job.placement_json, started, wall_s, message, cmds)
     return message
 
 
-def record_provenance(placement_json, started: datetime, wall_s: float, outcome: str) -> None:
+def record_provenance(placement_json, started: datetime, wall_s: float, outcome: str,
+                      commands: list[list[str]] = ()) -> None:
     """Add to the job's placement file (one of its outputs) what made the results: the workflow's
     git commit, the host, when the job started and ended, and its outcome. The report's cache
     state reads it to tell reused results from this run's."""
@@ -227,7 +229,9 @@ def record_provenance(placement_json, started: datetime, wall_s: float, outcome:
     data["provenance"] = {"commit": git_commit(os.getcwd()), "host": socket.gethostname(),
                           "started": started.isoformat(timespec="seconds"),
                           "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                          "wall_s": round(wall_s, 1), "outcome": outcome}
+                          "wall_s": round(wall_s, 1), "outcome": outcome,
+                          # what ran, as a shell would read it (the launcher itself runs argument lists)
+                          "commands": [shlex.join(c) for c in commands]}
     atomic_write_json(path, data)
 
 

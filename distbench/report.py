@@ -655,7 +655,7 @@ def _cache_state(placements, run_started) -> dict | None:
     if not placements:
         return None
     headers = ["job", "results", "finished (UTC)", "host", "commit", "outcome"]
-    rows, reused = [], 0
+    rows, reused, commands = [], 0, []
     for path in map(Path, placements):
         try:
             prov = json.loads(path.read_text()).get("provenance") or {}
@@ -671,13 +671,15 @@ def _cache_state(placements, run_started) -> dict | None:
         else:
             state = "this run"
         commit = prov.get("commit") or "—"
+        commands += [f"# {job}\n{c}" for c in prov.get("commands") or []]
         rows.append([job, state, (finished or "—").replace("T", " ").replace("+00:00", ""), prov.get("host") or "—",
                      commit[:12] + ("-dirty" if commit.endswith("-dirty") and len(commit) > 12 else ""),
                      (prov.get("outcome") or "—")[:120]])
     note = (f"{len(rows)} benchmark job(s): {reused} reused from earlier runs (Snakemake's cache), "
             f"{len(rows) - reused} made by this run" if run_started else f"{len(rows)} benchmark job(s)")
-    return {"table": _table(headers, rows), "note": note + ". A job reruns when its parameters change or its "
-            "outputs are deleted (README, Caching and reruns)."}
+    return {"table": _table(headers, rows), "commands": "\n".join(commands),
+            "note": note + ". A job reruns when its parameters change or its outputs are deleted (README, Caching "
+                           "and reruns)."}
 
 
 def _regressions(config: dict | None, summary_csv, training_summary, memory_summary) -> dict | None:

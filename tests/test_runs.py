@@ -34,7 +34,14 @@ def test_a_copied_in_run_is_rendered_side_by_side(workflow_dir):
     assert (mine / "tables/comm_summary.csv").exists()
     about = json.loads((mine / "run.json").read_text())
     assert about["label"] == "laptop" and about["gpu"] is None
-    assert "## Several runs side by side" not in (workflow_dir / "report/report.md").read_text()  # one run only
+    md = (workflow_dir / "report/report.md").read_text()
+    assert "## Several runs side by side" not in md  # one run only
+    # each job's provenance, in its placement file and in the report's cache state
+    prov = json.loads((workflow_dir / "results/comm/gloo/float32/ws2/default/placement.json").read_text())["provenance"]
+    assert prov["commit"] == "not a git checkout" and prov["outcome"] == "ok" and prov["started"] <= prov["finished"]
+    assert "-m distbench.comm" in prov["commands"][0] and "--backend gloo" in prov["commands"][0]
+    cache = md.split("### Cache state")[1].split("\n### Configuration")[0]
+    assert "| comm/gloo/float32/ws2/default | this run |" in cache and "### Command lines" in cache
 
     # another host's run, copied in: the 4x H100 all_to_all sweep committed under benchmarks/
     other = workflow_dir / "results/runs/cloud-h100/tables"
@@ -47,6 +54,7 @@ def test_a_copied_in_run_is_rendered_side_by_side(workflow_dir):
     r = snakemake(workflow_dir, "report", "--configfile", "c.yaml")
     assert r.returncode == 0, r.stderr[-3000:]
     md = (workflow_dir / "report/report.md").read_text()
+    assert "| comm/gloo/float32/ws2/default | reused from an earlier run |" in md  # the job was cached
     section = md.split("## Several runs side by side")[1].split("\n## ")[0]
     assert "| laptop |" in section and "| cloud-h100 | gpu-node | 4x NVIDIA H100 80GB HBM3 | NCCL (2, 4) |" in section
     assert "| op | laptop: Gloo ws2 | cloud-h100: NCCL ws4 |" in section

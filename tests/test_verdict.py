@@ -101,7 +101,8 @@ def test_cache_state_from_provenance(tmp_path):
         p.parent.mkdir(parents=True)
         p.write_text(json.dumps({"ranks": [], "provenance": {
             "commit": "0123456789abcdef0123", "host": "node-1", "started": started.isoformat(),
-            "finished": (started + timedelta(seconds=30)).isoformat(timespec="seconds"), "outcome": "ok"}}))
+            "finished": (started + timedelta(seconds=30)).isoformat(timespec="seconds"), "outcome": "ok",
+            "commands": [f"python -m torch.distributed.run --nproc_per_node=2 -m distbench.comm --out {name}.csv"]}}))
         paths.append(p)
     (tmp_path / "none.json").write_text("{}")
     cache = _cache_state([*paths, tmp_path / "none.json"], start)
@@ -109,3 +110,4 @@ def test_cache_state_from_provenance(tmp_path):
     assert rows["old"][1] == "reused from an earlier run" and rows["old"][2] == "2026-11-26 10:00:30"
     assert rows["new"][1] == "this run" and rows["new"][4] == "0123456789ab"
     assert cache["note"].startswith("3 benchmark job(s): 1 reused from earlier runs")
+    assert "-m distbench.comm --out old.csv" in cache["commands"] and cache["commands"].endswith("--out new.csv")
