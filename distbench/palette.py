@@ -123,3 +123,5 @@ def series_colors(levels, fixed: dict | None = None) -> dict:
         else:
             out[level] = FALLBACK[_stable_index(level, len(FALLBACK))]
     return out
+# the strip that marks NCCL's algorithm/protocol ranges on bus-bandwidth figures (alternating)
+NCCL_RANGE_COLORS = ("#c9d3e0", "#e6ebf2")

@@ -28,6 +28,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.transforms import blended_transform_factory  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator  # noqa: E402
 
 from distbench import palette  # noqa: E402
@@ -283,6 +284,7 @@ def _lines(df, y, title, *, hue, colors: dict, hue_label=str, hue_title=None, st
     fig, axes = plt.subplots(nrows, ncols, figsize=(3.5 * ncols, 2.6 * nrows), squeeze=False)
     keys = [hue] + ([style] if style else [])
     drawn_refs: dict[str, dict] = {}
+    annotated = False
     for i, (ax, f) in enumerate(zip(axes.flat, facets)):
         d = df[df[col] == f] if col else df
         for k, g in d.groupby(keys, sort=True):
@@ -295,6 +297,7 @@ def _lines(df, y, title, *, hue, colors: dict, hue_label=str, hue_title=None, st
         ax.set_yscale("log")
         if col_col == BUSBW[0]:
             drawn_refs.update((r["label"], r) for r in _draw_refs(ax, refs, d))
+            annotated = _draw_nccl_ranges(ax, d) or annotated
         _size_axis(ax, df["size_bytes"])
         _y_log_axis(ax, y)
         ax.grid(True, which="major", alpha=0.3)
@@ -315,10 +318,43 @@ def _lines(df, y, title, *, hue, colors: dict, hue_label=str, hue_title=None, st
     if drawn_refs:
         handles.append(_header("reference"))
         handles += [_ref_handle(r) for r in drawn_refs.values()]
+    if annotated:
+        handles.append(Patch(color=palette.NCCL_RANGE_COLORS[0], label="NCCL algorithm/protocol\n(largest NCCL world size)"))
     fig.tight_layout()
     fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 0.98), fontsize=7, frameon=False)
     fig.suptitle(title, fontsize=9, y=1.03)
     return fig
+
+
+def nccl_ranges(d: pd.DataFrame) -> list[tuple[int, int, str]]:
+    """Runs of sizes over which NCCL chose the same algorithm/protocol (the NCCL probe's tuning
+    table, joined onto the summary as nccl_algo / nccl_proto in comm_diagnosed.csv), at the
+    largest NCCL world size of the panel: [(first size, last size, "Ring/LL"), ...]."""
+    if "nccl_proto" not in d or "nccl_algo" not in d:
+        return []
+    n = d[(d["backend"] == "nccl") & d["nccl_proto"].notna() & d["nccl_algo"].notna()]
+    if n.empty:
+        return []
+    n = n[n["world_size"] == n["world_size"].max()].drop_duplicates("size_bytes").sort_values("size_bytes")
+    runs: list[list] = []
+    for size, algo, proto in zip(n["size_bytes"], n["nccl_algo"], n["nccl_proto"]):
+        label = f"{algo}/{proto}"
+        if runs and runs[-1][2] == label:
+            runs[-1][1] = int(size)
+        else:
+            runs.append([int(size), int(size), label])
+    return [tuple(r) for r in runs]
+
+
+def _draw_nccl_ranges(ax, d: pd.DataFrame) -> bool:
+    """A strip along the bottom of the panel: one segment per NCCL algorithm/protocol range."""
+    runs = nccl_ranges(d)
+    trans = blended_transform_factory(ax.transData, ax.transAxes)
+    for i, (lo, hi, label) in enumerate(runs):
+        ax.axvspan(lo / 1.41, hi * 1.41, ymin=0, ymax=0.05, color=palette.NCCL_RANGE_COLORS[i % 2], lw=0, zorder=1)
+        ax.text(math.sqrt(lo * hi), 0.065, label, transform=trans, ha="center", va="bottom", fontsize=5.5,
+                color="0.25", zorder=4)
+    return bool(runs)
 
 
 def _ws_label(ws) -> str:

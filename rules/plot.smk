@@ -3,7 +3,8 @@
 
 rule plot_comm:
     input:
-        summary="results/tables/comm_summary.csv",
+        # the summary with NCCL's algorithm/protocol per point (from the NCCL probe's tuning table)
+        summary="results/tables/comm_diagnosed.csv",
         # the link peak (advice.json) and the GPU (env.json): the bus-bandwidth figures' reference lines
         advice="results/probe/advice.json",
         env="results/probe/env.json",

@@ -311,3 +311,27 @@ def test_prediction_figure_when_the_first_measured_backend_has_no_graph_timing()
     fig = _allreduce_busbw({"comm": pd.DataFrame(rows)})
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert any("measured (nccl, graph, 4 ranks)" in t for t in labels), labels
+
+
+def test_busbw_figure_marks_nccl_algorithm_protocol_ranges():
+    """comm_diagnosed.csv carries NCCL's choice per point (the NCCL probe's tuning table): the
+    bus-bandwidth figure labels each run of sizes with the same algorithm/protocol."""
+    import pandas as pd
+    from synthetic import build_summary
+
+    from distbench.plots import BUSBW, fig_vs_size, nccl_ranges
+
+    from distbench.findings import normalise_summary
+
+    s = normalise_summary(build_summary(backends=("nccl",), world_sizes=(2, 4), oom=False))
+    s = s[s["status"] == "ok"].copy()
+    s["nccl_algo"] = "Ring"
+    s["nccl_proto"] = s["size_bytes"].map(lambda b: "LL" if b < 2**16 else ("LL128" if b < 2**22 else "Simple"))
+    one = s[(s["op"] == "all_reduce") & (s["timing"] == "events")]
+    runs = nccl_ranges(one)
+    assert [r[2] for r in runs] == ["Ring/LL", "Ring/LL128", "Ring/Simple"] and runs[0][0] == one["size_bytes"].min()
+    fig = fig_vs_size(s, BUSBW)
+    texts = {t.get_text() for ax in fig.axes for t in ax.texts}
+    assert {"Ring/LL", "Ring/LL128", "Ring/Simple"} <= texts
+    assert not nccl_ranges(s.drop(columns=["nccl_proto"]))  # a plain summary: no strip
+    assert nccl_ranges(pd.DataFrame(columns=s.columns)) == []
