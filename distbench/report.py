@@ -777,6 +777,7 @@ def build_context(summary_csv, largest_csv, env_json, figures, config, plan, out
         "verdict": headlines(summary, _read_optional(training_summary), _read_optional(memory_summary),
                              gpu_name=_gpu_name(env), peak=peak, nvls=_nvls((extra or {}).get("nccl"))),
         "pivots": _pivots(summary),
+        "rank_agg": "/".join(sorted(set(summary["rank_agg"].dropna().astype(str)))) if "rank_agg" in summary else "",
         "config_yaml": yaml.safe_dump(config or {}, sort_keys=False, allow_unicode=True).rstrip(),
         "findings": (_straggler_lines(stragglers_csv) + _pair_lines(pairs_csv)
                      + compute_findings(summary, plan, peak=peak)),
