@@ -227,7 +227,8 @@ def record_provenance(placement_json, started: datetime, wall_s: float, outcome:
     except (OSError, ValueError):
         data = {}
     data["provenance"] = {"commit": git_commit(os.getcwd()), "host": socket.gethostname(),
-                          "started": started.isoformat(timespec="seconds"),
+                          # full precision: a job may start within the same second as the Snakemake run
+                          "started": started.isoformat(),
                           "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                           "wall_s": round(wall_s, 1), "outcome": outcome,
                           # what ran, as a shell would read it (the launcher itself runs argument lists)

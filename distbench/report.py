@@ -14,7 +14,7 @@ import re
 import shlex
 import shutil
 import tempfile
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import jinja2
@@ -666,7 +666,7 @@ def _cache_state(placements, run_started) -> dict | None:
         when = datetime.fromisoformat(prov["started"]) if prov.get("started") else None
         if when is None or run_started is None:
             state = "unknown (no provenance)" if when is None else "—"
-        elif when < run_started:
+        elif when < run_started - timedelta(seconds=1):  # older provenance kept whole seconds only
             state, reused = "reused from an earlier run", reused + 1
         else:
             state = "this run"

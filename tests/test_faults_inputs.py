@@ -373,7 +373,7 @@ def test_hostile_probe_strings_keep_the_markdown_table_and_stay_inert(hostile_re
     assert "## Configuration" in prose and "label: <b>" not in prose
     assert "<script" not in prose and "<img" not in prose and "<b>" not in prose
     assert "&lt;script&gt;document.body.dataset.pwned" in prose
-    section = md.split("## Environment\n", 1)[1].split("\n## ", 1)[0]
+    section = md.split("### Environment and versions\n", 1)[1].split("\n#", 1)[0]
     rows = [ln for ln in section.splitlines() if ln.startswith("|")]
     assert rows and all(len(_gfm_cells(r)) == 2 for r in rows), rows
     cells = {c[0]: c[1] for c in map(_gfm_cells, rows[2:])}

@@ -96,7 +96,9 @@ def test_the_report_opens_with_the_verdict(tmp_path):
 def test_cache_state_from_provenance(tmp_path):
     start = datetime(2026, 11, 26, 12, 0, tzinfo=timezone.utc)
     paths = []
-    for name, started in (("old", start - timedelta(hours=2)), ("new", start + timedelta(minutes=1))):
+    # "same": provenance written in whole seconds, the job started in the run's first second
+    for name, started in (("old", start - timedelta(hours=2)), ("new", start + timedelta(minutes=1)),
+                          ("same", start - timedelta(seconds=0.5))):
         p = tmp_path / "results" / "comm" / name / "placement.json"
         p.parent.mkdir(parents=True)
         p.write_text(json.dumps({"ranks": [], "provenance": {
@@ -108,6 +110,6 @@ def test_cache_state_from_provenance(tmp_path):
     cache = _cache_state([*paths, tmp_path / "none.json"], start)
     rows = {r[0].split("/")[-1] if "/" in r[0] else r[0]: r for r in cache["table"]["rows"]}
     assert rows["old"][1] == "reused from an earlier run" and rows["old"][2] == "2026-11-26 10:00:30"
-    assert rows["new"][1] == "this run" and rows["new"][4] == "0123456789ab"
-    assert cache["note"].startswith("3 benchmark job(s): 1 reused from earlier runs")
-    assert "-m distbench.comm --out old.csv" in cache["commands"] and cache["commands"].endswith("--out new.csv")
+    assert rows["new"][1] == "this run" and rows["new"][4] == "0123456789ab" and rows["same"][1] == "this run"
+    assert cache["note"].startswith("4 benchmark job(s): 1 reused from earlier runs")
+    assert "-m distbench.comm --out old.csv" in cache["commands"] and cache["commands"].endswith("--out same.csv")
