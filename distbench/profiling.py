@@ -21,13 +21,12 @@ from pathlib import Path
 
 from distbench.io import atomic_write_text
 
-PROFILE_MODES = ("off", "torch", "nsys")
 MANIFEST = "profile.json"
-DEFAULT_PROFILE_STEPS = 3
 
 
 def profile_mode(value) -> str:
-    """The config's `profile` value (false / true / "nsys", or a family's override) as a mode."""
+    """The config's `profile` value (false / true / "nsys", or a family's override) as a mode:
+    off, torch or nsys."""
     if value is True or value == "torch":
         return "torch"
     if value == "nsys":

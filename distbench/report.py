@@ -26,7 +26,7 @@ from distbench.findings import (
 )
 from distbench.io import atomic_write_bytes, atomic_write_text
 from distbench.probes.env import JOB_ENV_PREFIXES
-from distbench.units import human_gbps, human_time_us, sig3
+from distbench.units import human_gbps, human_time_us, pct, sig3
 from distbench.verdict import headlines
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -452,7 +452,7 @@ def _figures_dir(out_md, figures_dir=None) -> Path:
 
 
 def _pct(x):
-    return None if x is None or pd.isna(x) else f"{100 * float(x):.1f}%"
+    return None if x is None or pd.isna(x) else pct(x, 1)
 
 
 def _lm_table(lm: pd.DataFrame):

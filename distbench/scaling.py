@@ -40,6 +40,7 @@ import pandas as pd
 from distbench.choices import STATUS_SEVERITY
 from distbench.compute_peaks import mfu, peak_for
 from distbench.findings import backend_name
+from distbench.units import pct as _pct
 
 KEYS = ("backend", "world_size", "model", "strategy", "hidden_dim", "num_layers", "n_heads", "seq_len", "vocab_size",
         "lora_rank", "compile", "batch_size", "global_batch_size", "scaling", "dtype", "optimizer", "bucket_cap_mb", "gradient_as_bucket_view", "static_graph",
@@ -96,8 +97,6 @@ def _sig(x: float, digits: int = 3) -> str:
     return np.format_float_positional(float(x), precision=digits, unique=False, fractional=False, trim="-")
 
 
-def _pct(x: float, digits: int = 0) -> str:
-    return f"{100 * x:.{digits}f}%"
 
 
 def noise_allowance_ms(step_ms, p5_ms=None, p95_ms=None) -> float:

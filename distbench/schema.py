@@ -21,6 +21,11 @@ class Column:
     doc: str
 
 
+# The outcome columns every family's CSV ends with.
+STATUS_COLUMN = Column("status", "string", "ok, oom, skipped (not applicable, by design), not_run (not reached: the job ended early), failed or wrong")
+MESSAGE_COLUMN = Column("message", "string", "why the status is not ok (empty when ok)")
+
+
 COMM_COLUMNS: tuple[Column, ...] = (
     Column("backend", "string", "nccl or gloo"),
     Column("world_size", "int64", "number of ranks in the job"),
@@ -48,8 +53,8 @@ COMM_COLUMNS: tuple[Column, ...] = (
     Column("busiest_rank_bytes", "Int64", "all_to_all_v: the bytes that rank sends or receives to / from other ranks, whichever is larger"),
     Column("busiest_rank_time_us", "float64", "all_to_all_v: that rank's own time per op in this trial (busiest_rank_bytes / it = its link rate)"),
     Column("correct", "boolean", "output equal to the expected values on every rank, before warm-up and after the timed trials (empty if not applicable)"),
-    Column("status", "string", "ok, oom, skipped (not applicable, by design), not_run (not reached: the job ended early), failed or wrong"),
-    Column("message", "string", "why the status is not ok (empty when ok)"),
+    STATUS_COLUMN,
+    MESSAGE_COLUMN,
 )
 
 COMM_COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in COMM_COLUMNS)
@@ -110,8 +115,8 @@ TRAINING_COLUMNS: tuple[Column, ...] = (
     Column("peak_mem_reserved_bytes", "Int64", "GPU: torch.cuda.max_memory_reserved over the phase, max over ranks; empty on CPU"),
     Column("energy_j", "float64", "GPU energy of this step summed over ranks, from NVML's total-energy counter; empty where NVML has none"),
     Column("correct", "boolean", "DDP: the replicas hold identical parameters after phase step; comm_alone: the collectives' results were exact; empty if not checked (FSDP's step: one sharded copy, no replicas)"),
-    Column("status", "string", "ok, oom, skipped (not applicable, by design), not_run (not reached: the job ended early), failed or wrong"),
-    Column("message", "string", "why the status is not ok (empty when ok)"),
+    STATUS_COLUMN,
+    MESSAGE_COLUMN,
 )
 TRAINING_COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in TRAINING_COLUMNS)
 
@@ -152,8 +157,8 @@ MEMORY_COLUMNS: tuple[Column, ...] = (
     Column("unexplained_bytes", "Int64", "GPU: peak allocated - parts (DDP buckets without bucket view, temporaries, workspaces)"),
     Column("device_total_bytes", "Int64", "GPU: the device's total memory"),
     Column("peak_share", "float64", "GPU: peak reserved / device total"),
-    Column("status", "string", "ok, oom, skipped (not applicable, by design), not_run (not reached), failed or wrong"),
-    Column("message", "string", "why the status is not ok (empty when ok)"),
+    STATUS_COLUMN,
+    MESSAGE_COLUMN,
 )
 MEMORY_COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in MEMORY_COLUMNS)
 
@@ -176,8 +181,8 @@ PAIRS_COLUMNS: tuple[Column, ...] = (
     Column("time_us", "float64", "time per transfer: the slower of the pair's two ranks' elapsed / iters"),
     Column("algbw_gbps", "float64", "bytes moved / time in GB/s (1e9 B/s): size_bytes (uni) or 2 x size_bytes (bi)"),
     Column("correct", "boolean", "the receiver(s) got exactly the sender's values after the timed transfers"),
-    Column("status", "string", "ok, oom, skipped, not_run, failed or wrong"),
-    Column("message", "string", "why the status is not ok (empty when ok)"),
+    STATUS_COLUMN,
+    MESSAGE_COLUMN,
 )
 PAIRS_COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in PAIRS_COLUMNS)
 

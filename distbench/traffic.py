@@ -19,6 +19,7 @@ so the per-rank loads below leave it out.
 from __future__ import annotations
 
 import csv
+import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,6 +118,13 @@ def weights(traffic: Traffic, n: int) -> list[list[float]]:
 def split_counts(traffic: Traffic, n: int, count: int) -> list[list[int]]:
     """Elements each rank sends to each rank: n x count in all, shared in proportion to the weights
     (largest remainder, ties to the lower index, so every rank computes the same matrix)."""
+    return [list(row) for row in _split_counts(traffic, n, count)]
+
+
+@functools.lru_cache(maxsize=64)
+def _split_counts(traffic: Traffic, n: int, count: int) -> tuple[tuple[int, ...], ...]:
+    """split_counts, cached: every buffer set of a point asks again, and a matrix file is then read
+    once per job rather than once per set."""
     w = weights(traffic, n)
     total = sum(map(sum, w))
     quota = [[x * n * count / total for x in row] for row in w]
@@ -126,7 +134,7 @@ def split_counts(traffic: Traffic, n: int, count: int) -> list[list[int]]:
     for _, neg in order[:left]:
         s, d = divmod(-neg, n)
         cells[s][d] += 1
-    return cells
+    return tuple(tuple(row) for row in cells)
 
 
 @dataclass(frozen=True)
@@ -135,7 +143,7 @@ class Load:
     elements: int  # what it sends or receives to / from other ranks, whichever is larger
 
 
-def busiest(counts: list[list[int]]) -> Load:
+def busiest(counts) -> Load:
     """The rank that moves the most over its links (off-diagonal sends or receives)."""
     n = len(counts)
     loads = [max(sum(counts[r][d] for d in range(n) if d != r), sum(counts[s][r] for s in range(n) if s != r))

@@ -3,7 +3,8 @@ so a figure reads the same wherever it appears. (CSV and JSON files keep full pr
 
 - sizes in binary units: 8 B, 1.5 KiB, 128 MiB, 1 GiB;
 - times in the unit that fits, three significant digits: 4.12 µs, 412 µs, 15.3 ms, 2.05 s;
-- bandwidth in GB/s (10^9 bytes/s, as nccl-tests), three significant digits: 0.125, 41.2, 353.
+- bandwidth in GB/s (10^9 bytes/s, as nccl-tests), three significant digits: 0.125, 41.2, 353;
+- fractions as percentages: 0.874 -> 87%.
 """
 
 from __future__ import annotations
@@ -43,3 +44,8 @@ def human_time_us(us) -> str:
 def human_gbps(gbps) -> str:
     """A bandwidth in GB/s (10^9 B/s), three significant digits: '353 GB/s'."""
     return f"{sig3(gbps)} GB/s"
+
+
+def pct(fraction, digits: int = 0) -> str:
+    """A fraction as a percentage: pct(0.874) == "87%", pct(0.874, 1) == "87.4%"."""
+    return f"{100 * float(fraction):.{digits}f}%"

@@ -28,6 +28,7 @@ from distbench.advice import LOW_PEAK_FRACTION
 from distbench.findings import backend_name, normalise_summary, primary_rows
 from distbench.peak import expected_for
 from distbench.units import human_bytes, human_time_us, sig3
+from distbench.units import pct as _pct
 
 HEALTHY_OF_PUBLISHED = 0.90  # of the published range's low end: run-to-run and machine-to-machine spread
 HEALTHY_EFFICIENCY = 0.90  # scaling efficiency vs one GPU at the largest world size
@@ -41,10 +42,6 @@ class Headline:
     headline: str  # the number(s), with units
     verdict: str  # one of VERDICTS
     reason: str
-
-
-def _pct(x: float) -> str:
-    return f"{100 * x:.0f}%"
 
 
 def comm_headlines(summary: pd.DataFrame, gpu_name: str | None = None, peak: dict | None = None,

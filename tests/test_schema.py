@@ -3,7 +3,7 @@ import pytest
 
 from distbench.aggregate import SUMMARY_COLUMNS, largest, summarize
 from distbench.schema import (
-    COMM_COLUMN_NAMES, COMM_RANK_COLUMNS, SchemaError, check_comm_frame, check_comm_ranks_frame, markdown_table,
+    COMM_COLUMN_NAMES, SchemaError, check_comm_frame, check_comm_ranks_frame, markdown_table,
     read_comm_csv,
 )
 from tests.conftest import REPO

@@ -134,3 +134,17 @@ def test_config_reads_traffic_files_before_any_job(tmp_path):
             check_config({"comm": {"traffic": traffic}})
         assert pd.Series([str(e.value)]).str.contains(text).all(), str(e.value)
     assert check_config({})["comm"]["traffic"] == ["uniform", "zipf:1.2"]
+
+
+def test_a_matrix_file_is_read_once_for_every_buffer_set(tmp_path, monkeypatch):
+    import distbench.traffic as traffic_mod
+
+    m = tmp_path / "m.txt"
+    m.write_text("1 2\n3 4\n")
+    reads = []
+    real = traffic_mod.read_matrix
+    monkeypatch.setattr(traffic_mod, "read_matrix", lambda p: reads.append(p) or real(p))
+    ctx = Ctx(0, 2, torch.device("cpu"), torch.float32, "gloo", f"file:{m}")
+    for _ in range(5):  # the harness makes one buffer set per rotation slot
+        OPS["all_to_all_v"].make(ctx, 1000)
+    assert len(reads) == 1
