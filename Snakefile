@@ -37,7 +37,7 @@ localrules:
     plot_predict,
     report,
     summary_json,
-    export_run,
+    describe_run,
 
 
 rule all:
@@ -56,16 +56,16 @@ rule all:
 # tables and figures, nothing else; `snakemake -n training` lists what would run and what is cached.
 rule probes:
     input:
-        "results/probe/env.json",
-        "results/probe/topology.json",
-        "results/probe/nccl.json",
+        results("probe/env.json"),
+        results("probe/topology.json"),
+        results("probe/nccl.json"),
 
 
 rule comm:
     input:
         comm_csvs,
-        "results/tables/comm_diagnosed.csv",
-        "results/figures",
+        results("tables/comm_diagnosed.csv"),
+        results("figures"),
 
 
 rule training:

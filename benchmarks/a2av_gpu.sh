@@ -10,10 +10,10 @@ timeout ${A2AV_TIMEOUT:-500} python3 -m snakemake report --cores 1 -k --configfi
   > "$OUT/snakemake.log" 2>&1
 echo "pipeline rc=$? in $(( $(date +%s) - t0 )) s"; tail -n 2 "$OUT/snakemake.log"
 mkdir -p "$OUT/tables" "$OUT/figures" "$OUT/logs"
-cp results/tables/*.csv results/probe/topology.json "$OUT/tables/" 2>/dev/null
-cp results/logs/comm/nccl/float32/*/default.log "$OUT/logs/" 2>/dev/null
-for ws in 2 4; do cp results/comm/nccl/float32/ws$ws/default/comm_ranks.csv "$OUT/tables/comm_ranks_ws$ws.csv"; done
-cp results/figures_pairs/*.png "$OUT/figures/" 2>/dev/null
+cp $R/tables/*.csv $R/probe/topology.json "$OUT/tables/" 2>/dev/null
+cp $R/logs/comm/nccl/float32/*/default.log "$OUT/logs/" 2>/dev/null
+for ws in 2 4; do cp $R/comm/nccl/float32/ws$ws/default/comm_ranks.csv "$OUT/tables/comm_ranks_ws$ws.csv"; done
+cp $R/figures_pairs/*.png "$OUT/figures/" 2>/dev/null
 cp report/report.md "$OUT/" 2>/dev/null
 sed -n '/## all_to_all_v by traffic/,/^## Training\|^## Measurements/p' report/report.md | head -30
 grep -h "GPU-pair\|Straggler" report/report.md | head -3

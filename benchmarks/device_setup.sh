@@ -1,6 +1,6 @@
 # Sourced by the GPU benchmark scripts run on a lent machine (device tool, carry .whl): NVLink
 # multicast off (the lent machines need it), the wheelhouse on PYTHONPATH, $OUT made, and the
-# machine described (GPUs, topology, torch and NCCL versions) in $OUT.
+# machine described (GPUs, topology, torch and NCCL versions) in $OUT; $R is the run's results/<label>.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
   && export PYTHONPATH=/tmp/site:$PWD || exit 1
@@ -8,3 +8,5 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader | tee "$OUT/gpus.txt"
 nvidia-smi topo -m > "$OUT/topo.txt" 2>&1
 python3 -c "import torch; print('torch', torch.__version__, 'nccl', torch.cuda.nccl.version())" | tee "$OUT/versions.txt"
+export DISTBENCH_RUN_LABEL="${DISTBENCH_RUN_LABEL:-$(python3 -c 'from distbench.runs import default_label; print(default_label())')}"
+R="results/$DISTBENCH_RUN_LABEL"  # where the pipeline writes (results/<run label>/)

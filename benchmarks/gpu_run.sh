@@ -7,6 +7,8 @@ set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
   && export PYTHONPATH=/tmp/site:$PWD || exit 1
+export DISTBENCH_RUN_LABEL="${DISTBENCH_RUN_LABEL:-$(python3 -c 'from distbench.runs import default_label; print(default_label())')}"
+R="results/$DISTBENCH_RUN_LABEL"  # where the pipeline writes (results/<run label>/)
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 now() { date +%s.%N; }
 case "${1:-default}" in
@@ -15,8 +17,8 @@ default)
   t0=$(now); python3 -m snakemake --cores 1 -k > "$OUT/snakemake-default.log" 2>&1; rc=$?; t1=$(now)
   python3 -m snakemake --cores 1 > "$OUT/snakemake-noop.log" 2>&1; t2=$(now)
   echo "default run rc=$rc wall_s=$(python3 -c "print(round($t1 - $t0, 1))") noop_s=$(python3 -c "print(round($t2 - $t1, 2))")" | tee "$OUT/timing.txt"
-  grep -h "distbench: exit" results/logs/comm/*/*/*/*.log | sed 's/^/comm job: /' | tee -a "$OUT/timing.txt"
-  for f in results/logs/comm/*/*/*/*.log; do echo "$f: $(tail -n1 "$f")"; done >> "$OUT/timing.txt"
+  grep -h "distbench: exit" $R/logs/comm/*/*/*/*.log | sed 's/^/comm job: /' | tee -a "$OUT/timing.txt"
+  for f in $R/logs/comm/*/*/*/*.log; do echo "$f: $(tail -n1 "$f")"; done >> "$OUT/timing.txt"
   for v in default TRACE0 TRACE0_NORS; do
     case $v in default) e=();; TRACE0) e=(TORCH_NCCL_TRACE_BUFFER_SIZE=0);; TRACE0_NORS) e=(TORCH_NCCL_TRACE_BUFFER_SIZE=0 TORCH_NCCL_AVOID_RECORD_STREAMS=1);; esac
     env "${e[@]}" VARIANT=$v python3 -m torch.distributed.run --standalone --nproc_per_node=2 benchmarks/launch_overhead.py \
@@ -28,7 +30,7 @@ fidelity)
   rm -rf /tmp/fid && mkdir /tmp/fid && cp -r Snakefile config.yaml rules workflow benchmarks /tmp/fid/ && cd /tmp/fid
   t0=$(now); python3 -m snakemake --cores 1 -k --configfile benchmarks/configs/h2-fidelity.yaml > "$OUT/snakemake-fidelity.log" 2>&1; rc=$?; t1=$(now)
   echo "fidelity run rc=$rc wall_s=$(python3 -c "print(round($t1 - $t0, 1))")" | tee "$OUT/timing-fidelity.txt"
-  for f in results/logs/comm/*/*/*/*.log; do echo "$f: $(tail -n1 "$f")"; done >> "$OUT/timing-fidelity.txt"
+  for f in $R/logs/comm/*/*/*/*.log; do echo "$f: $(tail -n1 "$f")"; done >> "$OUT/timing-fidelity.txt"
   tar czf "$OUT/results-fidelity.tgz" results report/report.md report/report.html
   ;;
 esac

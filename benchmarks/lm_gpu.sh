@@ -7,6 +7,8 @@ set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
   && export PYTHONPATH=/tmp/site:$PWD || exit 1
+export DISTBENCH_RUN_LABEL="${DISTBENCH_RUN_LABEL:-$(python3 -c 'from distbench.runs import default_label; print(default_label())')}"
+R="results/$DISTBENCH_RUN_LABEL"  # where the pipeline writes (results/<run label>/)
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
 python3 -c "import torch; print('torch', torch.__version__, 'nccl', torch.cuda.nccl.version())"
@@ -36,14 +38,14 @@ if [ -n "${CONFIG:-}" ]; then
   t0=$(date +%s)
   timeout "${PIPELINE_S:-420}" python3 -m snakemake --cores 1 -k --configfile "$CONFIG" > "$OUT/snakemake.log" 2>&1
   echo "pipeline rc=$? in $(( $(date +%s) - t0 )) s"; tail -n 3 "$OUT/snakemake.log"
-  if [ ! -f results/tables/training_summary.csv ]; then  # cut short: aggregate what finished
+  if [ ! -f $R/tables/training_summary.csv ]; then  # cut short: aggregate what finished
     python3 -c "
 import glob; from distbench.aggregate import aggregate_training
-aggregate_training(sorted(glob.glob('results/training/*/*/*/*/training.csv')), 'results/tables/training.csv', 'results/tables/training_summary.csv')"
+aggregate_training(sorted(glob.glob('$R/training/*/*/*/*/training.csv')), '$R/tables/training.csv', '$R/tables/training_summary.csv')"
   fi
-  python3 - <<'PY'
+  python3 - <<PY
 import pandas as pd
-s = pd.read_csv("results/tables/training_summary.csv")
+s = pd.read_csv("$R/tables/training_summary.csv")
 cols = ["model", "strategy", "world_size", "step_time_ms_median", "compute_only_ms_median", "comm_alone_ms_median",
         "exposed_comm_ms", "overlap_fraction", "tokens_per_s_median", "tflops_per_device", "mfu",
         "efficiency_vs_plain_1gpu", "efficiency_vs_own_1gpu", "grad_bytes", "params_trainable", "attention_kernel",
@@ -51,7 +53,7 @@ cols = ["model", "strategy", "world_size", "step_time_ms_median", "compute_only_
 pd.set_option("display.width", 250); pd.set_option("display.max_columns", 30)
 print(s[cols].round(3).to_string(index=False))
 PY
-  cp results/tables/training*.csv "$OUT/" 2>/dev/null
+  cp $R/tables/training*.csv "$OUT/" 2>/dev/null
   grep -h "^- " report/report.md | grep -i "gpt\|lora\|MFU" > "$OUT/findings.txt" 2>/dev/null
   tar czf "$OUT/lm-results.tgz" results report 2>/dev/null
 fi

@@ -7,6 +7,8 @@ set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
   && export PYTHONPATH=/tmp/site:$PWD || exit 1
+export DISTBENCH_RUN_LABEL="${DISTBENCH_RUN_LABEL:-$(python3 -c 'from distbench.runs import default_label; print(default_label())')}"
+R="results/$DISTBENCH_RUN_LABEL"  # where the pipeline writes (results/<run label>/)
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/slow" /tmp/slow
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader | tee "$OUT/gpus.txt"
 nvidia-smi topo -m > "$OUT/topo.txt" 2>&1
@@ -14,10 +16,10 @@ rm -rf results report .snakemake
 t0=$(date +%s)
 timeout 420 python3 -m snakemake report --cores 1 -k --configfile benchmarks/configs/comm-pairs-4gpu.yaml > "$OUT/snakemake.log" 2>&1
 echo "pipeline rc=$? in $(( $(date +%s) - t0 )) s"; tail -n 2 "$OUT/snakemake.log"
-cp results/tables/comm_pairs.csv results/tables/comm_stragglers.csv results/tables/comm_summary.csv \
-  results/probe/topology.json "$OUT/" 2>/dev/null
-cp results/comm/nccl/float32/ws4/default/pairs.csv "$OUT/pairs_raw.csv" 2>/dev/null
-cp results/figures_pairs/*.png report/report.md "$OUT/" 2>/dev/null
+cp $R/tables/comm_pairs.csv $R/tables/comm_stragglers.csv $R/tables/comm_summary.csv \
+  $R/probe/topology.json "$OUT/" 2>/dev/null
+cp $R/comm/nccl/float32/ws4/default/pairs.csv "$OUT/pairs_raw.csv" 2>/dev/null
+cp $R/figures_pairs/*.png report/report.md "$OUT/" 2>/dev/null
 grep -h "GPU-pair\|Straggler" report/report.md | head -5
 # one rank late by 2 ms at every trial: a straggler the report must name
 DISTBENCH_TEST_SLOW_RANK=3:2 timeout 200 python3 -m torch.distributed.run --standalone --nproc_per_node=4 \
@@ -25,7 +27,7 @@ DISTBENCH_TEST_SLOW_RANK=3:2 timeout 200 python3 -m torch.distributed.run --stan
   --out /tmp/slow/comm.csv > "$OUT/slow/job.log" 2>&1
 echo "slow-rank job rc=$?"
 cp /tmp/slow/comm.csv "$OUT/slow/comm.csv"
-python3 - "$OUT/slow/comm.csv" <<'PY'
+python3 - "$OUT/slow/comm.csv" <<PY
 import sys
 from distbench.aggregate import stragglers
 from distbench.findings import straggler_findings

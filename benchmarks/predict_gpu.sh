@@ -11,6 +11,6 @@ t0=$(date +%s)
 timeout "${PIPELINE_S:-480}" python3 -m snakemake comm --cores 1 -k --configfile benchmarks/configs/comm-predict-4gpu.yaml \
   > "$OUT/snakemake.log" 2>&1
 echo "pipeline rc=$? in $(( $(date +%s) - t0 )) s"; tail -n 3 "$OUT/snakemake.log"
-cp results/tables/comm*.csv "$OUT/" 2>/dev/null
-python3 -m distbench.predict results/tables/comm_summary.csv --out-dir "$OUT/predict" 2>&1 | tail -20
-for f in results/logs/comm/*/*/*/*.log; do echo "$f: $(tail -n1 "$f")"; done > "$OUT/jobs.txt"
+cp $R/tables/comm*.csv "$OUT/" 2>/dev/null
+python3 -m distbench.predict $R/tables/comm_summary.csv --out-dir "$OUT/predict" 2>&1 | tail -20
+for f in $R/logs/comm/*/*/*/*.log; do echo "$f: $(tail -n1 "$f")"; done > "$OUT/jobs.txt"

@@ -11,15 +11,15 @@ timeout ${PROFILE_TIMEOUT:-520} python3 -m snakemake report --cores 1 -k --confi
   > "$OUT/snakemake.log" 2>&1
 echo "pipeline rc=$? in $(( $(date +%s) - t0 )) s"; tail -n 2 "$OUT/snakemake.log"
 mkdir -p "$OUT/tables" "$OUT/traces"
-cp results/tables/trace_overlap.csv results/tables/training_summary.csv results/tables/comm_summary.csv "$OUT/tables/"
+cp $R/tables/trace_overlap.csv $R/tables/training_summary.csv $R/tables/comm_summary.csv "$OUT/tables/"
 cp report/report.md "$OUT/"
-cp results/training/nccl/gpt/ws4/plain/trace/trace_rank0.json.gz "$OUT/traces/gpt_ws4_rank0.json.gz" 2>/dev/null
-cp results/training/nccl/mlp/ws4/plain/trace/trace_rank0.json.gz "$OUT/traces/mlp_ws4_rank0.json.gz" 2>/dev/null
+cp $R/training/nccl/gpt/ws4/plain/trace/trace_rank0.json.gz "$OUT/traces/gpt_ws4_rank0.json.gz" 2>/dev/null
+cp $R/training/nccl/mlp/ws4/plain/trace/trace_rank0.json.gz "$OUT/traces/mlp_ws4_rank0.json.gz" 2>/dev/null
 sed -n '/^## Traces/,/^## Measurements/p' report/report.md
-python3 - <<'PY'
+python3 - <<PY
 import collections, glob
 from distbench.trace_overlap import is_nccl_kernel, load_trace
-for path in sorted(glob.glob("results/training/nccl/*/ws4/plain/trace/trace_rank0.json.gz")):
+for path in sorted(glob.glob("$R/training/nccl/*/ws4/plain/trace/trace_rank0.json.gz")):
     names = collections.Counter(e["name"] for e in load_trace(path) if e.get("cat") == "kernel")
     nccl = {n: c for n, c in names.items() if is_nccl_kernel(n)}
     print(path, "kernels:", sum(names.values()), "NCCL:", nccl)

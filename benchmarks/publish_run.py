@@ -18,13 +18,23 @@ from distbench.report import render_report
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("workdir", type=Path, help="directory holding results/ of the run")
+    p.add_argument("workdir", type=Path, help="directory holding results/<label>/ of the run")
+    p.add_argument("--label", help="the run's label under results/ (default: the only one there)")
     p.add_argument("config", type=Path)
     p.add_argument("outdir", type=Path)
     p.add_argument("--gpus", type=int, required=True, help="GPUs the run had (the plan is rebuilt from it)")
     p.add_argument("--gpus-source", default="detected on the GPU host; report re-rendered elsewhere")
     a = p.parse_args()
-    res, out = a.workdir / "results", a.outdir
+    runs = [d for d in sorted((a.workdir / "results").glob("*")) if (d / "tables").is_dir()]
+    if a.label:
+        res = a.workdir / "results" / a.label
+    elif len(runs) == 1:
+        res = runs[0]
+    else:  # a tree from before run labels (results/tables), or several runs: which one is asked for
+        res = a.workdir / "results"
+        if not (res / "tables").is_dir():
+            p.error(f"give --label: {a.workdir}/results holds {[d.name for d in runs]}")
+    out = a.outdir
     for sub in ("tables", "probe", "figures", "probe/nccl_logs"):
         (out / sub).mkdir(parents=True, exist_ok=True)
     for f in (res / "tables").glob("*.csv"):

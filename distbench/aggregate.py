@@ -237,7 +237,7 @@ def aggregate(job_csvs, rank_csvs, out_raw, out_ranks, out_summary, out_largest,
 
 
 def aggregate_training(job_csvs, out_raw, out_summary, cost_gpu_hour_usd=None) -> pd.DataFrame:
-    """Training job CSVs -> results/tables/training.csv (checked against the contract) and the
+    """Training job CSVs -> results/<label>/tables/training.csv (checked against the contract) and the
     per-configuration summary with scaling efficiency, exposed communication and overlap."""
     from distbench.scaling import add_scaling, summarize_training
 
@@ -249,7 +249,7 @@ def aggregate_training(job_csvs, out_raw, out_summary, cost_gpu_hour_usd=None) -
 
 
 def aggregate_memory(job_csvs, out_raw, out_summary) -> pd.DataFrame:
-    """Memory job CSVs -> results/tables/memory.csv (checked against the contract) and the per-job
+    """Memory job CSVs -> results/<label>/tables/memory.csv (checked against the contract) and the per-job
     summary (activation cost per sample, the allocator's view, the largest batch that fits)."""
     from distbench.memory_analysis import summarize_memory
 

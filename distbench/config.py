@@ -231,14 +231,25 @@ def _loader_var_problems(config: dict) -> list:
             for name in job_env if isinstance(name, str) and is_loader_var(name)]
 
 
-def baseline_tables_dir(baseline) -> Path | None:
-    """The directory holding a baseline run's tables (report.baseline): `<tree>/tables`,
-    `<tree>/results/tables`, or the path itself; None when none holds a summary table."""
+def _has_tables(d: Path) -> bool:
+    return (d / "comm_summary.csv").exists() or (d / "training_summary.csv").exists()
+
+
+def baseline_tables_dir(baseline, results_dir="results") -> Path | None:
+    """The directory holding a baseline run's tables (report.baseline), the first that holds a
+    summary table of: `results/<baseline>/tables` (a run label: another host's run copied in, or an
+    earlier run of this one), `<path>/tables` (a run's directory), `<path>/results/tables` (a tree
+    from before run labels), `<path>/<label>/tables` when exactly one run is there (a copied
+    results/), or the path itself (a tables directory). None when none does."""
     p = Path(baseline)
-    for d in (p / "tables", p / "results" / "tables", p):
-        if (d / "comm_summary.csv").exists() or (d / "training_summary.csv").exists():
-            return d
-    return None
+    candidates = [Path(results_dir) / baseline / "tables"] if "/" not in str(baseline) else []
+    candidates += [p / "tables", p / "results" / "tables"]
+    for tree in (p, p / "results"):
+        runs = [d / "tables" for d in sorted(tree.glob("*")) if _has_tables(d / "tables")] if tree.is_dir() else []
+        if len(runs) == 1:
+            candidates.append(runs[0])
+    candidates.append(p)
+    return next((d for d in candidates if _has_tables(d)), None)
 
 
 def check_config(config: dict) -> dict:
@@ -273,7 +284,7 @@ def check_config(config: dict) -> dict:
         if baseline:
             if baseline_tables_dir(baseline) is None:
                 problems.append(f"config key report.baseline: {baseline!r} holds no comm_summary.csv or "
-                                "training_summary.csv (give an earlier results/ tree or its tables/ directory)")
+                                "training_summary.csv (give a run label under results/, an earlier results/ tree, or its tables/ directory)")
     if problems:
         raise ConfigError("invalid distbench config:\n  - " + "\n  - ".join(problems))
     return config

@@ -63,7 +63,7 @@ NCCL_REPORT_KEYS = ("nccl_version_full", "nranks", "nnodes", "channels", "transp
 
 
 def nccl_digest(nccl: dict | None) -> dict | None:
-    """What the report shows of NCCL's log; the full parse stays in results/probe/nccl.json."""
+    """What the report shows of NCCL's log; the full parse stays in results/<label>/probe/nccl.json."""
     if not nccl:
         return None
     return {k: nccl.get(k) for k in NCCL_REPORT_KEYS if nccl.get(k) not in (None, [], {})}

@@ -1,4 +1,4 @@
-"""The memory family's analysis, from results/tables/memory.csv (tables only): one summary row per
+"""The memory family's analysis, from results/<label>/tables/memory.csv (tables only): one summary row per
 memory job, and sentences for the report.
 
 Per job (backend, world size, model, config):

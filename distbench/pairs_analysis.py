@@ -1,5 +1,5 @@
 """The GPU-pair matrix's analysis, from the comm family's pairs.csv files (distbench.schema.PAIRS) and
-the topology probe (results/probe/topology.json): tables and sentences only, no torch.
+the topology probe (results/<label>/probe/topology.json): tables and sentences only, no torch.
 
 - summarize_pairs: one row per measured point (job keys, mode, src, dst, size): statistics over
   the trials, the worst status, whether every trial was correct.
@@ -10,7 +10,7 @@ the topology probe (results/probe/topology.json): tables and sentences only, no 
   the largest size, latency at the smallest. Comparing within a class is the point: a PCIe pair is
   not slow next to NVLink pairs, but one NV18 pair at a tenth of the others is a bad link.
 - pair_findings: a sentence per flagged pair, or one summary sentence per job when none is.
-- write_pairs_table: every pairs.csv -> results/tables/pairs.csv.
+- write_pairs_table: every pairs.csv -> results/<label>/tables/pairs.csv.
 """
 
 from __future__ import annotations
@@ -385,7 +385,7 @@ def write_pairs_table(pairs_csvs, topology_json, out_csv) -> pd.DataFrame:
 
 
 def read_pairs_table(path) -> pd.DataFrame:
-    """results/tables/pairs.csv as written by write_pairs_table; missing or empty: no rows."""
+    """results/<label>/tables/pairs.csv as written by write_pairs_table; missing or empty: no rows."""
     path = Path(path)
     if not path.exists() or path.stat().st_size == 0:
         return pd.DataFrame(columns=list(TABLE_COLUMNS))

@@ -297,6 +297,7 @@ def _lines(df, y, title, *, hue, colors: dict, hue_label=str, hue_title=None, st
         ax.set_yscale("log")
         if col_col == BUSBW[0]:
             drawn_refs.update((r["label"], r) for r in _draw_refs(ax, refs, d))
+        if col_col in (BUSBW[0], TIME[0]):  # where NCCL switches algorithm/protocol, on both figures
             annotated = _draw_nccl_ranges(ax, d) or annotated
         _size_axis(ax, df["size_bytes"])
         _y_log_axis(ax, y)
@@ -521,7 +522,7 @@ def make_all(comm_summary_csv, out_dir, *, peak=None, published=None, gpu_name: 
     """Write every figure whose data exist as out_dir/<name>.png and .svg; return the paths written.
 
     Optional reference lines on the bus-bandwidth figures: `peak` (GB/s, or the 'peak' dict of
-    results/probe/advice.json, i.e. distbench.peak.link_peak's), `published` (see reference_lines),
+    results/<label>/probe/advice.json, i.e. distbench.peak.link_peak's), `published` (see reference_lines),
     or, without `published`, `gpu_name` (env.json's gpus[0].name; `nvls` as distbench.peak.expected_for)
     to look the published figures up for the measured NCCL world sizes and ops."""
     out_dir = Path(out_dir)

@@ -1,4 +1,4 @@
-"""Figures of the memory family, from results/tables/memory.csv (its `measure` rows): PNG for the
+"""Figures of the memory family, from results/<label>/tables/memory.csv (its `measure` rows): PNG for the
 HTML report and SVG for papers, in the house style of distbench.plots.
 
 - memory_split: per model (its first configuration at its smallest world size), stacked bars per

@@ -1,4 +1,4 @@
-"""Figures of the GPU-pair matrix, from results/tables/pairs.csv (distbench.pairs_analysis): PNG for
+"""Figures of the GPU-pair matrix, from results/<label>/tables/pairs.csv (distbench.pairs_analysis): PNG for
 the HTML report and SVG for papers, in the house style of distbench.plots.
 
 pairs_bandwidth_<backend>_ws<N>: per job, a heat map of the one-way bandwidth (src rows x dst

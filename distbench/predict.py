@@ -156,8 +156,8 @@ fit's range and over the sizes >= 1 MiB (`_large`). On 4x H200 (fit at 2, predic
 the median |error| >= 1 MiB is 7.5% for all_reduce, 14.5% broadcast, 16.7% all_to_all, ~21%
 all_gather and reduce_scatter, 56% send_recv (the causes above).
 
-CLI: python -m distbench.predict results/tables/comm_summary.csv [--training
-results/tables/training_summary.csv] [--preset nvlink4-ib400] --out-dir DIR writes alpha_beta.csv,
+CLI: python -m distbench.predict results/<label>/tables/comm_summary.csv [--training
+results/<label>/tables/training_summary.csv] [--preset nvlink4-ib400] --out-dir DIR writes alpha_beta.csv,
 prediction_comm.csv, prediction_training.csv and prediction_validation.csv.
 """
 
@@ -932,8 +932,8 @@ def main(argv=None) -> int:
         prog="python -m distbench.predict",
         description="Fit alpha-beta models to comm_summary.csv and predict collectives and training at larger "
                     "GPU counts (see the module docstring for the formulas).")
-    ap.add_argument("comm_summary", help="results/tables/comm_summary.csv")
-    ap.add_argument("--training", help="results/tables/training_summary.csv (optional)")
+    ap.add_argument("comm_summary", help="results/<label>/tables/comm_summary.csv")
+    ap.add_argument("--training", help="results/<label>/tables/training_summary.csv (optional)")
     ap.add_argument("--preset", default=DEFAULT_PRESET, choices=sorted(PRESETS),
                     help=f"cluster preset for the inter-node link and GPUs per node (default {DEFAULT_PRESET})")
     ap.add_argument("--out-dir", required=True, help="where to write the four CSVs")

@@ -532,7 +532,9 @@ def _memory(summary_csv) -> dict | None:
                      None if pd.isna(r["estimate_error_bytes"]) else human(r["estimate_error_bytes"]),
                      r["largest_batch_fits"] if pd.notna(r["largest_batch_fits"]) else (r["search_note"] or None),
                      r["status"]])
-    snapshots = sorted(str(p) for p in Path("results/memory").glob("*/*/*/*/snapshot.pickle"))
+    # the run's memory jobs sit beside its tables: results/<label>/{tables,memory}
+    run_dir = Path(summary_csv).parent.parent
+    snapshots = sorted(str(p) for p in (run_dir / "memory").glob("*/*/*/*/snapshot.pickle"))
     return {"findings": memory_findings(s), "table": _table(headers, rows), "snapshots": snapshots,
             "note": ("Per rank, at the largest measured batch. Parts are counted from the tensors (unique storages: "
                      "distbench/memory/accounting.py); activations are what autograd saves for backward. "
@@ -661,7 +663,8 @@ def _cache_state(placements, run_started) -> dict | None:
             prov = json.loads(path.read_text()).get("provenance") or {}
         except (OSError, ValueError):
             prov = {}
-        job = "/".join(path.parts[1:-1]) if path.parts[:1] == ("results",) else str(path.parent)
+        # results/<label>/<family>/...: the job is what follows the label
+        job = "/".join(path.parts[2:-1]) if path.parts[:1] == ("results",) else str(path.parent)
         finished = prov.get("finished")
         when = datetime.fromisoformat(prov["started"]) if prov.get("started") else None
         if when is None or run_started is None:
@@ -706,7 +709,7 @@ def _regressions(config: dict | None, summary_csv, training_summary, memory_summ
 
 
 def _runs(runs_dir, run_label) -> dict | None:
-    """Several hosts side by side (distbench.runs): only when results/runs/ holds another run."""
+    """Several hosts side by side (distbench.runs): only when results/ holds another run."""
     if not runs_dir:
         return None
     from distbench.runs import load_runs, ratios, runs_table, side_by_side
@@ -717,6 +720,14 @@ def _runs(runs_dir, run_label) -> dict | None:
     a, b = list(runs)[:2]
     return {"runs": _table(*runs_table(runs)), "side_by_side": _table(*side_by_side(runs)),
             "ratios": _table(*ratios(runs, a, b)), "a": a, "b": b}
+
+
+def _shown_path(path: Path) -> str:
+    """A path as the report names it: relative to the project (where Snakemake runs) when under it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
 
 
 def _read_optional(path) -> pd.DataFrame | None:
@@ -763,6 +774,9 @@ def build_context(summary_csv, largest_csv, env_json, figures, config, plan, out
     peak = (extra or {}).get("peak")
     return {
         "title": "distbench benchmark report",
+        # where this run's tables are (results/<label>/tables), named in the text, not linked
+        "tables_dir": _shown_path(Path(summary_csv).parent),
+        "run_label": run_label,
         "training": _training(training_summary),
         "memory": _memory(memory_summary),
         "prediction": _prediction(predict_validation),

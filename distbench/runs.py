@@ -1,15 +1,16 @@
 """Several hosts in one report (seed 001: Gloo on a laptop, NCCL on a cloud GPU, combined).
 
-Every run exports its tables under `results/runs/<run_label>/` (config `run_label`, default: the
-host name): `tables/comm_summary.csv` (and the training and memory summaries when it has them) and
-`run.json` (label, host, GPU, versions, when). Copy another host's `results/runs/<label>/` into
-this `results/runs/`, and `snakemake --cores 1 report` shows every run found there side by side,
-with per-op time ratios between the first two labels (this run first). Reads tables only.
+Every run writes everything under `results/<run_label>/` (config `run_label`; empty: the variable
+DISTBENCH_RUN_LABEL, else the host name): its jobs, tables, figures, logs, and `run.json` (label,
+host, GPU, versions, when). Copy another host's `results/<label>/` (its `tables/` and `run.json`
+are enough) into this `results/`, and `snakemake --cores 1 report` shows every run found there side
+by side, with per-op time ratios between the first two labels (this run first). Reads tables only.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 from datetime import datetime, timezone
@@ -18,42 +19,56 @@ from pathlib import Path
 import pandas as pd
 
 from distbench.findings import backend_name, normalise_summary, primary_rows
-from distbench.io import atomic_write_bytes, atomic_write_text
+from distbench.io import atomic_write_text
 from distbench.units import human_bytes, human_time_us, sig3
 
-TABLES = ("comm_summary.csv", "training_summary.csv", "memory_summary.csv")
+LABEL_PATTERN = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")
+LABEL_ENV = "DISTBENCH_RUN_LABEL"
 
 
 def default_label() -> str:
     """The host name, as a path component (characters other than letters, digits, _ . - become -)."""
-    return re.sub(r"[^A-Za-z0-9_.-]", "-", socket.gethostname()) or "run"
+    return re.sub(r"[^A-Za-z0-9_.-]", "-", socket.gethostname()).lstrip(".") or "run"
 
 
-def export_run(tables: list, env_json, out_dir, label: str) -> None:
-    """Copy this run's summary tables into out_dir/tables and describe the run in out_dir/run.json."""
-    out_dir = Path(out_dir)
-    (out_dir / "tables").mkdir(parents=True, exist_ok=True)
-    for t in map(Path, tables):
-        if t.name in TABLES and t.exists():
-            atomic_write_bytes(out_dir / "tables" / t.name, t.read_bytes())
+def resolve_label(configured: str | None) -> str:
+    """This run's label: config run_label, else $DISTBENCH_RUN_LABEL, else the host name.
+
+    The label is exported to DISTBENCH_RUN_LABEL, so that a job a cluster executor starts on
+    another node (SLURM passes the environment on) writes under the same results/<label>/ as the
+    Snakemake that planned it, not under that node's host name."""
+    label = configured or os.environ.get(LABEL_ENV) or default_label()
+    if not LABEL_PATTERN.fullmatch(label):
+        raise ValueError(f"run label {label!r} (config key run_label, or {LABEL_ENV}) is not a path component: "
+                         "use letters, digits, _ . - and no leading dot")
+    os.environ[LABEL_ENV] = label
+    return label
+
+
+def describe_run(env_json, out_path, label: str) -> None:
+    """results/<label>/run.json: which run this is (label, host, GPU, versions, when), for the report
+    of another host that this results/<label>/ is copied to."""
     env = json.loads(Path(env_json).read_text()) if env_json and Path(env_json).exists() else {}
     gpus = env.get("gpus") or []
     about = {"label": label, "host": env.get("hostname") or socket.gethostname(),
              "gpu": gpus[0].get("name") if gpus and isinstance(gpus[0], dict) else None, "gpu_count": len(gpus),
              "torch": env.get("torch"), "nccl_version": env.get("nccl_version"), "git_commit": env.get("git_commit"),
              "exported": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-    atomic_write_text(out_dir / "run.json", json.dumps(about, indent=1) + "\n")
+    atomic_write_text(out_path, json.dumps(about, indent=1) + "\n")
 
 
-def load_runs(runs_dir, first: str | None = None) -> dict[str, dict]:
-    """{label: {"about": run.json, "comm": summary or None}} for every run under runs_dir, `first` first."""
+def run_dirs(results_dir) -> dict[str, Path]:
+    """{label: results/<label>} of every run under results_dir that has a comm summary table."""
+    root = Path(results_dir)
+    return {d.name: d for d in sorted(root.glob("*")) if (d / "tables" / "comm_summary.csv").exists()}
+
+
+def load_runs(results_dir, first: str | None = None) -> dict[str, dict]:
+    """{label: {"about": run.json, "comm": summary}} for every run under results_dir, `first` first."""
     runs = {}
-    for d in sorted(Path(runs_dir).glob("*")) if Path(runs_dir).is_dir() else []:
-        comm = d / "tables" / "comm_summary.csv"
-        if not comm.exists():
-            continue
-        about = json.loads((d / "run.json").read_text()) if (d / "run.json").exists() else {"label": d.name}
-        runs[d.name] = {"about": about, "comm": normalise_summary(pd.read_csv(comm))}
+    for label, d in run_dirs(results_dir).items():
+        about = json.loads((d / "run.json").read_text()) if (d / "run.json").exists() else {"label": label}
+        runs[label] = {"about": about, "comm": normalise_summary(pd.read_csv(d / "tables" / "comm_summary.csv"))}
     if first in runs:
         runs = {first: runs.pop(first), **runs}
     return runs

@@ -1,4 +1,4 @@
-"""Scaling analysis of the DDP training family, from results/tables/training.csv (tables only).
+"""Scaling analysis of the DDP training family, from results/<label>/tables/training.csv (tables only).
 
 `summarize_training` turns the per-step rows (contract: `distbench.schema.TRAINING_COLUMNS`) into
 one row per DDP configuration and world size; `add_scaling` adds throughput-based scaling

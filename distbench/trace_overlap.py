@@ -241,7 +241,7 @@ def overlap_table(trace_dirs: dict) -> list[dict]:
 
 
 def write_overlap_table(trace_dirs: dict, out_csv) -> None:
-    """results/tables/trace_overlap.csv (TABLE_COLUMNS), written atomically."""
+    """results/<label>/tables/trace_overlap.csv (TABLE_COLUMNS), written atomically."""
     from distbench.io import atomic_write_text, csv_text
 
     atomic_write_text(out_csv, csv_text(overlap_table(trace_dirs), TABLE_COLUMNS))

@@ -32,6 +32,9 @@ from distbench.units import pct as _pct
 
 HEALTHY_OF_PUBLISHED = 0.90  # of the published range's low end: run-to-run and machine-to-machine spread
 HEALTHY_EFFICIENCY = 0.90  # scaling efficiency vs one GPU at the largest world size
+# Above this, the 1-GPU run was slower per GPU than the multi-GPU one: the baseline, not the scaling, is
+# what the number says something about, so it is not called healthy.
+SUPERLINEAR_EFFICIENCY = 1.10
 VERDICTS = ("failing", "below expected", "healthy", "measured")  # worst first
 HEADLINE_OP = "all_reduce"  # the collective of data-parallel training; another op when it was not run
 
@@ -125,6 +128,9 @@ def training_headlines(training: pd.DataFrame | None) -> list[Headline]:
         kind, _ = bottleneck(r)
         if math.isnan(eff):
             verdict, reason = "measured", f"{kind}; no 1-GPU run to compare with"
+        elif eff > SUPERLINEAR_EFFICIENCY:
+            verdict, reason = "measured", (f"above linear scaling: each GPU ran faster than the 1-GPU baseline did, "
+                                           "so the baseline is suspect (compare its step time and MFU)")
         elif eff >= HEALTHY_EFFICIENCY:
             verdict, reason = "healthy", f"at least {_pct(HEALTHY_EFFICIENCY)} of linear scaling ({kind})"
         else:

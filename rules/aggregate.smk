@@ -6,28 +6,28 @@ rule aggregate_comm:
         jobs=comm_csvs,
         ranks=comm_rank_csvs,
     output:
-        raw="results/tables/comm.csv",
-        ranks="results/tables/comm_ranks.csv",
+        raw=results("tables/comm.csv"),
+        ranks=results("tables/comm_ranks.csv"),
         summary=report(
-            "results/tables/comm_summary.csv",
+            results("tables/comm_summary.csv"),
             caption="../workflow/report/comm_summary.rst",
             category="Tables",
             subcategory="Communication",
         ),
         largest=report(
-            "results/tables/comm_largest.csv",
+            results("tables/comm_largest.csv"),
             caption="../workflow/report/comm_largest.rst",
             category="Tables",
             subcategory="Communication",
         ),
         stragglers=report(
-            "results/tables/comm_stragglers.csv",
+            results("tables/comm_stragglers.csv"),
             caption="../workflow/report/comm_stragglers.rst",
             category="Tables",
             subcategory="Communication",
         ),
     log:
-        "results/logs/aggregate/comm.log",
+        results("logs/aggregate/comm.log"),
     conda:
         "../envs/distbench.yaml"
     script:
@@ -39,16 +39,16 @@ rule aggregate_comm:
 rule aggregate_pairs:
     input:
         pairs=comm_pairs_csvs,
-        topology="results/probe/topology.json",
+        topology=results("probe/topology.json"),
     output:
         report(
-            "results/tables/comm_pairs.csv",
+            results("tables/comm_pairs.csv"),
             caption="../workflow/report/comm_pairs.rst",
             category="Tables",
             subcategory="GPU pairs",
         ),
     log:
-        "results/logs/aggregate/pairs.log",
+        results("logs/aggregate/pairs.log"),
     conda:
         "../envs/distbench.yaml"
     script:
@@ -61,13 +61,13 @@ rule aggregate_traces:
         trace_dirs,
     output:
         report(
-            "results/tables/trace_overlap.csv",
+            results("tables/trace_overlap.csv"),
             caption="../workflow/report/trace_overlap.rst",
             category="Tables",
             subcategory="Traces",
         ),
     log:
-        "results/logs/aggregate/traces.log",
+        results("logs/aggregate/traces.log"),
     conda:
         "../envs/distbench.yaml"
     params:

@@ -11,7 +11,7 @@ rule comm_job:
         # the GPU-pair matrix (comm.pairs): header only for the jobs that do not measure it
         pairs=f"{COMM_DIR}/pairs.csv",
     log:
-        "results/logs/comm/{backend}/{dtype}/ws{world_size}/{nccl_env}.log",
+        results("logs/comm/{backend}/{dtype}/ws{world_size}/{nccl_env}.log"),
     conda:
         "../envs/distbench.yaml"
     # All cores: two benchmark jobs must never run at the same time and disturb each other.

@@ -6,7 +6,7 @@ from snakemake.exceptions import WorkflowError
 from distbench.choices import BACKENDS, DTYPES, TRAINING_MODELS
 from distbench.config import ConfigError, check_config
 from distbench.profiling import family_mode
-from distbench.runs import default_label
+from distbench.runs import resolve_label
 from distbench.plan import (
     job_launch,
     job_params,
@@ -27,21 +27,32 @@ try:
 except ConfigError as e:
     raise WorkflowError(str(e))
 
+# This run's name: every path it writes is under results/<label>/ (distbench.runs), so runs of
+# several hosts copied into one results/ sit side by side in the report.
+try:
+    RUN_LABEL = resolve_label(config["run_label"])
+except ValueError as e:
+    raise WorkflowError(str(e))
+
+
+def results(path):
+    """A path under this run's results/<run label>/ (wildcards in `path` stay wildcards)."""
+    return f"results/{RUN_LABEL}/{path}"
+
+
 PLAN = make_plan(config)
 JOBS = {tuple(str(v) for v in j.wildcards.values()): j for j in PLAN["jobs"]}
-COMM_DIR = "results/comm/{backend}/{dtype}/ws{world_size}/{nccl_env}"
+COMM_DIR = results("comm/{backend}/{dtype}/ws{world_size}/{nccl_env}")
 TRAINING_JOBS = {
     (j.backend, j.model, str(j.world_size), j.config_label): j
     for j in PLAN["training_jobs"]
 }
-TRAINING_DIR = "results/training/{backend}/{model}/ws{world_size}/{config}"
+TRAINING_DIR = results("training/{backend}/{model}/ws{world_size}/{config}")
 MEMORY_JOBS = {
     (j.backend, j.model, str(j.world_size), j.config_label): j
     for j in PLAN["memory_jobs"]
 }
-MEMORY_DIR = "results/memory/{backend}/{model}/ws{world_size}/{config}"
-# This run's name among the runs of several hosts (results/runs/<label>/, distbench.runs).
-RUN_LABEL = config["run_label"] or default_label()
+MEMORY_DIR = results("memory/{backend}/{model}/ws{world_size}/{config}")
 # Traces on request (config `profile`, per family): off, torch or nsys (distbench.profiling).
 PROFILE = {family: family_mode(config, family) for family in ("comm", "training")}
 
@@ -87,8 +98,8 @@ def training_report_inputs(wildcards=None):
     if not PLAN["training_jobs"]:
         return {}
     return {
-        "training_summary": "results/tables/training_summary.csv",
-        "training_figures": "results/figures_training",
+        "training_summary": results("tables/training_summary.csv"),
+        "training_figures": results("figures_training"),
     }
 
 
@@ -109,9 +120,9 @@ def memory_report_inputs(wildcards=None):
     if not PLAN["memory_jobs"]:
         return {}
     return {
-        "memory_raw": "results/tables/memory.csv",
-        "memory_summary": "results/tables/memory_summary.csv",
-        "memory_figures": "results/figures_memory",
+        "memory_raw": results("tables/memory.csv"),
+        "memory_summary": results("tables/memory_summary.csv"),
+        "memory_figures": results("figures_memory"),
     }
 
 
@@ -121,9 +132,11 @@ def family_outputs(family):
     if not PLAN[f"{family}_jobs"]:
         return []
     figures = (
-        "results/figures_training" if family == "training" else "results/figures_memory"
+        results("figures_training")
+        if family == "training"
+        else results("figures_memory")
     )
-    return [f"results/tables/{family}_summary.csv", figures]
+    return [results(f"tables/{family}_summary.csv"), figures]
 
 
 def launch_param(wildcards):
@@ -145,7 +158,7 @@ def training_summary_input(wildcards=None):
     """The training summary, for the prediction of training at scale, when the plan trains."""
     if not PLAN["training_jobs"]:
         return {}
-    return {"training_summary": "results/tables/training_summary.csv"}
+    return {"training_summary": results("tables/training_summary.csv")}
 
 
 def predict_report_inputs(wildcards=None):
@@ -153,8 +166,8 @@ def predict_report_inputs(wildcards=None):
     if not config["predict"]["enabled"]:
         return {}
     return {
-        "predict_validation": "results/tables/predict/prediction_validation.csv",
-        "predict_figures": "results/figures_predict",
+        "predict_validation": results("tables/predict/prediction_validation.csv"),
+        "predict_figures": results("figures_predict"),
     }
 
 
@@ -167,8 +180,8 @@ def pairs_report_inputs(wildcards=None):
     if not config["comm"]["pairs"]:
         return {}
     return {
-        "pairs_table": "results/tables/comm_pairs.csv",
-        "pairs_figures": "results/figures_pairs",
+        "pairs_table": results("tables/comm_pairs.csv"),
+        "pairs_figures": results("figures_pairs"),
     }
 
 
@@ -190,7 +203,7 @@ def trace_jobs(wildcards=None):
                 path = job_dir.format(**j.wildcards)
                 out[f"{path}/trace"] = {
                     "family": family,
-                    "job": path.split("/", 2)[2],
+                    "job": path.removeprefix(results(f"{family}/")),
                 }
     return out
 
@@ -203,7 +216,7 @@ def trace_report_inputs(wildcards=None):
     """The traces' overlap table, when a family is profiled."""
     if all(mode == "off" for mode in PROFILE.values()):
         return {}
-    return {"traces": "results/tables/trace_overlap.csv"}
+    return {"traces": results("tables/trace_overlap.csv")}
 
 
 def job_placements(wildcards=None):
@@ -223,10 +236,10 @@ def job_placements(wildcards=None):
 
 
 def other_runs(wildcards=None):
-    """Other hosts' runs copied into results/runs/ (their comm tables): inputs of the report, so
-    copying one in makes `snakemake report` render it."""
+    """Other hosts' runs copied into results/ (their comm tables and run.json): inputs of the report,
+    so copying one in makes `snakemake report` render it."""
     return sorted(
         p
-        for p in glob.glob("results/runs/*/tables/comm_summary.csv")
-        if p.split("/")[2] != RUN_LABEL
+        for p in glob.glob("results/*/tables/comm_summary.csv")
+        if p.split("/")[1] != RUN_LABEL
     )

@@ -7,7 +7,7 @@ rule memory_job:
         csv=f"{MEMORY_DIR}/memory.csv",
         placement=f"{MEMORY_DIR}/placement.json",
     log:
-        "results/logs/memory/{backend}/{model}/ws{world_size}/{config}.log",
+        results("logs/memory/{backend}/{model}/ws{world_size}/{config}.log"),
     conda:
         "../envs/distbench.yaml"
     # All cores: two benchmark jobs must never run at the same time (one would take the other's memory).
@@ -35,15 +35,15 @@ rule aggregate_memory:
     input:
         jobs=memory_csvs,
     output:
-        raw="results/tables/memory.csv",
+        raw=results("tables/memory.csv"),
         summary=report(
-            "results/tables/memory_summary.csv",
+            results("tables/memory_summary.csv"),
             caption="../workflow/report/memory_summary.rst",
             category="Tables",
             subcategory="Memory",
         ),
     log:
-        "results/logs/aggregate/memory.log",
+        results("logs/aggregate/memory.log"),
     conda:
         "../envs/distbench.yaml"
     script:
@@ -52,17 +52,17 @@ rule aggregate_memory:
 
 rule plot_memory:
     input:
-        raw="results/tables/memory.csv",
+        raw=results("tables/memory.csv"),
     output:
         report(
-            directory("results/figures_memory"),
+            directory(results("figures_memory")),
             patterns=["{figure}.png"],
             caption="../workflow/report/memory_figures.rst",
             category="Memory",
             labels={"figure": "{figure}"},
         ),
     log:
-        "results/logs/plot/memory.log",
+        results("logs/plot/memory.log"),
     conda:
         "../envs/distbench.yaml"
     script:

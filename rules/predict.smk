@@ -6,34 +6,34 @@
 rule predict:
     input:
         unpack(training_summary_input),
-        comm="results/tables/comm_summary.csv",
+        comm=results("tables/comm_summary.csv"),
     output:
         fits=report(
-            "results/tables/predict/alpha_beta.csv",
+            results("tables/predict/alpha_beta.csv"),
             caption="../workflow/report/predict_alpha_beta.rst",
             category="Tables",
             subcategory="Prediction",
         ),
         comm=report(
-            "results/tables/predict/prediction_comm.csv",
+            results("tables/predict/prediction_comm.csv"),
             caption="../workflow/report/predict_comm.rst",
             category="Tables",
             subcategory="Prediction",
         ),
         training=report(
-            "results/tables/predict/prediction_training.csv",
+            results("tables/predict/prediction_training.csv"),
             caption="../workflow/report/predict_training.rst",
             category="Tables",
             subcategory="Prediction",
         ),
         validation=report(
-            "results/tables/predict/prediction_validation.csv",
+            results("tables/predict/prediction_validation.csv"),
             caption="../workflow/report/predict_validation.rst",
             category="Tables",
             subcategory="Prediction",
         ),
     log:
-        "results/logs/predict/predict.log",
+        results("logs/predict/predict.log"),
     conda:
         "../envs/distbench.yaml"
     params:
@@ -45,19 +45,19 @@ rule predict:
 
 rule plot_predict:
     input:
-        validation="results/tables/predict/prediction_validation.csv",
-        comm="results/tables/predict/prediction_comm.csv",
-        training="results/tables/predict/prediction_training.csv",
+        validation=results("tables/predict/prediction_validation.csv"),
+        comm=results("tables/predict/prediction_comm.csv"),
+        training=results("tables/predict/prediction_training.csv"),
     output:
         report(
-            directory("results/figures_predict"),
+            directory(results("figures_predict")),
             patterns=["{figure}.png"],
             caption="../workflow/report/predict_figures.rst",
             category="Prediction",
             labels={"figure": "{figure}"},
         ),
     log:
-        "results/logs/plot/predict.log",
+        results("logs/plot/predict.log"),
     conda:
         "../envs/distbench.yaml"
     script:

@@ -3,9 +3,9 @@
 
 rule probe_env:
     output:
-        "results/probe/env.json",
+        results("probe/env.json"),
     log:
-        "results/logs/probe/env.log",
+        results("logs/probe/env.log"),
     conda:
         "../envs/distbench.yaml"
     resources:
@@ -23,9 +23,9 @@ rule probe_env:
 
 rule probe_topology:
     output:
-        "results/probe/topology.json",
+        results("probe/topology.json"),
     log:
-        "results/logs/probe/topology.log",
+        results("logs/probe/topology.log"),
     conda:
         "../envs/distbench.yaml"
     resources:
@@ -44,10 +44,10 @@ rule probe_topology:
 # NCCL_DEBUG=INFO slows small messages: this job runs apart from (and never during) timed runs.
 rule probe_nccl:
     output:
-        json="results/probe/nccl.json",
-        logs=directory("results/probe/nccl_logs"),
+        json=results("probe/nccl.json"),
+        logs=directory(results("probe/nccl_logs")),
     log:
-        "results/logs/probe/nccl.log",
+        results("logs/probe/nccl.log"),
     conda:
         "../envs/distbench.yaml"
     threads: workflow.cores
@@ -68,23 +68,23 @@ rule probe_nccl:
 
 rule diagnose:
     input:
-        summary="results/tables/comm_summary.csv",
-        env="results/probe/env.json",
-        topology="results/probe/topology.json",
-        nccl="results/probe/nccl.json",
+        summary=results("tables/comm_summary.csv"),
+        env=results("probe/env.json"),
+        topology=results("probe/topology.json"),
+        nccl=results("probe/nccl.json"),
         placement=lambda wc: [
             p.replace("comm.csv", "placement.json") for p in comm_csvs()
         ],
     output:
         table=report(
-            "results/tables/comm_diagnosed.csv",
+            results("tables/comm_diagnosed.csv"),
             caption="../workflow/report/comm_diagnosed.rst",
             category="Tables",
             subcategory="Communication",
         ),
-        advice="results/probe/advice.json",
+        advice=results("probe/advice.json"),
     log:
-        "results/logs/probe/diagnose.log",
+        results("logs/probe/diagnose.log"),
     conda:
         "../envs/distbench.yaml"
     script:

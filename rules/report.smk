@@ -11,23 +11,23 @@ rule report:
         unpack(predict_report_inputs),
         unpack(pairs_report_inputs),
         unpack(trace_report_inputs),
-        summary="results/tables/comm_diagnosed.csv",
-        largest="results/tables/comm_largest.csv",
-        stragglers="results/tables/comm_stragglers.csv",
-        env="results/probe/env.json",
-        advice="results/probe/advice.json",
-        figures="results/figures",
+        summary=results("tables/comm_diagnosed.csv"),
+        largest=results("tables/comm_largest.csv"),
+        stragglers=results("tables/comm_stragglers.csv"),
+        env=results("probe/env.json"),
+        advice=results("probe/advice.json"),
+        figures=results("figures"),
         # each job's provenance (commit, host, dates): the appendix's cache state
         placements=job_placements,
-        # this run's exported tables; other hosts' runs copied into results/runs/ are read too
-        run=f"results/runs/{RUN_LABEL}",
+        # which run this is; other hosts' runs copied into results/ beside it are read too
+        run=results("run.json"),
         other_runs=other_runs,
     output:
         md="report/report.md",
         html="report/report.html",
         figures=directory("report/figures"),
     log:
-        "results/logs/report/report.log",
+        results("logs/report/report.log"),
     conda:
         "../envs/distbench.yaml"
     params:
@@ -38,24 +38,21 @@ rule report:
         "../workflow/scripts/render_report.py"
 
 
-# This run's summary tables and description under its label, to copy to another host and combine
-# there (distbench.runs).
-rule export_run:
+# results/<label>/run.json: which run this is (host, GPU, versions), for the report of another host
+# that this results/<label>/ is copied to (distbench.runs).
+rule describe_run:
     input:
-        unpack(training_report_inputs),
-        unpack(memory_report_inputs),
-        comm="results/tables/comm_summary.csv",
-        env="results/probe/env.json",
+        env=results("probe/env.json"),
     output:
-        directory(f"results/runs/{RUN_LABEL}"),
+        results("run.json"),
     log:
-        f"results/logs/report/export_run_{RUN_LABEL}.log",
+        results("logs/report/describe_run.log"),
     conda:
         "../envs/distbench.yaml"
     params:
         label=RUN_LABEL,
     script:
-        "../workflow/scripts/export_run.py"
+        "../workflow/scripts/describe_run.py"
 
 
 # Machine-readable results: report/summary.json (seed 000's shape, checked against
@@ -64,13 +61,13 @@ rule summary_json:
     input:
         unpack(training_report_inputs),
         unpack(memory_report_inputs),
-        comm="results/tables/comm_summary.csv",
-        env="results/probe/env.json",
+        comm=results("tables/comm_summary.csv"),
+        env=results("probe/env.json"),
     output:
         summary="report/summary.json",
-        nccl_tests=directory("results/nccl_tests"),
+        nccl_tests=directory(results("nccl_tests")),
     log:
-        "results/logs/report/summary_json.log",
+        results("logs/report/summary_json.log"),
     conda:
         "../envs/distbench.yaml"
     params:

@@ -9,7 +9,7 @@ rule training_job:
         csv=f"{TRAINING_DIR}/training.csv",
         placement=f"{TRAINING_DIR}/placement.json",
     log:
-        "results/logs/training/{backend}/{model}/ws{world_size}/{config}.log",
+        results("logs/training/{backend}/{model}/ws{world_size}/{config}.log"),
     conda:
         "../envs/distbench.yaml"
     # All cores: two benchmark jobs must never run at the same time and disturb each other.
@@ -38,15 +38,15 @@ rule aggregate_training:
     input:
         jobs=training_csvs,
     output:
-        raw="results/tables/training.csv",
+        raw=results("tables/training.csv"),
         summary=report(
-            "results/tables/training_summary.csv",
+            results("tables/training_summary.csv"),
             caption="../workflow/report/training_summary.rst",
             category="Tables",
             subcategory="Training",
         ),
     log:
-        "results/logs/aggregate/training.log",
+        results("logs/aggregate/training.log"),
     conda:
         "../envs/distbench.yaml"
     params:
@@ -57,17 +57,17 @@ rule aggregate_training:
 
 rule plot_training:
     input:
-        summary="results/tables/training_summary.csv",
+        summary=results("tables/training_summary.csv"),
     output:
         report(
-            directory("results/figures_training"),
+            directory(results("figures_training")),
             patterns=["{figure}.png"],
             caption="../workflow/report/training_figures.rst",
             category="Training",
             labels={"figure": "{figure}"},
         ),
     log:
-        "results/logs/plot/training.log",
+        results("logs/plot/training.log"),
     conda:
         "../envs/distbench.yaml"
     script:

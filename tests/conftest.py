@@ -6,7 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from distbench.runs import default_label
+
 REPO = Path(__file__).resolve().parents[1]
+# Where a workflow run in a test writes (results/<run label>/): the label its Snakemake resolves,
+# with no run_label in the config (distbench.runs.resolve_label).
+RUN = "results/" + (os.environ.get("DISTBENCH_RUN_LABEL") or default_label())
 
 
 def torchrun(args, nproc=2, timeout=180, env=None):

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from tests.conftest import snakemake
+from tests.conftest import RUN, snakemake
 
 TINY = {
     "backends": ["nccl", "gloo"],
@@ -39,17 +39,17 @@ def test_pipeline_runs_caches_and_reruns_only_what_changed(workflow_dir):
     assert _jobs_run(first.stderr).count("memory_job") == 1
 
     # tables follow the contract; every Gloo measurement is ok and checked
-    raw = pd.read_csv(workflow_dir / "results/tables/comm.csv")
+    raw = pd.read_csv(workflow_dir / f"{RUN}/tables/comm.csv")
     assert set(raw["backend"]) == {"gloo"} and set(raw["world_size"]) == {1, 2}
     ok = raw[raw["status"] == "ok"]
     assert len(ok) and ok.loc[ok["op"] != "barrier", "correct"].all()
     skipped = raw[raw["status"] == "skipped"]
     assert set(skipped["op"]) == {"send_recv"} and set(skipped["world_size"]) == {1}
-    summary = pd.read_csv(workflow_dir / "results/tables/comm_summary.csv")
+    summary = pd.read_csv(workflow_dir / f"{RUN}/tables/comm_summary.csv")
     assert {"time_us_median", "time_us_p5", "time_us_p95", "time_us_cv", "busbw_gbps_median",
             "rank_spread_pct_median"} <= set(summary.columns)
     # every rank's time of every measured trial, aggregated like the rows
-    ranks = pd.read_csv(workflow_dir / "results/tables/comm_ranks.csv")
+    ranks = pd.read_csv(workflow_dir / f"{RUN}/tables/comm_ranks.csv")
     measured = raw[raw["status"].isin(["ok", "wrong"])]
     assert len(ranks) == (measured["world_size"]).sum() and set(ranks["rank"]) == {0, 1}
     assert (raw["rank_agg"] == "max").all()
@@ -57,25 +57,25 @@ def test_pipeline_runs_caches_and_reruns_only_what_changed(workflow_dir):
     # the training family: its table follows the contract, the summary has the scaling figures
     from distbench.schema import read_training_csv
 
-    training = read_training_csv(workflow_dir / "results/tables/training.csv")
+    training = read_training_csv(workflow_dir / f"{RUN}/tables/training.csv")
     assert set(training["world_size"]) == {1, 2} and (training["status"] == "ok").all()
-    tsum = pd.read_csv(workflow_dir / "results/tables/training_summary.csv")
+    tsum = pd.read_csv(workflow_dir / f"{RUN}/tables/training_summary.csv")
     two = tsum[(tsum["world_size"] == 2) & (tsum["model"] == "mlp")].iloc[0]
     assert two["efficiency_vs_plain_1gpu"] > 0 and pd.notna(two["exposed_comm_ms"])
-    assert (workflow_dir / "results/figures_training/training_throughput.png").exists()
+    assert (workflow_dir / f"{RUN}/figures_training/training_throughput.png").exists()
     lora = tsum[tsum["model"] == "lora"].set_index(["world_size", "strategy"])
     assert sorted(lora.index) == [(1, "ddp"), (1, "fsdp"), (2, "fsdp")]
     assert (lora["tokens_per_s_median"] > 0).all() and lora["mfu"].isna().all()  # no peak for a CPU
-    assert (workflow_dir / "results/figures_training/training_lm_throughput.png").exists()
-    assert (workflow_dir / "results/training/gloo/lora/ws2/fsdp/training.csv").exists()
+    assert (workflow_dir / f"{RUN}/figures_training/training_lm_throughput.png").exists()
+    assert (workflow_dir / f"{RUN}/training/gloo/lora/ws2/fsdp/training.csv").exists()
 
     # the memory family: one job, its table, summary, figures and report section
     from distbench.schema import read_memory_csv
 
-    memory = read_memory_csv(workflow_dir / "results/tables/memory.csv")
+    memory = read_memory_csv(workflow_dir / f"{RUN}/tables/memory.csv")
     assert set(memory[memory["phase"] == "measure"]["batch_size"]) == {4, 8}
-    assert (workflow_dir / "results/tables/memory_summary.csv").exists()
-    assert (workflow_dir / "results/figures_memory/memory_split.png").exists()
+    assert (workflow_dir / f"{RUN}/tables/memory_summary.csv").exists()
+    assert (workflow_dir / f"{RUN}/figures_memory/memory_split.png").exists()
 
     # machine-readable: summary.json (validated against its schema, as the rule does) and the comm
     # series as nccl-tests -J documents
@@ -88,7 +88,7 @@ def test_pipeline_runs_caches_and_reruns_only_what_changed(workflow_dir):
     assert doc["world_size"] == 2 and doc["config"]["device"] == "cpu" and doc["config"]["benchmark_iters"] == 3
     assert set(doc["results"]["communication"]) == {"all_reduce", "all_gather", "send_recv", "barrier"}
     assert {r["model"] for r in doc["results"]["training"]} == {"mlp", "lora"} and len(doc["results"]["memory"]) == 1
-    nt = json.loads((workflow_dir / "results/nccl_tests/gloo_all_reduce_float32_ws2_default_host.json").read_text())
+    nt = json.loads((workflow_dir / f"{RUN}/nccl_tests/gloo_all_reduce_float32_ws2_default_host.json").read_text())
     first = nt["results"][0]
     assert (first["size"], first["count"], first["type"], first["redop"], first["root"]) == (8, 2, "float", "sum", -1)
     # all_reduce runs in place by default (comm.inplace): out of place was not measured
@@ -105,27 +105,27 @@ def test_pipeline_runs_caches_and_reruns_only_what_changed(workflow_dir):
     assert "![" in md and "](figures/busbw_vs_size.png)" in md and "max over ranks" in md
     assert (workflow_dir / "report/figures/busbw_vs_size.png").exists()  # beside the report: portable
     # the GPU-pair matrix of the 2-rank job (CPU here: link class cpu), in a table, a heat map and a finding
-    pairs = pd.read_csv(workflow_dir / "results/tables/comm_pairs.csv")
+    pairs = pd.read_csv(workflow_dir / f"{RUN}/tables/comm_pairs.csv")
     assert set(pairs["mode"]) == {"uni", "bi"} and set(pairs["link_class"]) == {"cpu"} and len(pairs) == 2 * 3
     assert "GPU-pair matrix (Gloo, 2 ranks" in md and "pairs_bandwidth_gloo_ws2.png" in md
     # every trial's arrival record, and no straggler flagged in a normal run
     assert raw["arrival_skew_us"].notna().any() and "Straggler" not in md
     # larger clusters, predicted from the measured tables (fits, collectives and training at scale)
     assert "## Larger clusters (predicted)" in md and "predict_training_efficiency.png" in md
-    predicted = pd.read_csv(workflow_dir / "results/tables/predict/prediction_training.csv")
+    predicted = pd.read_csv(workflow_dir / f"{RUN}/tables/predict/prediction_training.csv")
     assert set(predicted["gpus"]) == {8, 16, 64, 256, 1024} and set(predicted["model"]) == {"mlp", "lora"}
     assert predicted["efficiency"].between(0, 1).all()
-    assert len(pd.read_csv(workflow_dir / "results/tables/predict/alpha_beta.csv"))
+    assert len(pd.read_csv(workflow_dir / f"{RUN}/tables/predict/alpha_beta.csv"))
     html = (workflow_dir / "report/report.html").read_text()
     assert "data:image/png;base64," in html and 'src="http' not in html
-    assert (workflow_dir / "results/figures/busbw_vs_size.svg").exists()
+    assert (workflow_dir / f"{RUN}/figures/busbw_vs_size.svg").exists()
 
     # a second run does nothing
     again = snakemake(workflow_dir, *cfg)
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
 
     # deleting one job's CSV reruns exactly that job (and the steps downstream of it)
-    (workflow_dir / "results/comm/gloo/float32/ws2/default/comm.csv").unlink()
+    (workflow_dir / f"{RUN}/comm/gloo/float32/ws2/default/comm.csv").unlink()
     one = snakemake(workflow_dir, *cfg)
     assert one.returncode == 0, one.stderr[-3000:]
     assert _jobs_run(one.stderr).count("comm_job") == 1
@@ -142,7 +142,7 @@ def test_pipeline_runs_caches_and_reruns_only_what_changed(workflow_dir):
     assert _jobs_run(iters.stdout + iters.stderr).count("comm_job") == 2
 
     # the report target rebuilds from cached CSVs without starting torchrun
-    for p in ("report/report.md", "report/report.html", *(workflow_dir / "results/tables").glob("*.csv")):
+    for p in ("report/report.md", "report/report.html", *(workflow_dir / f"{RUN}/tables").glob("*.csv")):
         (workflow_dir / p).unlink()
     rep = snakemake(workflow_dir, "report", *cfg)
     assert rep.returncode == 0, rep.stderr[-3000:]

@@ -33,7 +33,7 @@ from synthetic import ENV, make_synthetic
 from distbench.aggregate import JobCsvError, read_job_csv, read_job_csvs
 from distbench.report import render_report
 from distbench.schema import SchemaError, read_comm_csv, read_training_csv
-from tests.conftest import REPO, snakemake
+from tests.conftest import RUN, REPO, snakemake
 
 TINY = {
     "backends": ["gloo"],
@@ -47,8 +47,8 @@ TINY = {
 }
 CFG = ("--configfile", "tiny.yaml")
 HELD_PORTS = (29500, 29400)  # torchrun's default master port and its default c10d rendezvous port
-COMM_CSV = "results/comm/gloo/float32/ws2/default/comm.csv"
-TRAINING_CSV = "results/training/gloo/mlp/ws2/plain/training.csv"
+COMM_CSV = f"{RUN}/comm/gloo/float32/ws2/default/comm.csv"
+TRAINING_CSV = f"{RUN}/training/gloo/mlp/ws2/plain/training.csv"
 
 
 def _jobs_run(output: str) -> list[str]:
@@ -202,7 +202,7 @@ CORRUPTIONS = [  # (file, how, words the message must hold, rule to rerun)
 def test_corrupt_cached_job_csv_fails_aggregation_with_a_clean_message(tiny_run):
     d = tiny_run["dir"]
     assert tiny_run["first_rc"] == 0, tiny_run["first_out"][-3000:]
-    tables = d / "results" / "tables"
+    tables = d / RUN / "tables"
     for rel, corrupt, words, rule in CORRUPTIONS:
         path = d / rel
         good = path.read_text()
@@ -225,7 +225,7 @@ def test_corrupt_cached_job_csv_fails_aggregation_with_a_clean_message(tiny_run)
         assert all(w in line for w in words), (words, line)
         assert "Delete it" in text and f"rm {rel}" in text and f"snakemake -R {rule}" in text
         assert "Traceback" not in text, text[-4000:]
-        log = (d / f"results/logs/aggregate/{agg.split('_')[1]}.log").read_text()
+        log = (d / f"{RUN}/logs/aggregate/{agg.split('_')[1]}.log").read_text()
         assert msg in log and "Traceback" not in log
         path.write_text(good)
 

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.conftest import RUN
+
 # A Gloo comm job that runs for a long time (so the interrupt lands mid-job) after a quick first point.
 LONG = {
     "backends": ["gloo"], "world_sizes": [2],
@@ -69,7 +71,7 @@ def _start(workflow_dir) -> subprocess.Popen:
 def _wait_until_measuring(workflow_dir, snake) -> None:
     marker = str(workflow_dir)
     # the 8 B point is done (the partial CSV has rows) and the long one is running
-    partial = workflow_dir / "results/comm/gloo/float32/ws2/default/comm.csv.partial"
+    partial = workflow_dir / f"{RUN}/comm/gloo/float32/ws2/default/comm.csv.partial"
     ok = _wait_for(lambda: partial.exists() and partial.read_text().count("\n") > 1, 180)
     assert ok and _torchrun_pids(marker), f"the job never started measuring: {snake.poll()}"
 
@@ -103,10 +105,10 @@ def test_an_interrupted_run_leaves_no_process_and_no_complete_looking_output(wor
             os.killpg(snake.pid, signal.SIGKILL)
         for p in _job_processes(str(workflow_dir)):
             os.kill(p, signal.SIGKILL)
-    job_dir = workflow_dir / "results/comm/gloo/float32/ws2/default"
+    job_dir = workflow_dir / f"{RUN}/comm/gloo/float32/ws2/default"
     assert not (job_dir / "comm.csv").exists()  # never marked complete
     assert not (job_dir / "comm.csv.partial").exists() or how == "sigkill_snakemake"
-    launcher_log = (workflow_dir / "results/logs/comm/gloo/float32/ws2/default.log").read_text()
+    launcher_log = (workflow_dir / f"{RUN}/logs/comm/gloo/float32/ws2/default.log").read_text()
     assert "interrupted" in launcher_log
 
     # the next run (no flags: the profile reruns incomplete jobs) starts the job again; make it quick.

@@ -5,6 +5,7 @@ torchrun jobs (Gloo, 2 ranks) under DDP and FSDP2."""
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -202,13 +203,17 @@ def test_report_section_lists_findings_table_and_snapshots(tmp_path, monkeypatch
     r, out = run_memory(tmp_path, "--model", "mlp", "--hidden-dim", "32", "--num-layers", "1", "--batch-sizes", "2,4",
                         nproc=1)
     assert r.returncode == 0, r.stderr[-3000:]
-    summarize_memory(read_memory_csv(out)).to_csv(tmp_path / "summary.csv", index=False)
-    snap = tmp_path / "results/memory/nccl/gpt/ws1/ddp/snapshot.pickle"
+    tables = tmp_path / "results/lab/tables"
+    tables.mkdir(parents=True)
+    summarize_memory(read_memory_csv(out)).to_csv(tables / "memory_summary.csv", index=False)
+    snap = tmp_path / "results/lab/memory/nccl/gpt/ws1/ddp/snapshot.pickle"
     snap.parent.mkdir(parents=True)
     snap.write_bytes(b"x")
+    (tmp_path / "results/other/memory/nccl/gpt/ws1/ddp").mkdir(parents=True)  # another run's: not listed
+    (tmp_path / "results/other/memory/nccl/gpt/ws1/ddp/snapshot.pickle").write_bytes(b"x")
     monkeypatch.chdir(tmp_path)
-    section = _memory(tmp_path / "summary.csv")
+    section = _memory(Path("results/lab/tables/memory_summary.csv"))
     assert section["findings"][0].startswith("MLP 32x1, ddp, 1 rank: at batch 4 per rank")
     assert section["table"]["rows"][0][:4] == ["mlp", "ddp", "1", "4"]
-    assert section["snapshots"] == ["results/memory/nccl/gpt/ws1/ddp/snapshot.pickle"]
+    assert section["snapshots"] == ["results/lab/memory/nccl/gpt/ws1/ddp/snapshot.pickle"]
     assert _memory(tmp_path / "missing.csv") is None

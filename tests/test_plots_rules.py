@@ -313,13 +313,13 @@ def test_prediction_figure_when_the_first_measured_backend_has_no_graph_timing()
     assert any("measured (nccl, graph, 4 ranks)" in t for t in labels), labels
 
 
-def test_busbw_figure_marks_nccl_algorithm_protocol_ranges():
+def test_busbw_and_latency_figures_mark_nccl_algorithm_protocol_ranges():
     """comm_diagnosed.csv carries NCCL's choice per point (the NCCL probe's tuning table): the
-    bus-bandwidth figure labels each run of sizes with the same algorithm/protocol."""
+    bus-bandwidth and the time figures label each run of sizes with the same algorithm/protocol."""
     import pandas as pd
     from synthetic import build_summary
 
-    from distbench.plots import BUSBW, fig_vs_size, nccl_ranges
+    from distbench.plots import BUSBW, TIME, fig_vs_size, nccl_ranges
 
     from distbench.findings import normalise_summary
 
@@ -330,8 +330,11 @@ def test_busbw_figure_marks_nccl_algorithm_protocol_ranges():
     one = s[(s["op"] == "all_reduce") & (s["timing"] == "events")]
     runs = nccl_ranges(one)
     assert [r[2] for r in runs] == ["Ring/LL", "Ring/LL128", "Ring/Simple"] and runs[0][0] == one["size_bytes"].min()
-    fig = fig_vs_size(s, BUSBW)
-    texts = {t.get_text() for ax in fig.axes for t in ax.texts}
-    assert {"Ring/LL", "Ring/LL128", "Ring/Simple"} <= texts
+    for y in (BUSBW, TIME):
+        fig = fig_vs_size(s, y)
+        texts = {t.get_text() for ax in fig.axes for t in ax.texts}
+        assert {"Ring/LL", "Ring/LL128", "Ring/Simple"} <= texts, y
+        legend = {t.get_text() for lg in fig.legends for t in lg.get_texts()}
+        assert any(t.startswith("NCCL algorithm/protocol") for t in legend), y
     assert not nccl_ranges(s.drop(columns=["nccl_proto"]))  # a plain summary: no strip
     assert nccl_ranges(pd.DataFrame(columns=s.columns)) == []

@@ -12,7 +12,7 @@ import pytest
 
 from distbench.config import ConfigError, check_config
 from distbench.profiling import family_mode
-from tests.conftest import snakemake
+from tests.conftest import RUN, snakemake
 
 CONFIG = """
 backends: [gloo]
@@ -53,7 +53,7 @@ def test_a_profiled_run_traces_every_rank_and_keeps_the_measurements(workflow_di
     (workflow_dir / "p.yaml").write_text(CONFIG.format(profile="true", training_extra=""))
     r = snakemake(workflow_dir, "--cores", "2", "report", "--configfile", "p.yaml")
     assert r.returncode == 0, r.stderr[-3000:]
-    res = workflow_dir / "results"
+    res = workflow_dir / RUN
     for job in ("comm/gloo/float32/ws2/default", "training/gloo/mlp/ws2/plain"):
         trace = res / job / "trace"
         assert sorted(p.name for p in trace.glob("trace_rank*.json.gz")) == ["trace_rank0.json.gz", "trace_rank1.json.gz"]
@@ -69,7 +69,7 @@ def test_a_profiled_run_traces_every_rank_and_keeps_the_measurements(workflow_di
     md = (workflow_dir / "report/report.md").read_text()
     section = md.split("## Traces")[1].split("\n## ")[0]
     assert "| training | gloo/mlp/ws2/plain | torch | 2 |" in section
-    assert "../results/training/gloo/mlp/ws2/plain/trace/trace_rank1.json.gz" in section
+    assert f"../{RUN}/training/gloo/mlp/ws2/plain/trace/trace_rank1.json.gz" in section
 
 
 def _fake_nsys(bin_dir):
@@ -95,13 +95,13 @@ def test_nsys_mode(workflow_dir, tmp_path, with_nsys):
         path = f"{tmp_path / 'bin'}:{path}"
     else:
         path = ":".join(p for p in path.split(":") if not (os.path.exists(os.path.join(p, "nsys"))))
-    r = snakemake(workflow_dir, "--cores", "2", "results/tables/trace_overlap.csv", "--configfile", "n.yaml",
+    r = snakemake(workflow_dir, "--cores", "2", f"{RUN}/tables/trace_overlap.csv", "--configfile", "n.yaml",
                   env={**env, "PATH": path})
     assert r.returncode == 0, r.stderr[-3000:]
-    trace = workflow_dir / "results/training/gloo/mlp/ws2/plain/trace"
+    trace = workflow_dir / f"{RUN}/training/gloo/mlp/ws2/plain/trace"
     manifest = json.loads((trace / "profile.json").read_text())
     assert manifest["mode"] == "nsys"
-    assert not (workflow_dir / "results/comm/gloo/float32/ws2/default/trace").exists()  # comm not profiled
+    assert not (workflow_dir / f"{RUN}/comm/gloo/float32/ws2/default/trace").exists()  # comm not profiled
     if not with_nsys:
         assert "nsys (Nsight Systems) is not installed" in manifest["note"] and manifest["files"] == []
         return
@@ -114,5 +114,5 @@ def test_nsys_mode(workflow_dir, tmp_path, with_nsys):
     assert wrapped[wrapped.index("--steps") + 1] == "3" and wrapped[wrapped.index("--warmup-steps") + 1] == "1"
     # the short pass's rows are thrown away; the job's own CSV has its full measurement
     assert not (trace / "nsys_pass.csv").exists()
-    train = pd.read_csv(workflow_dir / "results/training/gloo/mlp/ws2/plain/training.csv")
+    train = pd.read_csv(workflow_dir / f"{RUN}/training/gloo/mlp/ws2/plain/training.csv")
     assert (train.groupby("phase").size()["step"]) == 5

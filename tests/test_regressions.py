@@ -67,3 +67,25 @@ def test_a_real_run_against_itself_with_one_series_slowed(tmp_path):
 def test_a_baseline_without_tables_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="config key report.baseline: .* holds no comm_summary.csv"):
         check_config({"report": {"baseline": str(tmp_path)}})
+
+
+def test_a_baseline_is_found_by_label_by_run_directory_and_in_a_copied_results_tree(tmp_path, monkeypatch):
+    from distbench.config import baseline_tables_dir
+
+    def run(root, label):
+        (root / label / "tables").mkdir(parents=True)
+        shutil.copy(RUN, root / label / "tables" / "comm_summary.csv")
+        return root / label / "tables"
+
+    monkeypatch.chdir(tmp_path)
+    laptop = run(tmp_path / "results", "laptop")
+    assert baseline_tables_dir("laptop").resolve() == laptop  # a label under ./results/
+    assert baseline_tables_dir(str(tmp_path / "results" / "laptop")) == laptop  # a run's directory
+    copied = run(tmp_path / "old" / "results", "cloud")
+    assert baseline_tables_dir(str(tmp_path / "old")) == copied  # a copied tree holding one run
+    assert baseline_tables_dir(str(tmp_path / "old" / "results")) == copied
+    run(tmp_path / "old" / "results", "cloud2")  # two runs there: which one is not guessed
+    assert baseline_tables_dir(str(tmp_path / "old")) is None
+    with pytest.raises(ConfigError, match="config key report.baseline: 'nolabel' holds no comm_summary.csv"):
+        check_config({"report": {"baseline": "nolabel"}})
+    assert check_config({"report": {"baseline": "laptop"}})["report"]["baseline"] == "laptop"

@@ -97,7 +97,8 @@ def test_markdown_content(report):
     assert "```yaml\nbackends:\n- nccl\n- gloo\n" in md and "trials: 5" in md
     # the verdict comes first; the full largest-size table is in the HTML (collapsed), the CSV linked here
     assert md.index("## Verdict") < md.index("## Findings") < md.index("## Communication")
-    assert "`results/tables/comm_largest.csv` (each series at its largest size)" in md
+    tables = report["summary_csv"].parent  # named where the run's tables are (results/<label>/tables in a run)
+    assert f"`{tables}/comm_largest.csv` (each series at its largest size)" in md
     assert "| all_reduce | nccl | 2 | float32 | events | 1 GiB | 7.17 ms | 150 | 33% |" in report["html"].replace(
         "</td><td>", " | ").replace("<tr><td>", "| ").replace("</td></tr>", " |")
     assert "| oom | all_gather | nccl | 4 | float32 | default | events | 1 GiB | CUDA out of memory." in md

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from tests.conftest import REPO, snakemake
+from tests.conftest import RUN, REPO, snakemake
 
 REQUIRED = bool(os.environ.get("DISTBENCH_REQUIRE_SLURM"))
 HAVE = all(shutil.which(b) for b in ("slurmctld", "slurmd", "munged", "sbatch")) and os.geteuid() == 0
@@ -83,13 +83,13 @@ def test_the_pipeline_runs_on_slurm_across_two_nodes_like_a_local_run(cluster, t
     assert len(two_nodes) == 2 and all(j[3] == "node[1-2]" for j in two_nodes), queue
     assert not [j for j in jobs if "aggregate" in j[4] or "report" in j[4]]  # local rules stay local
 
-    comm = pd.read_csv(workflow_dir / "results/tables/comm.csv")
+    comm = pd.read_csv(workflow_dir / f"{RUN}/tables/comm.csv")
     assert (comm["status"] == "ok").all() and comm["correct"].all()
     assert dict(comm.groupby("world_size")["nodes"].max()) == {2: 1, 4: 2}
-    training = pd.read_csv(workflow_dir / "results/tables/training.csv")
+    training = pd.read_csv(workflow_dir / f"{RUN}/tables/training.csv")
     assert (training["status"] == "ok").all()
     assert dict(training.groupby("world_size")["nodes"].max()) == {1: 1, 2: 1, 4: 2}
-    log = next((workflow_dir / "results/logs/comm/gloo/float32/ws4").glob("*.log")).read_text()
+    log = next((workflow_dir / f"{RUN}/logs/comm/gloo/float32/ws4").glob("*.log")).read_text()
     assert "srun --nodes=2 --ntasks=2 --ntasks-per-node=1" in log and "--rdzv-backend=c10d" in log
 
     # the same config locally: the same files (every agent on this host over loopback)

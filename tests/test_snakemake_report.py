@@ -9,7 +9,7 @@ import zipfile
 import pytest
 import yaml
 
-from tests.conftest import REPO, snakemake
+from tests.conftest import RUN, REPO, snakemake
 
 # Every family, as small as it goes: comm (with the GPU-pair matrix), training (the MLP at 1 and 2
 # ranks, a few steps), memory and prediction.
@@ -72,18 +72,18 @@ def test_snakemake_report_zip_has_our_figures_tables_and_categories(workflow_dir
     categories = _js_object(html, "categories")
     assert {"Communication", "Training", "Tables", "Memory", "GPU pairs", "Prediction"} <= set(categories)
     assert {"Communication", "Training", "Memory", "GPU pairs", "Prediction"} <= set(categories["Tables"])
-    assert "results/tables/comm_diagnosed.csv" in categories["Tables"]["Communication"]
+    assert f"{RUN}/tables/comm_diagnosed.csv" in categories["Tables"]["Communication"]
     comm_figs = [p for sub in categories["Communication"].values() for p in sub]
-    assert "results/figures/time_vs_size.png" in comm_figs
-    assert "results/tables/comm_summary.csv" in categories["Tables"]["Communication"]
+    assert f"{RUN}/figures/time_vs_size.png" in comm_figs
+    assert f"{RUN}/tables/comm_summary.csv" in categories["Tables"]["Communication"]
 
     # captions: rendered per figure (the figure's own text, with units), no reStructuredText errors
     results = _js_object(html, "results")
-    fig = results["results/figures/time_vs_size.png"]
+    fig = results[f"{RUN}/figures/time_vs_size.png"]
     assert fig["labels"] == {"figure": "time_vs_size"}
     assert "Time per op (median over trials, each tick in the unit that fits" in fig["caption"]
-    assert "GB/s" in results["results/figures/busbw_vs_size.png"]["caption"]
-    assert "GB/s" in results["results/tables/comm_summary.csv"]["caption"]
+    assert "GB/s" in results[f"{RUN}/figures/busbw_vs_size.png"]["caption"]
+    assert "GB/s" in results[f"{RUN}/tables/comm_summary.csv"]["caption"]
     assert all(r["caption"].strip() for r in results.values())
     assert "system-message" not in html and "Unknown target name" not in html
     # the workflow-level description (Snakefile `report:`), rendered with this run's config

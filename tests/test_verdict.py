@@ -66,6 +66,20 @@ def test_training_and_memory_and_order():
     assert hs[-1]["headline"] == "gpt (ddp) at 1 rank(s): the largest batch that fits is 24 per rank, peak 70 GiB allocated"
 
 
+
+def test_super_linear_scaling_is_not_called_healthy():
+    """Above 110% of linear scaling the 1-GPU baseline ran slower per GPU than the larger run (seen on
+    2x H100 with gpt 125m: 122%); the verdict says so instead of calling it healthy."""
+    h = headlines(pd.DataFrame([_comm(365.0)]), pd.DataFrame([_train(1, 1.0), _train(2, 1.22)]),
+                  gpu_name="NVIDIA H100 80GB HBM3", peak=PEAK)
+    t = next(x for x in h if x["area"] == "training")
+    assert t["headline"].startswith("mlp (ddp, plain) at 2 ranks: 122% scaling efficiency vs 1 GPU")
+    assert t["verdict"] == "measured" and "the baseline is suspect" in t["reason"]
+    ok = next(x for x in headlines(pd.DataFrame([_comm(365.0)]), pd.DataFrame([_train(1, 1.0), _train(2, 1.05)]))
+              if x["area"] == "training")
+    assert ok["verdict"] == "healthy"  # a little above linear (noise, caches) is still healthy
+
+
 def test_the_committed_h100_run():
     s = pd.read_csv(REPO / "benchmarks/profile-h100x4-2026-11-26/comm_summary.csv")
     t = pd.read_csv(REPO / "benchmarks/profile-h100x4-2026-11-26/training_summary.csv")
