@@ -125,3 +125,21 @@ def series_colors(levels, fixed: dict | None = None) -> dict:
     return out
 # the strip that marks NCCL's algorithm/protocol ranges on bus-bandwidth figures (alternating)
 NCCL_RANGE_COLORS = ("#c9d3e0", "#e6ebf2")
+
+
+# Seaborn's "ticks" style at its "paper" scale (seaborn.set_theme(style="ticks", context="paper")),
+# as the matplotlib settings it makes. The figures use it without importing seaborn where they draw
+# with plain matplotlib: seaborn pulls in scipy.stats, about half a second per plotting process, and
+# the report's rebuild has a time budget. tests/test_plots.py checks these equal seaborn's own.
+HOUSE_RC = {
+    "axes.axisbelow": True, "axes.edgecolor": ".15", "axes.labelcolor": ".15", "axes.labelsize": 9.6,
+    "axes.linewidth": 1.0, "axes.titlesize": 9.6, "font.size": 9.6,
+    "font.sans-serif": ["Arial", "DejaVu Sans", "Liberation Sans", "Bitstream Vera Sans", "sans-serif"],
+    "grid.color": ".8", "legend.fontsize": 8.8, "legend.title_fontsize": 9.6, "lines.linewidth": 1.2,
+    "lines.markersize": 4.8, "lines.solid_capstyle": "round", "patch.edgecolor": "w", "patch.force_edgecolor": True,
+    "patch.linewidth": 0.8, "text.color": ".15",
+    "xtick.color": ".15", "xtick.labelsize": 8.8, "xtick.major.size": 4.8, "xtick.major.width": 1.0,
+    "xtick.minor.size": 3.2, "xtick.minor.width": 0.8,
+    "ytick.color": ".15", "ytick.labelsize": 8.8, "ytick.major.size": 4.8, "ytick.major.width": 1.0,
+    "ytick.minor.size": 3.2, "ytick.minor.width": 0.8,
+}

@@ -259,7 +259,7 @@ FIGURE_SECTIONS = {"figures": "communication", "figures_pairs": "communication",
 def _figures(figures, figures_dir: Path, out_md: Path) -> list[dict]:
     """One entry per figure stem: PNG for display (inlined in HTML), SVG offered as a link.
 
-    The Markdown links point into figures_dir (beside the report: the copies _publish_figures puts
+    The Markdown links point into figures_dir (beside the report: the copies _publish_files puts
     there), so the report directory can be copied or archived on its own.
     """
     def link(p: Path) -> str:  # where the copy will be, relative to the report
@@ -283,8 +283,8 @@ def _figures(figures, figures_dir: Path, out_md: Path) -> list[dict]:
     return out
 
 
-def _publish_figures(files: list[Path], figures_dir: Path) -> None:
-    """Put the linked figure files into figures_dir, replacing what was there, never half-way.
+def _publish_files(files: list[Path], figures_dir: Path) -> None:
+    """Put the linked files (figures, or the full tables) into figures_dir, replacing what was there, never half-way.
 
     They are copied into a temporary directory next to figures_dir, which then replaces it by rename;
     a failure on the way removes the temporary directory and leaves any previous figures_dir as it was.
@@ -445,6 +445,22 @@ def _environment() -> jinja2.Environment:
     env.filters["mdtext"] = _md_text
     env.filters["mdfence"] = _md_fence
     return env
+
+
+# The full comm tables the Markdown links (copies in tables/ beside it; the HTML has them collapsed).
+FULL_TABLES = {"comm_largest.csv": "each series at its largest size", "comm_summary.csv": "every point",
+               "comm_diagnosed.csv": "every point, with % of the link peak and NCCL's algorithm",
+               "comm.csv": "every trial"}
+
+
+def _full_tables(paths, out_md: Path, tables_dir: Path) -> list[dict]:
+    """[{name, what, link, source}] of the tables that exist, linked relative to out_md."""
+    out = []
+    for path in map(Path, paths or []):
+        if path.is_file():
+            link = Path(os.path.relpath(Path(tables_dir) / path.name, Path(out_md).parent)).as_posix()
+            out.append({"name": path.name, "what": FULL_TABLES.get(path.name, ""), "link": link, "source": str(path)})
+    return out
 
 
 def _figures_dir(out_md, figures_dir=None) -> Path:
@@ -766,7 +782,7 @@ def _pair_lines(pairs_csv) -> list[str]:
 def build_context(summary_csv, largest_csv, env_json, figures, config, plan, out_md, extra=None,
                   figures_dir=None, training_summary=None, memory_summary=None, predict_validation=None,
                   stragglers_csv=None, pairs_csv=None, traces_csv=None, placements=None, run_started=None,
-                  runs_dir=None, run_label=None) -> dict:
+                  runs_dir=None, run_label=None, full_tables=None, tables_dir=None) -> dict:
     summary = read_summary(summary_csv)
     largest = read_summary(largest_csv)
     env_path = Path(env_json)
@@ -801,6 +817,7 @@ def build_context(summary_csv, largest_csv, env_json, figures, config, plan, out
         "traffic": _traffic_table(largest),
         "problems": _problem_table(summary),
         "figures": _figures(figures, _figures_dir(out_md, figures_dir), Path(out_md)),
+        "full_tables": _full_tables(full_tables, Path(out_md), Path(tables_dir or Path(out_md).parent / "tables")),
         "extras": _extras(extra),
     }
 
@@ -808,20 +825,26 @@ def build_context(summary_csv, largest_csv, env_json, figures, config, plan, out
 def render_report(summary_csv, largest_csv, env_json, figures: list[Path], config: dict, plan: dict,
                   out_md, out_html, extra: dict | None = None, figures_dir=None, training_summary=None,
                   memory_summary=None, predict_validation=None, stragglers_csv=None, pairs_csv=None,
-                  traces_csv=None, placements=None, run_started=None, runs_dir=None, run_label=None) -> None:
-    """Write the Markdown report, the figures it links and the self-contained HTML one.
+                  traces_csv=None, placements=None, run_started=None, runs_dir=None, run_label=None,
+                  full_tables=None, tables_dir=None) -> None:
+    """Write the Markdown report, the figures and tables it links and the self-contained HTML one.
 
-    The figures are copied into figures_dir (default: figures/ beside out_md) and linked relative to
-    out_md, so the directory holding both can be copied elsewhere; the HTML inlines them as data: URIs.
+    The figures are copied into figures_dir (default: figures/ beside out_md) and the full tables
+    (`full_tables`, default: the largest-size and summary tables given) into tables_dir (default:
+    tables/ beside out_md), all linked relative to out_md, so the directory holding them can be copied
+    elsewhere; the HTML inlines the figures as data: URIs and holds the tables collapsed.
     Both texts are rendered before anything is written, and every write is atomic.
     """
     figures_dir = _figures_dir(out_md, figures_dir)
+    tables_dir = Path(tables_dir) if tables_dir is not None else Path(out_md).parent / "tables"
+    full_tables = [largest_csv, summary_csv] if full_tables is None else full_tables
     ctx = build_context(summary_csv, largest_csv, env_json, figures, config, plan, out_md, extra, figures_dir,
                         training_summary, memory_summary, predict_validation, stragglers_csv, pairs_csv, traces_csv,
-                        placements, run_started, runs_dir, run_label)
+                        placements, run_started, runs_dir, run_label, full_tables, tables_dir)
     env = _environment()
     md = env.get_template("report.md.j2").render(**ctx)
     html = env.get_template("report.html.j2").render(**ctx)
-    _publish_figures([p for f in ctx["figures"] for p in f["files"]], figures_dir)
+    _publish_files([p for f in ctx["figures"] for p in f["files"]], figures_dir)
+    _publish_files([Path(t["source"]) for t in ctx["full_tables"]], tables_dir)
     atomic_write_text(out_md, md)
     atomic_write_text(out_html, html)

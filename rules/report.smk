@@ -14,6 +14,12 @@ rule report:
         summary=results("tables/comm_diagnosed.csv"),
         largest=results("tables/comm_largest.csv"),
         stragglers=results("tables/comm_stragglers.csv"),
+        # copied beside the report and linked from the Markdown (the HTML has them collapsed)
+        full_tables=[
+            results("tables/comm_largest.csv"),
+            results("tables/comm_diagnosed.csv"),
+            results("tables/comm.csv"),
+        ],
         env=results("probe/env.json"),
         advice=results("probe/advice.json"),
         figures=results("figures"),
@@ -26,6 +32,7 @@ rule report:
         md="report/report.md",
         html="report/report.html",
         figures=directory("report/figures"),
+        tables=directory("report/tables"),
     log:
         results("logs/report/report.log"),
     conda:

@@ -78,3 +78,29 @@ def test_only_ok_rows_plotted_and_empty_data_skipped(tmp_path):
     summary["status"] = "failed"
     data = make_synthetic(tmp_path, summary)
     assert plots.make_all(data["summary_csv"], tmp_path / "figures") == []
+
+
+def test_the_house_theme_is_seaborns_ticks_paper_theme_without_importing_seaborn():
+    """palette.HOUSE_RC is what seaborn.set_theme(style="ticks", context="paper") sets (checked here
+    against seaborn itself), so the comm and memory figures look as before without seaborn's import."""
+    import subprocess
+    import sys
+
+    import matplotlib as mpl
+    import seaborn as sns
+
+    from distbench import palette
+    from distbench.plots import set_house_theme
+
+    with mpl.rc_context():
+        sns.set_theme(style="ticks", context="paper", palette=list(palette.SERIES))
+        theirs = {k: mpl.rcParams[k] for k in [*palette.HOUSE_RC, "axes.prop_cycle"]}
+    with mpl.rc_context():
+        set_house_theme()
+        ours = {k: mpl.rcParams[k] for k in theirs}
+    for k in palette.HOUSE_RC:
+        assert ours[k] == pytest.approx(theirs[k]) if isinstance(theirs[k], float) else ours[k] == theirs[k], k
+    assert [mpl.colors.to_hex(c["color"]) for c in ours["axes.prop_cycle"]] == \
+        [mpl.colors.to_hex(c["color"]) for c in theirs["axes.prop_cycle"]]
+    code = "import sys, distbench.plots, distbench.plots_memory; print('seaborn' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"

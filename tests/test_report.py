@@ -98,7 +98,12 @@ def test_markdown_content(report):
     # the verdict comes first; the full largest-size table is in the HTML (collapsed), the CSV linked here
     assert md.index("## Verdict") < md.index("## Findings") < md.index("## Communication")
     tables = report["summary_csv"].parent  # named where the run's tables are (results/<label>/tables in a run)
-    assert f"`{tables}/comm_largest.csv` (each series at its largest size)" in md
+    assert f"from `{tables}/`" in md
+    # ... and linked as copies beside the report, so report/ stays portable
+    assert "[comm_largest.csv](tables/comm_largest.csv) (each series at its largest size)" in md
+    assert "[comm_summary.csv](tables/comm_summary.csv) (every point)" in md
+    copied = report["out_md"].parent / "tables"
+    assert (copied / "comm_largest.csv").read_bytes() == (tables / "comm_largest.csv").read_bytes()
     assert "| all_reduce | nccl | 2 | float32 | events | 1 GiB | 7.17 ms | 150 | 33% |" in report["html"].replace(
         "</td><td>", " | ").replace("<tr><td>", "| ").replace("</td></tr>", " |")
     assert "| oom | all_gather | nccl | 4 | float32 | default | events | 1 GiB | CUDA out of memory." in md

@@ -29,6 +29,7 @@ def test_copied_report_directory_keeps_every_figure(tmp_path):
     shutil.rmtree(tmp_path / "run")  # nothing may point back at the run
 
     md = (copy / "report.md").read_text()
+    assert "](tables/comm_largest.csv)" in md and (copy / "tables/comm_largest.csv").is_file()  # the full tables too
     images = re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", md)
     pngs = sorted(p.name for p in r["figures"] if p.suffix == ".png")
     assert sorted(Path(s).name for s in images) == pngs and pngs
@@ -152,8 +153,10 @@ def test_rendering_beside_its_own_figures_keeps_them(tmp_path):
 
 def test_rule_declares_the_figures_directory():
     rule = (REPO / "rules/report.smk").read_text()
-    assert 'figures=directory("report/figures"),' in rule.split("output:", 1)[1].split("log:", 1)[0]
-    assert "figures_dir=sm.output.figures" in (REPO / "workflow/scripts/render_report.py").read_text()
+    outputs = rule.split("output:", 1)[1].split("log:", 1)[0]
+    assert 'figures=directory("report/figures"),' in outputs and 'tables=directory("report/tables"),' in outputs
+    script = (REPO / "workflow/scripts/render_report.py").read_text()
+    assert "figures_dir=sm.output.figures" in script and "tables_dir=sm.output.tables" in script
     if shutil.which("snakefmt"):
         import subprocess
 
