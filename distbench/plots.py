@@ -261,6 +261,31 @@ def _draw_refs(ax, refs, d: pd.DataFrame) -> list[dict]:
     return drawn
 
 
+def peak_time_us(d: pd.DataFrame, peak_gbps: float) -> pd.DataFrame:
+    """The time each NCCL size of the panel would take at the link peak's bus bandwidth, at its
+    largest NCCL world size: time x busbw / peak (= size x the op's bus factor / peak), as
+    [size_bytes, time_us] rows; empty without NCCL bandwidth rows."""
+    n = d[(d["backend"] == "nccl") & (d["size_bytes"] > 0) & (d["busbw_gbps_median"] > 0)]
+    if n.empty or not peak_gbps:
+        return pd.DataFrame(columns=["size_bytes", "time_us"])
+    n = n[n["world_size"] == n["world_size"].max()].drop_duplicates("size_bytes").sort_values("size_bytes")
+    return pd.DataFrame({"size_bytes": n["size_bytes"],
+                         "time_us": n["time_us_median"] * n["busbw_gbps_median"] / float(peak_gbps)})
+
+
+def _draw_peak_time(ax, refs, d: pd.DataFrame) -> list[dict]:
+    """On a time panel: the time at the link peak (the floor NCCL's time approaches at large sizes)."""
+    peak = next((r for r in refs if r["kind"] == "peak"), None)
+    line = peak_time_us(d, peak["low"]) if peak else None
+    if line is None or line.empty:
+        return []
+    limits = ax.get_ylim()  # the measured times set the axis: the line is cut where it leaves them
+    ax.plot(line["size_bytes"], line["time_us"], color=palette.PEAK_COLOR, ls=palette.PEAK_LINESTYLE, lw=1.1,
+            zorder=1)
+    ax.set_ylim(*limits)
+    return [{**peak, "label": f"time at the {peak['label']} busbw\n(largest NCCL world size)"}]
+
+
 def _ref_handle(r: dict) -> Line2D:
     color, ls = ((palette.PEAK_COLOR, palette.PEAK_LINESTYLE) if r["kind"] == "peak"
                  else (palette.PUBLISHED_COLOR, palette.PUBLISHED_LINESTYLE))
@@ -304,6 +329,8 @@ def _lines(df, y, title, *, hue, colors: dict, hue_label=str, hue_title=None, st
         ax.set_yscale("log")
         if col_col == BUSBW[0]:
             drawn_refs.update((r["label"], r) for r in _draw_refs(ax, refs, d))
+        elif col_col == TIME[0]:
+            drawn_refs.update((r["label"], r) for r in _draw_peak_time(ax, refs, d))
         if col_col in (BUSBW[0], TIME[0]):  # where NCCL switches algorithm/protocol, on both figures
             annotated = _draw_nccl_ranges(ax, d) or annotated
         _size_axis(ax, df["size_bytes"])
@@ -375,8 +402,8 @@ def _timing_note(df: pd.DataFrame) -> str:
 
 
 def fig_vs_size(ok: pd.DataFrame, y, *, refs=()) -> plt.Figure | None:
-    """Time or busbw vs size per op: colour = backend, marker = world size, p5-p95 bands, and on busbw
-    the link peak / published lines in `refs` (reference_lines)."""
+    """Time or busbw vs size per op: colour = backend, marker = world size, p5-p95 bands; on busbw the
+    link peak / published lines in `refs` (reference_lines), on time the time at the link peak."""
     p = primary_rows(ok)
     if y is BUSBW or y[0] == BUSBW[0]:
         p = p[p["op"] != "barrier"]  # barrier moves no data: no bus bandwidth
@@ -510,9 +537,9 @@ def fig_dtype(ok: pd.DataFrame, *, refs=()) -> plt.Figure | None:
 
 def figure_builders(refs=()) -> dict:
     """name -> builder(ok rows); order is the order in the report. `refs` (reference_lines) go to
-    every bus-bandwidth figure."""
+    every bus-bandwidth figure, and the link peak to the time figure (as the time at that peak)."""
     return {
-        "time_vs_size": partial(fig_vs_size, y=TIME),
+        "time_vs_size": partial(fig_vs_size, y=TIME, refs=refs),
         "busbw_vs_size": partial(fig_vs_size, y=BUSBW, refs=refs),
         "backend_comparison_100mb": fig_backend_comparison,
         "timing_modes": partial(fig_timing_modes, refs=refs),

@@ -338,3 +338,28 @@ def test_busbw_and_latency_figures_mark_nccl_algorithm_protocol_ranges():
         assert any(t.startswith("NCCL algorithm/protocol") for t in legend), y
     assert not nccl_ranges(s.drop(columns=["nccl_proto"]))  # a plain summary: no strip
     assert nccl_ranges(pd.DataFrame(columns=s.columns)) == []
+
+
+def test_the_time_figure_shows_the_time_at_the_link_peak():
+    """The latency figure's reference: each NCCL size's time at the link peak's bus bandwidth
+    (size x the op's bus factor / peak), drawn where NCCL rows are and named in the legend."""
+    from synthetic import build_summary
+
+    from distbench.findings import normalise_summary
+    from distbench.plots import TIME, fig_vs_size, peak_time_us, reference_lines
+
+    s = normalise_summary(build_summary(backends=("nccl", "gloo"), world_sizes=(2, 4), oom=False))
+    s = s[s["status"] == "ok"]
+    ar = s[(s["op"] == "all_reduce") & (s["timing"] == "events")]
+    line = peak_time_us(ar, 450.0)
+    big = line.iloc[-1]
+    # all_reduce at 4 ranks: bus factor 2(n-1)/n = 1.5
+    assert big["time_us"] == pytest.approx(big["size_bytes"] * 1.5 / 450e9 * 1e6, rel=1e-3)
+    assert peak_time_us(ar[ar["backend"] == "gloo"], 450.0).empty  # a GPU link: NCCL rows only
+    fig = fig_vs_size(s, TIME, refs=reference_lines(450.0))
+    legend = [t.get_text() for lg in fig.legends for t in lg.get_texts()]
+    assert "time at the link peak: 450 GB/s busbw\n(largest NCCL world size)" in legend
+    panel = next(ax for ax in fig.axes if ax.get_title() == "all_reduce")
+    drawn = [ln for ln in panel.lines if ln.get_linestyle() == "--" and len(ln.get_xdata()) == len(line)]
+    assert drawn and list(drawn[0].get_ydata()) == pytest.approx(list(line["time_us"]))
+    assert "time at" not in " ".join(t.get_text() for lg in fig_vs_size(s, TIME).legends for t in lg.get_texts())
