@@ -733,9 +733,10 @@ def _runs(runs_dir, run_label) -> dict | None:
     runs = load_runs(runs_dir, first=run_label)
     if len(runs) < 2:
         return None
-    a, b = list(runs)[:2]
+    first, *others = list(runs)
     return {"runs": _table(*runs_table(runs)), "side_by_side": _table(*side_by_side(runs)),
-            "ratios": _table(*ratios(runs, a, b)), "a": a, "b": b}
+            # this run against each other one (with three hosts copied in, every pair with this run)
+            "comparisons": [{"a": first, "b": b, "ratios": _table(*ratios(runs, first, b))} for b in others]}
 
 
 def _shown_path(path: Path) -> str:

@@ -4,7 +4,7 @@ Every run writes everything under `results/<run_label>/` (config `run_label`; em
 DISTBENCH_RUN_LABEL, else the host name): its jobs, tables, figures, logs, and `run.json` (label,
 host, GPU, versions, when). Copy another host's `results/<label>/` (its `tables/` and `run.json`
 are enough) into this `results/`, and `snakemake --cores 1 report` shows every run found there side
-by side, with per-op time ratios between the first two labels (this run first). Reads tables only.
+by side, with per-op time ratios between this run and each other one. Reads tables only.
 """
 
 from __future__ import annotations

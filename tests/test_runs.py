@@ -52,6 +52,8 @@ def test_a_copied_in_run_is_rendered_side_by_side(workflow_dir):
     shutil.copy(REPO / "benchmarks/a2av-h100x4-2026-11-26/comm_summary.csv", other / "comm_summary.csv")
     (other.parent / "run.json").write_text(json.dumps({"label": "cloud-h100", "host": "gpu-node", "gpu_count": 4,
                                                        "gpu": "NVIDIA H100 80GB HBM3", "torch": "2.11.0+cu130"}))
+    # a third host (the 2x H100 run committed under benchmarks/, labelled by its host name there)
+    shutil.copytree(REPO / "benchmarks/labels-h100x2-2026-11-26/run-vm", workflow_dir / "results/h100x2")
     dry = snakemake(workflow_dir, "-n", "report", "--configfile", "c.yaml")
     assert "rule report:" in dry.stdout and "rule comm_job" not in dry.stdout  # only the report is redone
     r = snakemake(workflow_dir, "report", "--configfile", "c.yaml")
@@ -60,7 +62,9 @@ def test_a_copied_in_run_is_rendered_side_by_side(workflow_dir):
     assert "| comm/gloo/float32/ws2/default | reused from an earlier run |" in md  # the job was cached
     section = md.split("## Several runs side by side")[1].split("\n## ")[0]
     assert "| laptop |" in section and "| cloud-h100 | gpu-node | 4x NVIDIA H100 80GB HBM3 | NCCL (2, 4) |" in section
-    assert "| op | laptop: Gloo ws2 | cloud-h100: NCCL ws4 |" in section
+    assert "| op | laptop: Gloo ws2 | cloud-h100: NCCL ws4 | h100x2: Gloo ws2 | h100x2: NCCL ws2 |" in section
+    # this run against each other one
+    assert "cloud-h100 against laptop, per op" in section and "h100x2 against laptop, per op" in section
     # all_to_all at 2 ranks and 1 MiB in both runs: the ratio is the two CSVs' fastest primary times
     ours = pd.read_csv(mine / "tables/comm_summary.csv")
     theirs = pd.read_csv(other / "comm_summary.csv")
