@@ -724,13 +724,13 @@ def _regressions(config: dict | None, summary_csv, training_summary, memory_summ
             "table": _table(["family", "what", "baseline", "now", "change", "direction", "why"], rows)}
 
 
-def _runs(runs_dir, run_label) -> dict | None:
+def _runs(results_dir, run_label) -> dict | None:
     """Several hosts side by side (distbench.runs): only when results/ holds another run."""
-    if not runs_dir:
+    if not results_dir:
         return None
     from distbench.runs import load_runs, ratios, runs_table, side_by_side
 
-    runs = load_runs(runs_dir, first=run_label)
+    runs = load_runs(results_dir, first=run_label)
     if len(runs) < 2:
         return None
     first, *others = list(runs)
@@ -783,7 +783,7 @@ def _pair_lines(pairs_csv) -> list[str]:
 def build_context(summary_csv, largest_csv, env_json, figures, config, plan, out_md, extra=None,
                   figures_dir=None, training_summary=None, memory_summary=None, predict_validation=None,
                   stragglers_csv=None, pairs_csv=None, traces_csv=None, placements=None, run_started=None,
-                  runs_dir=None, run_label=None, full_tables=None, tables_dir=None) -> dict:
+                  results_dir=None, run_label=None, full_tables=None, tables_dir=None) -> dict:
     summary = read_summary(summary_csv)
     largest = read_summary(largest_csv)
     env_path = Path(env_json)
@@ -801,7 +801,7 @@ def build_context(summary_csv, largest_csv, env_json, figures, config, plan, out
         "cache": _cache_state(placements, run_started),
         "topology": _topology_matrix((extra or {}).get("topology")),
         "regressions": _regressions(config, summary_csv, training_summary, memory_summary),
-        "several_runs": _runs(runs_dir, run_label),
+        "several_runs": _runs(results_dir, run_label),
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "env": _env_table(env),
         "plan": _plan(plan or {}, summary),
@@ -826,7 +826,7 @@ def build_context(summary_csv, largest_csv, env_json, figures, config, plan, out
 def render_report(summary_csv, largest_csv, env_json, figures: list[Path], config: dict, plan: dict,
                   out_md, out_html, extra: dict | None = None, figures_dir=None, training_summary=None,
                   memory_summary=None, predict_validation=None, stragglers_csv=None, pairs_csv=None,
-                  traces_csv=None, placements=None, run_started=None, runs_dir=None, run_label=None,
+                  traces_csv=None, placements=None, run_started=None, results_dir=None, run_label=None,
                   full_tables=None, tables_dir=None) -> None:
     """Write the Markdown report, the figures and tables it links and the self-contained HTML one.
 
@@ -841,7 +841,7 @@ def render_report(summary_csv, largest_csv, env_json, figures: list[Path], confi
     full_tables = [largest_csv, summary_csv] if full_tables is None else full_tables
     ctx = build_context(summary_csv, largest_csv, env_json, figures, config, plan, out_md, extra, figures_dir,
                         training_summary, memory_summary, predict_validation, stragglers_csv, pairs_csv, traces_csv,
-                        placements, run_started, runs_dir, run_label, full_tables, tables_dir)
+                        placements, run_started, results_dir, run_label, full_tables, tables_dir)
     env = _environment()
     md = env.get_template("report.md.j2").render(**ctx)
     html = env.get_template("report.html.j2").render(**ctx)

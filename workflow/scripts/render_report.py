@@ -21,5 +21,5 @@ with logged(sm.log[0]):
                   predict_validation=tables["predict_validation"], stragglers_csv=sm.input.stragglers,
                   pairs_csv=tables["pairs_table"], traces_csv=sm.input.get("traces"),
                   placements=list(sm.input.placements), run_started=snakemake_run_started(),
-                  runs_dir=Path(sm.input.run).parent.parent, run_label=sm.params.run_label,
+                  results_dir=Path(sm.input.run).parent.parent, run_label=sm.params.run_label,
                   full_tables=list(sm.input.full_tables), tables_dir=sm.output.tables)
