@@ -17,4 +17,5 @@ cp $R/figures_pairs/*.png "$OUT/figures/" 2>/dev/null
 cp report/report.md "$OUT/" 2>/dev/null
 sed -n '/## all_to_all_v by traffic/,/^## Training\|^## Measurements/p' report/report.md | head -30
 grep -h "GPU-pair\|Straggler" report/report.md | head -3
-cd "$OUT" && tar czf a2av-run.tgz --exclude=a2av-run.tgz . && find . -type f ! -name a2av-run.tgz -delete
+# archived outside $OUT, so tar never reads the archive it is writing ("file changed as we read it")
+tar czf /tmp/a2av-run.tgz -C "$OUT" . && find "$OUT" -mindepth 1 -delete && mv /tmp/a2av-run.tgz "$OUT/"

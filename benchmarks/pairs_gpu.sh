@@ -36,4 +36,5 @@ s = stragglers(read_comm_csv(sys.argv[1]))
 print(s.to_string(index=False)); print("\n".join(straggler_findings(s)))
 PY
 # one archive (the device tool brings back a limited number of files)
-cd "$OUT" && tar czf pairs-run.tgz --exclude=pairs-run.tgz . && find . -type f ! -name pairs-run.tgz -delete
+# archived outside $OUT, so tar never reads the archive it is writing ("file changed as we read it")
+tar czf /tmp/pairs-run.tgz -C "$OUT" . && find "$OUT" -mindepth 1 -delete && mv /tmp/pairs-run.tgz "$OUT/"

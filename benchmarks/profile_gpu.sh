@@ -24,4 +24,5 @@ for path in sorted(glob.glob("$R/training/nccl/*/ws4/plain/trace/trace_rank0.jso
     nccl = {n: c for n, c in names.items() if is_nccl_kernel(n)}
     print(path, "kernels:", sum(names.values()), "NCCL:", nccl)
 PY
-cd "$OUT" && tar czf profile-run.tgz --exclude=profile-run.tgz . && find . -type f ! -name profile-run.tgz -delete
+# archived outside $OUT, so tar never reads the archive it is writing ("file changed as we read it")
+tar czf /tmp/profile-run.tgz -C "$OUT" . && find "$OUT" -mindepth 1 -delete && mv /tmp/profile-run.tgz "$OUT/"

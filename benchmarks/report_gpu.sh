@@ -17,4 +17,5 @@ cp $R/tables/*.csv "$OUT/tables/" 2>/dev/null
 mkdir -p "$OUT/run" && cp -r $R/tables $R/run.json "$OUT/run/" 2>/dev/null  # the run, to copy into another results/
 cp -r report "$OUT/" 2>/dev/null
 sed -n '/^## Verdict/,/^## Findings/p' report/report.md
-cd "$OUT" && tar czf report-run.tgz --exclude=report-run.tgz . && find . -mindepth 1 ! -name report-run.tgz -delete
+# archived outside $OUT, so tar never reads the archive it is writing ("file changed as we read it")
+tar czf /tmp/report-run.tgz -C "$OUT" . && find "$OUT" -mindepth 1 -delete && mv /tmp/report-run.tgz "$OUT/"
