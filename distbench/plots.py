@@ -43,17 +43,11 @@ BAND_NOTE = "band: p5-p95 over trials"
 
 
 def save_figure(fig, out_dir: Path, name: str) -> list[Path]:
-    """PNG + SVG (reproducible SVG bytes), written atomically; closes the figure.
-
-    The tight bounding box (legends sit outside the axes) is measured once and used for both files:
-    bbox_inches="tight" would draw the whole figure an extra time per format, and drawing is most of
-    what plotting costs (the report's rebuild has a time budget: README, The report)."""
-    fig.set_dpi(DPI)
-    bbox = fig.get_tightbbox(fig.canvas.get_renderer()).padded(0.1)  # savefig's default pad_inches
+    """PNG + SVG (reproducible SVG bytes), written atomically; closes the figure."""
     paths = []
     for ext in ("png", "svg"):
         buf = io.BytesIO()
-        fig.savefig(buf, format=ext, dpi=DPI, bbox_inches=bbox,
+        fig.savefig(buf, format=ext, dpi=DPI, bbox_inches="tight",
                     metadata={"Date": None} if ext == "svg" else None)  # reproducible SVG bytes
         path = out_dir / f"{name}.{ext}"
         atomic_write_bytes(path, buf.getvalue())

@@ -283,28 +283,29 @@ def _figures(figures, figures_dir: Path, out_md: Path) -> list[dict]:
     return out
 
 
-def _publish_files(files: list[Path], figures_dir: Path) -> None:
-    """Put the linked files (figures, or the full tables) into figures_dir, replacing what was there, never half-way.
+def _publish_files(files: list[Path], target_dir: Path) -> None:
+    """Put the linked files (the figures, or the full tables) into target_dir, replacing what was
+    there, never half-way.
 
-    They are copied into a temporary directory next to figures_dir, which then replaces it by rename;
-    a failure on the way removes the temporary directory and leaves any previous figures_dir as it was.
-    Files that already live in figures_dir (publish_run renders beside its own figures/) stay put, and
-    that directory is not replaced: only the missing files are added, each atomically.
+    They are copied into a temporary directory next to target_dir, which then replaces it by rename;
+    a failure on the way removes the temporary directory and leaves any previous target_dir as it was.
+    Files that already live in target_dir (publish_run renders beside its own figures/ and tables/)
+    stay put, and that directory is not replaced: only the missing files are added, each atomically.
     """
-    figures_dir = Path(figures_dir)
-    here = figures_dir.resolve() if figures_dir.is_dir() else None
+    target_dir = Path(target_dir)
+    here = target_dir.resolve() if target_dir.is_dir() else None
     if here is not None and any(f.resolve().parent == here for f in files):
         for f in files:
             if f.resolve().parent != here:
-                atomic_write_bytes(figures_dir / f.name, f.read_bytes())
+                atomic_write_bytes(target_dir / f.name, f.read_bytes())
         return
-    figures_dir.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(dir=figures_dir.parent, prefix=f".{figures_dir.name}.", suffix=".tmp"))
+    target_dir.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(dir=target_dir.parent, prefix=f".{target_dir.name}.", suffix=".tmp"))
     try:
         for f in files:
             shutil.copyfile(f, stage / f.name)
         os.chmod(stage, 0o777 & ~_umask())  # mkdtemp creates 0700; reports are meant to be shared
-        _swap_in(stage, figures_dir)
+        _swap_in(stage, target_dir)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
@@ -465,6 +466,10 @@ def _full_tables(paths, out_md: Path, tables_dir: Path) -> list[dict]:
 
 def _figures_dir(out_md, figures_dir=None) -> Path:
     return Path(figures_dir) if figures_dir is not None else Path(out_md).parent / "figures"
+
+
+def _tables_dir(out_md, tables_dir=None) -> Path:
+    return Path(tables_dir) if tables_dir is not None else Path(out_md).parent / "tables"
 
 
 def _pct(x):
@@ -791,9 +796,8 @@ def build_context(summary_csv, largest_csv, env_json, figures, config, plan, out
     peak = (extra or {}).get("peak")
     return {
         "title": "distbench benchmark report",
-        # where this run's tables are (results/<label>/tables), named in the text, not linked
-        "tables_dir": _shown_path(Path(summary_csv).parent),
-        "run_label": run_label,
+        # where this run's tables are (results/<label>/tables), named in the text
+        "run_tables": _shown_path(Path(summary_csv).parent),
         "training": _training(training_summary),
         "memory": _memory(memory_summary),
         "prediction": _prediction(predict_validation),
@@ -818,7 +822,7 @@ def build_context(summary_csv, largest_csv, env_json, figures, config, plan, out
         "traffic": _traffic_table(largest),
         "problems": _problem_table(summary),
         "figures": _figures(figures, _figures_dir(out_md, figures_dir), Path(out_md)),
-        "full_tables": _full_tables(full_tables, Path(out_md), Path(tables_dir or Path(out_md).parent / "tables")),
+        "full_tables": _full_tables(full_tables, Path(out_md), _tables_dir(out_md, tables_dir)),
         "extras": _extras(extra),
     }
 
@@ -837,7 +841,7 @@ def render_report(summary_csv, largest_csv, env_json, figures: list[Path], confi
     Both texts are rendered before anything is written, and every write is atomic.
     """
     figures_dir = _figures_dir(out_md, figures_dir)
-    tables_dir = Path(tables_dir) if tables_dir is not None else Path(out_md).parent / "tables"
+    tables_dir = _tables_dir(out_md, tables_dir)
     full_tables = [largest_csv, summary_csv] if full_tables is None else full_tables
     ctx = build_context(summary_csv, largest_csv, env_json, figures, config, plan, out_md, extra, figures_dir,
                         training_summary, memory_summary, predict_validation, stragglers_csv, pairs_csv, traces_csv,

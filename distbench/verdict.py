@@ -129,7 +129,7 @@ def training_headlines(training: pd.DataFrame | None) -> list[Headline]:
         if math.isnan(eff):
             verdict, reason = "measured", f"{kind}; no 1-GPU run to compare with"
         elif eff > SUPERLINEAR_EFFICIENCY:
-            verdict, reason = "measured", (f"above linear scaling: each GPU ran faster than the 1-GPU baseline did, "
+            verdict, reason = "measured", ("above linear scaling: each GPU ran faster than the 1-GPU baseline did, "
                                            "so the baseline is suspect (compare its step time and MFU)")
         elif eff >= HEALTHY_EFFICIENCY:
             verdict, reason = "healthy", f"at least {_pct(HEALTHY_EFFICIENCY)} of linear scaling ({kind})"
