@@ -8,5 +8,5 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader | tee "$OUT/gpus.txt"
 nvidia-smi topo -m > "$OUT/topo.txt" 2>&1
 python3 -c "import torch; print('torch', torch.__version__, 'nccl', torch.cuda.nccl.version())" | tee "$OUT/versions.txt"
-export DISTBENCH_RUN_LABEL="${DISTBENCH_RUN_LABEL:-$(python3 -c 'from distbench.runs import default_label; print(default_label())')}"
+export DISTBENCH_RUN_LABEL="${DISTBENCH_RUN_LABEL:-$(python3 -c 'from distbench.core.run_label import default_label; print(default_label())')}"
 R="results/$DISTBENCH_RUN_LABEL"  # where the pipeline writes (results/<run label>/)

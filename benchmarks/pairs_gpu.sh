@@ -7,7 +7,7 @@ set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
   && export PYTHONPATH=/tmp/site:$PWD || exit 1
-export DISTBENCH_RUN_LABEL="${DISTBENCH_RUN_LABEL:-$(python3 -c 'from distbench.runs import default_label; print(default_label())')}"
+export DISTBENCH_RUN_LABEL="${DISTBENCH_RUN_LABEL:-$(python3 -c 'from distbench.core.run_label import default_label; print(default_label())')}"
 R="results/$DISTBENCH_RUN_LABEL"  # where the pipeline writes (results/<run label>/)
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/slow" /tmp/slow
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader | tee "$OUT/gpus.txt"
@@ -29,9 +29,9 @@ echo "slow-rank job rc=$?"
 cp /tmp/slow/comm.csv "$OUT/slow/comm.csv"
 python3 - "$OUT/slow/comm.csv" <<PY
 import sys
-from distbench.aggregate import stragglers
-from distbench.findings import straggler_findings
-from distbench.schema import read_comm_csv
+from distbench.comm.analysis.summary import stragglers
+from distbench.comm.analysis.findings import straggler_findings
+from distbench.core.contract import read_comm_csv
 s = stragglers(read_comm_csv(sys.argv[1]))
 print(s.to_string(index=False)); print("\n".join(straggler_findings(s)))
 PY

@@ -18,7 +18,7 @@ cp $R/training/nccl/mlp/ws4/plain/trace/trace_rank0.json.gz "$OUT/traces/mlp_ws4
 sed -n '/^## Traces/,/^## Measurements/p' report/report.md
 python3 - <<PY
 import collections, glob
-from distbench.trace_overlap import is_nccl_kernel, load_trace
+from distbench.traces.overlap import is_nccl_kernel, load_trace
 for path in sorted(glob.glob("$R/training/nccl/*/ws4/plain/trace/trace_rank0.json.gz")):
     names = collections.Counter(e["name"] for e in load_trace(path) if e.get("cat") == "kernel")
     nccl = {n: c for n, c in names.items() if is_nccl_kernel(n)}

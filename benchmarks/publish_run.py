@@ -11,9 +11,9 @@ from pathlib import Path
 
 import yaml
 
-from distbench.config import check_config
-from distbench.plan import make_plan, plan_summary
-from distbench.report import render_report
+from distbench.pipeline.config import check_config
+from distbench.pipeline.plan import make_plan, plan_summary
+from distbench.report.render import render_report
 
 
 def main():

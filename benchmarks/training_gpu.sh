@@ -7,7 +7,7 @@ set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
   && export PYTHONPATH=/tmp/site:$PWD || exit 1
-export DISTBENCH_RUN_LABEL="${DISTBENCH_RUN_LABEL:-$(python3 -c 'from distbench.runs import default_label; print(default_label())')}"
+export DISTBENCH_RUN_LABEL="${DISTBENCH_RUN_LABEL:-$(python3 -c 'from distbench.core.run_label import default_label; print(default_label())')}"
 R="results/$DISTBENCH_RUN_LABEL"  # where the pipeline writes (results/<run label>/)
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
@@ -28,7 +28,7 @@ echo "pipeline rc=$? in $(( $(date +%s) - t0 )) s"; tail -n 3 "$OUT/snakemake.lo
 ls $R/training/nccl/*/ | head -50 | tr '\n' ' '; echo
 if [ ! -f $R/tables/training_summary.csv ]; then  # cut short: aggregate what finished
   python3 -c "
-import glob; from distbench.aggregate import aggregate_training
+import glob; from distbench.comm.analysis.summary import aggregate_training
 aggregate_training(sorted(glob.glob('$R/training/*/*/*/training.csv')), '$R/tables/training.csv', '$R/tables/training_summary.csv')"
 fi
 python3 - <<PY

@@ -1,4 +1,6 @@
-# One torchrun job per backend/dtype/world size/NCCL setting; every op and size inside the job.
+# The comm family: one torchrun job per backend/dtype/world size/NCCL setting (every op and size
+# inside the job) -> tidy tables -> NCCL's algorithm and the link peak joined in -> figures; the
+# GPU-pair matrix (comm.pairs) beside it.
 
 
 rule comm_job:
@@ -34,3 +36,124 @@ rule comm_job:
         pairs=lambda wc: pairs_job(config, PLAN, comm_job(wc)),
     script:
         "../workflow/scripts/run_comm.py"
+
+
+rule aggregate_comm:
+    input:
+        jobs=comm_csvs,
+        ranks=comm_rank_csvs,
+    output:
+        raw=results("tables/comm.csv"),
+        ranks=results("tables/comm_ranks.csv"),
+        summary=report(
+            results("tables/comm_summary.csv"),
+            caption="../workflow/report/comm_summary.rst",
+            category="Tables",
+            subcategory="Communication",
+        ),
+        largest=report(
+            results("tables/comm_largest.csv"),
+            caption="../workflow/report/comm_largest.rst",
+            category="Tables",
+            subcategory="Communication",
+        ),
+        stragglers=report(
+            results("tables/comm_stragglers.csv"),
+            caption="../workflow/report/comm_stragglers.rst",
+            category="Tables",
+            subcategory="Communication",
+        ),
+    log:
+        results("logs/aggregate/comm.log"),
+    conda:
+        "../envs/distbench.yaml"
+    script:
+        "../workflow/scripts/aggregate_comm.py"
+
+
+rule diagnose:
+    input:
+        summary=results("tables/comm_summary.csv"),
+        env=results("probe/env.json"),
+        topology=results("probe/topology.json"),
+        nccl=results("probe/nccl.json"),
+        placement=lambda wc: [
+            p.replace("comm.csv", "placement.json") for p in comm_csvs()
+        ],
+    output:
+        table=report(
+            results("tables/comm_diagnosed.csv"),
+            caption="../workflow/report/comm_diagnosed.rst",
+            category="Tables",
+            subcategory="Communication",
+        ),
+        advice=results("probe/advice.json"),
+    log:
+        results("logs/probe/diagnose.log"),
+    conda:
+        "../envs/distbench.yaml"
+    script:
+        "../workflow/scripts/diagnose.py"
+
+
+rule plot_comm:
+    input:
+        # the summary with NCCL's algorithm/protocol per point (from the NCCL probe's tuning table)
+        summary=results("tables/comm_diagnosed.csv"),
+        # the link peak (advice.json) and the GPU (env.json): the bus-bandwidth figures' reference lines
+        advice=results("probe/advice.json"),
+        env=results("probe/env.json"),
+    output:
+        report(
+            directory(results("figures")),
+            patterns=["{figure}.png"],
+            caption="../workflow/report/comm_figures.rst",
+            category="Communication",
+            labels={"figure": "{figure}"},
+        ),
+    log:
+        results("logs/plot/comm.log"),
+    conda:
+        "../envs/distbench.yaml"
+    script:
+        "../workflow/scripts/plot_comm.py"
+
+
+# The GPU-pair matrix (comm.pairs): every job's pairs.csv, summarized, with each pair's link class
+# from the topology probe.
+rule aggregate_pairs:
+    input:
+        pairs=comm_pairs_csvs,
+        topology=results("probe/topology.json"),
+    output:
+        report(
+            results("tables/comm_pairs.csv"),
+            caption="../workflow/report/comm_pairs.rst",
+            category="Tables",
+            subcategory="GPU pairs",
+        ),
+    log:
+        results("logs/aggregate/pairs.log"),
+    conda:
+        "../envs/distbench.yaml"
+    script:
+        "../workflow/scripts/aggregate_pairs.py"
+
+
+rule plot_pairs:
+    input:
+        pairs=results("tables/comm_pairs.csv"),
+    output:
+        report(
+            directory(results("figures_pairs")),
+            patterns=["{figure}.png"],
+            caption="../workflow/report/pairs_figures.rst",
+            category="GPU pairs",
+            labels={"figure": "{figure}"},
+        ),
+    log:
+        results("logs/plot/pairs.log"),
+    conda:
+        "../envs/distbench.yaml"
+    script:
+        "../workflow/scripts/plot_pairs.py"

@@ -3,11 +3,11 @@ import glob
 
 from snakemake.exceptions import WorkflowError
 
-from distbench.choices import BACKENDS, DTYPES, TRAINING_MODELS
-from distbench.config import ConfigError, check_config
-from distbench.profiling import family_mode
-from distbench.runs import resolve_label
-from distbench.plan import (
+from distbench.core.choices import BACKENDS, DTYPES, TRAINING_MODELS
+from distbench.pipeline.config import ConfigError, check_config
+from distbench.launch.profiling import family_mode
+from distbench.core.run_label import resolve_label
+from distbench.pipeline.plan import (
     job_launch,
     job_params,
     job_resources,
@@ -22,12 +22,12 @@ from distbench.plan import (
 
 try:
     # Readable errors (every bad key, with the allowed values), then snakemake.utils.validate
-    # against distbench/config.schema.yaml, which fills in the defaults.
+    # against distbench/pipeline/config.schema.yaml, which fills in the defaults.
     config.update(check_config(config))
 except ConfigError as e:
     raise WorkflowError(str(e))
 
-# This run's name: every path it writes is under results/<label>/ (distbench.runs), so runs of
+# This run's name: every path it writes is under results/<label>/ (distbench.report.runs), so runs of
 # several hosts copied into one results/ sit side by side in the report.
 try:
     RUN_LABEL = resolve_label(config["run_label"])
@@ -53,7 +53,7 @@ MEMORY_JOBS = {
     for j in PLAN["memory_jobs"]
 }
 MEMORY_DIR = results("memory/{backend}/{model}/ws{world_size}/{config}")
-# Traces on request (config `profile`, per family): off, torch or nsys (distbench.profiling).
+# Traces on request (config `profile`, per family): off, torch or nsys (distbench.launch.profiling).
 PROFILE = {family: family_mode(config, family) for family in ("comm", "training")}
 
 

@@ -64,28 +64,3 @@ rule probe_nccl:
         probe=nccl_probe_params(config, PLAN),
     script:
         "../workflow/scripts/probe_nccl.py"
-
-
-rule diagnose:
-    input:
-        summary=results("tables/comm_summary.csv"),
-        env=results("probe/env.json"),
-        topology=results("probe/topology.json"),
-        nccl=results("probe/nccl.json"),
-        placement=lambda wc: [
-            p.replace("comm.csv", "placement.json") for p in comm_csvs()
-        ],
-    output:
-        table=report(
-            results("tables/comm_diagnosed.csv"),
-            caption="../workflow/report/comm_diagnosed.rst",
-            category="Tables",
-            subcategory="Communication",
-        ),
-        advice=results("probe/advice.json"),
-    log:
-        results("logs/probe/diagnose.log"),
-    conda:
-        "../envs/distbench.yaml"
-    script:
-        "../workflow/scripts/diagnose.py"

@@ -46,7 +46,7 @@ rule report:
 
 
 # results/<label>/run.json: which run this is (host, GPU, versions), for the report of another host
-# that this results/<label>/ is copied to (distbench.runs).
+# that this results/<label>/ is copied to (distbench.report.runs).
 rule describe_run:
     input:
         env=results("probe/env.json"),
@@ -63,7 +63,7 @@ rule describe_run:
 
 
 # Machine-readable results: report/summary.json (seed 000's shape, checked against
-# distbench/summary.schema.json) and the comm series as nccl-tests -J documents.
+# distbench/report/summary.schema.json) and the comm series as nccl-tests -J documents.
 rule summary_json:
     input:
         unpack(training_report_inputs),

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from distbench.runs import default_label
+from distbench.core.run_label import default_label
 
 REPO = Path(__file__).resolve().parents[1]
 # Where a workflow run in a test writes (results/<run label>/): the label its Snakemake resolves,
-# with no run_label in the config (distbench.runs.resolve_label).
+# with no run_label in the config (distbench.report.runs.resolve_label).
 RUN = "results/" + (os.environ.get("DISTBENCH_RUN_LABEL") or default_label())
 
 

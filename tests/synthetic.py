@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from distbench.findings import SUMMARY_COLUMNS
+from distbench.comm.analysis.findings import SUMMARY_COLUMNS
 
 SIZES = [8 * 8**k for k in range(10)]  # 8 B .. 1 GiB
 BUS_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
@@ -90,7 +90,7 @@ PLAN = {
 CONFIG = {"backends": ["nccl", "gloo"], "world_sizes": [2, 4, 6, 8], "ops": list(BUS_FACTOR),
           "sizes": {"min": "8B", "max": "1GiB"}, "trials": 5, "label": "<b>lab & co</b>"}
 TOPO_RAW = "\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV18\t0-55\nGPU1\tNV18\t X \t0-55"
-EXTRA = {  # shaped like distbench.advice / probes.topology / probes.nccl_log / peak output
+EXTRA = {  # shaped like distbench.comm.analysis.advice / probes.topology / probes.nccl_log / peak output
     "advice": [{"severity": "warning", "text": "GPU 0 and 1 talk over PCIe, not NVLink",
                 "evidence": {"path": "PHB", "busbw_gbps": 21.3}}],
     "peak": {"peak_gbps": 450.0, "link": "NVLink4 x18", "basis": "18 links × 25 GB/s", "kind": "nvlink"},
@@ -119,9 +119,9 @@ def make_synthetic(tmp_dir, summary: pd.DataFrame | None = None) -> dict:
 
 def render_synthetic_report(tmp_dir) -> dict:
     """make_synthetic + figures + both reports under tmp_dir; adds figures, out_md, out_html, findings."""
-    from distbench.findings import compute_findings
-    from distbench.plots import make_all
-    from distbench.report import render_report
+    from distbench.comm.analysis.findings import compute_findings
+    from distbench.comm.analysis.plots import make_all
+    from distbench.report.render import render_report
 
     tmp = Path(tmp_dir)
     data = make_synthetic(tmp / "tables")

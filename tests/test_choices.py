@@ -1,10 +1,10 @@
-"""Each allowed-value list has one source (distbench.choices); everything that must repeat one is
+"""Each allowed-value list has one source (distbench.core.choices); everything that must repeat one is
 tied to it here, so adding an op, dtype, timing or backend is one edit plus what this test names."""
 
 import re
 
-from distbench import choices
-from distbench.config import load_schema
+from distbench.core import choices
+from distbench.pipeline.config import load_schema
 from tests.conftest import REPO
 
 
@@ -23,7 +23,7 @@ def test_the_config_schema_allows_exactly_the_choices():
     assert tuple(comm["timing"]["items"]["enum"]) == choices.TIMINGS
     assert tuple(comm["rank_agg"]["enum"]) == choices.RANK_AGGS
     assert tuple(schema["properties"]["cluster"]["properties"]["launcher"]["enum"]) == choices.LAUNCHERS
-    from distbench.predict import PRESETS
+    from distbench.predict.model import PRESETS
 
     assert sorted(schema["properties"]["predict"]["properties"]["preset"]["enum"]) == sorted(PRESETS)
 

@@ -1,4 +1,4 @@
-"""Jobs beyond one host (distbench.cluster): layouts, the agents' argument lists, SLURM
+"""Jobs beyond one host (distbench.launch.cluster): layouts, the agents' argument lists, SLURM
 resources, and a real two-agent torchrun job on loopback through the launcher."""
 
 import json
@@ -6,8 +6,8 @@ import shlex
 
 import pytest
 
-from distbench.cluster import Launch, Layout, agent_commands, job_layout, slurm_resources
-from distbench.config import ConfigError, check_config
+from distbench.launch.cluster import Launch, Layout, agent_commands, job_layout, slurm_resources
+from distbench.pipeline.config import ConfigError, check_config
 
 
 def _cluster(**kw):
@@ -30,7 +30,7 @@ def test_a_job_spans_the_fewest_nodes_that_split_it_evenly():
 
 
 def test_the_plan_places_world_sizes_over_nodes_and_names_what_does_not_fit():
-    from distbench.plan import job_launch, make_plan
+    from distbench.pipeline.plan import job_launch, make_plan
 
     cfg = check_config({"backends": ["nccl"], "world_sizes": [4, 8, 16, 12, 20], "gpus": 8,
                         "cluster": {"nodes": 2}, "training": {"enabled": False}, "memory": {"enabled": False}})
@@ -55,7 +55,7 @@ def test_agent_commands_are_argument_lists_for_every_launcher(monkeypatch):
     assert "--nnodes=2" in local[0] and "--nproc_per_node=2" in local[0] and "--rdzv-id=id7" in local[0]
     assert any(a.startswith("--rdzv-endpoint=127.0.0.1:") for a in local[0])
 
-    monkeypatch.setattr("distbench.cluster.slurm_first_node_addr", lambda env=None: "10.0.0.5")
+    monkeypatch.setattr("distbench.launch.cluster.slurm_first_node_addr", lambda env=None: "10.0.0.5")
     (srun,) = agent_commands("py", "distbench.comm", args, Launch(4, 8, "auto"), "id", {"SLURM_JOB_ID": "1"}, "/w")
     assert srun[:7] == ["srun", "--nodes=4", "--ntasks=4", "--ntasks-per-node=1", "--kill-on-bad-exit=1",
                         "--export=ALL", "--overlap"]
@@ -93,8 +93,8 @@ def test_two_agents_on_loopback_form_one_comm_job(tmp_path):
     """The multi-node code path for real: two torchrun agents (--nnodes=2, c10d rendezvous on
     127.0.0.1) started by the launcher form one world of 4 Gloo ranks."""
     from distbench.comm.job import run_comm_job
-    from distbench.plan import CommJob, job_params
-    from distbench.schema import read_comm_csv
+    from distbench.pipeline.plan import CommJob, job_params
+    from distbench.core.contract import read_comm_csv
 
     cfg = check_config({"backends": ["gloo"]})
     params = {**job_params(cfg, "gloo"), "ops": ["all_reduce"], "sizes": [1024], "trials": 2, "iters": 2,
@@ -113,11 +113,11 @@ def test_two_agents_on_loopback_form_one_comm_job(tmp_path):
 
 
 def test_every_cluster_job_rule_declares_the_resources_the_plan_gives():
-    """The rules' resources and distbench.plan's SLURM_RESOURCES are one list: a key the plan adds
+    """The rules' resources and distbench.pipeline.plan's SLURM_RESOURCES are one list: a key the plan adds
     but a rule does not declare would never reach the SLURM plugin."""
     import re
 
-    from distbench.plan import SLURM_RESOURCES, job_resources, make_plan, probe_resources
+    from distbench.pipeline.plan import SLURM_RESOURCES, job_resources, make_plan, probe_resources
     from tests.conftest import REPO
 
     cfg = check_config({"backends": ["gloo"], "world_sizes": [2]})
@@ -141,10 +141,10 @@ def test_an_agent_that_fails_ends_the_other_agents_at_once(tmp_path, monkeypatch
     import sys
     import time
 
-    from distbench import launch
+    from distbench.launch import torchrun as launch
     from distbench.comm.job import run_comm_job
-    from distbench.plan import CommJob, job_params
-    from distbench.schema import read_comm_csv
+    from distbench.pipeline.plan import CommJob, job_params
+    from distbench.core.contract import read_comm_csv
 
     real = launch.agent_commands
 
@@ -166,7 +166,7 @@ def test_an_agent_that_fails_ends_the_other_agents_at_once(tmp_path, monkeypatch
 
 
 def test_the_nccl_probe_stays_on_one_node():
-    from distbench.plan import make_plan, nccl_probe_params
+    from distbench.pipeline.plan import make_plan, nccl_probe_params
 
     cfg = check_config({"backends": ["nccl"], "world_sizes": [2, 4, 8], "gpus": 4, "cluster": {"nodes": 2}})
     plan = make_plan(cfg)

@@ -39,7 +39,7 @@ def test_a_point_that_did_not_run_says_why_in_its_line():
 
 
 def test_the_line_writes_size_and_time_as_the_report_does():
-    from distbench.units import human_bytes, human_time_us
+    from distbench.core.units import human_bytes, human_time_us
 
     rows = [dict(size_bytes=2**20, count=2**18, dtype="float32", op="all_reduce", timing="host", inplace=True,
                  status="ok", message="", correct=True, time_us=t, algbw_gbps=1.0, busbw_gbps=1.0)

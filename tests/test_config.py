@@ -6,7 +6,7 @@ import re
 import pytest
 import yaml
 
-from distbench.config import ConfigError, check_config
+from distbench.pipeline.config import ConfigError, check_config
 from tests.conftest import REPO, snakemake
 
 
@@ -189,8 +189,8 @@ def test_rotate_bytes_zero_means_off_and_sizes_pass():
 
 
 def test_every_unit_the_message_names_is_one_parse_size_reads():
-    from distbench.config import SIZE_UNITS
-    from distbench.sizes import parse_size
+    from distbench.pipeline.config import SIZE_UNITS
+    from distbench.core.sizes import parse_size
 
     assert UNITS == "allowed units " + ", ".join(SIZE_UNITS)
     for unit in SIZE_UNITS:
@@ -265,7 +265,7 @@ def test_a_job_env_value_with_shell_characters_is_refused_readably(value, contai
 
 
 def test_job_env_integers_are_accepted_and_said_to_become_strings():
-    from distbench.plan import job_params
+    from distbench.pipeline.plan import job_params
 
     cfg = check_config({"job_env": {"NCCL_NVLS_ENABLE": 0, "NCCL_SOCKET_IFNAME": "eth0", "X": "a=b:c/d,e+f-g.h"}})
     assert job_params(cfg, "gloo")["job_env"]["NCCL_NVLS_ENABLE"] == "0"
@@ -275,7 +275,7 @@ def test_job_env_integers_are_accepted_and_said_to_become_strings():
 
 
 def test_job_env_schema_says_it_is_trusted_input():
-    from distbench.config import load_schema
+    from distbench.pipeline.config import load_schema
 
     props = load_schema()["properties"]
     assert "trusted input" in props["job_env"]["description"]

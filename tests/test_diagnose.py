@@ -2,7 +2,7 @@ import json
 
 import pandas as pd
 
-from distbench.diagnose import diagnose, join_nccl_algo, pick_placement
+from distbench.comm.analysis.diagnose import diagnose, join_nccl_algo, pick_placement
 
 
 def _summary(**kw):

@@ -30,9 +30,9 @@ import pytest
 import yaml
 from synthetic import ENV, make_synthetic
 
-from distbench.aggregate import JobCsvError, read_job_csv, read_job_csvs
-from distbench.report import render_report
-from distbench.schema import SchemaError, read_comm_csv, read_training_csv
+from distbench.core.tables import JobCsvError, read_job_csv, read_job_csvs
+from distbench.report.render import render_report
+from distbench.core.contract import COMM, TRAINING, SchemaError, read_comm_csv, read_training_csv
 from tests.conftest import RUN, REPO, snakemake
 
 TINY = {
@@ -267,20 +267,20 @@ def test_job_csv_reader_names_each_bad_file_and_what_is_wrong(tmp_path, tiny_csv
         p.write_bytes(b"backend,\xff\n") if text is None else p.write_text(text)
         paths.append(p)
         with pytest.raises(JobCsvError) as e:
-            read_job_csv(p, read_comm_csv)
+            read_job_csv(p, COMM)
         assert str(p) in str(e.value) and cases[name][1] in str(e.value) and "snakemake -R comm_job" in str(e.value)
     good = tmp_path / "good.csv"
     good.write_text(comm)
     with pytest.raises(SchemaError) as e:  # one error type, a SchemaError, for all of them together
-        read_job_csvs([good, *paths], read_comm_csv)
+        read_job_csvs([good, *paths], COMM)
     assert [p for p, _, _ in e.value.problems] == [str(p) for p in paths]
     assert str(e.value).startswith(f"{len(paths)} cached job CSVs cannot be read:")
-    assert len(read_job_csvs([good, good], read_comm_csv)) == 2
+    assert len(read_job_csvs([good, good], COMM)) == 2
 
     t = tmp_path / "training.csv"
     t.write_text(training.replace("step_time_ms,", "step_ms,", 1))
     with pytest.raises(JobCsvError, match=r"(?s)missing \['step_time_ms'\].*snakemake -R training_job"):
-        read_job_csv(t, read_training_csv)
+        read_job_csv(t, TRAINING)
 
 
 @pytest.fixture(scope="module")
@@ -291,7 +291,7 @@ def tiny_csvs():
         "time_us_rank_min,time_us_rank_max,slowest_rank,algbw_gbps,busbw_gbps,correct,status,message\r\n"
         "gloo,2,all_reduce,float32,default,host,True,8,2,0,2,max,5333.3,5178.41,5333.3,1,1.5e-06,1.5e-06,True,ok,\r\n"
         "gloo,2,all_reduce,float32,default,host,True,8,2,1,2,max,420.457,294.174,420.457,1,1.9e-05,1.9e-05,True,ok,\r\n")
-    from distbench.schema import TRAINING_COLUMN_NAMES
+    from distbench.core.contract import TRAINING_COLUMN_NAMES
 
     row = dict.fromkeys(TRAINING_COLUMN_NAMES, "")
     row.update(backend="gloo", world_size="2", nodes="1", model="mlp", hidden_dim="16", num_layers="1", batch_size="4",

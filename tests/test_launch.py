@@ -4,9 +4,9 @@ import json
 import time
 
 from distbench.comm.job import comm_args, run_comm_job
-from distbench.launch import TorchrunJob, job_environment, torchrun_command
-from distbench.plan import CommJob
-from distbench.schema import read_comm_csv, read_comm_ranks_csv
+from distbench.launch.torchrun import TorchrunJob, job_environment, torchrun_command
+from distbench.pipeline.plan import CommJob
+from distbench.core.contract import read_comm_csv, read_comm_ranks_csv
 
 
 def _params(**kw):
@@ -46,7 +46,7 @@ def test_a_crashing_job_records_failed_and_not_run_rows(tmp_path):
 def _swap_entry_point(monkeypatch, helper, module="distbench.comm"):
     """Run a tests/helpers entry point under the real launcher instead of the family's module
     (helpers that wrap a module, like shared_gpu.py, get the module name as their first argument)."""
-    from distbench import launch
+    from distbench.launch import torchrun as launch
     from tests.conftest import REPO
 
     real = launch.torchrun_command

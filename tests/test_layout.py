@@ -1,53 +1,232 @@
-"""The rules the package layout must keep: analysis reads tables and never imports a harness, and
-no benchmark family imports another (shared pieces live in distbench/*.py)."""
+"""The rules the package layout keeps, read from the code itself (every module under distbench/ is
+found by walking the tree; nothing here lists modules by hand):
+
+- a benchmark family is a package with its own `__main__.py` and `harness.py` (runnable alone with
+  `torchrun -m distbench.<family>`); no family imports another;
+- what reads tables (every module in an `analysis/` folder, and the prediction, trace and report
+  packages) never imports torch, a harness, the ops or the workloads, not even through another module;
+- `core/` imports nothing above it, and no import runs back up the layers of LAYERS;
+- the imports have no cycle.
+
+Each rule is checked against a deliberately broken copy of the graph too, so a rule that stopped
+finding anything would fail here.
+"""
 
 import ast
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO
 
-FAMILIES = ("distbench.comm", "distbench.training", "distbench.memory")
-ANALYSIS = ("aggregate", "findings", "advice", "plots", "plots_training", "report", "scaling", "diagnose", "peak",
-            "memory_analysis", "plots_memory", "predict", "plots_predict",
-            "pairs_analysis", "plots_pairs")
+PACKAGE = REPO / "distbench"
+# The layers, lowest first: a module may import its own layer and those below it. Every top-level
+# package must have a layer (a new one fails test_every_package_has_a_layer until it is placed).
+FAMILY = "family"
+LAYERS = ("core", "launch", "workloads", FAMILY, "probes", "analyses", "pipeline", "report")
+LAYER_OF = {"core": "core", "launch": "launch", "workloads": "workloads", "probes": "probes",
+            "predict": "analyses", "traces": "analyses", "pipeline": "pipeline", "report": "report"}
+TABLE_READER_PACKAGES = ("predict", "traces", "report")  # besides every analysis/ folder
+FORBIDDEN_FOR_READERS = ("torch", "distbench.workloads")  # and any *.harness or *.ops module
 
 
-def _imports(path: Path) -> set[str]:
-    names = set()
+def module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def families() -> list[str]:
+    return sorted(f"distbench.{d.name}" for d in PACKAGE.iterdir()
+                  if (d / "__main__.py").exists() and (d / "harness.py").exists())
+
+
+def imports(path: Path, name: str) -> set[str]:
+    """Every module `path` imports (absolute names; `from x import y` also as x.y), at any depth of the file."""
+    out = set()
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
-            names.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module)
-            names.update(f"{node.module}.{a.name}" for a in node.names)
-    return names
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([base] if base else []))
+            out.add(base)
+            out.update(f"{base}.{a.name}" for a in node.names)
+    return out
+
+
+def graph() -> dict[str, set[str]]:
+    mods = modules()
+    return {m: imports(p, m) for m, p in mods.items()}
+
+
+def internal(graph: dict[str, set[str]], name: str) -> set[str]:
+    """The distbench modules `name` imports (a `from pkg import mod` counts as mod)."""
+    return {n for n in graph[name] if n in graph and n != name}
 
 
 def _in(name: str, package: str) -> bool:
     return name == package or name.startswith(package + ".")
 
 
-def test_analysis_modules_never_import_a_harness():
-    for mod in ANALYSIS:
-        bad = [n for n in _imports(REPO / "distbench" / f"{mod}.py") if any(_in(n, f) for f in FAMILIES)]
-        assert not bad, f"distbench/{mod}.py imports {bad}"
+def family_of(name: str, fams: list[str]) -> str | None:
+    return next((f for f in fams if _in(name, f)), None)
 
 
-def test_analysis_never_imports_the_torch_workloads():
-    for mod in ANALYSIS:
-        bad = [n for n in _imports(REPO / "distbench" / f"{mod}.py") if _in(n, "distbench.workloads")]
-        assert not bad, f"distbench/{mod}.py imports {bad}"
+def layer_of(name: str, fams: list[str]) -> str | None:
+    if name == "distbench":
+        return "core"
+    if family_of(name, fams):
+        return FAMILY
+    top = name.split(".")[1]
+    return LAYER_OF.get(top)
+
+
+def is_table_reader(name: str) -> bool:
+    parts = name.split(".")
+    return "analysis" in parts or (len(parts) > 1 and parts[1] in TABLE_READER_PACKAGES)
+
+
+def forbidden_for_readers(name: str) -> bool:
+    last = name.rsplit(".", 1)[-1]
+    return any(_in(name, f) for f in FORBIDDEN_FOR_READERS) or (
+        name.startswith("distbench.") and last in ("harness", "ops"))
+
+
+# ---------------------------------------------------------------- the checks, as functions of a graph
+def reader_violations(g: dict[str, set[str]]) -> list[str]:
+    """Table readers that reach torch, a harness, the ops or the workloads, directly or through
+    another distbench module."""
+    bad = []
+    for start in (m for m in g if is_table_reader(m)):
+        seen, todo = {start}, [start]
+        while todo:
+            m = todo.pop()
+            for n in g[m]:
+                if forbidden_for_readers(n):
+                    bad.append(f"{start} reaches {n}" + (f" through {m}" if m != start else ""))
+                elif n in g and n not in seen:
+                    seen.add(n)
+                    todo.append(n)
+    return bad
+
+
+def family_violations(g: dict[str, set[str]], fams: list[str]) -> list[str]:
+    bad = []
+    for m in g:
+        own = family_of(m, fams)
+        if own:
+            bad += [f"{m} imports {n}" for n in g[m] if family_of(n, fams) not in (None, own)]
+    return bad
+
+
+def layer_violations(g: dict[str, set[str]], fams: list[str]) -> list[str]:
+    bad = []
+    for m in g:
+        lm = layer_of(m, fams)
+        for n in internal(g, m):
+            ln = layer_of(n, fams)
+            if lm and ln and LAYERS.index(ln) > LAYERS.index(lm):
+                bad.append(f"{m} ({lm}) imports {n} ({ln})")
+    return bad
+
+
+def cycles(g: dict[str, set[str]]) -> list[list[str]]:
+    found, state = [], {}
+
+    def visit(m, stack):
+        state[m] = "open"
+        for n in sorted(internal(g, m)):
+            if _in(m, n):  # a module importing its own package's __init__ is not a loop of files
+                continue
+            if state.get(n) == "open":
+                found.append(stack[stack.index(n):] + [n] if n in stack else [m, n])
+            elif n not in state:
+                visit(n, stack + [n])
+        state[m] = "done"
+
+    for m in sorted(g):
+        if m not in state:
+            visit(m, [m])
+    return found
+
+
+# ---------------------------------------------------------------- the code as it is
+def test_the_families_are_found():
+    assert {"distbench.comm", "distbench.training", "distbench.memory"} <= set(families())
+
+
+def test_every_package_has_a_layer():
+    fams = families()
+    missing = sorted({m for m in modules() if layer_of(m, fams) is None})
+    assert not missing, f"no layer for {missing}: add its package to LAYER_OF"
+
+
+def test_table_readers_never_import_torch_a_harness_ops_or_workloads():
+    assert not reader_violations(graph())
 
 
 def test_no_family_imports_another():
-    for family in FAMILIES:
-        folder = REPO / family.replace(".", "/")
-        others = [f for f in FAMILIES if f != family]
-        for path in folder.glob("*.py"):
-            bad = [n for n in _imports(path) if any(_in(n, o) for o in others)]
-            assert not bad, f"{path.relative_to(REPO)} imports {bad}"
+    assert not family_violations(graph(), families())
+
+
+def test_core_imports_no_family_and_no_import_runs_back_up():
+    assert not layer_violations(graph(), families())
+
+
+def test_no_import_cycles():
+    assert not cycles(graph())
 
 
 def test_each_family_runs_alone_as_a_module():
-    for family in FAMILIES:
+    for family in families():
         assert (REPO / family.replace(".", "/") / "__main__.py").exists(), family
+
+
+# ---------------------------------------------------------------- each rule catches a break
+@pytest.fixture
+def g():
+    return graph()
+
+
+def test_a_reader_importing_torch_is_caught(g):
+    g["distbench.training.analysis.summary"] = g["distbench.training.analysis.summary"] | {"torch"}
+    assert any("torch" in v for v in reader_violations(g))
+
+
+def test_a_reader_reaching_a_harness_through_another_module_is_caught(g):
+    g["distbench.core.units"] = g["distbench.core.units"] | {"distbench.comm.harness"}
+    bad = reader_violations(g)
+    assert any("through distbench.core.units" in v for v in bad), bad
+
+
+def test_a_report_importing_the_workloads_is_caught(g):
+    g["distbench.report.render"] = g["distbench.report.render"] | {"distbench.workloads.gpt"}
+    assert reader_violations(g)
+
+
+def test_a_family_importing_another_is_caught(g):
+    g["distbench.memory.harness"] = g["distbench.memory.harness"] | {"distbench.training.harness"}
+    assert family_violations(g, families()) == ["distbench.memory.harness imports distbench.training.harness"]
+
+
+def test_core_importing_a_family_is_caught(g):
+    g["distbench.core.io"] = g["distbench.core.io"] | {"distbench.comm.traffic"}
+    assert layer_violations(g, families()) == ["distbench.core.io (core) imports distbench.comm.traffic (family)"]
+
+
+def test_an_import_back_up_a_layer_is_caught(g):
+    g["distbench.launch.cluster"] = g["distbench.launch.cluster"] | {"distbench.pipeline.config"}
+    assert any("launch.cluster (launch) imports distbench.pipeline.config" in v
+               for v in layer_violations(g, families()))
+
+
+def test_a_cycle_is_caught(g):
+    g["distbench.core.units"] = g["distbench.core.units"] | {"distbench.core.sizes"}
+    assert cycles(g)

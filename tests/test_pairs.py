@@ -5,9 +5,9 @@ import pandas as pd
 
 from distbench.comm.job import run_comm_job, write_failure_rows
 from distbench.comm.pairs import plan_pairs
-from distbench.config import check_config
-from distbench.plan import CommJob, job_params, make_plan, pairs_job
-from distbench.schema import read_pairs_csv
+from distbench.pipeline.config import check_config
+from distbench.pipeline.plan import CommJob, job_params, make_plan, pairs_job
+from distbench.core.contract import read_pairs_csv
 
 
 def _params(**kw):

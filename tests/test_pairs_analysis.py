@@ -1,4 +1,4 @@
-"""The GPU-pair matrix's analysis and figure (distbench.pairs_analysis, distbench.plots_pairs) on
+"""The GPU-pair matrix's analysis and figure (distbench.comm.analysis.pairs, distbench.comm.analysis.pairs_plots) on
 synthetic pairs.csv tables built per the PAIRS contract: 4 ranks on one host, NV18 between every
 two GPUs (the h200x2 probe's JSON shape), rank r on GPU 3-r so that GPU names differ from ranks."""
 
@@ -9,9 +9,9 @@ import json
 import pandas as pd
 import pytest
 
-from distbench import pairs_analysis as pa
-from distbench.plots_pairs import fig_pairs, plt, write_pairs_figures
-from distbench.schema import PAIRS_COLUMN_NAMES, read_pairs_csv
+from distbench.comm.analysis import pairs as pa
+from distbench.comm.analysis.pairs_plots import fig_pairs, plt, write_pairs_figures
+from distbench.core.contract import PAIRS_COLUMN_NAMES, read_pairs_csv
 
 SMALL, LARGE = 8, 256 * 2**20
 N = 4
@@ -254,7 +254,7 @@ def test_heat_map_is_written_with_values_link_classes_and_a_blank_diagonal(tmp_p
 
 def test_torch_and_nvidia_smi_spellings_of_a_uuid_match():
     """torch's placement records '0cab...' where the topology probe (nvidia-smi/NVML) has 'GPU-0cab...'."""
-    from distbench.pairs_analysis import link_classes
+    from distbench.comm.analysis.pairs import link_classes
 
     topo = {"available": True, "topology": {"gpu_uuids": {"GPU0": "GPU-0CAB-1", "GPU1": "GPU-80e0-2"},
                                             "links": [{"a": "GPU0", "b": "GPU1", "raw": "NV18", "type": "NV"}]}}

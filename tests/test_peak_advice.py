@@ -7,8 +7,8 @@ import math
 import pandas as pd
 import pytest
 
-from distbench.advice import advise, percent_of_peak
-from distbench.peak import EXPECTED, expected_for, link_peak
+from distbench.comm.analysis.advice import advise, percent_of_peak
+from distbench.comm.analysis.peak import EXPECTED, expected_for, link_peak
 from distbench.probes.nccl_log import parse_nccl_log
 from distbench.probes.topology import parse_topology
 

@@ -1,5 +1,5 @@
-from distbench.config import check_config
-from distbench.plan import job_params, make_plan, nccl_env_label, nccl_probe_params, plan_summary
+from distbench.pipeline.config import check_config
+from distbench.pipeline.plan import job_params, make_plan, nccl_env_label, nccl_probe_params, plan_summary
 
 
 def test_cpu_host_skips_nccl_and_says_why():
@@ -53,7 +53,7 @@ def test_probe_params_and_summary():
 
 
 def test_training_jobs_include_the_plain_one_rank_baseline_and_tuning_points():
-    from distbench.plan import ddp_label, training_jobs
+    from distbench.pipeline.plan import ddp_label, training_jobs
 
     cfg = check_config({"world_sizes": [2, 4], "training": {"models": ["mlp"]}})
     jobs, skipped = training_jobs(cfg, gpus=2)
@@ -84,7 +84,7 @@ def test_training_jobs_include_the_plain_one_rank_baseline_and_tuning_points():
 
 
 def test_training_disabled_or_no_backend_is_said():
-    from distbench.plan import training_jobs
+    from distbench.pipeline.plan import training_jobs
 
     jobs, skipped = training_jobs(check_config({"training": {"enabled": False}}), gpus=0)
     assert jobs == [] and "training.enabled is false" in skipped[0]["why"]
@@ -93,7 +93,7 @@ def test_training_disabled_or_no_backend_is_said():
 
 
 def test_language_model_jobs_per_model_strategy_and_world_size():
-    from distbench.plan import training_jobs, training_params
+    from distbench.pipeline.plan import training_jobs, training_params
 
     cfg = check_config({"world_sizes": [2], "training": {"models": ["gpt", "lora"], "lm": {"strategies": ["fsdp"]}}})
     jobs, _ = training_jobs(cfg, gpus=0)

@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 from synthetic import build_summary, make_synthetic, summary_row
 
-from distbench import plots
-from distbench.plots import plt
-from distbench.findings import normalise_summary
+from distbench.comm.analysis import plots
+from distbench.comm.analysis.plots import plt
+from distbench.comm.analysis.findings import normalise_summary
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 ALWAYS = ("time_vs_size", "busbw_vs_size", "backend_comparison_100mb")
@@ -89,8 +89,8 @@ def test_the_house_theme_is_seaborns_ticks_paper_theme_without_importing_seaborn
     import matplotlib as mpl
     import seaborn as sns
 
-    from distbench import palette
-    from distbench.plots import set_house_theme
+    from distbench.core import palette
+    from distbench.core.figures import set_house_theme
 
     with mpl.rc_context():
         sns.set_theme(style="ticks", context="paper", palette=list(palette.SERIES))
@@ -102,5 +102,5 @@ def test_the_house_theme_is_seaborns_ticks_paper_theme_without_importing_seaborn
         assert ours[k] == pytest.approx(theirs[k]) if isinstance(theirs[k], float) else ours[k] == theirs[k], k
     assert [mpl.colors.to_hex(c["color"]) for c in ours["axes.prop_cycle"]] == \
         [mpl.colors.to_hex(c["color"]) for c in theirs["axes.prop_cycle"]]
-    code = "import sys, distbench.plots, distbench.plots_memory; print('seaborn' in sys.modules)"
+    code = "import sys, distbench.comm.analysis.plots, distbench.memory.analysis.plots; print('seaborn' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"

@@ -1,4 +1,4 @@
-"""The house rules every figure follows (distbench.palette, distbench.plots*), checked on the
+"""The house rules every figure follows (distbench.core.palette, distbench.comm.analysis.plots*), checked on the
 matplotlib objects the builders return, from synthetic data (CPU, Agg, no files unless said):
 
 1. a backend / world size / training configuration has one colour (and marker) in every figure;
@@ -21,10 +21,14 @@ from matplotlib.colors import to_rgb
 from matplotlib.container import BarContainer
 from synthetic import build_summary, summary_row
 
-from distbench import palette, plots, plots_memory, plots_predict, plots_training
-from distbench.findings import normalise_summary
-from distbench.peak import expected_for
-from distbench.plots import plt
+from distbench.comm.analysis import plots
+from distbench.core import figures, palette
+from distbench.memory.analysis import plots as plots_memory
+from distbench.predict import plots as plots_predict
+from distbench.training.analysis import plots as plots_training
+from distbench.comm.analysis.findings import normalise_summary
+from distbench.comm.analysis.peak import expected_for
+from distbench.comm.analysis.plots import plt
 
 SIZE_LABEL = re.compile(r"^\d+(\.\d)? (B|KiB|MiB|GiB|TiB)$")
 TIME_LABEL = re.compile(r"^\d+(\.\d+)? (µs|ms|s)$")
@@ -155,7 +159,7 @@ def test_size_axes_are_log2_with_binary_unit_labels(ok):
     # the same axis helper serves the prediction check
     fig, ax = plt.subplots()
     ax.plot([1024, 2**20], [1, 2])
-    plots._size_axis(ax, pd.Series([1024, 2**20]))
+    figures.size_axis(ax, pd.Series([1024, 2**20]))
     assert ax.xaxis.get_transform().base == 2 and {"1 KiB", "1 MiB"} <= set(_tick_texts(ax, "x"))
 
 
@@ -263,10 +267,10 @@ def test_backend_comparison_bars_are_linear_from_zero_in_ms():
 
 
 def test_time_unit_fits_the_data():
-    assert plots.time_unit([12.0, 480.0]) == ("µs", 1.0)
-    assert plots.time_unit([1500.0, 601_000.0]) == ("ms", 1e3)
-    assert plots.time_unit([2.5e6]) == ("s", 1e6)
-    assert plots.time_unit([float("nan")]) == ("µs", 1.0)
+    assert figures.time_unit([12.0, 480.0]) == ("µs", 1.0)
+    assert figures.time_unit([1500.0, 601_000.0]) == ("ms", 1e3)
+    assert figures.time_unit([2.5e6]) == ("s", 1e6)
+    assert figures.time_unit([float("nan")]) == ("µs", 1.0)
     assert [plots.time_tick(v) for v in (5, 200, 1e4, 1.5e6)] == ["5 µs", "200 µs", "10 ms", "1.5 s"]
 
 
@@ -300,7 +304,7 @@ def test_prediction_figure_when_the_first_measured_backend_has_no_graph_timing()
     """The 4x H100 report run (2026-11-26) crashed here: Gloo (host timing) listed before NCCL (graph)."""
     import pandas as pd
 
-    from distbench.plots_predict import _allreduce_busbw
+    from distbench.predict.plots import _allreduce_busbw
 
     rows = []
     for backend, timing in (("gloo", "host"), ("nccl", "graph")):
@@ -319,9 +323,9 @@ def test_busbw_and_latency_figures_mark_nccl_algorithm_protocol_ranges():
     import pandas as pd
     from synthetic import build_summary
 
-    from distbench.plots import BUSBW, TIME, fig_vs_size, nccl_ranges
+    from distbench.comm.analysis.plots import BUSBW, TIME, fig_vs_size, nccl_ranges
 
-    from distbench.findings import normalise_summary
+    from distbench.comm.analysis.findings import normalise_summary
 
     s = normalise_summary(build_summary(backends=("nccl",), world_sizes=(2, 4), oom=False))
     s = s[s["status"] == "ok"].copy()
@@ -345,8 +349,8 @@ def test_the_time_figure_shows_the_time_at_the_link_peak():
     (size x the op's bus factor / peak), drawn where NCCL rows are and named in the legend."""
     from synthetic import build_summary
 
-    from distbench.findings import normalise_summary
-    from distbench.plots import TIME, fig_vs_size, peak_time_us, reference_lines
+    from distbench.comm.analysis.findings import normalise_summary
+    from distbench.comm.analysis.plots import TIME, fig_vs_size, peak_time_us, reference_lines
 
     s = normalise_summary(build_summary(backends=("nccl", "gloo"), world_sizes=(2, 4), oom=False))
     s = s[s["status"] == "ok"]

@@ -1,4 +1,4 @@
-"""distbench.predict: alpha-beta fits, algorithm costs, hierarchical clusters, training, validation."""
+"""distbench.predict.model: alpha-beta fits, algorithm costs, hierarchical clusters, training, validation."""
 
 import ast
 import math
@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from distbench import predict as P
+from distbench.predict import model as P
 from tests.conftest import REPO
 
 H200_COMM = REPO / "benchmarks/h200x2-2026-11-26/tables/comm_summary.csv"  # real 2x H200 run (read only)
@@ -426,7 +426,7 @@ def test_cli_without_training_writes_an_empty_training_table(tmp_path):
 
 def test_predict_imports_only_tables_helpers():
     allowed = {"argparse", "math", "re", "sys", "dataclasses", "pathlib", "__future__", "numpy", "pandas",
-               "distbench.choices", "distbench.sizes", "distbench.io"}
+               "distbench.core.choices", "distbench.core.sizes", "distbench.core.io"}
     tree = ast.parse((REPO / "distbench" / "predict.py").read_text())
     mods = set()
     for node in ast.walk(tree):
@@ -436,6 +436,6 @@ def test_predict_imports_only_tables_helpers():
             mods.add(node.module)
     assert mods <= allowed, mods - allowed
     # and importing it does not load torch (analysis runs on hosts without it)
-    code = "import sys, distbench.predict; assert 'torch' not in sys.modules"
+    code = "import sys, distbench.predict.model; assert 'torch' not in sys.modules"
     r = subprocess.run([sys.executable, "-c", code], check=False, cwd=REPO, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr

@@ -10,8 +10,8 @@ import stat
 import pandas as pd
 import pytest
 
-from distbench.config import ConfigError, check_config
-from distbench.profiling import family_mode
+from distbench.pipeline.config import ConfigError, check_config
+from distbench.launch.profiling import family_mode
 from tests.conftest import RUN, snakemake
 
 CONFIG = """

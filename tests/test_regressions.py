@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 from synthetic import make_synthetic
 
-from distbench.config import ConfigError, check_config
-from distbench.regressions import MEASURES, compare, compare_one
-from distbench.report import render_report
+from distbench.pipeline.config import ConfigError, check_config
+from distbench.report.regressions import MEASURES, compare, compare_one
+from distbench.report.render import render_report
 from tests.conftest import REPO
 
 COMM = MEASURES[0]
@@ -70,7 +70,7 @@ def test_a_baseline_without_tables_is_refused(tmp_path):
 
 
 def test_a_baseline_is_found_by_label_by_run_directory_and_in_a_copied_results_tree(tmp_path, monkeypatch):
-    from distbench.config import baseline_tables_dir
+    from distbench.pipeline.config import baseline_tables_dir
 
     def run(root, label):
         (root / label / "tables").mkdir(parents=True)

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from synthetic import build_summary, make_synthetic, render_synthetic_report, summary_row
 
-from distbench.findings import compute_findings, human_bytes, human_time_us
-from distbench.report import render_report
+from distbench.comm.analysis.findings import compute_findings, human_bytes, human_time_us
+from distbench.report.render import render_report
 from tests.conftest import REPO
 
 MiB = 1 << 20
@@ -145,7 +145,7 @@ def test_gloo_only_report_without_figures(tmp_path):
 def test_prediction_section_from_the_4x_h200_check(tmp_path):
     """The report's "Larger clusters" section, from the committed 4x H200 check of the model:
     the check first, the 8-GPU comparison with published figures, training at scale."""
-    from distbench.report import _prediction
+    from distbench.report.render import _prediction
 
     section = _prediction(REPO / "benchmarks/comm-predict-h200x4-2026-11-26/predict/prediction_validation.csv")
     first, eight = section["findings"][:2]
@@ -200,6 +200,6 @@ def test_topology_matrix_as_a_coloured_table(report):
     section = md.split("## Topology\n")[1].split("\n## ")[0]
     assert "|  | GPU1 |" in section and "| GPU0 | NV18 |" in section  # the synthetic probe's one pair
     assert '<td class="link-nvlink">NV18</td>' in html
-    from distbench.report import _link_class
+    from distbench.report.render import _link_class
     assert [_link_class(c) for c in ("NV4", "PIX", "PXB", "PHB", "NODE", "SYS", "X")] == [
         "nvlink", "pcie-switch", "pcie-switch", "pcie-host", "numa", "cross-socket", "self"]

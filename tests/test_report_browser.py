@@ -64,7 +64,7 @@ def test_dom_has_findings_and_decoded_images(rendered):
 def test_headlines_equal_the_csv_no_console_errors_no_requests_sections_open(rendered):
     import pandas as pd
 
-    from distbench.units import sig3
+    from distbench.core.units import sig3
 
     tmp, out_html, _, _ = rendered
     run = _run_browser(tmp, "expand", "--dump-dom", out_html.as_uri() + "#expand")
@@ -87,7 +87,7 @@ def test_hostile_host_and_gpu_names_render_as_text(tmp_path):
 
     from synthetic import make_synthetic
 
-    from distbench.report import render_report
+    from distbench.report.render import render_report
 
     data = make_synthetic(tmp_path / "tables")
     env = json.loads(data["env_json"].read_text())

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from synthetic import ENV, make_synthetic
 
-from distbench.report import render_report
+from distbench.report.render import render_report
 
 REPO = Path(__file__).resolve().parents[1]
 H200_ENV = REPO / "benchmarks/h200x2-2026-11-26/probe/env.json"  # a real GPU probe (read only)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from synthetic import make_synthetic, render_synthetic_report
 
-import distbench.report as report_mod
-from distbench.report import render_report
+import distbench.report.render as report_mod
+from distbench.report.render import render_report
 
 REPO = Path(__file__).resolve().parents[1]
 LINK = re.compile(r"\]\(([^)\s]+)\)")  # ![alt](src) and [SVG](src)

@@ -78,8 +78,8 @@ def test_a_copied_in_run_is_rendered_side_by_side(workflow_dir):
 def test_the_label_comes_from_the_config_then_the_environment_then_the_host(monkeypatch):
     import socket
 
-    from distbench.config import ConfigError, check_config
-    from distbench.runs import LABEL_ENV, resolve_label
+    from distbench.pipeline.config import ConfigError, check_config
+    from distbench.core.run_label import LABEL_ENV, resolve_label
 
     # setenv first: monkeypatch then restores the variable's absence, even though resolve_label sets it
     monkeypatch.setenv(LABEL_ENV, "placeholder")

@@ -1,4 +1,4 @@
-"""distbench.scaling and distbench.plots_training on crafted training tables.
+"""distbench.training.analysis.summary and distbench.training.analysis.plots on crafted training tables.
 
 Every table goes through the real CSV contract (written, then read back by read_training_csv), and
 every expected number is worked out by hand here, so changing a formula fails a test.
@@ -12,10 +12,10 @@ import math
 import pandas as pd
 import pytest
 
-from distbench import scaling
-from distbench.plots_training import FIGURES, plot_training
-from distbench.schema import TRAINING_COLUMN_NAMES, read_training_csv
-from distbench.scaling import add_scaling, best_config, summarize_training, training_findings, verdict
+from distbench.training.analysis import summary as scaling
+from distbench.training.analysis.plots import FIGURES, plot_training
+from distbench.core.contract import TRAINING_COLUMN_NAMES, read_training_csv
+from distbench.training.analysis.summary import add_scaling, best_config, summarize_training, training_findings, verdict
 
 PLAIN_KNOBS = dict(bucket_cap_mb=25.0, gradient_as_bucket_view=False, static_graph=False, broadcast_buffers=True,
                    comm_hook="none", grad_accum=1, nccl_env="default")
@@ -378,7 +378,7 @@ def test_plot_training_without_tuning_skips_the_tuning_figure(tmp_path):
 
 
 def test_a_tuning_point_with_nccl_settings_uses_its_ddp_knobs_one_rank_run():
-    from distbench.scaling import ddp_only_label
+    from distbench.training.analysis.summary import ddp_only_label
 
     assert ddp_only_label("bucket=100+NCCL_MAX_CTAS=8", "NCCL_MAX_CTAS=8") == "bucket=100"
     assert ddp_only_label("NCCL_MAX_CTAS=8", "NCCL_MAX_CTAS=8") == "plain"

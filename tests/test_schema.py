@@ -1,8 +1,8 @@
 import pandas as pd
 import pytest
 
-from distbench.aggregate import SUMMARY_COLUMNS, largest, summarize
-from distbench.schema import (
+from distbench.comm.analysis.summary import SUMMARY_COLUMNS, largest, summarize
+from distbench.core.contract import (
     COMM_COLUMN_NAMES, SchemaError, check_comm_frame, check_comm_ranks_frame, markdown_table,
     read_comm_csv,
 )
@@ -21,7 +21,7 @@ def _row(**kw):
 
 
 def test_docs_show_the_contracts_as_written_in_code():
-    from distbench.schema import CONTRACTS
+    from distbench.core.contract import CONTRACTS
 
     docs = (REPO / "docs/csv-schema.md").read_text()
     for contract in CONTRACTS.values():
@@ -83,7 +83,7 @@ def test_largest_picks_each_series_largest_ok_size():
 
 def test_a_csv_written_before_multi_node_support_reads_as_one_node(tmp_path):
 
-    from distbench.schema import COMM_COLUMN_NAMES
+    from distbench.core.contract import COMM_COLUMN_NAMES
 
     path = tmp_path / "comm.csv"
     pd.DataFrame([_row(), _row(trial=1)]).to_csv(path, index=False)  # no `nodes` column: the old layout

@@ -1,6 +1,6 @@
 import pytest
 
-from distbench.sizes import human_bytes, parse_size, size_sweep, sizes_from_config
+from distbench.core.sizes import human_bytes, parse_size, size_sweep, sizes_from_config
 
 
 @pytest.mark.parametrize("text,expected", [

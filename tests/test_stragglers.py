@@ -4,12 +4,12 @@ DISTBENCH_TEST_SLOW_RANK) is flagged, and the same job without it is not."""
 
 import pandas as pd
 
-from distbench.aggregate import stragglers
+from distbench.comm.analysis.summary import stragglers
 from distbench.comm.job import run_comm_job
-from distbench.config import check_config
-from distbench.findings import straggler_findings
-from distbench.plan import CommJob, job_params
-from distbench.schema import read_comm_csv, read_comm_ranks_csv
+from distbench.pipeline.config import check_config
+from distbench.comm.analysis.findings import straggler_findings
+from distbench.pipeline.plan import CommJob, job_params
+from distbench.core.contract import read_comm_csv, read_comm_ranks_csv
 
 
 def _run(tmp_path, name, world_size, extra_env):

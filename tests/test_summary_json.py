@@ -7,8 +7,8 @@ import jsonschema
 import pandas as pd
 import pytest
 
-from distbench.config import check_config
-from distbench.summary_json import nccl_tests_documents, summary_document, validate_summary
+from distbench.pipeline.config import check_config
+from distbench.report.summary_json import nccl_tests_documents, summary_document, validate_summary
 
 
 def comm_summary(tmp_path, rows):

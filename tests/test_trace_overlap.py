@@ -1,4 +1,4 @@
-"""distbench.trace_overlap: interval arithmetic, classification, and one real 2-rank Gloo DDP trace."""
+"""distbench.traces.overlap: interval arithmetic, classification, and one real 2-rank Gloo DDP trace."""
 
 import gzip
 import json
@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from distbench import trace_overlap as tov
+from distbench.traces import overlap as tov
 
 
 def X(name, ts, dur, cat="cpu_op", tid=1, pid=1):

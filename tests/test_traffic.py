@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from distbench.comm.ops import OPS, Ctx, a2av_counts, element_count
-from distbench.config import ConfigError, check_config
-from distbench.schema import read_comm_csv, read_comm_ranks_csv
-from distbench.traffic import TrafficError, busiest, parse_traffic, read_matrix, split_counts
+from distbench.pipeline.config import ConfigError, check_config
+from distbench.core.contract import read_comm_csv, read_comm_ranks_csv
+from distbench.comm.traffic import TrafficError, busiest, parse_traffic, read_matrix, split_counts
 from tests.conftest import torchrun
 
 
@@ -137,7 +137,7 @@ def test_config_reads_traffic_files_before_any_job(tmp_path):
 
 
 def test_a_matrix_file_is_read_once_for_every_buffer_set(tmp_path, monkeypatch):
-    import distbench.traffic as traffic_mod
+    import distbench.comm.traffic as traffic_mod
 
     m = tmp_path / "m.txt"
     m.write_text("1 2\n3 4\n")

@@ -11,7 +11,7 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from distbench.compute_peaks import mfu, peak_for
+from distbench.training.analysis.mfu import mfu, peak_for
 from distbench.workloads import gpt as G
 from distbench.workloads.mlp import grad_param_bytes
 from tests.test_training_harness import read, train
@@ -179,7 +179,7 @@ def test_fsdp_needs_a_language_model(tmp_path):
 
 
 def test_mfu_in_the_summary_from_the_rows(tmp_path):
-    from distbench.scaling import summarize_training
+    from distbench.training.analysis.summary import summarize_training
 
     r = train([*LM, "--model", "gpt", "--out", str(tmp_path / "t.csv"), "--placement-out", str(tmp_path / "p.json")],
               nproc=1, timeout=180)
@@ -194,13 +194,13 @@ def test_mfu_in_the_summary_from_the_rows(tmp_path):
     assert row["mfu"] == pytest.approx(row["tflops_per_device"] / 989.4) and row["peak_device"] == "H100 SXM"
     assert pd.isna(row["mfu_note"]) or row["mfu_note"] == ""
     # findings name the workload, its throughput and, when used, torch.compile
-    from distbench.scaling import training_findings
+    from distbench.training.analysis.summary import training_findings
 
     lines = training_findings(summarize_training(gpu.assign(compile=True)))
     assert lines[0].startswith("gpt 2L/2H/64d seq 32, 1 rank (plain DDP, torch.compile, weak scaling): ")
     assert "TFLOP/s per rank, MFU " in lines[0] and "of the H100 SXM bfloat16 peak (989 TFLOP/s)" in lines[0]
     # figures: the language models get their tokens/s figure, not the MLP's
-    from distbench.plots_training import plot_training
+    from distbench.training.analysis.plots import plot_training
 
     names = {p.stem for p in plot_training(summarize_training(df), tmp_path / "fig")}
     assert "training_lm_throughput" in names and "training_throughput" not in names

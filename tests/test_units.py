@@ -1,8 +1,8 @@
-"""One way to write numbers for people (distbench.units), used by the report, the console and the findings."""
+"""One way to write numbers for people (distbench.core.units), used by the report, the console and the findings."""
 
 import pytest
 
-from distbench.units import human_bytes, human_gbps, human_time_us, sig3
+from distbench.core.units import human_bytes, human_gbps, human_time_us, sig3
 
 
 @pytest.mark.parametrize("us,text", [(4.123, "4.12 µs"), (412.3, "412 µs"), (999.4, "999 µs"), (999.6, "1.00 ms"),
@@ -24,8 +24,8 @@ def test_sizes_and_bandwidth():
 def test_report_console_and_findings_agree():
     # the same figure through each path that shows it to people
     from distbench.comm.harness import table_line
-    from distbench.findings import human_time_us as findings_time
-    from distbench.report import _time
+    from distbench.comm.analysis.findings import human_time_us as findings_time
+    from distbench.report.render import _time
 
     row = dict(size_bytes=2**30, count=2**28, dtype="float32", op="all_reduce", timing="events", inplace=True,
                status="ok", message="", correct=True, time_us=7170.3, algbw_gbps=149.7, busbw_gbps=149.7)

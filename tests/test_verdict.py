@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 from synthetic import make_synthetic, summary_row
 
-from distbench.report import _cache_state, render_report
-from distbench.verdict import headlines
+from distbench.report.render import _cache_state, render_report
+from distbench.report.verdict import headlines
 from tests.conftest import REPO
 
 GiB = 2**30

@@ -45,14 +45,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from distbench.choices import (
+from distbench.core.choices import (
     BACKENDS, DEVICE_TIMINGS, DTYPES, NCCL_TESTS_REDOP, NCCL_TESTS_ROOT, NCCL_TESTS_TYPES, RANK_AGGS, TIMINGS,
 )
-from distbench.io import PartialCsvs
-from distbench.placement import gather_and_check
-from distbench.ranks import RankContext, node_count, ranks_text
-from distbench.schema import COMM_COLUMN_NAMES, COMM_RANK_COLUMN_NAMES, PAIRS_COLUMN_NAMES
-from distbench.sizes import parse_size
+from distbench.core.io import PartialCsvs
+from distbench.launch.placement import gather_and_check
+from distbench.launch.ranks import RankContext, node_count, ranks_text
+from distbench.core.contract import COMM_COLUMN_NAMES, COMM_RANK_COLUMN_NAMES, PAIRS_COLUMN_NAMES
+from distbench.core.sizes import parse_size
 
 DEFAULT_ROTATE_BYTES = 256 * 2**20
 
@@ -64,7 +64,7 @@ class Point:
     size_bytes: int
     timing: str
     inplace: bool = False
-    traffic: str = "none"  # all_to_all_v's traffic matrix (distbench.traffic); "none" for other ops
+    traffic: str = "none"  # all_to_all_v's traffic matrix (distbench.comm.traffic); "none" for other ops
 
 
 def job_timings(backend: str, timings: list[str]) -> list[str]:
@@ -78,7 +78,7 @@ def plan_points(ops: list[str], sizes: list[int], timings: list[str], inplace=(F
                 traffic=("uniform",)) -> list[Point]:
     """The measurement order shared by the harness and the launcher (which fills in after a crash)."""
     from distbench.comm.ops import OPS, placements
-    from distbench.traffic import NONE
+    from distbench.comm.traffic import NONE
 
     points = []
     for op in ops:
@@ -167,7 +167,7 @@ class Harness(RankContext):
         load = None
         if spec.takes_traffic and count:
             from distbench.comm.ops import a2av_counts
-            from distbench.traffic import TrafficError, busiest
+            from distbench.comm.traffic import TrafficError, busiest
             try:
                 load = busiest(a2av_counts(ctx, count))
             except TrafficError as e:  # a matrix file written for another world size
@@ -381,7 +381,7 @@ def parse_args(argv=None):
     p.add_argument("--inplace", default="false", help="comma-separated: false,true (nccl-tests' out-of-place / in-place)")
     p.add_argument("--traffic", action="append",
                    help="all_to_all_v's traffic matrix, repeatable: uniform (default), zipf:S, file:PATH "
-                        "(distbench.traffic)")
+                        "(distbench.comm.traffic)")
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--trials", type=int, default=5)
@@ -402,7 +402,7 @@ def parse_args(argv=None):
     p.add_argument("--pairs-trials", type=int, default=3, help="pair matrix: timed trials per pair and size")
     p.add_argument("--pairs-out", help="pair matrix CSV (default: pairs.csv beside --out; header only when off)")
     p.add_argument("--profile-dir", help="after the sweep, run each op --profile-steps times at the largest size "
-                                         "under torch.profiler; each rank's Chrome trace goes here (distbench.profiling)")
+                                         "under torch.profiler; each rank's Chrome trace goes here (distbench.launch.profiling)")
     p.add_argument("--profile-steps", type=int, default=3, help="ops per op recorded by --profile-dir")
     args = p.parse_args(argv)
     args.pairs_sizes = [parse_size(s) for s in args.pairs_sizes.split(",") if s]
@@ -422,7 +422,7 @@ def parse_args(argv=None):
         p.error(f"unknown --inplace value(s) {bad_ip}; allowed: false, true")
     args.inplace = [flags[v] for v in args.inplace.split(",")]
     args.rotate_bytes = parse_size(args.rotate_bytes)
-    from distbench.traffic import validate
+    from distbench.comm.traffic import validate
 
     args.traffic = args.traffic or ["uniform"]
     bad_traffic = validate(args.traffic)
@@ -442,9 +442,9 @@ TABLE_HEADER = (f"#{'size':>11} {'count':>12} {'type':>8} {'redop':>6} {'root':>
 def table_line(rows: list[dict]) -> str:
     """One point as a line of nccl-tests' table (its column order; median over the trials, as our
     CSV's summary), then our timing mode, in/out of place, the size and time as the report writes
-    them (distbench.units) and the status. #wrong: 0 when the exact check passed, 'wrong' when it
+    them (distbench.core.units) and the status. #wrong: 0 when the exact check passed, 'wrong' when it
     failed, N/A when not checked."""
-    from distbench.units import human_bytes, human_time_us
+    from distbench.core.units import human_bytes, human_time_us
 
     r = rows[0]
     head = (f"{r['size_bytes']:>12} {r['count']:>12} {NCCL_TESTS_TYPES.get(r['dtype'], r['dtype']):>8} "
@@ -476,7 +476,7 @@ def profile_ops(h: Harness, args) -> None:
     largest size (its first traffic matrix) under torch.profiler, one trace per rank. Eager ops, no
     check, nothing written to the CSV: the trace shows what the timed ops do, it is not a measurement."""
     from distbench.comm.ops import OPS, Ctx, element_count
-    from distbench.profiling import profile_pass
+    from distbench.launch.profiling import profile_pass
 
     size = max(args.sizes) if args.sizes else 0
     runs = []

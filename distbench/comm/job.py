@@ -1,20 +1,20 @@
-"""The comm family's torchrun job: its arguments and its failure rows, for distbench.launch."""
+"""The comm family's torchrun job: its arguments and its failure rows, for distbench.launch.torchrun."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
 
-from distbench.cluster import Launch
+from distbench.launch.cluster import Launch
 from distbench.comm.harness import Point, base_row, pairs_path, plan_points, ranks_path
-from distbench.io import atomic_write_text, csv_text, partial_path, read_partial_rows
-from distbench.launch import TorchrunJob, job_environment, run_job_with_traces
-from distbench.profiling import trace_dir
-from distbench.schema import COMM_COLUMN_NAMES, COMM_RANK_COLUMN_NAMES, PAIRS_COLUMN_NAMES
+from distbench.core.io import atomic_write_text, csv_text, partial_path, read_partial_rows
+from distbench.launch.torchrun import TorchrunJob, job_environment, run_job_with_traces
+from distbench.launch.profiling import trace_dir
+from distbench.core.contract import COMM_COLUMN_NAMES, COMM_RANK_COLUMN_NAMES, PAIRS_COLUMN_NAMES
 
 
 def comm_args(job, params: dict, out_csv, placement_json) -> list[str]:
-    """distbench.comm's arguments for one job of the plan (distbench.plan.CommJob + job_params)."""
+    """distbench.comm's arguments for one job of the plan (distbench.pipeline.plan.CommJob + job_params)."""
     return [
         "--backend", job.backend, "--dtype", job.dtype,
         "--ops", ",".join(params["ops"]),

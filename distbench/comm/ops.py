@@ -38,7 +38,7 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
-from distbench import choices
+from distbench.core import choices
 
 
 @dataclass
@@ -62,7 +62,7 @@ class OpSpec:
     min_world_size: int = 1
     graph_capturable: bool = True
     moves_data: bool = True  # barrier: latency only, no algbw/busbw
-    takes_traffic: bool = False  # all_to_all_v: one point per traffic matrix (distbench.traffic)
+    takes_traffic: bool = False  # all_to_all_v: one point per traffic matrix (distbench.comm.traffic)
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ class Ctx:
     device: torch.device
     dtype: torch.dtype
     backend: str
-    traffic: str = "none"  # all_to_all_v's traffic spec (distbench.traffic)
+    traffic: str = "none"  # all_to_all_v's traffic spec (distbench.comm.traffic)
 
 
 # --- exact integer inputs ----------------------------------------------------------------------
@@ -227,8 +227,8 @@ def _all_to_all_make(ctx, count):
 
 
 def a2av_counts(ctx, count) -> list[list[int]]:
-    """all_to_all_v: elements rank s sends to rank d (row s), n x count in all (distbench.traffic)."""
-    from distbench.traffic import parse_traffic, split_counts
+    """all_to_all_v: elements rank s sends to rank d (row s), n x count in all (distbench.comm.traffic)."""
+    from distbench.comm.traffic import parse_traffic, split_counts
 
     return split_counts(parse_traffic(ctx.traffic), ctx.world_size, count)
 
@@ -312,7 +312,7 @@ OPS: dict[str, OpSpec] = {s.name: s for s in (
     OpSpec("barrier", lambda n: float("nan"), False, lambda c, n: Buffers(None, None, lambda: None, None),
            _barrier_run, graph_capturable=False, moves_data=False),
 )}
-assert tuple(OPS) == choices.OPS, "distbench.choices.OPS and the registry must list the same ops"
+assert tuple(OPS) == choices.OPS, "distbench.core.choices.OPS and the registry must list the same ops"
 
 
 def placements(spec: OpSpec, requested: list[bool]) -> list[bool]:

@@ -37,10 +37,10 @@ import math
 import sys
 from pathlib import Path
 
-from distbench.choices import BACKENDS, OPTIMIZERS, TRAINING_DTYPES
-from distbench.ranks import RankContext, failure_status, first_line
+from distbench.core.choices import BACKENDS, OPTIMIZERS, TRAINING_DTYPES
+from distbench.launch.ranks import RankContext, failure_status, first_line
 from distbench.workloads.cli import add_model_args, resolve_model_args
-from distbench.schema import MEMORY_COLUMN_NAMES
+from distbench.core.contract import MEMORY_COLUMN_NAMES
 
 MEASURED = ("params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes", "peak_allocated_bytes",
             "peak_reserved_bytes", "alloc_retries", "device_total_bytes")
@@ -233,7 +233,7 @@ def parse_args(argv=None):
 
 
 def main(argv=None) -> int:
-    from distbench.io import PartialCsvs
+    from distbench.core.io import PartialCsvs
 
     a = parse_args(argv)
     h = MemoryHarness(a)

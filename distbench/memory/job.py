@@ -1,18 +1,18 @@
-"""The memory family's torchrun job: its arguments and its failure rows, for distbench.launch."""
+"""The memory family's torchrun job: its arguments and its failure rows, for distbench.launch.torchrun."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from distbench.cluster import Launch
-from distbench.io import atomic_write_text, csv_text, partial_path, read_partial_rows
-from distbench.launch import TorchrunJob, job_environment, run_torchrun_job
-from distbench.schema import MEMORY_COLUMN_NAMES
+from distbench.launch.cluster import Launch
+from distbench.core.io import atomic_write_text, csv_text, partial_path, read_partial_rows
+from distbench.launch.torchrun import TorchrunJob, job_environment, run_torchrun_job
+from distbench.core.contract import MEMORY_COLUMN_NAMES
 from distbench.workloads.cli import lm_shape
 
 
 def memory_args(job, params: dict, out_csv, placement_json, snapshot=None) -> list[str]:
-    """distbench.memory's arguments for one job of the plan (distbench.plan.MemoryJob + memory_params)."""
+    """distbench.memory's arguments for one job of the plan (distbench.pipeline.plan.MemoryJob + memory_params)."""
     args = ["--backend", job.backend, "--model", job.model, "--strategy", job.strategy,
             "--gradient-as-bucket-view", "true" if job.gradient_as_bucket_view else "false",
             "--dtype", params["dtype"], "--optimizer", params["optimizer"],

@@ -8,8 +8,8 @@ import socket
 import sys
 from pathlib import Path
 
-from distbench.placement import gpu_identity
-from distbench.provenance import NOT_A_CHECKOUT, _run, git_commit  # noqa: F401 - recorded in env.json
+from distbench.launch.placement import gpu_identity
+from distbench.core.provenance import JOB_ENV_PREFIXES, NOT_A_CHECKOUT, _run, git_commit  # noqa: F401 - recorded in env.json
 
 
 def _cpu_model() -> str | None:
@@ -20,10 +20,6 @@ def _cpu_model() -> str | None:
     except OSError:
         pass
     return platform.processor() or None
-
-
-# Job environment variables the env probe records (shown in the report as variables, never as versions).
-JOB_ENV_PREFIXES = ("NCCL_", "TORCH_NCCL", "NVSHMEM_", "TORCH_SYMM")
 
 
 def collect_env(workdir=None) -> dict:

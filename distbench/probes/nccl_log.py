@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from distbench.sizes import human_bytes
+from distbench.core.sizes import human_bytes
 
 # Index order of NCCL's ncclAlgoStr / ncclProtoStr (src/enqueue.cc, src/include/device.h).
 ALGO_NAMES = ("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT")

@@ -50,11 +50,11 @@ import sys
 import time
 from pathlib import Path
 
-from distbench.choices import BACKENDS, COMM_HOOKS, OPTIMIZERS, SCALINGS
-from distbench.choices import TRAINING_DTYPES as TRAIN_DTYPES
-from distbench.ranks import RankContext, failure_status, first_line, node_count, ranks_text
+from distbench.core.choices import BACKENDS, COMM_HOOKS, OPTIMIZERS, SCALINGS
+from distbench.core.choices import TRAINING_DTYPES as TRAIN_DTYPES
+from distbench.launch.ranks import RankContext, failure_status, first_line, node_count, ranks_text
 from distbench.workloads.cli import add_model_args, resolve_model_args
-from distbench.schema import TRAINING_COLUMN_NAMES, TRAINING_PHASES
+from distbench.core.contract import TRAINING_COLUMN_NAMES, TRAINING_PHASES
 
 # DDP's own default bucket_cap_mb. Passing it explicitly is not the same as leaving it out in
 # torch >= 2.9 (the first bucket's 1 MiB cap only applies when bucket_cap_mb is None), so the
@@ -593,7 +593,7 @@ def window_lines(phase: str, rows: list[dict], every: int) -> list[str]:
     """One progress line per window of `every` measured steps: median step time, samples/s and
     (language models) tokens/s. Printed once the phase ends, since its steps run back to back with
     a single sync at the end (a per-step print would add host work inside the timed run)."""
-    from distbench.units import human_time_us, sig3
+    from distbench.core.units import human_time_us, sig3
 
     out = []
     for start in range(0, len(rows), max(1, every)):
@@ -701,7 +701,7 @@ def parse_args(argv=None):
     p.add_argument("--out", required=True, help="CSV to write (rank 0); atomically renamed when complete")
     p.add_argument("--placement-out", help="JSON with every rank's GPU placement")
     p.add_argument("--profile-dir", help="after the timed phases, profile --profile-steps more training steps with "
-                                         "torch.profiler and write each rank's Chrome trace here (distbench.profiling)")
+                                         "torch.profiler and write each rank's Chrome trace here (distbench.launch.profiling)")
     p.add_argument("--profile-steps", type=int, default=3, help="steps recorded by --profile-dir")
     args = p.parse_args(argv)
 
@@ -728,7 +728,7 @@ def parse_args(argv=None):
 def profile_steps(h: TrainingHarness, args) -> None:
     """Traces on request: a few more real steps (gradients synced) under torch.profiler, after every
     timed phase, so no measured row is taken under the profiler. A failure costs the trace only."""
-    from distbench.profiling import profile_pass
+    from distbench.launch.profiling import profile_pass
 
     try:
         path = profile_pass(h.torch, lambda: h.step(sync_grads=True), args.profile_steps, args.profile_dir, h.rank,
@@ -739,7 +739,7 @@ def profile_steps(h: TrainingHarness, args) -> None:
 
 
 def main(argv=None) -> int:
-    from distbench.io import PartialCsvs
+    from distbench.core.io import PartialCsvs
 
     args = parse_args(argv)
     h = TrainingHarness(args)

@@ -1,14 +1,14 @@
-"""The training family's torchrun job: its arguments and its failure rows, for distbench.launch."""
+"""The training family's torchrun job: its arguments and its failure rows, for distbench.launch.torchrun."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from distbench.cluster import Launch
-from distbench.io import atomic_write_text, csv_text, partial_path, read_partial_rows
-from distbench.launch import TorchrunJob, job_environment, run_job_with_traces
-from distbench.profiling import trace_dir
-from distbench.schema import TRAINING_COLUMN_NAMES, TRAINING_PHASES
+from distbench.launch.cluster import Launch
+from distbench.core.io import atomic_write_text, csv_text, partial_path, read_partial_rows
+from distbench.launch.torchrun import TorchrunJob, job_environment, run_job_with_traces
+from distbench.launch.profiling import trace_dir
+from distbench.core.contract import TRAINING_COLUMN_NAMES, TRAINING_PHASES
 from distbench.workloads.cli import lm_shape
 
 
@@ -17,7 +17,7 @@ def _flag(v: bool) -> str:
 
 
 def training_args(job, params: dict, out_csv, placement_json) -> list[str]:
-    """distbench.training's arguments for one job of the plan (distbench.plan.TrainingJob + training_params)."""
+    """distbench.training's arguments for one job of the plan (distbench.pipeline.plan.TrainingJob + training_params)."""
     ddp = params["ddp"]
     return [
         "--backend", job.backend, "--model", params["model"], "--strategy", params["strategy"],

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from distbench.choices import GPT_SIZES, STRATEGIES, TRAINING_MODELS
+from distbench.core.choices import GPT_SIZES, STRATEGIES, TRAINING_MODELS
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
@@ -45,7 +45,7 @@ def resolve_model_args(p: argparse.ArgumentParser, a: argparse.Namespace) -> Non
 
 
 def lm_shape(params: dict) -> tuple[int, int, int]:
-    """(layers, heads, dim) of a gpt/lora job's params (distbench.plan): the named size with any
+    """(layers, heads, dim) of a gpt/lora job's params (distbench.pipeline.plan): the named size with any
     layers/heads/dim override (for the failure rows a launcher writes without running the model)."""
     base = GPT_SIZES.get(params.get("size") or "", (None, None, None))
     return tuple(params.get(k) if params.get(k) is not None else b for k, b in zip(("layers", "heads", "dim"), base))

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from distbench.choices import GPT_SIZES
+from distbench.core.choices import GPT_SIZES
 
 LORA_TARGETS = ("qkv", "attn_out", "mlp_in", "mlp_out")
 

@@ -8,7 +8,7 @@ import contextlib
 import torch
 from torch import nn
 
-from distbench.choices import OPTIMIZERS
+from distbench.core.choices import OPTIMIZERS
 
 MODEL_NAME = "mlp"
 LR = 1e-3

@@ -1,5 +1,5 @@
-from distbench.aggregate import aggregate
-from distbench.workflow import run_in_rule
+from distbench.comm.analysis.summary import aggregate
+from distbench.pipeline.in_rule import run_in_rule
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
 # A corrupt cached job CSV ends this script with a message naming it (log + stderr, exit 1), no traceback.

@@ -1,5 +1,5 @@
-from distbench.diagnose import diagnose
-from distbench.workflow import logged
+from distbench.comm.analysis.diagnose import diagnose
+from distbench.pipeline.in_rule import logged
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
 with logged(sm.log[0]):

@@ -1,8 +1,8 @@
 import json
 from pathlib import Path
 
-from distbench.plots import make_all
-from distbench.workflow import logged
+from distbench.comm.analysis.plots import make_all
+from distbench.pipeline.in_rule import logged
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
 with logged(sm.log[0]):

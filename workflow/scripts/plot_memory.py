@@ -2,8 +2,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from distbench.plots_memory import plot_memory
-from distbench.workflow import logged
+from distbench.memory.analysis.plots import plot_memory
+from distbench.pipeline.in_rule import logged
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
 with logged(sm.log[0]):

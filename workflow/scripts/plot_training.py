@@ -2,8 +2,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from distbench.plots_training import plot_training
-from distbench.workflow import logged
+from distbench.training.analysis.plots import plot_training
+from distbench.pipeline.in_rule import logged
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
 with logged(sm.log[0]):

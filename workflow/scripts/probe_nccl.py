@@ -1,8 +1,8 @@
 from pathlib import Path
 
-from distbench.io import atomic_write_json
+from distbench.core.io import atomic_write_json
 from distbench.probes.nccl_probe import run_probe
-from distbench.workflow import logged
+from distbench.pipeline.in_rule import logged
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
 with logged(sm.log[0]):

@@ -1,8 +1,8 @@
 import json
 from pathlib import Path
 
-from distbench.report import render_report, snakemake_run_started
-from distbench.workflow import logged
+from distbench.report.render import render_report, snakemake_run_started
+from distbench.pipeline.in_rule import logged
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
 with logged(sm.log[0]):

@@ -1,9 +1,9 @@
 from distbench.comm.job import run_comm_job
-from distbench.plan import CommJob
-from distbench.workflow import run_job_in_rule
+from distbench.pipeline.plan import CommJob
+from distbench.pipeline.in_rule import run_job_in_rule
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
-# the job's values, and where its ranks run (nodes, launcher: distbench.cluster)
+# the job's values, and where its ranks run (nodes, launcher: distbench.launch.cluster)
 params = {**sm.params.job, "launch": sm.params.launch, "pairs": sm.params.pairs}
 job = CommJob(sm.wildcards.backend, sm.wildcards.dtype, int(sm.wildcards.world_size),
               sm.wildcards.nccl_env, sm.params.nccl_env)

@@ -1,11 +1,11 @@
 from pathlib import Path
 
 from distbench.memory.job import run_memory_job
-from distbench.plan import MemoryJob
-from distbench.workflow import run_job_in_rule
+from distbench.pipeline.plan import MemoryJob
+from distbench.pipeline.in_rule import run_job_in_rule
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
-# the job's values, and where its ranks run (nodes, launcher: distbench.cluster)
+# the job's values, and where its ranks run (nodes, launcher: distbench.launch.cluster)
 params = {**sm.params.job, "launch": sm.params.launch}
 job = MemoryJob(sm.wildcards.backend, int(sm.wildcards.world_size), sm.wildcards.model, sm.wildcards.config,
                 sm.params.strategy, sm.params.gradient_as_bucket_view)

@@ -1,9 +1,9 @@
-from distbench.plan import TrainingJob
+from distbench.pipeline.plan import TrainingJob
 from distbench.training.job import run_training_job
-from distbench.workflow import run_job_in_rule
+from distbench.pipeline.in_rule import run_job_in_rule
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
-# the job's values, and where its ranks run (nodes, launcher: distbench.cluster)
+# the job's values, and where its ranks run (nodes, launcher: distbench.launch.cluster)
 params = {**sm.params.job, "launch": sm.params.launch}
 job = TrainingJob(sm.wildcards.backend, int(sm.wildcards.world_size), sm.wildcards.config,
                   params["ddp"], sm.params.nccl_env, sm.wildcards.model, sm.params.strategy)

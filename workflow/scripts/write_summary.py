@@ -1,5 +1,5 @@
-from distbench.summary_json import write_json_outputs
-from distbench.workflow import logged
+from distbench.report.summary_json import write_json_outputs
+from distbench.pipeline.in_rule import logged
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
 with logged(sm.log[0]):

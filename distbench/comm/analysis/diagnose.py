@@ -1,0 +1,91 @@
+"""Join the probes onto the measurements: % of link peak, NCCL's algorithm per size, and advice."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from distbench.comm.analysis.advice import advise, percent_of_peak
+from distbench.core.io import atomic_write_csv, atomic_write_json
+from distbench.comm.analysis.peak import link_peak
+
+
+def _load(path) -> dict | None:
+    if not path or not Path(path).exists():
+        return None
+    data = json.loads(Path(path).read_text())
+    return data if data.get("available", True) else None
+
+
+def pick_placement(placement_files) -> list[dict] | None:
+    """The ranks of the job with a placement error, else of the largest NCCL job."""
+    best = None
+    for f in placement_files or []:
+        data = json.loads(Path(f).read_text())
+        ranks = data.get("ranks") or []
+        if data.get("error") and ranks:
+            return ranks
+        if ranks and ranks[0].get("uuid") and (best is None or len(ranks) > len(best)):
+            best = ranks
+    return best
+
+
+NCCL_OP_NAMES = {"AllReduce": "all_reduce", "AllGather": "all_gather", "ReduceScatter": "reduce_scatter",
+                 "Broadcast": "broadcast"}
+
+
+def join_nccl_algo(summary: pd.DataFrame, nccl: dict | None) -> pd.DataFrame:
+    """nccl_algo/nccl_proto columns from the probe's TUNING lines, for NCCL rows with default settings."""
+    out = summary.copy()
+    out["nccl_algo"], out["nccl_proto"] = pd.NA, pd.NA
+    rows = (nccl or {}).get("algo_by_size") or []
+    if not rows:
+        return out
+    # NCCL logs AllGather/ReduceScatter bytes per rank; our size_bytes is the total buffer.
+    per_rank = {"all_gather", "reduce_scatter"}
+    nranks = int((nccl or {}).get("nranks") or 1)
+    choice = {}
+    for r in rows:
+        op = NCCL_OP_NAMES.get(r["op"])
+        if op:
+            choice[(op, int(r["size_bytes"]) * (nranks if op in per_rank else 1))] = (r["algo"], r["proto"])
+    for i in out.index[(out["backend"] == "nccl") & (out["nccl_env"] == "default")]:
+        hit = choice.get((out.at[i, "op"], int(out.at[i, "size_bytes"])))
+        if hit:
+            out.at[i, "nccl_algo"], out.at[i, "nccl_proto"] = hit
+    return out
+
+
+NCCL_REPORT_KEYS = ("nccl_version_full", "nranks", "nnodes", "channels", "transport_counts", "net_plugin",
+                    "nvls", "collnet", "env", "algo_ranges", "warnings")
+
+
+def nccl_digest(nccl: dict | None) -> dict | None:
+    """What the report shows of NCCL's log; the full parse stays in results/<label>/probe/nccl.json."""
+    if not nccl:
+        return None
+    return {k: nccl.get(k) for k in NCCL_REPORT_KEYS if nccl.get(k) not in (None, [], {})}
+
+
+def diagnose(summary_csv, env_json, topology_json, nccl_json, placement_files, out_csv, out_json) -> dict:
+    summary = pd.read_csv(summary_csv)
+    env = json.loads(Path(env_json).read_text())
+    topo_file = _load(topology_json) or {}
+    topology = topo_file.get("topology")
+    nvlink = topo_file.get("nvlink")
+    nccl = _load(nccl_json)
+    gpu_name = (env.get("gpus") or [{}])[0].get("name")
+    peak = link_peak(topology, nvlink, nccl, gpu_name) if env.get("gpu_count") else None
+    placement = pick_placement(placement_files)
+    table = join_nccl_algo(percent_of_peak(summary, (peak or {}).get("peak_gbps")), nccl)
+    extra = {
+        "advice": advise(summary, env, topology, nccl, placement, peak),
+        "topology": topology, "nvlink": nvlink, "nccl": nccl_digest(nccl),
+        "peak": peak if peak and peak.get("peak_gbps") else None,
+        "placement": placement,
+    }
+    atomic_write_csv(out_csv, table)
+    atomic_write_json(out_json, extra)
+    return extra

@@ -1,0 +1,502 @@
+"""Figures from comm_summary.csv: PNG (inlined in the HTML report) and SVG (for papers) of each.
+
+Only status-ok rows are drawn; a figure whose data are empty is skipped, not an error.
+
+House rules, shared by every plot module (distbench.plots_*):
+- colours from distbench.core.palette: a backend, a world size, a timing mode look the same in every figure;
+- message-size axes on log base 2, ticks labelled 8 B, 4 KiB, 1 MiB (distbench.core.units.human_bytes);
+- median lines with a p5-p95 band where the summary has time_us_p5/p95 (busbw's band from the time
+  band: busbw is proportional to 1/time);
+- busbw figures get horizontal lines for the link peak and the published figure when given;
+- bars start at zero on a linear axis; time axes read in the unit that fits (µs, ms, s).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # before pyplot: cluster nodes and CI have no display
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.transforms import blended_transform_factory  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
+
+from distbench.core import palette  # noqa: E402
+from distbench.comm.analysis.findings import closest_size, pick_op, primary_rows, read_summary
+from distbench.core.choices import backend_name  # noqa: E402
+from distbench.core.figures import save_figure, set_house_theme, size_axis as _size_axis, time_tick, time_unit  # noqa: E402
+from distbench.core.units import human_bytes, human_time_us, sig3  # noqa: E402
+
+TIME = ("time_us_median", "time per op (median)")  # log axis: each tick names its unit (µs, ms, s)
+BUSBW = ("busbw_gbps_median", "bus bandwidth (GB/s, median)")
+BAND_NOTE = "band: p5-p95 over trials"
+
+
+# ---------------------------------------------------------------- axes
+def _gbps_tick(v: float) -> str:
+    return f"{v:g}" if v > 0 else ""
+
+
+def _log_y(ax, tick) -> None:
+    """Log y axis whose labelled ticks are 1/2/5 x 10^k (only 10^k over many decades), written by
+    `tick` (never '6x10^5'); unlabelled minor ticks."""
+    ax.set_yscale("log")
+    lo, hi = ax.get_ylim()
+    decades = math.log10(hi / lo) if lo > 0 and hi > lo else 1.0
+    subs = (1.0,) if decades > 4 else (1.0, 2.0, 5.0) if decades > 1.2 else (1.0, 1.5, 2.0, 3.0, 5.0, 7.0)
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=subs))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: tick(v)))
+    ax.yaxis.set_minor_locator(LogLocator(base=10, subs="auto"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def _y_log_axis(ax, y) -> None:
+    _log_y(ax, time_tick if y[0] == TIME[0] else _gbps_tick)
+
+
+def _positive(df: pd.DataFrame, y: str) -> pd.DataFrame:
+    # log axes cannot show zero sizes (barrier) or missing bandwidth
+    return df[(df["size_bytes"] > 0) & df[y].notna() & (df[y] > 0)]
+
+
+# ---------------------------------------------------------------- p5-p95 bands
+def band_bounds(df: pd.DataFrame, y: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """(low, high) of the p5-p95 band of column `y` row by row, or None when the summary has no
+    percentiles. Time: time_us_p5/p95. Bus bandwidth is size x factor / time, so its band is the
+    time band inverted: busbw x median time / p95 time .. busbw x median time / p5 time."""
+    if not {"time_us_p5", "time_us_p95"} <= set(df.columns):
+        return None
+    p5 = pd.to_numeric(df["time_us_p5"], errors="coerce").to_numpy(float)
+    p95 = pd.to_numeric(df["time_us_p95"], errors="coerce").to_numpy(float)
+    if y == TIME[0]:
+        lo, hi = p5, p95
+    elif y in (BUSBW[0], "algbw_gbps_median"):
+        t = pd.to_numeric(df["time_us_median"], errors="coerce").to_numpy(float)
+        v = pd.to_numeric(df[y], errors="coerce").to_numpy(float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lo, hi = v * t / p95, v * t / p5
+    else:
+        return None
+    if not (np.isfinite(lo) & np.isfinite(hi) & (lo > 0)).any():
+        return None
+    return lo, hi
+
+
+def _band(ax, g: pd.DataFrame, y: str, color) -> None:
+    b = band_bounds(g, y)
+    if b is None:
+        return
+    lo, hi = b
+    keep = np.isfinite(lo) & np.isfinite(hi) & (lo > 0) & (hi > 0)
+    if keep.sum() >= 2:
+        x = g["size_bytes"].to_numpy(float)
+        ax.fill_between(x[keep], lo[keep], hi[keep], color=color, alpha=palette.BAND_ALPHA, lw=0,
+                        label="_p5-p95")
+
+
+# ---------------------------------------------------------------- reference lines (link peak, published)
+def _norm_op(op) -> str:
+    return str(op).replace("_", "").lower()
+
+
+def reference_lines(peak=None, published=None) -> list[dict]:
+    """Horizontal busbw lines to draw: the link peak and the published figure(s).
+
+    peak: a number (GB/s) or distbench.comm.analysis.peak.link_peak's dict ({'peak_gbps', 'link', ...}).
+    published: a number, a (low, high) pair, distbench.comm.analysis.peak.expected_for's dict
+    ({'expected_busbw_gbps_low', '_high', 'gpus', 'op', 'gpu', ...}) or a list of those.
+    A dict's op and GPU count restrict it to the panels of that op that show that NCCL world size.
+    Both describe GPU links, so they are drawn only where NCCL data are."""
+    refs: list[dict] = []
+    if isinstance(peak, dict):
+        gbps = peak.get("peak_gbps")
+        if gbps:
+            link = f" {peak['link']}" if peak.get("link") else ""
+            refs.append({"kind": "peak", "low": float(gbps), "high": float(gbps), "backend": "nccl",
+                         "label": f"link peak{link}: {sig3(gbps)} GB/s"})
+    elif peak is not None and float(peak) > 0:
+        refs.append({"kind": "peak", "low": float(peak), "high": float(peak), "backend": "nccl",
+                     "label": f"link peak: {sig3(peak)} GB/s"})
+    items = published if isinstance(published, list) else [] if published is None else [published]
+    for p in items:
+        ref = {"kind": "published", "backend": "nccl"}
+        if isinstance(p, dict):
+            lo, hi = p.get("expected_busbw_gbps_low"), p.get("expected_busbw_gbps_high")
+            lo, hi = float(lo if lo is not None else hi), float(hi if hi is not None else lo)
+            ref.update(op=p.get("op"), world_size=p.get("gpus"))
+            what = " ".join(str(x) for x in (f"{p['gpus']}x {p.get('gpu', '')}".strip() if p.get("gpus") else "",
+                                             p.get("op") or "") if x)
+            at = f" at ≥ {human_bytes(p['min_bytes'])}" if p.get("min_bytes") else ""
+            where = f" ({what}{at})" if what or at else ""
+        elif isinstance(p, (tuple, list)):
+            lo, hi = float(min(p)), float(max(p))
+            where = ""
+        else:
+            lo = hi = float(p)
+            where = ""
+        span = sig3(lo) if lo == hi else f"{sig3(lo)}-{sig3(hi)}"
+        ref.update(low=lo, high=hi, label=f"published{where}: {span} GB/s")
+        refs.append(ref)
+    return refs
+
+
+def published_for(ok: pd.DataFrame, gpu_name: str | None, nvls: bool | None = None) -> list[dict]:
+    """The published figures (distbench.comm.analysis.peak.expected_for) that apply to the NCCL rows of `ok` at
+    each (world size, op)'s largest measured size."""
+    from distbench.comm.analysis.peak import expected_for
+
+    if not gpu_name or ok is None or ok.empty:
+        return []
+    out = []
+    nccl = ok[(ok["backend"] == "nccl") & (ok["size_bytes"] > 0)]
+    for (ws, op), g in nccl.groupby(["world_size", "op"], sort=True):
+        exp = expected_for(gpu_name, int(ws), str(op), int(g["size_bytes"].max()), nvls=nvls)
+        if exp and exp not in out:
+            out.append(exp)
+    return out
+
+
+def _draw_refs(ax, refs, d: pd.DataFrame) -> list[dict]:
+    """Draw the reference lines that apply to the panel showing `d`; return those drawn."""
+    drawn = []
+    for r in refs:
+        mine = d[d["backend"] == r["backend"]] if r.get("backend") else d
+        if mine.empty:
+            continue
+        if r.get("op") and not (mine["op"].map(_norm_op) == _norm_op(r["op"])).any():
+            continue
+        if r.get("world_size") and int(r["world_size"]) not in set(mine["world_size"].astype(int)):
+            continue
+        color, ls = ((palette.PEAK_COLOR, palette.PEAK_LINESTYLE) if r["kind"] == "peak"
+                     else (palette.PUBLISHED_COLOR, palette.PUBLISHED_LINESTYLE))
+        ax.axhline(r["low"], color=color, ls=ls, lw=1.1, label=r["label"], zorder=1)
+        if r["high"] != r["low"]:
+            ax.axhline(r["high"], color=color, ls=ls, lw=1.1, label="_" + r["label"], zorder=1)
+        drawn.append(r)
+    if drawn:  # room above the highest line, which would otherwise sit on the frame
+        top = max(r["high"] for r in drawn)
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(lo, max(hi, top * (1.6 if ax.get_yscale() == "log" else 1.08)))  # call on the final scale
+    return drawn
+
+
+def peak_time_us(d: pd.DataFrame, peak_gbps: float) -> pd.DataFrame:
+    """The time each NCCL size of the panel would take at the link peak's bus bandwidth, at its
+    largest NCCL world size: time x busbw / peak (= size x the op's bus factor / peak), as
+    [size_bytes, time_us] rows; empty without NCCL bandwidth rows."""
+    n = d[(d["backend"] == "nccl") & (d["size_bytes"] > 0) & (d["busbw_gbps_median"] > 0)]
+    if n.empty or not peak_gbps:
+        return pd.DataFrame(columns=["size_bytes", "time_us"])
+    n = n[n["world_size"] == n["world_size"].max()].drop_duplicates("size_bytes").sort_values("size_bytes")
+    return pd.DataFrame({"size_bytes": n["size_bytes"],
+                         "time_us": n["time_us_median"] * n["busbw_gbps_median"] / float(peak_gbps)})
+
+
+def _draw_peak_time(ax, refs, d: pd.DataFrame) -> list[dict]:
+    """On a time panel: the time at the link peak (the floor NCCL's time approaches at large sizes)."""
+    peak = next((r for r in refs if r["kind"] == "peak"), None)
+    line = peak_time_us(d, peak["low"]) if peak else None
+    if line is None or line.empty:
+        return []
+    limits = ax.get_ylim()  # the measured times set the axis: the line is cut where it leaves them
+    ax.plot(line["size_bytes"], line["time_us"], color=palette.PEAK_COLOR, ls=palette.PEAK_LINESTYLE, lw=1.1,
+            zorder=1)
+    ax.set_ylim(*limits)
+    return [{**peak, "label": f"time at the {peak['label']} busbw\n(largest NCCL world size)"}]
+
+
+def _ref_handle(r: dict) -> Line2D:
+    color, ls = ((palette.PEAK_COLOR, palette.PEAK_LINESTYLE) if r["kind"] == "peak"
+                 else (palette.PUBLISHED_COLOR, palette.PUBLISHED_LINESTYLE))
+    return Line2D([], [], color=color, ls=ls, lw=1.1, label=r["label"])
+
+
+# ---------------------------------------------------------------- line figures
+def _header(text: str) -> Line2D:
+    return Line2D([], [], ls="none", label=text)
+
+
+def _lines(df, y, title, *, hue, colors: dict, hue_label=str, hue_title=None, style=None, markers=None,
+           style_label=str, style_title=None, col=None, col_title="{col_name}", refs=()) -> plt.Figure | None:
+    """Log-log lines of y vs size with p5-p95 bands, one panel per `col` value (wrapped at 3), one
+    colour per `hue` value (colors[value]), one marker per `style` value (markers[value])."""
+    col_col, label = y
+    df = _positive(df, col_col)
+    if df.empty:
+        return None
+    if col:
+        facets = list(dict.fromkeys(df[col]))
+        if pd.api.types.is_numeric_dtype(df[col]):
+            facets = sorted(facets)
+    else:
+        facets = [None]
+    ncols = min(3, len(facets))
+    nrows = math.ceil(len(facets) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.5 * ncols, 2.6 * nrows), squeeze=False)
+    keys = [hue] + ([style] if style else [])
+    drawn_refs: dict[str, dict] = {}
+    annotated = False
+    for i, (ax, f) in enumerate(zip(axes.flat, facets)):
+        d = df[df[col] == f] if col else df
+        for k, g in d.groupby(keys, sort=True):
+            h, s = (k[0], k[1]) if style else (k[0] if isinstance(k, tuple) else k, None)  # pandas: tuple keys
+            g = g.sort_values("size_bytes")
+            color = colors[h]
+            ax.plot(g["size_bytes"], g[col_col], color=color, marker=markers[s] if style else "o", ms=3.5, lw=1.2,
+                    label=f"{hue_label(h)}" + (f", {style_label(s)}" if style else ""), zorder=3)
+            _band(ax, g, col_col, color)
+        ax.set_yscale("log")
+        if col_col == BUSBW[0]:
+            drawn_refs.update((r["label"], r) for r in _draw_refs(ax, refs, d))
+        elif col_col == TIME[0]:
+            drawn_refs.update((r["label"], r) for r in _draw_peak_time(ax, refs, d))
+        if col_col in (BUSBW[0], TIME[0]):  # where NCCL switches algorithm/protocol, on both figures
+            annotated = _draw_nccl_ranges(ax, d) or annotated
+        _size_axis(ax, df["size_bytes"])
+        _y_log_axis(ax, y)
+        ax.grid(True, which="major", alpha=0.3)
+        if col:
+            ax.set_title(col_title.format(col_name=f), fontsize=9)
+        if i % ncols == 0:
+            ax.set_ylabel(label)
+    for ax in list(axes.flat)[len(facets):]:
+        ax.set_visible(False)
+    handles = [_header(hue_title or hue)]
+    handles += [Line2D([], [], color=colors[h], lw=1.5, label=hue_label(h)) for h in sorted(df[hue].unique())]
+    if style:
+        handles.append(_header(style_title or style))
+        handles += [Line2D([], [], color="0.35", marker=markers[s], ls="none", label=style_label(s))
+                    for s in sorted(df[style].unique())]
+    if band_bounds(df, col_col) is not None:
+        handles.append(Patch(color="0.35", alpha=palette.BAND_ALPHA * 2, label="p5-p95"))
+    if drawn_refs:
+        handles.append(_header("reference"))
+        handles += [_ref_handle(r) for r in drawn_refs.values()]
+    if annotated:
+        handles.append(Patch(color=palette.NCCL_RANGE_COLORS[0], label="NCCL algorithm/protocol\n(largest NCCL world size)"))
+    fig.tight_layout()
+    fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 0.98), fontsize=7, frameon=False)
+    fig.suptitle(title, fontsize=9, y=1.03)
+    return fig
+
+
+def nccl_ranges(d: pd.DataFrame) -> list[tuple[int, int, str]]:
+    """Runs of sizes over which NCCL chose the same algorithm/protocol (the NCCL probe's tuning
+    table, joined onto the summary as nccl_algo / nccl_proto in comm_diagnosed.csv), at the
+    largest NCCL world size of the panel: [(first size, last size, "Ring/LL"), ...]."""
+    if "nccl_proto" not in d or "nccl_algo" not in d:
+        return []
+    n = d[(d["backend"] == "nccl") & d["nccl_proto"].notna() & d["nccl_algo"].notna()]
+    if n.empty:
+        return []
+    n = n[n["world_size"] == n["world_size"].max()].drop_duplicates("size_bytes").sort_values("size_bytes")
+    runs: list[list] = []
+    for size, algo, proto in zip(n["size_bytes"], n["nccl_algo"], n["nccl_proto"]):
+        label = f"{algo}/{proto}"
+        if runs and runs[-1][2] == label:
+            runs[-1][1] = int(size)
+        else:
+            runs.append([int(size), int(size), label])
+    return [tuple(r) for r in runs]
+
+
+def _draw_nccl_ranges(ax, d: pd.DataFrame) -> bool:
+    """A strip along the bottom of the panel: one segment per NCCL algorithm/protocol range."""
+    runs = nccl_ranges(d)
+    trans = blended_transform_factory(ax.transData, ax.transAxes)
+    for i, (lo, hi, label) in enumerate(runs):
+        ax.axvspan(lo / 1.41, hi * 1.41, ymin=0, ymax=0.05, color=palette.NCCL_RANGE_COLORS[i % 2], lw=0, zorder=1)
+        ax.text(math.sqrt(lo * hi), 0.065, label, transform=trans, ha="center", va="bottom", fontsize=5.5,
+                color="0.25", zorder=4)
+    return bool(runs)
+
+
+def _ws_label(ws) -> str:
+    return f"{int(ws)} ranks"
+
+
+def _timing_note(df: pd.DataFrame) -> str:
+    return ", ".join(f"{backend_name(b)}={'/'.join(sorted(set(g['timing'])))}"
+                     for b, g in df.groupby("backend"))
+
+
+def fig_vs_size(ok: pd.DataFrame, y, *, refs=()) -> plt.Figure | None:
+    """Time or busbw vs size per op: colour = backend, marker = world size, p5-p95 bands; on busbw the
+    link peak / published lines in `refs` (reference_lines), on time the time at the link peak."""
+    p = primary_rows(ok)
+    if y is BUSBW or y[0] == BUSBW[0]:
+        p = p[p["op"] != "barrier"]  # barrier moves no data: no bus bandwidth
+    what = "Time per op" if y[0] == TIME[0] else "Bus bandwidth"
+    if p.empty:
+        return None
+    return _lines(p, y, f"{what} vs message size (timing: {_timing_note(p)}; {BAND_NOTE})",
+                  hue="backend", colors=palette.backend_palette(p["backend"].unique()), hue_label=backend_name,
+                  style="world_size", markers={w: palette.world_size_marker(w) for w in p["world_size"].unique()},
+                  style_label=_ws_label, style_title="world size", col="op", refs=refs)
+
+
+def fig_backend_comparison(ok: pd.DataFrame) -> plt.Figure | None:
+    """One op at the size closest to 100 MB: a bar per (world size, backend), on a LINEAR time axis
+    from zero in the unit that fits (248 ms against 601 ms must look like 2.4x, not 10x), whiskers
+    p5-p95."""
+    p = primary_rows(ok)
+    p = p[p["size_bytes"] > 0]
+    op = pick_op(p["op"].unique())
+    q = p[p["op"] == op]
+    # prefer a size every backend measured, so the bars compare like with like
+    per_backend = [set(g["size_bytes"]) for _, g in q.groupby("backend")]
+    common = set.intersection(*per_backend) if per_backend else set()
+    size = closest_size(common or set(q["size_bytes"]))
+    if size is None:
+        return None
+    q = q[(q["size_bytes"] == size) & q["time_us_median"].notna()].sort_values(["backend", "world_size"])
+    if q.empty:
+        return None
+    unit, scale = time_unit(pd.concat([q["time_us_median"], q.get("time_us_p95", pd.Series(dtype=float))]))
+    backends = sorted(q["backend"].unique())
+    sizes = sorted(int(w) for w in q["world_size"].unique())
+    width = 0.8 / len(backends)
+    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    for i, b in enumerate(backends):
+        g = q[q["backend"] == b].set_index(q[q["backend"] == b]["world_size"].astype(int))
+        xs = [j - 0.4 + width * (i + 0.5) for j, w in enumerate(sizes) if w in g.index]
+        rows = g.loc[[w for w in sizes if w in g.index]]
+        t = rows["time_us_median"].to_numpy(float)
+        err = None
+        if {"time_us_p5", "time_us_p95"} <= set(rows.columns):
+            lo = rows["time_us_p5"].to_numpy(float)
+            hi = rows["time_us_p95"].to_numpy(float)
+            if np.isfinite(lo).all() and np.isfinite(hi).all():
+                err = np.vstack([np.clip(t - lo, 0, None), np.clip(hi - t, 0, None)]) / scale
+        bars = ax.bar(xs, t / scale, width, color=palette.backend_color(b), label=backend_name(b),
+                      yerr=err, error_kw={"elinewidth": 0.8, "capsize": 2, "ecolor": "0.25"})
+        ax.bar_label(bars, labels=[human_time_us(v) for v in t], fontsize=7, padding=2)
+    ax.set_yscale("linear")  # bars compare lengths: a log axis turns 2.4x into what looks like 10x
+    ax.set_ylim(0, ax.get_ylim()[1] * 1.08)  # headroom for the labels
+    ax.set_xticks(range(len(sizes)), [str(w) for w in sizes])
+    ax.set_xlabel("world size (ranks)")
+    ax.set_ylabel(f"time per op ({unit}, median)")
+    ax.legend(title="backend", fontsize=7, title_fontsize=7)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.set_title(f"{op} at {human_bytes(size)} (measured size closest to 100 MB; timing: {_timing_note(q)}; "
+                 "whiskers p5-p95)", fontsize=9)
+    return fig
+
+
+def fig_timing_modes(ok: pd.DataFrame, *, refs=()) -> plt.Figure | None:
+    """Time and busbw vs size per timing mode: colour = world size, line style = timing mode (events
+    solid, graph dashed, host dotted); shows what host timing adds at small sizes."""
+    p = primary_rows(ok, vary=("timing",))
+    p = p[p["size_bytes"] > 0]  # log axes
+    op = pick_op(p["op"].unique())
+    p = p[p["op"] == op]
+    backends = [b for b, g in p.groupby("backend", sort=True) if g["timing"].nunique() > 1]
+    if not backends:
+        return None
+    fig, axes = plt.subplots(len(backends), 2, figsize=(8, 3 * len(backends)), squeeze=False)
+    for row, b in zip(axes, backends):
+        g = p[p["backend"] == b]
+        for ax, y in zip(row, (TIME, BUSBW)):
+            col, label = y
+            d = _positive(g, col)
+            if d.empty:
+                ax.set_visible(False)
+                continue
+            for (ws, timing), s in d.groupby(["world_size", "timing"], sort=True):
+                s = s.sort_values("size_bytes")
+                color = palette.world_size_color(ws)
+                ax.plot(s["size_bytes"], s[col], color=color, ls=palette.timing_linestyle(timing),
+                        marker=palette.world_size_marker(ws), ms=3.5, lw=1.2, label=f"{_ws_label(ws)}, {timing}",
+                        zorder=3)
+                _band(ax, s, col, color)
+            ax.set_yscale("log")
+            if y is BUSBW:
+                _draw_refs(ax, refs, d)
+            _size_axis(ax, d["size_bytes"])
+            _y_log_axis(ax, y)
+            ax.set_ylabel(label)
+            ax.set_title(f"{backend_name(b)} {op}", fontsize=9)
+            ax.grid(True, alpha=0.3)
+    fig.suptitle("Timing modes: events (CUDA events, solid), graph (CUDA-graph replay, dashed), "
+                 f"host (host clock + sync, dotted); {BAND_NOTE}", fontsize=9)
+    fig.tight_layout()
+    for row in axes:  # one legend per backend, outside the panels (the curves fill them), after the layout
+        shown = [ax for ax in row if ax.get_visible()]
+        if shown:
+            shown[-1].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+    return fig
+
+
+def fig_nccl_env(ok: pd.DataFrame, *, refs=()) -> plt.Figure | None:
+    p = primary_rows(ok, vary=("nccl_env",))
+    p = p[(p["op"] != "barrier") & (p["backend"] == "nccl")]  # Gloo rows are all 'default': they would blend in
+    ops = [o for o, g in p.groupby("op", sort=False) if g["nccl_env"].nunique() > 1]
+    if not ops:
+        return None
+    p = p[p["op"].isin(ops)]
+    envs = sorted(p["nccl_env"].unique(), key=lambda e: (e != "default", str(e)))
+    return _lines(p, BUSBW, f"NCCL environment sweep: bus bandwidth vs size ({BAND_NOTE})",
+                  hue="nccl_env", colors=palette.series_colors(envs), hue_title="NCCL environment",
+                  style="world_size", markers={w: palette.world_size_marker(w) for w in p["world_size"].unique()},
+                  style_label=_ws_label, style_title="world size", col="op", refs=refs)
+
+
+def fig_dtype(ok: pd.DataFrame, *, refs=()) -> plt.Figure | None:
+    p = primary_rows(ok, vary=("dtype",))
+    op = pick_op(p["op"].unique())
+    p = p[p["op"] == op]
+    if p["dtype"].nunique() < 2:
+        return None
+    dtypes = sorted(p["dtype"].astype(str).unique())
+    return _lines(p, BUSBW, f"{op}: bus bandwidth by dtype ({BAND_NOTE})", hue="dtype",
+                  colors=palette.series_colors(dtypes), style="backend",
+                  markers={b: palette.backend_marker(b) for b in p["backend"].unique()}, style_label=backend_name,
+                  col="world_size", col_title="world size {col_name}", refs=refs)
+
+
+def figure_builders(refs=()) -> dict:
+    """name -> builder(ok rows); order is the order in the report. `refs` (reference_lines) go to
+    every bus-bandwidth figure, and the link peak to the time figure (as the time at that peak)."""
+    return {
+        "time_vs_size": partial(fig_vs_size, y=TIME, refs=refs),
+        "busbw_vs_size": partial(fig_vs_size, y=BUSBW, refs=refs),
+        "backend_comparison_100mb": fig_backend_comparison,
+        "timing_modes": partial(fig_timing_modes, refs=refs),
+        "nccl_env": partial(fig_nccl_env, refs=refs),
+        "dtype": partial(fig_dtype, refs=refs),
+    }
+
+
+FIGURES = figure_builders()
+
+
+def make_all(comm_summary_csv, out_dir, *, peak=None, published=None, gpu_name: str | None = None,
+             nvls: bool | None = None) -> list[Path]:
+    """Write every figure whose data exist as out_dir/<name>.png and .svg; return the paths written.
+
+    Optional reference lines on the bus-bandwidth figures: `peak` (GB/s, or the 'peak' dict of
+    results/<label>/probe/advice.json, i.e. distbench.comm.analysis.peak.link_peak's), `published` (see reference_lines),
+    or, without `published`, `gpu_name` (env.json's gpus[0].name; `nvls` as distbench.comm.analysis.peak.expected_for)
+    to look the published figures up for the measured NCCL world sizes and ops."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    summary = read_summary(comm_summary_csv)
+    ok = summary[summary["status"] == "ok"]
+    if published is None and gpu_name:
+        published = published_for(ok, gpu_name, nvls) or None
+    builders = figure_builders(reference_lines(peak, published))
+    written: list[Path] = []
+    set_house_theme()
+    for name, build in builders.items():
+        fig = build(ok) if not ok.empty else None
+        if fig is not None:
+            written += save_figure(fig, out_dir, name)
+    return written

@@ -1,0 +1,115 @@
+"""Job CSVs -> tidy tables: per family, the raw rows (checked against its contract) and a summary.
+
+Every job CSV is a cached output Snakemake will not remake while it is newer than its inputs, so a
+file that was truncated or edited by hand would poison every table after it. Each one is read on
+its own; whatever is wrong with it (torn rows, renamed columns, values the contract does not allow,
+text that does not parse) becomes one JobCsvError naming the files, what is wrong with each and how
+to get a good one back. The workflow scripts end with that message, never a traceback
+(distbench.pipeline.in_rule.run_in_rule).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import shlex
+from pathlib import Path
+
+import pandas as pd
+
+from distbench.core.contract import Contract, SchemaError, read_csv
+
+
+class JobCsvError(SchemaError):
+    """One or more cached job CSVs cannot be read. `problems`: (path, what is wrong, rule) per file;
+    the message names each file and what is wrong with it, and says how to remake it."""
+
+    def __init__(self, problems):
+        self.problems = [(str(p), what, rule) for p, what, rule in problems]
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        n = len(self.problems)
+        head = ("a cached job CSV cannot be read:" if n == 1 else f"{n} cached job CSVs cannot be read:")
+        lines = [head] + [f"  {p}: {what}" for p, what, _ in self.problems]
+        lines.append(("It is" if n == 1 else "Each is") + " a benchmark job's output that was truncated, corrupted "
+                     "or edited by hand. Delete it so that Snakemake runs that job again:")
+        lines.append("  rm " + " ".join(shlex.quote(p) for p, _, _ in self.problems))
+        rules = sorted({rule for _, _, rule in self.problems})
+        lines.append("or rerun every such job: " + " ".join(f"snakemake -R {r}" for r in rules)
+                     + " (add your usual options, e.g. --configfile).")
+        return "\n".join(lines)
+
+
+def _structure_problem(path: Path, contract: Contract) -> str | None:
+    """What makes this file unreadable as a CSV of the contract, before pandas guesses around it: no
+    text, a torn last row, rows with the wrong number of fields, columns renamed, added or missing."""
+    data = path.read_bytes()
+    if not data.strip():
+        return "the file is empty (not even a header)"
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return f"not UTF-8 text (byte {e.start} is {data[e.start:e.start + 1]!r})"
+    if not text.endswith("\n"):
+        return "it ends in the middle of a row (no newline after the last line): the file was truncated"
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    try:
+        header = next(reader)
+        names = contract.names
+        fillable = {name for name, _ in contract.filled_when_missing}  # older files lack them: filled on reading
+        missing = [c for c in names if c not in header and c not in fillable]
+        extra = [c for c in header if c not in names]
+        dup = sorted({c for c in header if header.count(c) > 1})
+        if missing or extra or dup:
+            parts = ([f"missing {missing}"] if missing else []) + ([f"unexpected {extra}"] if extra else []) \
+                + ([f"repeated {dup}"] if dup else [])
+            return (f"its header does not match the {contract.name} CSV contract: " + ", ".join(parts)
+                    + (" (a column renamed?)" if missing and extra else ""))
+        for row in reader:
+            if row and len(row) != len(header):
+                return (f"line {reader.line_num} has {len(row)} fields where the header has {len(header)}"
+                        " (a torn or hand-edited row)")
+    except csv.Error as e:
+        return f"not valid CSV at line {reader.line_num}: {e}"
+    return None
+
+
+def read_job_csv(path, contract: Contract) -> pd.DataFrame:
+    """One job CSV of the contract; anything wrong with it raises JobCsvError (naming the rule that
+    remakes it, the contract's job_rule)."""
+    rule = contract.job_rule
+    path = Path(path)
+    try:
+        problem = _structure_problem(path, contract)
+        if problem is None:
+            return read_csv(contract, path)
+    except SchemaError as e:
+        problem = str(e)
+    except (ValueError, KeyError, TypeError, OverflowError, pd.errors.ParserError) as e:
+        problem = f"a value does not parse as its column's type in the {contract.name} CSV contract ({e})"
+    except OSError as e:
+        problem = f"cannot be read: {e.strerror or e}"
+    raise JobCsvError([(path, problem, rule)])
+
+
+def read_job_csvs(paths, contract: Contract) -> list[pd.DataFrame]:
+    """Every file read; the problems of all bad ones together in one JobCsvError."""
+    frames, problems = [], []
+    for p in paths:
+        try:
+            frames.append(read_job_csv(p, contract))
+        except JobCsvError as e:
+            problems += e.problems
+    if problems:
+        raise JobCsvError(problems)
+    return frames
+
+
+def combine(paths, contract: Contract, sort_by=()) -> pd.DataFrame:
+    """Every job CSV of one family in one frame, sorted by the columns of sort_by it has (the
+    per-rank CSV has no `nodes`)."""
+    frames = read_job_csvs(paths, contract)
+    non_empty = [f for f in frames if len(f)]  # pandas warns on concatenating empty frames
+    df = pd.concat(non_empty or frames, ignore_index=True)
+    return df.sort_values([c for c in sort_by if c in df.columns], kind="stable").reset_index(drop=True)

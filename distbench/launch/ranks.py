@@ -1,0 +1,108 @@
+"""What every benchmark family's ranks share: the device, the process group under test, a
+separate Gloo group for bookkeeping, and the votes and gathers done on it. Runs inside the
+torchrun ranks; each family's harness builds on it."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import sys
+
+
+def ranks_text(ranks: list[int]) -> str:
+    """'0, 1, 2' for a message; at most 8 ranks named, then how many more."""
+    return ", ".join(map(str, ranks[:8])) + (f" and {len(ranks) - 8} more" if len(ranks) > 8 else "")
+
+
+def first_line(e: BaseException, limit: int = 300) -> str:
+    """'OutOfMemoryError: CUDA out of memory. Tried to ...': an exception's type and first line,
+    for a CSV message."""
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}"[:limit]
+
+
+def failure_status(e: BaseException) -> str:
+    """'oom' for an allocation failure (torch.OutOfMemoryError, or a RuntimeError from the CPU
+    allocator or CUDA outside it), else 'failed'."""
+    import torch
+
+    if isinstance(e, torch.OutOfMemoryError):
+        return "oom"
+    msg = str(e).lower()
+    alloc = "out of memory" in msg or "can't allocate" in msg or ("alloc" in msg and "memory" in msg)
+    return "oom" if isinstance(e, RuntimeError) and alloc else "failed"
+
+
+def node_count() -> int:
+    """Nodes of this torchrun job: torchrun starts LOCAL_WORLD_SIZE ranks per agent, one agent
+    per node (distbench.launch.cluster keeps every node's share equal)."""
+    world, local = int(os.environ.get("WORLD_SIZE", 1)), int(os.environ.get("LOCAL_WORLD_SIZE", 0) or 0)
+    return max(1, world // local) if local else 1
+
+
+class RankContext:
+    def __init__(self, backend: str, op_timeout_s: int, ctrl_on_gloo_too: bool = False):
+        import torch
+        import torch.distributed as dist
+
+        self.torch, self.dist = torch, dist
+        self.rank = int(os.environ.get("RANK", 0))
+        self.local_rank = int(os.environ.get("LOCAL_RANK", 0))
+        self.world_size = int(os.environ.get("WORLD_SIZE", 1))
+        if backend == "nccl":
+            if not torch.cuda.is_available():
+                raise SystemExit("distbench error: backend nccl needs CUDA, but torch.cuda.is_available() is False on this host")
+            visible = torch.cuda.device_count()
+            if self.local_rank >= visible:
+                raise SystemExit(
+                    f"distbench error: rank {self.rank} has LOCAL_RANK {self.local_rank} but only {visible} GPU(s) are visible "
+                    f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}): use at most {visible} "
+                    "processes per node with NCCL")
+            self.device = torch.device("cuda", self.local_rank)
+            torch.cuda.set_device(self.device)
+        else:
+            self.device = torch.device("cpu")
+        kw = {"device_id": self.device} if backend == "nccl" else {}
+        dist.init_process_group(backend, timeout=dt.timedelta(seconds=op_timeout_s), **kw)
+        # Bookkeeping (placement, agreement, per-rank times) runs on a separate Gloo group, as
+        # nccl-tests uses MPI for it: it must not depend on the NCCL settings under test (with
+        # NCCL_ALGO=Tree, NCCL has no algorithm for all_gather) nor add traffic to the timed comm.
+        # Under Gloo the default group serves, unless a family asks for its own (see the training
+        # harness: a rank failing mid-step must not pair its vote with another rank's collective).
+        self.ctrl = dist.new_group(backend="gloo") if backend == "nccl" or ctrl_on_gloo_too else None
+        self.cuda = self.device.type == "cuda"
+
+    def agree(self, ok: bool) -> bool:
+        """Every rank votes; all take the worst outcome, so no rank is left waiting in a collective."""
+        t = self.torch.tensor([1 if ok else 0], dtype=self.torch.int32)
+        self.dist.all_reduce(t, op=self.dist.ReduceOp.MIN, group=self.ctrl)
+        return bool(t.item())
+
+    def gather_rows(self, values: list[float]) -> list[list[float]]:
+        """Every rank's vector of values, indexed by rank (on every rank)."""
+        t = self.torch.tensor(values, dtype=self.torch.float64)
+        out = [self.torch.empty_like(t) for _ in range(self.world_size)]
+        self.dist.all_gather(out, t, group=self.ctrl)
+        return [o.tolist() for o in out]
+
+    def placement_ok(self, placement_out) -> bool:
+        """Record every rank's GPU (placement_out) and check no two share one; on a problem rank 0
+        prints the fix and the process group is destroyed (the caller exits with code 3)."""
+        from distbench.launch.placement import gather_and_check
+
+        _, problem = gather_and_check(self.dist, self.ctrl, self.rank, self.local_rank, self.device,
+                                      self.world_size, placement_out)
+        if problem:
+            if self.rank == 0:
+                print(f"distbench error: {problem}", file=sys.stderr, flush=True)
+            self.dist.destroy_process_group()
+        return not problem
+
+    def say(self, text: str) -> None:
+        """A progress line from rank 0 (stderr, so it lands in the job's log as it happens)."""
+        if self.rank == 0:
+            print(f"distbench: {text}", file=sys.stderr, flush=True)
+
+    def sync(self):
+        if self.cuda:
+            self.torch.cuda.synchronize(self.device)

@@ -1,0 +1,300 @@
+"""Run one benchmark job (any family) under torchrun with a bounded time, and always leave its
+declared outputs behind.
+
+Each family supplies its module, its arguments and how to fill in its CSVs when the job ends
+early (`TorchrunJob.write_failure`): the rows it finished are kept, the measurement in progress is
+recorded as `failed` with a readable reason, and the rest as `skipped`, so the DAG goes on and the
+report shows what happened. The launcher owns the argument list (never a shell), the environment,
+the time limit, the job's own process group and the placement file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from distbench.launch.cluster import Launch, agent_commands, agent_environment
+from distbench.core.io import atomic_write_json, partial_path
+
+
+@dataclass
+class TorchrunJob:
+    module: str  # the family's entry point, run as `python -m <module>` in every rank
+    args: list[str]  # its arguments
+    world_size: int
+    env: dict  # the whole environment of the job (see job_environment)
+    timeout_s: int
+    outputs: list[Path]  # files the job must leave behind; the first one's presence means it completed
+    placement_json: Path
+    log_path: Path
+    write_failure: Callable[[str], None] = field(repr=False)  # the family's failure rows, given the reason
+    launch: Launch | None = None  # nodes and launcher (distbench.launch.cluster); None: one node, every rank here
+    wrapper: tuple[str, ...] = ()  # put before a one-node job's torchrun (nsys profile ...: distbench.launch.profiling)
+
+
+def torchrun_commands(job: TorchrunJob) -> list[list[str]]:
+    """Argument lists (never shell strings, so config values cannot be interpreted by a shell):
+    one torchrun on one node; for several nodes one agent per node, or one srun that starts them
+    (distbench.launch.cluster.agent_commands)."""
+    launch = job.launch or Launch(1, job.world_size)
+    if launch.nodes * launch.ranks_per_node != job.world_size:
+        raise ValueError(f"layout {launch.nodes} node(s) x {launch.ranks_per_node} ranks is not world size {job.world_size}")
+    if launch.nodes == 1:
+        return [[*job.wrapper, *torchrun_command(job)]]
+    run_id = f"distbench-{os.getpid()}-{time.time_ns()}"
+    return agent_commands(sys.executable, job.module, job.args, launch, run_id, job.env, os.getcwd())
+
+
+def torchrun_command(job: TorchrunJob) -> list[str]:
+    """The command of a one-node job."""
+    return agent_commands(sys.executable, job.module, job.args, Launch(1, job.world_size), "", job.env, "")[0]
+
+
+def job_environment(job_env: dict, nccl_env: dict, base: dict | None = None) -> dict:
+    env = dict(os.environ if base is None else base)
+    env.update({k: str(v) for k, v in job_env.items()})
+    env.update({k: str(v) for k, v in nccl_env.items()})
+    # Snakemake sets OMP_NUM_THREADS to the rule's threads and torchrun passes it on; collectives
+    # need none, and one thread per rank keeps Gloo ranks from fighting over the cores.
+    env["OMP_NUM_THREADS"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _last_error(log_text: str) -> str:
+    """The most telling line of a failed job's log, for the `message` column."""
+    lines = [ln.strip() for ln in log_text.splitlines() if ln.strip()]
+    ours = [ln for ln in lines if "distbench error: " in ln]
+    if ours:
+        return ours[-1][ours[-1].index("distbench error: ") + len("distbench error: "):][:400]
+    # A Python exception in a rank ("[rank1]: torch.OutOfMemoryError: ...").
+    exc = [ln for ln in lines if re.match(r"^(\[rank\d+\]: )?[\w.]*(Error|Exception)\b.*: ", ln)
+           and "ChildFailedError" not in ln]
+    # torchrun's summary names the rank that failed first and how.
+    root = re.search(r"Root Cause.*?rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)[^\n]*?(\(SIG\w+\))?\n",
+                     "\n".join(lines) + "\n", re.S)
+    if root:
+        rank, code, sig = root.groups()
+        first = f"rank {rank} exited with code {code}{' ' + sig if sig else ''} (torchrun's root cause)"
+        return (first + (f"; last error: {exc[-1]}" if exc else ""))[:400]
+    if exc:
+        return exc[-1][:400]
+    return lines[-1][:400] if lines else "no output"
+
+
+class JobInterrupted(Exception):
+    """The job was cut short from outside (a signal to the launcher or to the ranks, or the
+    launcher's parent went away): its ranks are gone, its outputs are removed, and the caller
+    must exit non-zero so the workflow reruns it instead of caching a half-done result."""
+
+    def __init__(self, why: str, exit_code: int):
+        super().__init__(why)
+        self.why, self.exit_code = why, exit_code
+
+
+INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+SIGNAL_GRACE_S = 5  # SIGTERM to the job's process group, then SIGKILL after this long
+POLL_S = 0.5  # how often the launcher looks at its job and at its own parent
+
+
+def _die_with_parent() -> None:
+    """In the forked child before exec: ask the kernel to send SIGTERM when the launcher dies,
+    even by SIGKILL (Linux prctl PR_SET_PDEATHSIG; a no-op elsewhere)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass
+
+
+def run_torchrun_job(job: TorchrunJob) -> str:
+    """Run the job; return 'ok' or the failure reason (then every declared output and the
+    placement file exist, with the family's failure rows). Raise JobInterrupted when the job was
+    cut short from outside; then no process of the job is left and no output exists."""
+    job.log_path.parent.mkdir(parents=True, exist_ok=True)
+    for path in job.outputs:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for stale in (path, partial_path(path)):
+            stale.unlink(missing_ok=True)
+    cmds = torchrun_commands(job)
+    t0 = time.monotonic()
+    started = datetime.now(timezone.utc)
+    received: list[int] = []
+    parent = os.getppid()
+
+    def on_signal(signum, frame):  # noqa: ARG001 - signal handler signature
+        received.append(signum)
+
+    # Signal handlers can only be set from the main thread; elsewhere the caller owns signals.
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = {sig: signal.signal(sig, on_signal) for sig in INTERRUPT_SIGNALS} if in_main else {}
+    interrupted = None
+    # A temporary directory of the job's own (torchrun's agent leaves torchelastic_* folders in
+    # TMPDIR after every job): removed when the job ends, however it ends.
+    scratch = tempfile.mkdtemp(prefix="distbench-job-")
+    env = agent_environment(cmds, {**job.env, "TMPDIR": scratch})
+    try:
+        with open(job.log_path, "w") as log:
+            for cmd in cmds:
+                log.write("# " + " ".join(cmd) + "\n")
+            log.flush()
+            # Each agent (or srun) in its own process group, so a timeout or an interrupt reaches
+            # every rank; and the kernel ends them if this launcher is killed outright.
+            procs = [subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                      start_new_session=True, preexec_fn=_die_with_parent) for cmd in cmds]
+            rc, reason = None, None
+            while rc is None:
+                codes = [p.poll() for p in procs]
+                failed = [c for c in codes if c]
+                if failed:  # one agent failed: the others would wait for it until the rendezvous timeout
+                    rc = failed[0]
+                    for p in procs:
+                        _kill_group(p, SIGNAL_GRACE_S)
+                elif all(c == 0 for c in codes):
+                    rc = 0
+                else:
+                    time.sleep(POLL_S)
+                if received or os.getppid() != parent:
+                    interrupted = (f"interrupted by {signal.Signals(received[0]).name}" if received
+                                   else "interrupted: the workflow that started the job went away")
+                    for p in procs:
+                        _kill_group(p, SIGNAL_GRACE_S)
+                    rc = next((p.returncode for p in procs if p.returncode), procs[0].returncode)
+                elif rc is None and time.monotonic() - t0 > job.timeout_s:
+                    for p in procs:
+                        _kill_group(p, 10)
+                    rc, reason = -1, f"job killed after {job.timeout_s} s (job time limit): a rank hung or was lost"
+            if rc and reason is None:
+                reason = f"torchrun exited with code {rc}"
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        shutil.rmtree(scratch, ignore_errors=True)
+    wall_s = time.monotonic() - t0
+    log_text = job.log_path.read_text(errors="replace")
+    timed_out = reason is not None and reason.startswith("job killed after")
+    if interrupted is None and not timed_out and rc != 0 and _killed_by_signal(log_text):
+        interrupted = "interrupted: the job's processes received a termination signal"
+    with open(job.log_path, "a") as log:
+        log.write(f"# distbench: exit {rc} after {wall_s:.1f} s{'; ' + interrupted if interrupted else ''}\n")
+    if interrupted:
+        for path in job.outputs:
+            for leftover in (path, partial_path(path)):
+                leftover.unlink(missing_ok=True)
+        code = 128 + received[0] if received else 143
+        raise JobInterrupted(f"{interrupted} after {wall_s:.1f} s; nothing of this job is kept, "
+                             "and the next run starts it again", code)
+    if reason is None and all(p.exists() for p in job.outputs):
+        record_provenance(job.placement_json, started, wall_s, "ok", cmds)
+        return "ok"
+    if reason is None:
+        reason = "torchrun exited 0 but left no complete output"
+    message = f"{reason}: {_last_error(log_text)}"
+    job.write_failure(message)
+    for path in job.outputs:
+        partial_path(path).unlink(missing_ok=True)
+    if not Path(job.placement_json).exists():  # torchrun never got a rank as far as the placement check
+        atomic_write_json(job.placement_json, {"ranks": [], "error": message})
+    record_provenance(job.placement_json, started, wall_s, message, cmds)
+    return message
+
+
+def record_provenance(placement_json, started: datetime, wall_s: float, outcome: str,
+                      commands: list[list[str]] = ()) -> None:
+    """Add to the job's placement file (one of its outputs) what made the results: the workflow's
+    git commit, the host, when the job started and ended, and its outcome. The report's cache
+    state reads it to tell reused results from this run's."""
+    from distbench.core.provenance import git_commit
+
+    path = Path(placement_json)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        data = {}
+    data["provenance"] = {"commit": git_commit(os.getcwd()), "host": socket.gethostname(),
+                          # full precision: a job may start within the same second as the Snakemake run
+                          "started": started.isoformat(),
+                          "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                          "wall_s": round(wall_s, 1), "outcome": outcome,
+                          # what ran, as a shell would read it (the launcher itself runs argument lists)
+                          "commands": [shlex.join(c) for c in commands]}
+    atomic_write_json(path, data)
+
+
+def _killed_by_signal(log_text: str) -> bool:
+    """torchrun's agent reports a SIGTERM/SIGINT/SIGHUP it received as a SignalException."""
+    return bool(re.search(r"SignalException: Process \d+ got signal: (1|2|15)\b", log_text))
+
+
+def _kill_group(proc: subprocess.Popen, grace_s: float) -> None:
+    """SIGTERM to the job's whole process group, SIGKILL after grace_s; returns once it is gone."""
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait_s)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    try:  # torchrun is gone; a rank it left behind in the group is not
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def finish_trace_dir(job: TorchrunJob, mode: str, trace_dir: Path, status: str, short_args: list[str]) -> None:
+    """After a job run with `profile` on: under nsys, the short extra run (short_args) wrapped in
+    `nsys profile`; in every mode the trace directory's manifest (distbench.launch.profiling), which says
+    what is there and, when nothing is, why. A failed profiling run never changes the job's rows."""
+    from distbench.launch.profiling import nsys_prefix, write_manifest
+
+    trace_dir = Path(trace_dir)
+    trace_dir.mkdir(parents=True, exist_ok=True)
+    if mode == "torch":
+        note = ("torch.profiler around a few steps or ops after the timed passes, one Chrome trace per rank"
+                if status == "ok" else f"the job did not complete ({status}): traces only from ranks that got there")
+    elif status != "ok":
+        note = f"no nsys run: the job did not complete ({status})"
+    elif job.launch is not None and job.launch.nodes > 1:
+        note = "no nsys run: profile nsys wraps one-node jobs only (use profile true across nodes)"
+    elif (prefix := nsys_prefix(trace_dir)) is None:
+        note = "no nsys run: nsys (Nsight Systems) is not installed on this host (not on PATH)"
+    else:
+        scratch = trace_dir / "nsys_pass.csv"
+        pass_job = replace(job, args=short_args, wrapper=tuple(prefix), outputs=[scratch],
+                           placement_json=trace_dir / "nsys_placement.json", log_path=trace_dir / "nsys.log",
+                           write_failure=lambda message: None)
+        outcome = run_torchrun_job(pass_job)
+        scratch.unlink(missing_ok=True)  # a short pass's rows: never results
+        note = ("a short extra run of the job under nsys profile (job.nsys-rep; its log: nsys.log)" if outcome == "ok"
+                else f"the nsys run failed ({outcome}); see nsys.log")
+    write_manifest(trace_dir, mode, note)
+
+
+def run_job_with_traces(job: TorchrunJob, params: dict, short_args: Callable[[Path], list[str]]) -> str:
+    """run_torchrun_job, then, with `profile` on, the job's trace directory (beside its first
+    output): the nsys run of short_args(trace directory) where asked, and the manifest."""
+    from distbench.launch.profiling import trace_dir
+
+    status = run_torchrun_job(job)
+    if params.get("profile", "off") != "off":
+        tdir = trace_dir(job.outputs[0])
+        finish_trace_dir(job, params["profile"], tdir, status, short_args(tdir))
+    return status

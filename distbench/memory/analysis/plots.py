@@ -1,0 +1,114 @@
+"""Figures of the memory family, from results/<label>/tables/memory.csv (its `measure` rows): PNG for the
+HTML report and SVG for papers, in the house style of distbench.comm.analysis.plots.
+
+- memory_split: per model (its first configuration at its smallest world size), stacked bars per
+  batch size: parameters, gradients, optimizer state, activations, and on GPU the allocator's
+  unexplained rest up to its peak.
+- memory_activations: activation bytes vs batch size for every job, with each job's fitted line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # before pyplot: cluster nodes and CI have no display
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from distbench.core import palette  # noqa: E402
+from distbench.memory.analysis.summary import fit_line  # noqa: E402
+from distbench.core.figures import write_figures  # noqa: E402
+
+FIGURES = ("memory_split", "memory_activations")
+# each part in one fixed colour (distbench.core.palette's series colours, as before)
+PART_COLORS = {"params_bytes": palette.SERIES[0], "grads_bytes": palette.SERIES[1], "optimizer_bytes": palette.SERIES[2],
+               "activations_bytes": palette.SERIES[3], "unexplained_bytes": palette.SERIES[4]}
+PART_LABELS = (("params_bytes", "parameters"), ("grads_bytes", "gradients"), ("optimizer_bytes", "optimizer state"),
+               ("activations_bytes", "activations"), ("unexplained_bytes", "allocator: rest of the peak"))
+
+
+def _unit(ok: pd.DataFrame) -> tuple[str, float]:
+    """GiB when the largest step holds at least 1 GiB, else MiB: axes read in the unit that fits."""
+    top = pd.to_numeric(ok.get("peak_allocated_bytes"), errors="coerce").max()
+    top = top if top == top else pd.to_numeric(ok["parts_bytes"], errors="coerce").max()
+    return ("GiB", 2.0**30) if top >= 2**30 else ("MiB", 2.0**20)
+
+
+def _ok(df: pd.DataFrame) -> pd.DataFrame:
+    return df[(df["phase"] == "measure") & (df["status"] == "ok")].copy()
+
+
+def _label(r) -> str:
+    return f"{r['model']} {r['config']} ws{int(r['world_size'])}"
+
+
+def fig_split(ok: pd.DataFrame) -> plt.Figure | None:
+    if ok.empty:
+        return None
+    models = [m for m in ("mlp", "gpt", "lora") if m in set(ok["model"])]
+    unit, scale = _unit(ok)
+    fig, axes = plt.subplots(1, len(models), figsize=(3.4 * len(models) + 1.6, 3.4), squeeze=False)
+    for ax, model in zip(axes[0], models):
+        d = ok[ok["model"] == model]
+        first = d.sort_values(["world_size", "config"]).iloc[0]
+        d = d[(d["config"] == first["config"]) & (d["world_size"] == first["world_size"])].sort_values("batch_size")
+        x = np.arange(len(d))
+        bottom = np.zeros(len(d))
+        for col, label in PART_LABELS:
+            v = pd.to_numeric(d[col], errors="coerce").fillna(0).clip(lower=0).to_numpy(float) / scale
+            if col == "unexplained_bytes" and not v.any():
+                continue
+            ax.bar(x, v, bottom=bottom, color=PART_COLORS[col], label=label)
+            bottom += v
+        ax.set_yscale("linear")  # stacked bars from zero
+        ax.set_ylim(bottom=0)
+        ax.set_xticks(x, [str(int(b)) for b in d["batch_size"]])
+        ax.set_xlabel("batch size per rank")
+        ax.set_title(_label(first), fontsize=8)
+        ax.grid(True, axis="y", alpha=0.3)
+    axes[0][0].set_ylabel(f"memory per rank ({unit})")
+    axes[0][-1].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    fig.suptitle("What takes the memory of a training step", fontsize=9)
+    return fig
+
+
+def fig_activations(ok: pd.DataFrame) -> plt.Figure | None:
+    if ok.empty:
+        return None
+    unit, scale = _unit(ok)
+    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    groups = list(ok.groupby(["model", "config", "world_size"]))  # sorted: the same job, the same colour
+    colors = palette.series_colors([k for k, _ in groups])
+    for key, g in groups:
+        color = colors[key]
+        g = g.sort_values("batch_size")
+        y = pd.to_numeric(g["activations_bytes"], errors="coerce").to_numpy(float)
+        ax.scatter(g["batch_size"], y / scale, color=color, s=14, label=_label(g.iloc[0]))
+        slope, intercept, _ = fit_line(g["batch_size"], y)
+        if slope == slope:
+            xs = np.array([g["batch_size"].min(), g["batch_size"].max()], dtype=float)
+            ax.plot(xs, (slope * xs + intercept) / scale, color=color, lw=1)
+    ax.set_xlabel("batch size per rank")
+    ax.set_ylim(bottom=0)
+    ax.set_ylabel(f"activations saved for backward ({unit})")
+    ax.set_title("Activation memory vs batch size (lines: least-squares fit)", fontsize=9)
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    ax.grid(True, alpha=0.3)
+    return fig
+
+
+BUILDERS = dict(zip(FIGURES, (fig_split, fig_activations), strict=True))
+
+
+def plot_memory(raw: pd.DataFrame, out_dir) -> list[Path]:
+    """Write every memory figure whose data exist as out_dir/<name>.png and .svg; return the paths."""
+    if raw is None or len(raw) == 0:
+        return []
+    ok = _ok(raw)
+    if ok.empty:
+        return []
+    return write_figures(BUILDERS, ok, out_dir)

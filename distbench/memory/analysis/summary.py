@@ -1,0 +1,153 @@
+"""The memory family's analysis, from results/<label>/tables/memory.csv (tables only): one summary row per
+memory job, and sentences for the report.
+
+Per job (backend, world size, model, config):
+- activation_bytes_per_sample: the least-squares slope of activations_bytes over the measured batch
+  sizes (ok `measure` rows), with its intercept and the fit's relative residual (RMS of the
+  residuals / mean activations); NaN with fewer than two batch sizes.
+- at the largest measured batch: the parts, the model-state estimate error, the allocator's peak
+  and what it leaves unexplained, the share of the device.
+- largest_batch_fits: the largest batch of the `search` rows that ran ok; first_batch_oom: the
+  smallest that did not (both empty when there was no search, with the reason in search_note).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from distbench.core.contract import MEMORY
+from distbench.core.io import atomic_write_csv
+from distbench.core.sizes import human_bytes
+from distbench.core.tables import combine
+
+JOB_KEYS = ("backend", "world_size", "model", "config", "strategy", "gradient_as_bucket_view", "hidden_dim",
+            "num_layers", "n_heads", "seq_len", "vocab_size", "lora_rank", "dtype", "optimizer")
+PARTS = ("params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes")
+SUMMARY_COLUMNS = JOB_KEYS + (
+    "device_name", "params_total", "params_trainable", "batch_sizes_measured", "largest_measured_batch",
+    *PARTS, "parts_bytes", "estimate_states_bytes", "estimate_error_bytes", "peak_allocated_bytes",
+    "peak_reserved_bytes", "unexplained_bytes", "device_total_bytes", "peak_share",
+    "activation_bytes_per_sample", "activation_intercept_bytes", "activation_fit_residual",
+    "largest_batch_fits", "first_batch_oom", "search_note", "status", "message",
+)
+NAN = float("nan")
+
+
+def fit_line(x, y) -> tuple[float, float, float]:
+    """(slope, intercept, relative residual) of the least-squares line y = slope x + intercept; the
+    residual is the RMS of the residuals divided by the mean of y. NaNs with fewer than two points."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if len(x) < 2 or len(set(x)) < 2:
+        return NAN, NAN, NAN
+    slope, intercept = np.polyfit(x, y, 1)
+    rms = float(np.sqrt(np.mean((y - (slope * x + intercept)) ** 2)))
+    return float(slope), float(intercept), rms / float(np.mean(y)) if np.mean(y) else NAN
+
+
+def _int(v):
+    return None if v is None or pd.isna(v) else int(v)
+
+
+def _summarize(key, g: pd.DataFrame) -> dict:
+    row = dict(zip(JOB_KEYS, key, strict=True))
+    measure = g[g["phase"] == "measure"]
+    ok = measure[measure["status"] == "ok"].sort_values("batch_size")
+    slope, intercept, resid = fit_line(ok["batch_size"], ok["activations_bytes"])
+    last = ok.iloc[-1] if len(ok) else None
+    search = g[g["phase"] == "search"]
+    fits = search[(search["status"] == "ok") & search["batch_size"].notna()]["batch_size"]
+    ooms = search[(search["status"] == "oom") & search["batch_size"].notna()]["batch_size"]
+    note = "; ".join(sorted(set(search[search["status"].isin(["skipped", "failed"])]["message"].fillna("").astype(str))
+                            - {""}))
+    bad = g[~g["status"].isin(["ok", "skipped"]) & ~((g["phase"] == "search") & (g["status"] == "oom"))]
+    worst = "ok" if bad.empty else str(bad.iloc[0]["status"])
+    row.update({
+        "device_name": str(g["device_name"].dropna().iloc[0]) if g["device_name"].notna().any() else "",
+        "params_total": _int(g["params_total"].dropna().iloc[0]) if g["params_total"].notna().any() else None,
+        "params_trainable": _int(g["params_trainable"].dropna().iloc[0]) if g["params_trainable"].notna().any() else None,
+        "batch_sizes_measured": " ".join(str(int(b)) for b in ok["batch_size"]),
+        "largest_measured_batch": _int(last["batch_size"]) if last is not None else None,
+        **{p: _int(last[p]) if last is not None else None for p in (*PARTS, "parts_bytes", "estimate_error_bytes",
+                                                                   "peak_allocated_bytes", "peak_reserved_bytes",
+                                                                   "unexplained_bytes", "device_total_bytes")},
+        "estimate_states_bytes": (_int(last["estimate_params_bytes"] + last["estimate_grads_bytes"]
+                                       + last["estimate_optimizer_bytes"]) if last is not None else None),
+        "peak_share": float(last["peak_share"]) if last is not None and pd.notna(last["peak_share"]) else NAN,
+        "activation_bytes_per_sample": slope, "activation_intercept_bytes": intercept, "activation_fit_residual": resid,
+        "largest_batch_fits": _int(fits.max()) if len(fits) else None,
+        "first_batch_oom": _int(ooms[ooms > (fits.max() if len(fits) else 0)].min()) if len(ooms) else None,
+        "search_note": note, "status": worst,
+        "message": "" if bad.empty else "; ".join(sorted(set(bad["message"].fillna("").astype(str)) - {""}))[:500],
+    })
+    return row
+
+
+def summarize_memory(df: pd.DataFrame) -> pd.DataFrame:
+    if df is None or len(df) == 0:
+        return pd.DataFrame({c: [] for c in SUMMARY_COLUMNS})
+    rows = [_summarize(k, g) for k, g in df.groupby(list(JOB_KEYS), sort=True, dropna=False)]
+    out = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
+    for col in ("params_total", "params_trainable", "largest_measured_batch", *PARTS, "parts_bytes",
+                "estimate_states_bytes", "estimate_error_bytes", "peak_allocated_bytes", "peak_reserved_bytes",
+                "unexplained_bytes", "device_total_bytes", "largest_batch_fits", "first_batch_oom"):
+        out[col] = out[col].astype("Int64")
+    return out
+
+
+def human(n) -> str:
+    """Bytes as the reports print sizes (distbench.core.sizes.human_bytes); '?' when missing."""
+    return "?" if n is None or pd.isna(n) else human_bytes(n)
+
+
+def _who(r) -> str:
+    unit = ("GPU" if r["world_size"] == 1 else "GPUs") if r["backend"] == "nccl" else ("rank" if r["world_size"] == 1 else "ranks")
+    model = str(r["model"])
+    shape = (f"MLP {int(r['hidden_dim'])}x{int(r['num_layers'])}" if model == "mlp" else
+             f"{model} {int(r['num_layers'])}L/{int(r['hidden_dim'])}d seq {int(r['seq_len'])}")
+    return f"{shape}, {r['config']}, {int(r['world_size'])} {unit}"
+
+
+def memory_findings(summary: pd.DataFrame) -> list[str]:
+    """One sentence per job: the split at its largest measured batch, the activation cost per
+    sample, the allocator's view, the estimate's error, and the largest batch that fits."""
+    out = []
+    if summary is None or len(summary) == 0:
+        return out
+    for _, r in summary.iterrows():
+        if r["status"] != "ok" or pd.isna(r["largest_measured_batch"]):
+            out.append(f"{_who(r)}: {r['status']}" + (f" — {r['message']}" if str(r["message"] or "").strip() else "") + ".")
+            continue
+        b = int(r["largest_measured_batch"])
+        parts = (f"at batch {b} per rank: parameters {human(r['params_bytes'])}, gradients {human(r['grads_bytes'])}, "
+                 f"optimizer state {human(r['optimizer_bytes'])}, activations {human(r['activations_bytes'])}")
+        text = f"{_who(r)}: {parts}"
+        if not math.isnan(r["activation_bytes_per_sample"]):
+            text += (f"; activations grow {human(r['activation_bytes_per_sample'])} per sample "
+                     f"(fit residual {100 * r['activation_fit_residual']:.1f}%)")
+        if pd.notna(r["peak_allocated_bytes"]):
+            text += (f"; the allocator's peak is {human(r['peak_allocated_bytes'])} allocated, "
+                     f"{human(r['peak_reserved_bytes'])} reserved ({100 * r['peak_share']:.0f}% of the device), "
+                     f"{human(r['unexplained_bytes'])} beyond the parts")
+        if pd.notna(r["estimate_error_bytes"]) and r["estimate_states_bytes"]:
+            err = int(r["estimate_error_bytes"])
+            text += (f"; the analytic model-state estimate ({human(r['estimate_states_bytes'])}) is "
+                     + ("exact" if err == 0 else f"off by {human(abs(err))} ({'under' if err > 0 else 'over'})"))
+        if pd.notna(r["largest_batch_fits"]):
+            text += f"; the largest batch that fits is {int(r['largest_batch_fits'])} per rank"
+            if pd.notna(r["first_batch_oom"]):
+                text += f" ({int(r['first_batch_oom'])} runs out of memory)"
+        out.append(text + ".")
+    return out
+
+
+def aggregate_memory(job_csvs, out_raw, out_summary) -> pd.DataFrame:
+    """Memory job CSVs -> results/<label>/tables/memory.csv (checked against the contract) and the per-job
+    summary (activation cost per sample, the allocator's view, the largest batch that fits)."""
+    df = combine(job_csvs, MEMORY, sort_by=("backend", "model", "config", "world_size", "phase", "batch_size"))
+    summary = summarize_memory(df)
+    atomic_write_csv(out_raw, df)
+    atomic_write_csv(out_summary, summary)
+    return summary

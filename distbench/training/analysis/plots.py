@@ -1,0 +1,246 @@
+"""Figures of the training family, from the scaling summary (distbench.training.analysis.summary): PNG for the HTML
+report and SVG for papers, in the house style of distbench.comm.analysis.plots. The MLP's figures (throughput,
+step breakdown, tuning) use its rows only; efficiency shows every model; the language models get
+their own tokens/s figure.
+
+Only status-ok rows are drawn; a figure whose data are missing is skipped, not an error.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # before pyplot: cluster nodes and CI have no display
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from distbench.core import palette  # noqa: E402
+from distbench.core.figures import time_unit, write_figures  # noqa: E402
+from distbench.training.analysis.summary import PLAIN, add_scaling  # noqa: E402
+
+FIGURES = ("training_throughput", "training_lm_throughput", "training_efficiency", "training_step_breakdown",
+           "training_tuning")
+WS_LABEL = "world size (ranks, one GPU each under NCCL)"
+
+
+def _mlp(ok: pd.DataFrame) -> pd.DataFrame:
+    return ok[ok["model"].fillna("mlp") == "mlp"] if "model" in ok else ok
+
+
+def _with_series(ok: pd.DataFrame) -> pd.DataFrame:
+    """A `series` column naming model and configuration ('mlp plain', 'gpt fsdp'); the config
+    alone when every row is the MLP's."""
+    model = ok["model"].fillna("mlp").astype(str) if "model" in ok else pd.Series("mlp", index=ok.index)
+    if (model == "mlp").all():
+        return ok.assign(series=ok["config"].astype(str))
+    config = ok["config"].astype(str).where(~((model != "mlp") & (ok["config"] == PLAIN)), "ddp")
+    return ok.assign(series=model + " " + config)
+
+
+def _series_order(df: pd.DataFrame) -> list[str]:
+    return sorted(df["series"].unique(), key=lambda x: (x.split(" ")[0] != "mlp", x.split(" ")[0],
+                                                        not x.endswith((" plain", " ddp")) and x != PLAIN, x))
+
+
+def _config_order(df: pd.DataFrame) -> list[str]:
+    configs = sorted(df["config"].astype(str).unique())
+    return ([PLAIN] if PLAIN in configs else []) + [c for c in configs if c != PLAIN]
+
+
+def training_colors(ok: pd.DataFrame) -> dict:
+    """{config or series: colour}, the same in every training figure of a report: each builder gets
+    the same ok rows and derives the mapping from all of them, not from the rows it draws. The MLP's
+    configurations take the house series colours in _config_order (plain first); 'mlp <config>'
+    series share their config's colour; the other models' series take the colours left."""
+    mlp = _mlp(ok)
+    colors = palette.series_colors(_config_order(mlp) if len(mlp) else [])
+    series = _series_order(_with_series(ok)) if len(ok) else []
+    for s in series:
+        model, _, config = s.partition(" ")
+        if s not in colors and model == "mlp" and config in colors:
+            colors[s] = colors[config]
+    rest = [s for s in series if s not in colors]
+    colors.update(palette.series_colors(rest, fixed=colors))  # colours the configs left free
+    return colors
+
+
+def _ideal(ax, x, y, label=None) -> None:
+    ax.plot(x, y, ls=palette.IDEAL_LINESTYLE, color=palette.IDEAL_COLOR, lw=1, label=label or "_ideal")
+
+
+def _legend_outside(ax) -> None:
+    """The legend right of the axes: with a dozen tuning configurations it would hide the lines."""
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+
+
+def _ws_ticks(ax, df) -> None:
+    ws = sorted(int(w) for w in df["world_size"].unique())
+    ax.set_xticks(ws)
+    ax.set_xlabel(WS_LABEL)
+    ax.grid(True, alpha=0.3)
+
+
+def fig_throughput(ok: pd.DataFrame) -> plt.Figure | None:
+    colors = training_colors(ok)
+    ok = _mlp(ok)
+    d = ok[ok["samples_per_s_median"].notna()]
+    if d.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    order = _config_order(d)
+    sns.lineplot(data=d.sort_values("world_size"), x="world_size", y="samples_per_s_median", hue="config",
+                 hue_order=order, palette={c: colors[c] for c in order}, marker="o", errorbar=None, ax=ax)
+    base = d["plain_1gpu_samples_per_s"].dropna()
+    if len(base):
+        ws = np.array(sorted(int(w) for w in d["world_size"].unique()))
+        _ideal(ax, ws, ws * float(base.iloc[0]), "ideal: N × plain 1-GPU throughput")
+    _legend_outside(ax)
+    ax.set_ylim(bottom=0)
+    _ws_ticks(ax, d)
+    ax.set_ylabel("throughput (samples/s, median, all ranks)")
+    ax.set_title("MLP training throughput vs world size", fontsize=9)
+    return fig
+
+
+def fig_lm_throughput(ok: pd.DataFrame) -> plt.Figure | None:
+    if "tokens_per_s_median" not in ok:
+        return None
+    d = _with_series(ok[ok["tokens_per_s_median"].notna()])
+    if d.empty:
+        return None
+    colors = training_colors(ok)
+    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    order = _series_order(d)
+    sns.lineplot(data=d.sort_values("world_size"), x="world_size", y="tokens_per_s_median", hue="series",
+                 hue_order=order, palette={s: colors[s] for s in order}, marker="o", errorbar=None, ax=ax)
+    ws = np.array(sorted(int(w) for w in d["world_size"].unique()))
+    for model, g in d.groupby("model"):  # ideal: N x the model's plain 1-GPU run
+        base = (g["plain_1gpu_samples_per_s"] * g["seq_len"]).dropna()
+        if len(base):
+            _ideal(ax, ws, ws * float(base.iloc[0]))
+    _ideal(ax, [], [], "ideal: N × plain DDP on 1 GPU (per model)")
+    _legend_outside(ax)
+    ax.set_ylim(bottom=0)
+    _ws_ticks(ax, d)
+    ax.set_ylabel("tokens/s (median, all ranks)")
+    ax.set_title("Language-model throughput vs world size", fontsize=9)
+    return fig
+
+
+def fig_efficiency(ok: pd.DataFrame) -> plt.Figure | None:
+    d = ok[ok["efficiency_vs_plain_1gpu"].notna()].copy()
+    if d.empty:
+        return None
+    d["efficiency_pct"] = 100 * d["efficiency_vs_plain_1gpu"]
+    d = _with_series(d)
+    colors = training_colors(ok)
+    order = _series_order(d)
+    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    sns.lineplot(data=d.sort_values("world_size"), x="world_size", y="efficiency_pct", hue="series",
+                 hue_order=order, palette={s: colors[s] for s in order}, marker="o", errorbar=None, ax=ax)
+    ax.axhline(100, ls=palette.IDEAL_LINESTYLE, color=palette.IDEAL_COLOR, lw=1, label="ideal (100%)")
+    _legend_outside(ax)
+    _ws_ticks(ax, d)
+    ax.set_ylim(0, max(105, float(d["efficiency_pct"].max()) * 1.05))
+    ax.set_ylabel("scaling efficiency vs plain 1-GPU run (%)")
+    ax.set_title("Scaling efficiency: throughput(N) / (N × plain 1-GPU throughput)", fontsize=9)
+    return fig
+
+
+def _primary_config(ok: pd.DataFrame) -> str:
+    """The configuration measured at the most world sizes, plain first on ties."""
+    counts = ok.groupby("config")["world_size"].nunique()
+    return max(_config_order(ok), key=lambda c: (counts.get(c, 0), c == PLAIN))
+
+
+def fig_step_breakdown(ok: pd.DataFrame) -> plt.Figure | None:
+    ok = _mlp(ok)
+    d = ok[ok["compute_only_ms_median"].notna() & ok["step_time_ms_median"].notna()]
+    if d.empty:
+        return None
+    config = _primary_config(d)
+    d = d[d["config"] == config].sort_values("world_size")
+    x = np.arange(len(d))
+    compute = d["compute_only_ms_median"].to_numpy(float)
+    tail = d["tail_comm_ms"].fillna(0).to_numpy(float)
+    slow = d["compute_slowdown_ms"].fillna(0).to_numpy(float)
+    # without a last-bucket time the split is unknown: show all exposed time as one segment
+    unsplit = np.where(d["tail_comm_ms"].isna(), d["exposed_comm_ms"].clip(lower=0).fillna(0), 0.0)
+    step = d["step_time_ms_median"].to_numpy(float)
+    # the unit that fits: ms, or s once a step takes a second (never 6x10^5 on the axis)
+    unit, per_unit_us = time_unit(np.concatenate([step, compute + tail + slow + unsplit]) * 1e3)
+    k = 1e3 / per_unit_us  # ms -> unit
+    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    pal = palette.SERIES
+    ax.bar(x, compute * k, color=pal[0], label="compute only (no_sync)")
+    ax.bar(x, tail * k, bottom=compute * k, color=pal[3], label="exposed: last bucket's all-reduce (tail)")
+    ax.bar(x, slow * k, bottom=(compute + tail) * k, color=pal[1], label="exposed: compute slowed by comm, other")
+    if unsplit.any():
+        ax.bar(x, unsplit * k, bottom=(compute + tail + slow) * k, color=pal[7],
+               label="exposed communication (unsplit)")
+    ax.scatter(x, step * k, marker="_", s=300, color="black", zorder=3, label="measured DDP step (median)")
+    ax.set_yscale("linear")  # bars compare lengths
+    ax.set_ylim(bottom=0)
+    ax.set_xticks(x, [str(int(w)) for w in d["world_size"]])
+    ax.set_xlabel(WS_LABEL)
+    ax.set_ylabel(f"step time ({unit}, median)")
+    ax.set_title(f"Where an MLP DDP step's time goes ({'plain DDP' if config == PLAIN else config})", fontsize=9)
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    ax.grid(True, axis="y", alpha=0.3)
+    return fig
+
+
+def fig_tuning(ok: pd.DataFrame) -> plt.Figure | None:
+    colors = training_colors(ok)
+    ok = _mlp(ok)
+    d = ok[ok["efficiency_vs_plain_1gpu"].notna() & (ok["world_size"] > 1)]
+    if d.empty:
+        return None
+    ws = int(d["world_size"].max())
+    d = d[d["world_size"] == ws].copy()
+    if d["config"].nunique() < 2:
+        return None
+    d["efficiency_pct"] = 100 * d["efficiency_vs_plain_1gpu"]
+    d = d.sort_values("efficiency_pct", ascending=False)
+    fig, ax = plt.subplots(figsize=(5.5, max(2.4, 0.32 * len(d) + 1)))
+    # plain DDP in its colour of the other training figures (outlined, bold label); the rest in one
+    # neutral grey, so the ranking reads at a glance
+    configs = d["config"].astype(str)
+    ax.barh(configs, d["efficiency_pct"],
+            color=[colors.get(c, palette.SERIES[0]) if c == PLAIN else palette.NEUTRAL_COLOR for c in configs],
+            edgecolor=["black" if c == PLAIN else "none" for c in configs],
+            linewidth=[1.2 if c == PLAIN else 0 for c in configs])
+    for t in ax.get_yticklabels():
+        if t.get_text() == PLAIN:
+            t.set_fontweight("bold")
+    ax.set_xlim(left=0)  # bars start at zero
+    ax.invert_yaxis()  # best on top
+    for y, v in enumerate(d["efficiency_pct"]):
+        ax.text(v, y, f" {v:.1f}%", va="center", fontsize=7)
+    ax.axvline(100, ls=palette.IDEAL_LINESTYLE, color=palette.IDEAL_COLOR, lw=1)
+    ax.set_xlabel(f"scaling efficiency at world size {ws} vs plain 1-GPU run (%)")
+    ax.set_ylabel("DDP configuration")
+    ax.set_title(f"Tuning results at world size {ws} (plain DDP highlighted)", fontsize=9)
+    ax.grid(True, axis="x", alpha=0.3)
+    return fig
+
+
+BUILDERS = dict(zip(FIGURES, (fig_throughput, fig_lm_throughput, fig_efficiency, fig_step_breakdown, fig_tuning),
+                    strict=True))
+
+
+def plot_training(summary: pd.DataFrame, out_dir) -> list[Path]:
+    """Write every training figure whose data exist as out_dir/<name>.png and .svg; return the
+    paths. An empty summary writes nothing (not even the directory) and returns []."""
+    if summary is None or len(summary) == 0:
+        return []
+    s = summary if "efficiency_vs_plain_1gpu" in summary else add_scaling(summary)
+    ok = s[s["status"] == "ok"]
+    if ok.empty:
+        return []
+    return write_figures(BUILDERS, ok, out_dir)

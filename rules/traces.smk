@@ -1,0 +1,22 @@
+# Traces on request (config profile): each rank trace's communication/computation overlap.
+
+
+# Traces on request: each rank trace's communication/computation overlap (distbench.traces.overlap).
+rule aggregate_traces:
+    input:
+        trace_dirs,
+    output:
+        report(
+            results("tables/trace_overlap.csv"),
+            caption="../workflow/report/trace_overlap.rst",
+            category="Tables",
+            subcategory="Traces",
+        ),
+    log:
+        results("logs/aggregate/traces.log"),
+    conda:
+        "../envs/distbench.yaml"
+    params:
+        jobs=trace_jobs(),
+    script:
+        "../workflow/scripts/aggregate_traces.py"
