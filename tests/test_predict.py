@@ -12,9 +12,9 @@ import pytest
 from distbench.predict import model as P
 from tests.conftest import REPO
 
-H200_COMM = REPO / "benchmarks/h200x2-2026-11-26/tables/comm_summary.csv"  # real 2x H200 run (read only)
-H200X4_COMM = REPO / "benchmarks/comm-predict-h200x4-2026-11-26/comm_summary.csv"  # real 2/4x H200 (read only)
-H100_LM = REPO / "benchmarks/lm-h100x4-2026-11-26/training_summary.csv"  # real 1/2/4x H100 run (read only)
+H200_COMM = REPO / "benchmarks/results/comm-fidelity-h200x2-2026-11-26/tables/comm_summary.csv"  # real 2x H200 run (read only)
+H200X4_COMM = REPO / "benchmarks/results/comm-predict-h200x4-2026-11-26/comm_summary.csv"  # real 2/4x H200 (read only)
+H100_LM = REPO / "benchmarks/results/training-lm-h100x4-2026-11-26/training_summary.csv"  # real 1/2/4x H100 run (read only)
 SIZES = [2**k for k in range(3, 31)]  # 8 B .. 1 GiB, as the sweeps
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send_recv")
 

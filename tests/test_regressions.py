@@ -13,7 +13,7 @@ from distbench.report.render import render_report
 from tests.conftest import REPO
 
 COMM = MEASURES[0]
-RUN = REPO / "benchmarks/a2av-h100x4-2026-11-26/comm_summary.csv"
+RUN = REPO / "benchmarks/results/comm-a2av-h100x4-2026-11-26/comm_summary.csv"
 
 
 def _point(t, p5, p95, size=2**20):

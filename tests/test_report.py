@@ -147,7 +147,7 @@ def test_prediction_section_from_the_4x_h200_check(tmp_path):
     the check first, the 8-GPU comparison with published figures, training at scale."""
     from distbench.report.render import _prediction
 
-    section = _prediction(REPO / "benchmarks/comm-predict-h200x4-2026-11-26/predict/prediction_validation.csv")
+    section = _prediction(REPO / "benchmarks/results/comm-predict-h200x4-2026-11-26/predict/prediction_validation.csv")
     first, eight = section["findings"][:2]
     assert first.startswith("The model, fitted on the smallest world size") and "at >= 1 MiB" in first
     assert eight.startswith("8 GPUs on NVLink, all_reduce at 1024 MiB") and "360-370 GB/s" in eight

@@ -13,7 +13,7 @@ from synthetic import ENV, make_synthetic
 from distbench.report.render import render_report
 
 REPO = Path(__file__).resolve().parents[1]
-H200_ENV = REPO / "benchmarks/h200x2-2026-11-26/probe/env.json"  # a real GPU probe (read only)
+H200_ENV = REPO / "benchmarks/results/comm-fidelity-h200x2-2026-11-26/probe/env.json"  # a real GPU probe (read only)
 
 
 def _render(tmp_path, env: dict) -> tuple[list[str], str]:

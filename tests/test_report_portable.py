@@ -49,7 +49,7 @@ def _render(data, figures, out_dir: Path):
 def _pngs(tmp_path, names):
     d = tmp_path / "results" / "figures"
     d.mkdir(parents=True, exist_ok=True)
-    src = REPO / "benchmarks/h200x2-2026-11-26/figures/busbw_vs_size.png"  # any real PNG (read only)
+    src = REPO / "benchmarks/results/comm-fidelity-h200x2-2026-11-26/figures/busbw_vs_size.png"  # any real PNG (read only)
     out = []
     for n in names:
         shutil.copy(src, d / f"{n}.png")
@@ -137,7 +137,7 @@ def test_no_figures_still_makes_the_directory(tmp_path):
 
 
 def test_rendering_beside_its_own_figures_keeps_them(tmp_path):
-    """benchmarks/publish_run.py renders report.md next to the figures/ it copied: link them in place."""
+    """tools/publish_run.py renders report.md next to the figures/ it copied: link them in place."""
     data = make_synthetic(tmp_path / "tables")
     out = tmp_path / "published"
     figures = _pngs(tmp_path, ["dtype", "nccl_env"])

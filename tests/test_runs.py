@@ -49,11 +49,11 @@ def test_a_copied_in_run_is_rendered_side_by_side(workflow_dir):
     # another host's run, copied in: the 4x H100 all_to_all sweep committed under benchmarks/
     other = workflow_dir / "results/cloud-h100/tables"
     other.mkdir(parents=True)
-    shutil.copy(REPO / "benchmarks/a2av-h100x4-2026-11-26/comm_summary.csv", other / "comm_summary.csv")
+    shutil.copy(REPO / "benchmarks/results/comm-a2av-h100x4-2026-11-26/comm_summary.csv", other / "comm_summary.csv")
     (other.parent / "run.json").write_text(json.dumps({"label": "cloud-h100", "host": "gpu-node", "gpu_count": 4,
                                                        "gpu": "NVIDIA H100 80GB HBM3", "torch": "2.11.0+cu130"}))
     # a third host (the 2x H100 run committed under benchmarks/, labelled by its host name there)
-    shutil.copytree(REPO / "benchmarks/labels-h100x2-2026-11-26/run-vm", workflow_dir / "results/h100x2")
+    shutil.copytree(REPO / "benchmarks/results/report-labels-h100x2-2026-11-26/run-vm", workflow_dir / "results/h100x2")
     dry = snakemake(workflow_dir, "-n", "report", "--configfile", "c.yaml")
     assert "rule report:" in dry.stdout and "rule comm_job" not in dry.stdout  # only the report is redone
     r = snakemake(workflow_dir, "report", "--configfile", "c.yaml")

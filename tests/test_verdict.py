@@ -81,8 +81,8 @@ def test_super_linear_scaling_is_not_called_healthy():
 
 
 def test_the_committed_h100_run():
-    s = pd.read_csv(REPO / "benchmarks/profile-h100x4-2026-11-26/comm_summary.csv")
-    t = pd.read_csv(REPO / "benchmarks/profile-h100x4-2026-11-26/training_summary.csv")
+    s = pd.read_csv(REPO / "benchmarks/results/traces-h100x4-2026-11-26/comm_summary.csv")
+    t = pd.read_csv(REPO / "benchmarks/results/traces-h100x4-2026-11-26/training_summary.csv")
     hs = headlines(s, t, gpu_name="NVIDIA H100 80GB HBM3", peak=PEAK)
     comm = next(h for h in hs if h["area"] == "communication")
     assert comm["headline"] == "NCCL all_reduce 256 MiB: 339 GB/s busbw at 4 ranks, 75% of the 450 GB/s NVLink4 x18 peak"
