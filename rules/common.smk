@@ -3,7 +3,8 @@ import glob
 
 from snakemake.exceptions import WorkflowError
 
-from distbench.core.choices import BACKENDS, DTYPES, TRAINING_MODELS
+from distbench.core.choices import BACKENDS, DTYPES
+from distbench.workloads.registry import WORKLOADS
 from distbench.pipeline.config import ConfigError, check_config
 from distbench.launch.profiling import family_mode
 from distbench.core.run_label import resolve_label
@@ -61,7 +62,7 @@ wildcard_constraints:
     backend="|".join(BACKENDS),
     dtype="|".join(DTYPES),
     world_size=r"\d+",
-    model="|".join(TRAINING_MODELS),
+    model="|".join(WORKLOADS),
     nccl_env=r"[A-Za-z0-9_=+.,:^-]+",
     config=r"[A-Za-z0-9_=+.,:^-]+",
 

@@ -61,3 +61,16 @@ def test_the_training_lists_match_the_schema():
     assert tuple(tr["scaling"]["enum"]) == choices.SCALINGS
     assert tuple(schema["definitions"]["ddp"]["properties"]["comm_hook"]["enum"]) == choices.COMM_HOOKS
     assert tuple(tr["tune_space"]["properties"]["comm_hook"]["items"]["enum"]) == choices.COMM_HOOKS
+
+
+def test_the_workload_registry_is_the_one_list_of_training_models():
+    from distbench.workloads.registry import WORKLOADS
+
+    schema = load_schema()
+    names = tuple(WORKLOADS)
+    assert names == ("mlp", "gpt", "lora")
+    assert tuple(schema["properties"]["training"]["properties"]["models"]["items"]["enum"]) == names
+    assert tuple(schema["properties"]["memory"]["properties"]["models"]["items"]["enum"]) == names
+    assert not hasattr(choices, "TRAINING_MODELS")
+    common = (REPO / "rules/common.smk").read_text()
+    assert 'model="|".join(WORKLOADS)' in common

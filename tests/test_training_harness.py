@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from distbench.core.contract import TRAINING_COLUMN_NAMES, TRAINING_COLUMNS, TRAINING_PHASES, to_bool
-from distbench.training.harness import ddp_bucket_layout, per_rank_batch
+from distbench.training.wrap import ddp_bucket_layout
+from distbench.workloads.registry import even_split as per_rank_batch
 from tests.conftest import REPO
 
 TINY = ["--hidden-dim", "64", "--num-layers", "2", "--batch-size", "8", "--warmup-steps", "2", "--steps", "3",

@@ -6,6 +6,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from distbench.launch.cluster import Launch
+from distbench.launch.failure import unreached_rows
 from distbench.comm.harness import Point, base_row, pairs_path, plan_points, ranks_path
 from distbench.core.io import atomic_write_text, csv_text, partial_path, read_partial_rows
 from distbench.launch.torchrun import TorchrunJob, job_environment, run_job_with_traces
@@ -62,7 +63,7 @@ def run_comm_job(job, params: dict, out_csv, placement_json, log_path) -> str:
 
 
 def write_failure_rows(job, params, out_csv: Path, message: str) -> None:
-    """Keep finished rows; mark the measurement in progress failed and the rest skipped."""
+    """Keep finished rows; mark the measurement in progress failed and the rest not_run."""
     import torch
 
     from distbench.comm.ops import OPS, element_count
@@ -82,16 +83,17 @@ def write_failure_rows(job, params, out_csv: Path, message: str) -> None:
     fields = SimpleNamespace(backend=job.backend, world_size=job.world_size, nodes=nodes, dtype=job.dtype,
                              nccl_env_label=job.nccl_env_label, iters=params["iters"],
                              graph_launches=params["graph_launches"], rank_agg=params["rank_agg"])
-    rows = list(done)
     points = plan_points(params["ops"], params["sizes"], params["timing"], params.get("inplace", [False]),
                          params.get("traffic", ["uniform"]))
-    for i, point in enumerate(points[n_done:]):
+
+    def point_rows(point) -> list[dict]:
         spec = OPS[point.op]
         count = element_count(spec, point.size_bytes, elem, job.world_size)
         size = count * elem if spec.moves_data and count else point.size_bytes
         base = base_row(fields, Point(point.op, size, point.timing, point.inplace, point.traffic), count)
-        status, msg = ("failed", message) if i == 0 else ("not_run", f"not reached: the job ended early ({message})")
-        rows += [{**base, "trial": t, "status": status, "message": msg} for t in range(trials)]
+        return [{**base, "trial": t} for t in range(trials)]
+
+    rows = done + unreached_rows((point_rows(p) for p in points[n_done:]), message)
     pair_rows = _pair_failure_rows(job, params, out_csv, fields, elem, bool(n_done == len(points)), message)
     atomic_write_text(pairs_path(out_csv), csv_text(pair_rows, PAIRS_COLUMN_NAMES))
     atomic_write_text(ranks_path(out_csv), csv_text(rank_rows, COMM_RANK_COLUMN_NAMES))
@@ -111,8 +113,5 @@ def _pair_failure_rows(job, params, out_csv: Path, fields, elem: int, sweep_done
     n_done = min(len(done) // trials, len(pairs))
     rows = done[: n_done * trials]
     fields.pairs_iters = params["pairs_iters"]
-    for i, p in enumerate(pairs[n_done:]):
-        status, msg = (("failed", message) if i == 0 and sweep_done
-                       else ("not_run", f"not reached: the job ended early ({message})"))
-        rows += [{**pair_row(fields, [], p, elem), "trial": t, "status": status, "message": msg} for t in range(trials)]
-    return rows
+    return rows + unreached_rows(([{**pair_row(fields, [], p, elem), "trial": t} for t in range(trials)]
+                                  for p in pairs[n_done:]), message, in_progress=sweep_done)

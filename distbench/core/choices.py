@@ -38,10 +38,10 @@ TRAINING_DTYPES = ("float32", "bfloat16")
 OPTIMIZERS = ("sgd", "sgd_momentum", "adamw")
 SCALINGS = ("weak", "strong")
 MEMORY_PHASES = ("measure", "search")
-TRAINING_MODELS = ("mlp", "gpt", "lora")  # seed 004's MLP; the GPT decoder; GPT with LoRA adapters
 PAIR_MODES = ("uni", "bi")  # GPU-pair matrix: one direction at a time, or both at once
 LAUNCHERS = ("auto", "local", "srun", "ssh")  # how a multi-node job starts its torchrun agents (distbench.launch.cluster)
-STRATEGIES = ("ddp", "fsdp")  # fsdp: FSDP2 fully_shard per block (gpt and lora only)
+STRATEGIES = ("ddp", "fsdp")  # fsdp: FSDP2 fully_shard per block (workloads with fsdp=True: gpt, lora)
+# The training workloads' names: distbench.workloads.registry.WORKLOADS (the one list).
 # gpt/lora sizes by name: (layers, heads, model dim), the GPT-3 paper's (Brown et al. 2020, table
 # 2.1), and a tiny one for CPU tests.
 GPT_SIZES: dict[str, tuple[int, int, int]] = {

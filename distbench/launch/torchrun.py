@@ -3,8 +3,8 @@ declared outputs behind.
 
 Each family supplies its module, its arguments and how to fill in its CSVs when the job ends
 early (`TorchrunJob.write_failure`): the rows it finished are kept, the measurement in progress is
-recorded as `failed` with a readable reason, and the rest as `skipped`, so the DAG goes on and the
-report shows what happened. The launcher owns the argument list (never a shell), the environment,
+recorded as `failed` with a readable reason, and the points not reached as `not_run`
+(distbench.launch.failure), so the DAG goes on and the report shows what happened. The launcher owns the argument list (never a shell), the environment,
 the time limit, the job's own process group and the placement file.
 """
 

@@ -38,6 +38,7 @@ import sys
 from pathlib import Path
 
 from distbench.core.choices import BACKENDS, OPTIMIZERS, TRAINING_DTYPES
+from distbench.launch.failure import unreached_rows
 from distbench.launch.ranks import RankContext, failure_status, first_line
 from distbench.workloads.cli import add_model_args, resolve_model_args
 from distbench.core.contract import MEMORY_COLUMN_NAMES
@@ -56,27 +57,22 @@ class MemoryHarness(RankContext):
     # -- the model ----------------------------------------------------------------------------
 
     def build(self):
-        from distbench.workloads import gpt, mlp
+        """The workload (distbench.workloads.registry), wrapped in DDP or sharded with FSDP2, and
+        its optimizer."""
+        from distbench.workloads import mlp
+        from distbench.workloads.registry import workload
 
         torch, a = self.torch, self.args
         torch.manual_seed(0)
-        with self.device:
-            if a.model == "mlp":
-                self.model = mlp.make_mlp(a.hidden_dim, a.num_layers)
-                self.loss_fn = torch.nn.functional.cross_entropy
-                self.data = lambda b: mlp.make_batch(b, a.hidden_dim, self.rank, self.device)
-            else:
-                cfg = gpt.gpt_config(a.gpt_size, a.vocab_size, a.seq_len, a.gpt_layers, a.gpt_heads, a.gpt_dim)
-                self.model = gpt.make_gpt(cfg)
-                if a.model == "lora":
-                    gpt.apply_lora(self.model, a.lora_rank, a.lora_alpha)
-                self.loss_fn = gpt.lm_loss
-                self.data = lambda b: gpt.make_tokens(b, cfg, self.rank, self.device)
+        built = workload(a.model).build(a, self.rank, self.device)
+        self.model, self.loss_fn, self.data = built.model, built.loss_fn, built.data
         params = list(self.model.parameters())
         self.n_params = sum(p.numel() for p in params)
         self.n_trainable = sum(p.numel() for p in params if p.requires_grad)
         self.n_trainable_tensors = sum(1 for p in params if p.requires_grad)
         if a.strategy == "fsdp":
+            from distbench.workloads import gpt
+
             gpt.fully_shard_blocks(self.model, bfloat16=a.dtype == "bfloat16")
             self.wrapped = self.model
         else:
@@ -170,13 +166,11 @@ class MemoryHarness(RankContext):
 # -- rows -------------------------------------------------------------------------------------
 
 def base_row(a, h: MemoryHarness) -> dict:
-    lm = a.model != "mlp"
+    """A row's configuration columns (the workload's shape from the registry: a.shape)."""
     return {
         "backend": a.backend, "world_size": h.world_size, "model": a.model, "strategy": a.strategy,
         "gradient_as_bucket_view": a.gradient_as_bucket_view if a.strategy == "ddp" else None,
-        "config": a.config_label, "hidden_dim": a.hidden_dim, "num_layers": a.num_layers,
-        "n_heads": a.gpt_heads if lm else None, "seq_len": a.seq_len if lm else None,
-        "vocab_size": a.vocab_size if lm else None, "lora_rank": a.lora_rank if a.model == "lora" else None,
+        "config": a.config_label, **a.shape,
         "dtype": a.dtype, "optimizer": a.optimizer, "phase": None, "batch_size": None, "device_name": h.device_name,
         "params_total": getattr(h, "n_params", None), "params_trainable": getattr(h, "n_trainable", None),
         "status": "ok", "message": "",
@@ -284,10 +278,8 @@ def main(argv=None) -> int:
                     f"{row['peak_allocated_bytes']} B")
                 continue
             err = err or ("oom", f"batch {b}: another rank ran out of memory")
-            larger = a.batch_sizes[i + 1:]
-            write([{**base_row(a, h), "phase": "measure", "batch_size": b, "status": err[0], "message": err[1]}]
-                  + [{**base_row(a, h), "phase": "measure", "batch_size": x, "status": "not_run",
-                      "message": f"not measured: batch {b} already failed ({err[0]})"} for x in larger])
+            write(unreached_rows(([{**base_row(a, h), "phase": "measure", "batch_size": x}] for x in a.batch_sizes[i:]),
+                                 err[1], status=err[0], not_run_message=f"not measured: batch {b} already failed ({err[0]})"))
             say(f"{err[0]}: {err[1]}")
             h.rewrap()  # a step cut short leaves DDP's reducer mid-iteration
             break

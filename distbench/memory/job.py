@@ -6,9 +6,10 @@ from pathlib import Path
 
 from distbench.launch.cluster import Launch
 from distbench.core.io import atomic_write_text, csv_text, partial_path, read_partial_rows
+from distbench.launch.failure import unreached_rows
 from distbench.launch.torchrun import TorchrunJob, job_environment, run_torchrun_job
 from distbench.core.contract import MEMORY_COLUMN_NAMES
-from distbench.workloads.cli import lm_shape
+from distbench.workloads.registry import workload_args, workload_shape
 
 
 def memory_args(job, params: dict, out_csv, placement_json, snapshot=None) -> list[str]:
@@ -18,15 +19,8 @@ def memory_args(job, params: dict, out_csv, placement_json, snapshot=None) -> li
             "--dtype", params["dtype"], "--optimizer", params["optimizer"],
             "--batch-sizes", ",".join(str(b) for b in params["batch_sizes"]),
             "--search", "true" if params["search"] else "false", "--config-label", job.config_label,
-            "--op-timeout-s", str(params["op_timeout_s"]), "--out", str(out_csv), "--placement-out", str(placement_json)]
-    if job.model == "mlp":
-        args += ["--hidden-dim", str(params["hidden_dim"]), "--num-layers", str(params["num_layers"])]
-    else:
-        args += ["--seq-len", str(params["seq_len"]), "--vocab-size", str(params["vocab_size"])]
-        for key, flag in (("size", "--gpt-size"), ("layers", "--gpt-layers"), ("heads", "--gpt-heads"),
-                          ("dim", "--gpt-dim"), ("lora_rank", "--lora-rank"), ("lora_alpha", "--lora-alpha")):
-            if params.get(key) is not None:
-                args += [flag, str(params[key])]
+            "--op-timeout-s", str(params["op_timeout_s"]), "--out", str(out_csv), "--placement-out", str(placement_json),
+            *workload_args(job.model, params)]
     if snapshot:
         args += ["--snapshot-out", str(snapshot)]
     return args
@@ -49,23 +43,14 @@ def write_failure_rows(job, params: dict, out_csv: Path, message: str) -> None:
     first) and `not_run` rows."""
     done = read_partial_rows(partial_path(out_csv), MEMORY_COLUMN_NAMES)
     measured = {int(r["batch_size"]) for r in done if r.get("phase") == "measure" and str(r.get("batch_size") or "").isdigit()}
-    lm = job.model != "mlp"
-    layers, heads, dim = lm_shape(params) if lm else (None, None, None)
     base = {
         "backend": job.backend, "world_size": job.world_size, "model": job.model, "strategy": job.strategy,
         "gradient_as_bucket_view": job.gradient_as_bucket_view if job.strategy == "ddp" else None,
-        "config": job.config_label,
-        "hidden_dim": dim if lm else params["hidden_dim"],
-        "num_layers": layers if lm else params["num_layers"],
-        "n_heads": heads, "seq_len": params.get("seq_len"),
-        "vocab_size": params.get("vocab_size"), "lora_rank": params.get("lora_rank"), "dtype": params["dtype"],
+        "config": job.config_label, **workload_shape(job.model, params), "dtype": params["dtype"],
         "optimizer": params["optimizer"], "phase": "measure",
     }
-    rows = list(done)
     missing = [b for b in params["batch_sizes"] if b not in measured]
-    for i, b in enumerate(missing):
-        status, msg = ("failed", message) if i == 0 else ("not_run", f"not reached: the job ended early ({message})")
-        rows.append({**base, "batch_size": b, "status": status, "message": msg})
+    rows = done + unreached_rows(([{**base, "batch_size": b}] for b in missing), message)
     if not missing:
         rows.append({**base, "phase": "search", "status": "failed", "message": message})
     atomic_write_text(out_csv, csv_text(rows, MEMORY_COLUMN_NAMES))

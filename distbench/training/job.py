@@ -6,10 +6,11 @@ from pathlib import Path
 
 from distbench.launch.cluster import Launch
 from distbench.core.io import atomic_write_text, csv_text, partial_path, read_partial_rows
+from distbench.launch.failure import unreached_rows
 from distbench.launch.torchrun import TorchrunJob, job_environment, run_job_with_traces
 from distbench.launch.profiling import trace_dir
 from distbench.core.contract import TRAINING_COLUMN_NAMES, TRAINING_PHASES
-from distbench.workloads.cli import lm_shape
+from distbench.workloads.registry import workload, workload_args, workload_shape
 
 
 def _flag(v: bool) -> str:
@@ -21,7 +22,7 @@ def training_args(job, params: dict, out_csv, placement_json) -> list[str]:
     ddp = params["ddp"]
     return [
         "--backend", job.backend, "--model", params["model"], "--strategy", params["strategy"],
-        *workload_args(params), "--compile", _flag(params["compile"]),
+        *workload_args(params["model"], params), "--compile", _flag(params["compile"]),
         "--batch-size", str(params["batch_size"]), "--scaling", params["scaling"],
         "--global-batch-size", str(params["global_batch_size"]), "--dtype", params["dtype"],
         "--optimizer", params["optimizer"], "--bucket-cap-mb", str(ddp["bucket_cap_mb"]),
@@ -44,18 +45,6 @@ def short_pass_args(job, params: dict, out_csv, placement_json) -> list[str]:
     for the nsys run: what the trace shows, not a measurement."""
     short = {**params, "warmup_steps": 1, "steps": params["profile_steps"], "allreduce_trials": 1, "profile": "off"}
     return training_args(job, short, out_csv, placement_json)
-
-
-def workload_args(params: dict) -> list[str]:
-    """The model's shape: the MLP's width and depth, or the language model's size and overrides."""
-    if params["model"] == "mlp":
-        return ["--hidden-dim", str(params["hidden_dim"]), "--num-layers", str(params["num_layers"])]
-    out = ["--seq-len", str(params["seq_len"]), "--vocab-size", str(params["vocab_size"])]
-    for key, flag in (("size", "--gpt-size"), ("layers", "--gpt-layers"), ("heads", "--gpt-heads"), ("dim", "--gpt-dim"),
-                      ("lora_rank", "--lora-rank"), ("lora_alpha", "--lora-alpha")):
-        if params.get(key) is not None:
-            out += [flag, str(params[key])]
-    return out
 
 
 def run_training_job(job, params: dict, out_csv, placement_json, log_path) -> str:
@@ -82,16 +71,16 @@ def write_failure_rows(job, params: dict, out_csv: Path, message: str) -> None:
     rows = [r for r in done if r["phase"] in finished]
     ddp = params["ddp"]
     world = job.world_size
-    per_rank = params["global_batch_size"] // world if params["scaling"] == "strong" else params["batch_size"]
-    lm = params["model"] != "mlp"
-    if lm:
-        shape = lm_shape(params)
+    try:
+        per_rank, global_batch = workload(params["model"]).per_rank_batch(
+            params["scaling"], params["batch_size"], params["global_batch_size"], world)
+    except ValueError:  # the harness refused this split: the rows still name the job's batch
+        per_rank = params["global_batch_size"] // world if params["scaling"] == "strong" else params["batch_size"]
+        global_batch = per_rank * world
     base = {
         "backend": job.backend, "world_size": world, "nodes": Launch.from_params(params.get("launch"), world).nodes,
-        "model": params["model"], "strategy": params["strategy"],
-        "hidden_dim": shape[2] if lm else params["hidden_dim"], "num_layers": shape[0] if lm else params["num_layers"],
-        "n_heads": shape[1] if lm else None, "seq_len": params.get("seq_len"), "vocab_size": params.get("vocab_size"),
-        "lora_rank": params.get("lora_rank"), "compile": params["compile"], "batch_size": per_rank, "global_batch_size": per_rank * world,
+        "model": params["model"], "strategy": params["strategy"], **workload_shape(params["model"], params),
+        "compile": params["compile"], "batch_size": per_rank, "global_batch_size": global_batch,
         "scaling": params["scaling"], "dtype": params["dtype"], "optimizer": params["optimizer"],
         "bucket_cap_mb": ddp["bucket_cap_mb"], "gradient_as_bucket_view": ddp["gradient_as_bucket_view"],
         "static_graph": ddp["static_graph"], "broadcast_buffers": ddp["broadcast_buffers"],
@@ -99,8 +88,5 @@ def write_failure_rows(job, params: dict, out_csv: Path, message: str) -> None:
         "nccl_env": "+".join(f"{k}={v}" for k, v in sorted(job.nccl_env.items())) or "default",
         "config": job.config_label, "step": 0,
     }
-    missing = [p for p in TRAINING_PHASES if p not in finished]
-    for i, phase in enumerate(missing):
-        status, msg = ("failed", message) if i == 0 else ("not_run", f"not reached: the job ended early ({message})")
-        rows.append({**base, "phase": phase, "status": status, "message": msg})
+    rows += unreached_rows(([{**base, "phase": phase}] for phase in TRAINING_PHASES if phase not in finished), message)
     atomic_write_text(out_csv, csv_text(rows, TRAINING_COLUMN_NAMES))

@@ -224,3 +224,35 @@ def flops_per_token(cfg: GPTConfig, n_params: int, n_trainable: int | None = Non
     if n_trainable is None:
         return float(6 * n_params + attention)
     return float(4 * (n_params - n_trainable) + 6 * n_trainable + attention)
+
+
+# --- the registry's entry points (distbench.workloads.registry) -----------------------------
+
+def config_from_args(a) -> GPTConfig:
+    return gpt_config(a.gpt_size, a.vocab_size, a.seq_len, a.gpt_layers, a.gpt_heads, a.gpt_dim)
+
+
+def check_args(a) -> None:
+    """A ValueError naming what is wrong with gpt/lora's arguments."""
+    config_from_args(a)
+    if a.model == "lora" and a.lora_rank < 1:
+        raise ValueError("--lora-rank must be >= 1")
+
+
+def build(a, rank: int, device):
+    """gpt, or lora (gpt frozen, with adapters), initialised on `device` (a 1.3B model is slow to
+    initialise on the CPU); random token data seeded by rank."""
+    from distbench.workloads.registry import Built
+
+    cfg = config_from_args(a)
+    with torch.device(device):
+        model = make_gpt(cfg)
+        if a.model == "lora":
+            apply_lora(model, a.lora_rank, a.lora_alpha)
+    return Built(model, lambda batch: make_tokens(batch, cfg, rank, device), lm_loss, param_counts(model))
+
+
+def flops_per_sample(a, counts: dict) -> int:
+    """flops_per_token over the sequence (LoRA: frozen weights skip their own gradient)."""
+    return a.seq_len * int(flops_per_token(config_from_args(a), counts["non_embedding"],
+                                           counts["trainable"] if a.model == "lora" else None))

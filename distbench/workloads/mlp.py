@@ -31,6 +31,18 @@ def make_mlp(hidden_dim: int, num_layers: int) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
+def build(a, rank: int, device):
+    """The registry's entry point (distbench.workloads.registry): the MLP of --hidden-dim and
+    --num-layers, built on the CPU then moved (the seeded CPU generator: the same weights on
+    every device), its random data and cross-entropy loss."""
+    from distbench.workloads.registry import Built
+
+    model = make_mlp(a.hidden_dim, a.num_layers).to(device)
+    n = sum(p.numel() for p in model.parameters())
+    return Built(model, lambda batch: make_batch(batch, a.hidden_dim, rank, device),
+                 torch.nn.functional.cross_entropy, {"total": n, "trainable": n})
+
+
 def make_batch(batch: int, hidden_dim: int, rank: int, device) -> tuple[torch.Tensor, torch.Tensor]:
     """One rank's data, generated once (seeded by rank) and reused every step: random float32
     inputs (batch, hidden_dim) and random integer labels."""

@@ -3,7 +3,7 @@ GPU, as when CUDA_VISIBLE_DEVICES hides all but one GPU: the job must stop with 
 import runpy
 import sys
 
-from distbench.launch.torchrun import placement
+from distbench.launch import placement
 
 _record = placement.rank_record
 
