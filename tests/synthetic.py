@@ -121,13 +121,15 @@ def render_synthetic_report(tmp_dir) -> dict:
     """make_synthetic + figures + both reports under tmp_dir; adds figures, out_md, out_html, findings."""
     from distbench.comm.analysis.findings import compute_findings
     from distbench.comm.analysis.plots import make_all
+    from distbench.core.section import ReportInputs
     from distbench.report.render import render_report
 
     tmp = Path(tmp_dir)
     data = make_synthetic(tmp / "tables")
     figures = make_all(data["summary_csv"], tmp / "figures")
     out_md, out_html = tmp / "report" / "report.md", tmp / "report" / "report.html"
-    render_report(data["summary_csv"], data["largest_csv"], data["env_json"], figures, data["config"],
-                  data["plan"], out_md, out_html, extra=data["extra"])
+    render_report(ReportInputs(data["summary_csv"], data["largest_csv"], data["env_json"], figures, data["config"],
+                               data["plan"], extra=data["extra"]),
+                  out_md, out_html)
     findings = compute_findings(data["summary"], data["plan"], peak=data["extra"]["peak"])
     return dict(data, figures=figures, out_md=out_md, out_html=out_html, findings=findings)

@@ -31,6 +31,7 @@ import yaml
 from synthetic import ENV, make_synthetic
 
 from distbench.core.tables import JobCsvError, read_job_csv, read_job_csvs
+from distbench.core.section import ReportInputs
 from distbench.report.render import render_report
 from distbench.core.contract import COMM, TRAINING, SchemaError, read_comm_csv, read_training_csv
 from tests.conftest import RUN, REPO, snakemake
@@ -351,8 +352,9 @@ def hostile_report(tmp_path_factory):
     env_json.write_text(json.dumps(_hostile_env()))
     extra = {**data["extra"], "placement": [{"rank": 0, "hostname": HOSTNAME, "device": "cpu"}]}
     out_md, out_html = tmp / "report" / "report.md", tmp / "report" / "report.html"
-    render_report(data["summary_csv"], data["largest_csv"], env_json, [], data["config"], data["plan"],
-                  out_md, out_html, extra=extra)
+    render_report(ReportInputs(data["summary_csv"], data["largest_csv"], env_json, [], data["config"], data["plan"],
+                               extra=extra),
+                  out_md, out_html)
     return tmp, out_md.read_text(), out_html
 
 

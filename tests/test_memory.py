@@ -198,7 +198,8 @@ def test_memory_figures(tmp_path):
 
 
 def test_report_section_lists_findings_table_and_snapshots(tmp_path, monkeypatch):
-    from distbench.report.render import _memory
+    from distbench.core.section import ReportInputs
+    from distbench.memory.analysis.section import build as memory_section
 
     r, out = run_memory(tmp_path, "--model", "mlp", "--hidden-dim", "32", "--num-layers", "1", "--batch-sizes", "2,4",
                         nproc=1)
@@ -212,8 +213,8 @@ def test_report_section_lists_findings_table_and_snapshots(tmp_path, monkeypatch
     (tmp_path / "results/other/memory/nccl/gpt/ws1/ddp").mkdir(parents=True)  # another run's: not listed
     (tmp_path / "results/other/memory/nccl/gpt/ws1/ddp/snapshot.pickle").write_bytes(b"x")
     monkeypatch.chdir(tmp_path)
-    section = _memory(Path("results/lab/tables/memory_summary.csv"))
+    section = memory_section(ReportInputs(memory_summary=Path("results/lab/tables/memory_summary.csv")))
     assert section["findings"][0].startswith("MLP 32x1, ddp, 1 rank: at batch 4 per rank")
     assert section["table"]["rows"][0][:4] == ["mlp", "ddp", "1", "4"]
     assert section["snapshots"] == ["results/lab/memory/nccl/gpt/ws1/ddp/snapshot.pickle"]
-    assert _memory(tmp_path / "missing.csv") is None
+    assert memory_section(ReportInputs(memory_summary=tmp_path / "missing.csv")) is None

@@ -9,6 +9,7 @@ from synthetic import make_synthetic
 
 from distbench.pipeline.config import ConfigError, check_config
 from distbench.report.regressions import MEASURES, compare, compare_one
+from distbench.core.section import ReportInputs
 from distbench.report.render import render_report
 from tests.conftest import REPO
 
@@ -55,8 +56,9 @@ def test_a_real_run_against_itself_with_one_series_slowed(tmp_path):
     # rendered at the top of the report
     data = make_synthetic(tmp_path / "syn")
     out_md = tmp_path / "r.md"
-    render_report(now_csv, data["largest_csv"], data["env_json"], [], {"report": {"baseline": str(tmp_path / "base")}},
-                  data["plan"], out_md, tmp_path / "r.html")
+    render_report(ReportInputs(now_csv, data["largest_csv"], data["env_json"], [],
+                               {"report": {"baseline": str(tmp_path / "base")}}, data["plan"]),
+                  out_md, tmp_path / "r.html")
     md = out_md.read_text()
     assert md.index("## Verdict") < md.index("## Regressions against the baseline") < md.index("## Findings")
     section = md.split("## Regressions against the baseline")[1].split("\n## ")[0]

@@ -10,6 +10,7 @@ import pytest
 from synthetic import build_summary, make_synthetic, render_synthetic_report, summary_row
 
 from distbench.comm.analysis.findings import compute_findings, human_bytes, human_time_us
+from distbench.core.section import ReportInputs
 from distbench.report.render import render_report
 from tests.conftest import REPO
 
@@ -133,7 +134,8 @@ def test_html_self_contained_and_escaped(report):
 def test_gloo_only_report_without_figures(tmp_path):
     data = make_synthetic(tmp_path, build_summary(backends=("gloo",), oom=False))
     out_md, out_html = tmp_path / "r.md", tmp_path / "r.html"
-    render_report(data["summary_csv"], data["largest_csv"], tmp_path / "missing.json", [], {"a": 1}, NO_NCCL_PLAN,
+    render_report(ReportInputs(data["summary_csv"], data["largest_csv"], tmp_path / "missing.json", [], {"a": 1},
+                               NO_NCCL_PLAN),
                   out_md, out_html)
     md = out_md.read_text()
     assert "backend nccl: skipped — no GPU detected (gpus: auto found 0)" in md
@@ -145,9 +147,10 @@ def test_gloo_only_report_without_figures(tmp_path):
 def test_prediction_section_from_the_4x_h200_check(tmp_path):
     """The report's "Larger clusters" section, from the committed 4x H200 check of the model:
     the check first, the 8-GPU comparison with published figures, training at scale."""
-    from distbench.report.render import _prediction
+    from distbench.predict.section import build as prediction_section
 
-    section = _prediction(REPO / "benchmarks/results/comm-predict-h200x4-2026-11-26/predict/prediction_validation.csv")
+    section = prediction_section(ReportInputs(
+        predict_validation=REPO / "benchmarks/results/comm-predict-h200x4-2026-11-26/predict/prediction_validation.csv"))
     first, eight = section["findings"][:2]
     assert first.startswith("The model, fitted on the smallest world size") and "at >= 1 MiB" in first
     assert eight.startswith("8 GPUs on NVLink, all_reduce at 1024 MiB") and "360-370 GB/s" in eight
@@ -155,7 +158,7 @@ def test_prediction_section_from_the_4x_h200_check(tmp_path):
     assert {"all_reduce", "all_gather", "send_recv"} <= ops
     assert section["tables"]["training"]["headers"][-1] == "1024 GPUs"
     assert "Preset nvlink4-ib400" in section["note"] and "protocol switches" in section["note"]
-    assert _prediction(tmp_path / "missing.csv") is None
+    assert prediction_section(ReportInputs(predict_validation=tmp_path / "missing.csv")) is None
 
 
 def test_all_to_all_v_and_multi_node_sections(tmp_path):
@@ -172,7 +175,8 @@ def test_all_to_all_v_and_multi_node_sections(tmp_path):
     summary = pd.concat([base, pd.DataFrame(extra)], ignore_index=True)
     data = make_synthetic(tmp_path, summary)
     out_md, out_html = tmp_path / "r.md", tmp_path / "r.html"
-    render_report(data["summary_csv"], data["largest_csv"], data["env_json"], [], data["config"], data["plan"],
+    render_report(ReportInputs(data["summary_csv"], data["largest_csv"], data["env_json"], [], data["config"],
+                               data["plan"]),
                   out_md, out_html)
     md = out_md.read_text()
     section = md.split("## all_to_all_v by traffic matrix")[1].split("\n## ")[0]
@@ -189,7 +193,7 @@ def test_all_to_all_v_and_multi_node_sections(tmp_path):
     assert 'id="traffic"' in out_html.read_text() and 'id="nodes"' in out_html.read_text()
     # without such rows, neither section
     plain = make_synthetic(tmp_path / "plain", base)
-    render_report(plain["summary_csv"], plain["largest_csv"], plain["env_json"], [], {}, plain["plan"],
+    render_report(ReportInputs(plain["summary_csv"], plain["largest_csv"], plain["env_json"], [], {}, plain["plan"]),
                   tmp_path / "p.md", tmp_path / "p.html")
     assert "all_to_all_v by traffic" not in (tmp_path / "p.md").read_text()
     assert "across nodes" not in (tmp_path / "p.md").read_text()
@@ -200,6 +204,6 @@ def test_topology_matrix_as_a_coloured_table(report):
     section = md.split("## Topology\n")[1].split("\n## ")[0]
     assert "|  | GPU1 |" in section and "| GPU0 | NV18 |" in section  # the synthetic probe's one pair
     assert '<td class="link-nvlink">NV18</td>' in html
-    from distbench.report.render import _link_class
+    from distbench.report.appendix import _link_class
     assert [_link_class(c) for c in ("NV4", "PIX", "PXB", "PHB", "NODE", "SYS", "X")] == [
         "nvlink", "pcie-switch", "pcie-switch", "pcie-host", "numa", "cross-socket", "self"]

@@ -87,6 +87,7 @@ def test_hostile_host_and_gpu_names_render_as_text(tmp_path):
 
     from synthetic import make_synthetic
 
+    from distbench.core.section import ReportInputs
     from distbench.report.render import render_report
 
     data = make_synthetic(tmp_path / "tables")
@@ -95,7 +96,7 @@ def test_hostile_host_and_gpu_names_render_as_text(tmp_path):
     env["gpus"][0]["name"] = 'H100 "quoted" <img src=x onerror="document.title=1">'
     data["env_json"].write_text(json.dumps(env))
     out_html = tmp_path / "r.html"
-    render_report(data["summary_csv"], data["largest_csv"], data["env_json"], [], {}, data["plan"],
+    render_report(ReportInputs(data["summary_csv"], data["largest_csv"], data["env_json"], [], {}, data["plan"]),
                   tmp_path / "r.md", out_html)
     run = _run_browser(tmp_path, "hostile", "--dump-dom", out_html.as_uri())
     dom = run.stdout

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from synthetic import make_synthetic, render_synthetic_report
 
-import distbench.report.render as report_mod
+import distbench.report.publish as report_mod
+from distbench.core.section import ReportInputs
 from distbench.report.render import render_report
 
 REPO = Path(__file__).resolve().parents[1]
@@ -42,8 +43,9 @@ def test_copied_report_directory_keeps_every_figure(tmp_path):
 
 
 def _render(data, figures, out_dir: Path):
-    render_report(data["summary_csv"], data["largest_csv"], data["env_json"], figures, data["config"],
-                  data["plan"], out_dir / "report.md", out_dir / "report.html", extra=data["extra"])
+    render_report(ReportInputs(data["summary_csv"], data["largest_csv"], data["env_json"], figures, data["config"],
+                               data["plan"], extra=data["extra"]),
+                  out_dir / "report.md", out_dir / "report.html")
 
 
 def _pngs(tmp_path, names):

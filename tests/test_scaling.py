@@ -15,7 +15,8 @@ import pytest
 from distbench.training.analysis import summary as scaling
 from distbench.training.analysis.plots import FIGURES, plot_training
 from distbench.core.contract import TRAINING_COLUMN_NAMES, read_training_csv
-from distbench.training.analysis.summary import add_scaling, best_config, summarize_training, training_findings, verdict
+from distbench.training.analysis.findings import best_config, training_findings, verdict
+from distbench.training.analysis.summary import add_scaling, summarize_training
 
 PLAIN_KNOBS = dict(bucket_cap_mb=25.0, gradient_as_bucket_view=False, static_graph=False, broadcast_buffers=True,
                    comm_hook="none", grad_accum=1, nccl_env="default")

@@ -194,7 +194,7 @@ def test_mfu_in_the_summary_from_the_rows(tmp_path):
     assert row["mfu"] == pytest.approx(row["tflops_per_device"] / 989.4) and row["peak_device"] == "H100 SXM"
     assert pd.isna(row["mfu_note"]) or row["mfu_note"] == ""
     # findings name the workload, its throughput and, when used, torch.compile
-    from distbench.training.analysis.summary import training_findings
+    from distbench.training.analysis.findings import training_findings
 
     lines = training_findings(summarize_training(gpu.assign(compile=True)))
     assert lines[0].startswith("gpt 2L/2H/64d seq 32, 1 rank (plain DDP, torch.compile, weak scaling): ")

@@ -25,7 +25,7 @@ def test_report_console_and_findings_agree():
     # the same figure through each path that shows it to people
     from distbench.comm.harness import table_line
     from distbench.comm.analysis.findings import human_time_us as findings_time
-    from distbench.report.render import _time
+    from distbench.core.section import time_cell as _time
 
     row = dict(size_bytes=2**30, count=2**28, dtype="float32", op="all_reduce", timing="events", inplace=True,
                status="ok", message="", correct=True, time_us=7170.3, algbw_gbps=149.7, busbw_gbps=149.7)

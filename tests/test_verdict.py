@@ -8,12 +8,23 @@ import pandas as pd
 import pytest
 from synthetic import make_synthetic, summary_row
 
-from distbench.report.render import _cache_state, render_report
-from distbench.report.verdict import headlines
+from distbench.comm.analysis.headlines import comm_headlines
+from distbench.core.section import ReportInputs
+from distbench.memory.analysis.section import memory_headlines
+from distbench.report.appendix import _cache_state
+from distbench.report.render import render_report
+from distbench.report.verdict import ordered
+from distbench.training.analysis.section import training_headlines
 from tests.conftest import REPO
 
 GiB = 2**30
 PEAK = {"peak_gbps": 450.0, "link": "NVLink4 x18"}
+
+
+def headlines(summary, training=None, memory=None, gpu_name=None, peak=None, nvls=None) -> list[dict]:
+    """Each family's headlines, in the registry's order, ordered as the report's Verdict shows them."""
+    return ordered(comm_headlines(summary, gpu_name, peak, nvls) + training_headlines(training)
+                   + memory_headlines(memory))
 
 
 def _comm(bw, ws=8, status="ok", backend="nccl", op="all_reduce"):
@@ -95,8 +106,9 @@ def test_the_report_opens_with_the_verdict(tmp_path):
     data = make_synthetic(tmp_path / "t", pd.DataFrame([_comm(365.0), {**_comm(365.0), "size_bytes": 8, "status": "skipped",
                                                                        "message": "too small"}]))
     out_md, out_html = tmp_path / "r.md", tmp_path / "r.html"
-    render_report(data["summary_csv"], data["largest_csv"], data["env_json"], [], {}, data["plan"], out_md, out_html,
-                  extra={"peak": PEAK})
+    render_report(ReportInputs(data["summary_csv"], data["largest_csv"], data["env_json"], [], {}, data["plan"],
+                               extra={"peak": PEAK}),
+                  out_md, out_html)
     md = out_md.read_text()
     assert md.index("## Verdict") < md.index("## Findings")
     assert "| communication | NCCL all_reduce 1 GiB: 365 GB/s busbw at 8 ranks, 81% of the 450 GB/s NVLink4 x18 peak " \

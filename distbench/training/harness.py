@@ -33,7 +33,7 @@ steps. Each rank times its own steps; the row's `step_time_ms` is the slowest ra
 synchronous job runs at its pace), with the fastest and slowest in `step_time_ms_rank_min` /
 `_rank_max`. (The first GPU run, 2026-11-26, timed each step between an alignment and a sync with
 NVML reads inside the window; another rank's late start then landed in the step: see
-benchmarks/training-h200x2-2026-11-26.)
+benchmarks/results/training-h200x2-2026-11-26.)
 
 Energy (`energy_j`): NVML's total-energy counter (millijoules) read before and after a phase's
 measured steps on every rank's GPU, divided evenly over the steps and summed over ranks (the

@@ -1,12 +1,13 @@
 import json
 from pathlib import Path
 
-from distbench.report.render import render_report, snakemake_run_started
+from distbench.core.section import ReportInputs
 from distbench.pipeline.in_rule import logged
+from distbench.report.appendix import snakemake_run_started
+from distbench.report.render import render_report
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
 with logged(sm.log[0]):
-    extra = json.loads(Path(sm.input.advice).read_text())
     # each optional section: its table (absent when the plan has none) and its figures directory
     tables = {}
     figures = sorted(Path(sm.input.figures).glob("*.png"))
@@ -15,11 +16,12 @@ with logged(sm.log[0]):
         tables[table] = sm.input.get(table)
         if tables[table]:
             figures += sorted(Path(sm.input[figure_dir]).glob("*.png"))
-    render_report(sm.input.summary, sm.input.largest, sm.input.env, figures, dict(sm.params.config),
-                  sm.params.plan, sm.output.md, sm.output.html, extra=extra, figures_dir=sm.output.figures,
-                  training_summary=tables["training_summary"], memory_summary=tables["memory_summary"],
-                  predict_validation=tables["predict_validation"], stragglers_csv=sm.input.stragglers,
-                  pairs_csv=tables["pairs_table"], traces_csv=sm.input.get("traces"),
-                  placements=list(sm.input.placements), run_started=snakemake_run_started(),
-                  results_dir=Path(sm.input.run).parent.parent, run_label=sm.params.run_label,
-                  full_tables=list(sm.input.full_tables), tables_dir=sm.output.tables)
+    inputs = ReportInputs(
+        summary=sm.input.summary, largest=sm.input.largest, env=sm.input.env, figures=figures,
+        config=dict(sm.params.config), plan=sm.params.plan, extra=json.loads(Path(sm.input.advice).read_text()),
+        training_summary=tables["training_summary"], memory_summary=tables["memory_summary"],
+        predict_validation=tables["predict_validation"], stragglers_csv=sm.input.stragglers,
+        pairs_csv=tables["pairs_table"], traces_csv=sm.input.get("traces"), placements=list(sm.input.placements),
+        run_started=snakemake_run_started(), results_dir=Path(sm.input.run).parent.parent,
+        run_label=sm.params.run_label, full_tables=list(sm.input.full_tables))
+    render_report(inputs, sm.output.md, sm.output.html, figures_dir=sm.output.figures, tables_dir=sm.output.tables)

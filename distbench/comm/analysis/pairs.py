@@ -44,7 +44,7 @@ SLOW_COLUMNS = KEYS + (
 NET, CPU, UNKNOWN = "NET", "cpu", "unknown"
 THRESHOLD = 0.7  # a pair below 70% of its class's median speed is flagged
 # Small transfers through torch are bound by the host's issue rate, not the link (8 B send/recv:
-# 55-137 µs between H100s on NV18, benchmarks/pairs-h100x4-2026-11-26), so their spread is wide:
+# 55-137 µs between H100s on NV18, benchmarks/results/comm-pairs-h100x4-2026-11-26), so their spread is wide:
 # only a pair at least twice as slow as its class's median is flagged for latency.
 LATENCY_THRESHOLD = 0.5
 # What to look at when a pair of a class is slow.

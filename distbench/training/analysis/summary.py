@@ -2,8 +2,8 @@
 
 `summarize_training` turns the per-step rows (contract: `distbench.core.contract.TRAINING_COLUMNS`) into
 one row per DDP configuration and world size; `add_scaling` adds throughput-based scaling
-efficiency and, given a GPU-hour price, cost; `verdict` and `training_findings` turn those rows into
-sentences that cite their numbers; `best_config` names the tuning winner.
+efficiency and, given a GPU-hour price, cost. The sentences made of those rows (`verdict`,
+`training_findings`, `best_config`) are in distbench.training.analysis.findings.
 
 The formulas, each written once (times are medians over the measured steps, in ms):
 
@@ -32,7 +32,6 @@ The formulas, each written once (times are medians over the measured steps, in m
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -42,8 +41,6 @@ from distbench.core.contract import TRAINING
 from distbench.core.io import atomic_write_csv
 from distbench.core.tables import combine
 from distbench.training.analysis.mfu import mfu, peak_for
-from distbench.core.choices import backend_name
-from distbench.core.units import pct as _pct
 
 KEYS = ("backend", "world_size", "model", "strategy", "hidden_dim", "num_layers", "n_heads", "seq_len", "vocab_size",
         "lora_rank", "compile", "batch_size", "global_batch_size", "scaling", "dtype", "optimizer", "bucket_cap_mb", "gradient_as_bucket_view", "static_graph",
@@ -71,7 +68,6 @@ WORKLOAD = ("backend", "model", "hidden_dim", "num_layers", "n_heads", "seq_len"
 
 NOISE_SPREAD_FACTOR = 2.0  # allowance: this many times the step's p95 − p5 spread ...
 NOISE_MIN_FRACTION = 0.02  # ... but at least this fraction of the step
-COMM_BOUND_FRACTION = 0.25  # exposed communication at least this share of the step: communication-bound
 
 NAN = float("nan")
 
@@ -95,13 +91,6 @@ def _ms(x: float) -> str:
     return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
 
 
-def _sig(x: float, digits: int = 3) -> str:
-    """Significant digits without scientific notation: 0.0000757, 0.0125, 3.2."""
-    return np.format_float_positional(float(x), precision=digits, unique=False, fractional=False, trim="-")
-
-
-
-
 def noise_allowance_ms(step_ms, p5_ms=None, p95_ms=None) -> float:
     """max(NOISE_SPREAD_FACTOR × (p95 − p5), NOISE_MIN_FRACTION × step), in ms (the spread term
     drops out when p5/p95 are missing)."""
@@ -109,11 +98,6 @@ def noise_allowance_ms(step_ms, p5_ms=None, p95_ms=None) -> float:
     spread = _num(p95_ms) - _num(p5_ms)
     floor = NOISE_MIN_FRACTION * step
     return floor if math.isnan(spread) else max(NOISE_SPREAD_FACTOR * spread, floor)
-
-
-def _row_allowance(row) -> float:
-    return noise_allowance_ms(row.get("step_time_ms_median"), row.get("step_time_ms_p5"),
-                              row.get("step_time_ms_p95"))
 
 
 def _median(s: pd.Series) -> float:
@@ -330,261 +314,6 @@ def add_scaling(summary: pd.DataFrame, cost_gpu_hour_usd: float | None = None) -
     out["efficiency_vs_plain_1gpu"] = eff_plain
     out["efficiency_vs_own_1gpu"] = eff_own
     out["cost_usd_per_1k_samples"] = cost
-    return out
-
-
-def _with_scaling(summary: pd.DataFrame) -> pd.DataFrame:
-    return summary if "efficiency_vs_plain_1gpu" in summary else add_scaling(summary)
-
-
-# ---------------------------------------------------------------- verdict
-def _ranks(row) -> str:
-    ws = int(row["world_size"])
-    unit = ("GPU" if ws == 1 else "GPUs") if str(row.get("backend")) == "nccl" else ("rank" if ws == 1 else "ranks")
-    return f"{ws} {unit}"
-
-
-def verdict(row) -> tuple[str, str]:
-    """(label, sentence) for one summary row, from seed 003's bottleneck reading. Labels:
-
-    - host-bound: step > compute_only + comm_alone + noise allowance, i.e. slower than compute
-      plus all gradient communication done one after the other: the excess is neither (host
-      overhead, launches, stragglers). Checked first, since such a step also shows large
-      "exposed communication" that communication cannot explain.
-    - communication-bound: exposed_comm_ms ≥ COMM_BOUND_FRACTION of the step (world size > 1).
-    - compute-bound: otherwise.
-    - unknown: the job is not ok or its step times are missing.
-    """
-    row = dict(row)
-    status = str(row.get("status") or "ok")
-    who = _ranks(row)
-    if status != "ok":
-        msg = str(row.get("message") or "").strip()
-        return "unknown", f"{who} ({row.get('config')}): {status}" + (f" — {msg}" if msg else "") + "."
-    step, comp = _num(row.get("step_time_ms_median")), _num(row.get("compute_only_ms_median"))
-    if math.isnan(step) or math.isnan(comp):
-        return "unknown", f"{who} ({row.get('config')}): no ddp or compute_only step times to judge."
-    ar, exposed = _num(row.get("comm_alone_ms_median")), step - comp
-    allowance = _row_allowance(row)
-    ws = int(row["world_size"])
-    if not math.isnan(ar) and step > comp + ar + allowance:
-        return "host-bound", (
-            f"{who}: each {_ms(step)} ms step takes {_ms(step - comp - ar)} ms more than compute alone "
-            f"({_ms(comp)} ms) plus the whole gradient all-reduce done serially ({_ms(ar)} ms), beyond the "
-            f"{_ms(allowance)} ms noise allowance: the time goes to the host (launches, Python, "
-            f"synchronisation, a straggling rank), not to the GPU or the network.")
-    share = exposed / step
-    if ws == 1:  # one rank: DDP has nobody to talk to; what it adds over no_sync is its own overhead
-        return "compute-bound", (
-            f"{who}: no communication between ranks; each {_ms(step)} ms step spends {_ms(max(exposed, 0.0))} ms "
-            f"({_pct(max(share, 0.0))}) beyond compute alone in DDP's own bookkeeping; compute "
-            f"({_ms(comp)} ms under no_sync) dominates.")
-    parts = [(f"{who}: {_ms(max(exposed, 0.0))} ms of each {_ms(step)} ms step ({_pct(max(share, 0.0))}) "
-              f"is exposed communication")]
-    overlap = _num(row.get("overlap_fraction"))
-    if not math.isnan(overlap):
-        parts.append(f"{_pct(overlap)} of the gradient all-reduce ({_ms(ar)} ms alone) overlaps backward")
-    tail, slow = _num(row.get("tail_comm_ms")), _num(row.get("compute_slowdown_ms"))
-    if exposed > 0 and not (math.isnan(tail) or math.isnan(slow)):
-        parts.append(f"of the exposed time, {_ms(tail)} ms is the last bucket's all-reduce after backward "
-                     f"ends and {_ms(slow)} ms is compute slowed by {backend_name(row.get('backend'))} "
-                     f"running beside it")
-    if share >= COMM_BOUND_FRACTION:
-        return "communication-bound", "; ".join(parts) + "."
-    parts.append(f"compute ({_ms(comp)} ms under no_sync) dominates")
-    return "compute-bound", "; ".join(parts) + "."
-
-
-# ---------------------------------------------------------------- best configuration and findings
-@dataclass(frozen=True)
-class BestConfig:
-    config: str
-    world_size: int
-    efficiency: float  # efficiency_vs_plain_1gpu of the winner (fraction)
-    plain_efficiency: float  # the plain config's at the same world size (NaN if it did not run ok)
-    gain_points: float  # 100 × (efficiency − plain_efficiency): percentage points over plain DDP
-    row: dict
-
-
-def best_config(summary: pd.DataFrame) -> BestConfig | None:
-    """At the largest world size (among ok rows with an efficiency), the ok configuration with the
-    highest efficiency_vs_plain_1gpu, and its gain over plain DDP in percentage points."""
-    s = _with_scaling(summary)
-    if "model" in s:  # the tuning sweep is the MLP's
-        s = s[s["model"].fillna("mlp") == "mlp"]
-    ok = s[(s["status"] == "ok") & s["efficiency_vs_plain_1gpu"].notna() & (s["world_size"] > 1)]
-    if ok.empty:
-        return None
-    ws = int(ok["world_size"].max())
-    at = ok[ok["world_size"] == ws].sort_values(["efficiency_vs_plain_1gpu", "config"], ascending=[False, True])
-    win = at.iloc[0]
-    plain = at[at["config"] == PLAIN]["efficiency_vs_plain_1gpu"]
-    p = float(plain.iloc[0]) if len(plain) else NAN
-    e = float(win["efficiency_vs_plain_1gpu"])
-    return BestConfig(str(win["config"]), ws, e, p, 100 * (e - p), win.to_dict())
-
-
-def _config_name(config) -> str:
-    return "plain DDP" if str(config) == PLAIN else str(config)
-
-
-def _failures(s: pd.DataFrame) -> list[str]:
-    bad = s[s["status"] != "ok"].copy()
-    if bad.empty:
-        return []
-    bad["_rank"] = bad["status"].map(lambda x: STATUS_SEVERITY.get(x, -1))
-    out = []
-    for _, r in bad.sort_values(["_rank", "world_size", "config"]).iterrows():
-        msg = str(r["message"] or "").strip()
-        line = f"ws{int(r['world_size'])} config {r['config']}: {r['status']}" + (f" — {msg}" if msg else "")
-        if r["status"] == "wrong":
-            line = f"⚠ CORRECTNESS FAILURE: {line}; do not trust its numbers"
-        out.append(line + ".")
-    return out
-
-
-def workload_name(r) -> str:
-    """'MLP 4096x8', 'gpt 24L/32H/2048d seq 1024', 'lora r16 on gpt 24L/...'."""
-    model = str(r.get("model") or "mlp")
-    if model == "mlp":
-        return f"MLP {int(r['hidden_dim'])}x{int(r['num_layers'])}"
-    shape = f"gpt {int(r['num_layers'])}L/{_int_or(r.get('n_heads'))}H/{int(r['hidden_dim'])}d seq {_int_or(r.get('seq_len'))}"
-    return f"lora r{_int_or(r.get('lora_rank'))} on {shape}" if model == "lora" else shape
-
-
-def _int_or(v) -> str:
-    x = _num(v)
-    return "?" if math.isnan(x) else str(int(x))
-
-
-def _strategy_name(r) -> str:
-    if str(r.get("strategy") or "ddp") == "fsdp":
-        return "FSDP"
-    return _config_name(r["config"])
-
-
-def lm_throughput(r) -> str | None:
-    """'12,345 tokens/s (6,172 per GPU), 123 TFLOP/s per GPU, MFU 45.1% of the H100 SXM bfloat16
-    peak (989.4 TFLOP/s)' for a gpt/lora row; None for the MLP."""
-    if str(r.get("model") or "mlp") == "mlp":
-        return None
-    tok, tok_dev = _num(r.get("tokens_per_s_median")), _num(r.get("tokens_per_s_per_device_median"))
-    if math.isnan(tok):
-        return None
-    unit = "GPU" if str(r.get("backend")) == "nccl" else "rank"
-    text = f"{tok:,.0f} tokens/s ({tok_dev:,.0f} per {unit})"
-    tflops, m = _num(r.get("tflops_per_device")), _num(r.get("mfu"))
-    if not math.isnan(tflops):
-        text += f", {_sig(tflops)} TFLOP/s per {unit}"
-    if not math.isnan(m):
-        text += f", MFU {_pct(m, 1)} of the {r.get('peak_device')} {r.get('dtype')} peak ({_sig(_num(r.get('peak_tflops')))} TFLOP/s)"
-    return text  # no MFU: training_findings says why once
-
-
-def _finding(r) -> str | None:
-    compiled = ", torch.compile" if str(r.get("compile")).lower() == "true" else ""
-    head = f"{workload_name(r)}, {_ranks(r)} ({_strategy_name(r)}{compiled}, {r['scaling']} scaling)"
-    parts = []
-    lm = lm_throughput(r)
-    if lm:
-        parts.append(lm)
-    eff, own = _num(r.get("efficiency_vs_plain_1gpu")), _num(r.get("efficiency_vs_own_1gpu"))
-    if not math.isnan(eff):
-        text = f"{_pct(eff, 1)} scaling efficiency against the plain 1-GPU run"
-        if str(r["config"]) != PLAIN and not math.isnan(own):
-            text += f" ({_pct(own, 1)} against its own 1-GPU run)"
-        parts.append(text)
-    step, exposed = _num(r.get("step_time_ms_median")), _num(r.get("exposed_comm_ms"))
-    if int(r["world_size"]) == 1:  # nothing to communicate: the throughput (and MFU) is the finding
-        return f"{head}: " + "; ".join(parts) + "." if parts else None
-    if not (math.isnan(step) or math.isnan(exposed)):
-        if exposed > 0:
-            parts.append(f"{_ms(exposed)} ms of each {_ms(step)} ms step is exposed communication")
-        else:
-            parts.append(f"no exposed communication (the {_ms(step)} ms step is {_ms(-exposed)} ms faster than "
-                         f"compute alone, within noise)")
-    overlap = _num(r.get("overlap_fraction"))
-    if not math.isnan(overlap):
-        parts.append(f"{_pct(overlap)} of gradient communication overlaps compute")
-    cost = _num(r.get("cost_usd_per_1k_samples"))
-    if not math.isnan(cost):
-        parts.append(f"${_sig(cost)} per 1K samples")
-    energy = _num(r.get("energy_j_per_1k_samples"))
-    if not math.isnan(energy):
-        parts.append(f"{_sig(energy)} J per 1K samples")
-    bounds = r.get("bounds_ok")
-    if bounds is not None and not pd.isna(bounds) and not bool(bounds):
-        parts.append(f"timing check failed: {r['bounds_note']}")
-    return f"{head}: " + "; ".join(parts) + "." if parts else None
-
-
-def training_findings(summary: pd.DataFrame) -> list[str]:
-    """Sentences for the report, each from numbers in the table (missing numbers: no clause):
-    failures first (worst status first), then one per ok (world size > 1, config), plain first,
-    then the best configuration at the largest world size when several were measured there."""
-    if summary is None or len(summary) == 0:
-        return []
-    s = _with_scaling(summary)
-    out = _failures(s)
-    if "model" not in s:
-        s = s.assign(model="mlp")
-    # the language models' 1-GPU rows carry the MFU headline; the MLP's say nothing new
-    ok = s[(s["status"] == "ok") & ((s["world_size"] > 1) | (s["model"] != "mlp"))].copy()
-    ok["_plain"] = ok["config"] != PLAIN
-    ok["_model"] = ok["model"].map({m: i for i, m in enumerate(("mlp", "gpt", "lora"))})
-    for _, r in ok.sort_values(["_model", "_plain", "config", "world_size"]).iterrows():
-        line = _finding(r.to_dict())
-        if line:
-            out.append(line)
-    lm = ok[(ok["model"] != "mlp") & ok["mfu"].isna()] if "mfu" in ok else ok.iloc[0:0]
-    for note in sorted(set(lm["mfu_note"].dropna().astype(str)) - {"", "nan"}):
-        out.append(f"MFU: {note}.")
-    out += lora_findings(s)
-    best = best_config(s)
-    if best is not None:
-        mlp = s[s["model"] == "mlp"]
-        n_configs = mlp[(mlp["status"] == "ok") & (mlp["world_size"] == best.world_size)]["config"].nunique()
-        if n_configs > 1:
-            line = f"{_ranks({'world_size': best.world_size, 'backend': best.row.get('backend')})}, best: " \
-                   f"{_config_name(best.config)} at {_pct(best.efficiency, 1)}"
-            if not math.isnan(best.gain_points):
-                line += f", {best.gain_points:+.1f} points over plain DDP ({_pct(best.plain_efficiency, 1)})"
-            out.append(line + ".")
-    return out
-
-
-def lora_findings(summary: pd.DataFrame) -> list[str]:
-    """Per world size > 1 and strategy where both ran ok: what adapter-only sync does to the bytes
-    and the exposed communication, against the full fine-tune of the same model."""
-    s = _with_scaling(summary)
-    if "model" not in s:
-        return []
-    ok = s[s["status"] == "ok"]
-    out = []
-    for _, lora in ok[(ok["model"] == "lora") & (ok["world_size"] > 1)].iterrows():
-        same = (ok["model"] == "gpt") & (ok["world_size"] == lora["world_size"]) & (ok["strategy"] == lora["strategy"])
-        for col in ("num_layers", "hidden_dim", "seq_len", "backend", "dtype"):
-            same &= ok[col] == lora[col]
-        full = ok[same]
-        if full.empty:
-            continue
-        full = full.iloc[0]
-        tb, fb = _num(lora["grad_bytes"]), _num(full["grad_bytes"])
-        tp, fp = _num(lora["params_trainable"]), _num(full["params_trainable"])
-        if math.isnan(tb) or math.isnan(fb) or fb <= 0:
-            continue
-        text = (f"lora vs full fine-tune, {_ranks(lora)} ({_strategy_name(lora)}): {_sig(tp / 1e6)}M of "
-                f"{_sig(_num(lora['params_total']) / 1e6)}M parameters trainable ({_pct(tp / fp, 2)} of the full "
-                f"model's {_sig(fp / 1e6)}M); {_sig(tb / 1e6)} MB of gradients synced per step instead of "
-                f"{_sig(fb / 1e6)} MB")
-        le, fe = _num(lora["exposed_comm_ms"]), _num(full["exposed_comm_ms"])
-        if not (math.isnan(le) or math.isnan(fe)):
-            text += (f"; exposed communication {_ms(max(le, 0.0))} ms of a {_ms(_num(lora['step_time_ms_median']))} ms "
-                     f"step, against {_ms(max(fe, 0.0))} ms of {_ms(_num(full['step_time_ms_median']))} ms")
-        le, fe = _num(lora["efficiency_vs_plain_1gpu"]), _num(full["efficiency_vs_plain_1gpu"])
-        if not (math.isnan(le) or math.isnan(fe)):
-            text += f"; scaling efficiency {_pct(le, 1)} against {_pct(fe, 1)}"
-        out.append(text + ".")
     return out
 
 

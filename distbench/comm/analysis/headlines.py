@@ -1,0 +1,70 @@
+"""Communication's headlines for the report's Verdict: per backend, at its largest world size,
+all_reduce at its largest size measured ok (primary timing), against the published busbw figure for
+this GPU, world size and op (distbench.comm.analysis.peak.expected_for: healthy from
+HEALTHY_OF_PUBLISHED of its low end), else the link peak (healthy from
+distbench.comm.analysis.advice.LOW_PEAK_FRACTION of it)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from distbench.comm.analysis.advice import LOW_PEAK_FRACTION
+from distbench.comm.analysis.findings import normalise_summary, primary_rows
+from distbench.comm.analysis.peak import expected_for
+from distbench.core.choices import backend_name
+from distbench.core.section import Headline
+from distbench.core.units import human_bytes, sig3
+from distbench.core.units import pct as _pct
+
+HEALTHY_OF_PUBLISHED = 0.90  # of the published range's low end: run-to-run and machine-to-machine spread
+HEADLINE_OP = "all_reduce"  # the collective of data-parallel training; another op when it was not run
+
+
+def comm_headlines(summary: pd.DataFrame, gpu_name: str | None = None, peak: dict | None = None,
+                   nvls: bool | None = None) -> list[Headline]:
+    """One headline per backend: its largest world size, all_reduce (or the first op measured) at
+    the largest size that ran ok, against the published figure or the link peak."""
+    if summary is None or summary.empty:
+        return []
+    s = normalise_summary(summary)
+    out = []
+    for backend, b in s.groupby("backend", sort=True):
+        wrong = b[b["status"] == "wrong"]
+        p = primary_rows(b)
+        p = p[p["busbw_gbps_median"].notna()] if len(p) else p
+        if p.empty:
+            failed = b[b["status"].isin(["failed", "wrong", "oom"])]
+            out.append(Headline("communication", f"{backend_name(backend)}: no collective measured ok",
+                                "failing" if len(failed) else "measured",
+                                f"{len(failed)} measurement(s) failed" if len(failed) else "nothing ran"))
+            continue
+        ws = int(p["world_size"].max())
+        at = p[p["world_size"] == ws]
+        op = HEADLINE_OP if (at["op"] == HEADLINE_OP).any() else at["op"].iloc[0]
+        r = at[at["op"] == op].sort_values("size_bytes").iloc[-1]
+        bw, size = float(r["busbw_gbps_median"]), int(r["size_bytes"])
+        nodes = int(r["nodes"]) if "nodes" in r and pd.notna(r["nodes"]) else 1
+        where = f"{ws} ranks" + (f" on {nodes} nodes" if nodes > 1 else "")
+        text = f"{backend_name(backend)} {op} {human_bytes(size)}: {sig3(bw)} GB/s busbw at {where}"
+        peak_gbps = float(peak["peak_gbps"]) if backend == "nccl" and peak and peak.get("peak_gbps") else None
+        if peak_gbps:
+            text += f", {_pct(bw / peak_gbps)} of the {sig3(peak_gbps)} GB/s {peak.get('link') or 'link'} peak"
+        exp = expected_for(gpu_name, ws, op, size, nvls=nvls) if backend == "nccl" and nodes == 1 else None
+        if len(wrong):
+            verdict, reason = "failing", f"{len(wrong)} measurement(s) returned wrong results"
+        elif exp:
+            low, high = exp["expected_busbw_gbps_low"], exp["expected_busbw_gbps_high"]
+            ok = bw >= HEALTHY_OF_PUBLISHED * low
+            verdict = "healthy" if ok else "below expected"
+            reason = (f"{'within' if bw >= low else ('near' if ok else 'below')} the published {low:g}-{high:g} GB/s "
+                      f"for {ws}x {exp['gpu']} ({exp['source']})")
+        elif peak_gbps:
+            ok = bw >= LOW_PEAK_FRACTION * peak_gbps
+            verdict = "healthy" if ok else "below expected"
+            reason = (f"{'at least' if ok else 'under'} {_pct(LOW_PEAK_FRACTION)} of the link peak; no published figure "
+                      "for this GPU and world size")
+        else:
+            verdict, reason = "measured", ("no reference for Gloo (CPU processes over shared memory or TCP)"
+                                           if backend == "gloo" else "no link peak or published figure for this GPU")
+        out.append(Headline("communication", text, verdict, reason))
+    return out

@@ -1,0 +1,223 @@
+"""Communication's report sections: the per-op tables (pivots), within one node and across nodes,
+all_to_all_v by traffic matrix, the full largest-size table, the measurements that did not succeed,
+its headlines (distbench.comm.analysis.headlines) and its Findings (stragglers, GPU pairs, then the
+sweep's findings). Fragments: templates/communication.*.j2 and templates/problems.*.j2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from distbench.comm.analysis.findings import (
+    SUMMARY_COLUMNS, TIMING_PREFERENCE, compute_findings, human_bytes, normalise_summary, primary_rows, read_summary,
+    skipped_points, straggler_findings,
+)
+from distbench.comm.analysis.headlines import comm_headlines
+from distbench.comm.analysis.pairs import pair_findings
+from distbench.core.section import ReportInputs, Section, gbps_cell, table, time_cell
+from distbench.core.units import human_gbps
+
+TEMPLATES = Path(__file__).parent / "templates"
+MAX_SIZES_PER_OP = 12  # compact summary: evenly spaced sizes, first and last always kept
+
+FIGURE_TITLES = {
+    "time_vs_size": "Time per op vs message size",
+    "busbw_vs_size": "Bus bandwidth vs message size",
+    "backend_comparison_100mb": "Backends compared at about 100 MB",
+    "timing_modes": "Timing modes (events, CUDA graph, host clock)",
+    "nccl_env": "NCCL environment sweep",
+    "dtype": "Bus bandwidth by dtype",
+}
+# The full comm tables the Markdown links (copies in tables/ beside it; the HTML has them collapsed).
+FULL_TABLES = {"comm_largest.csv": "each series at its largest size", "comm_summary.csv": "every point",
+               "comm_diagnosed.csv": "every point, with % of the link peak and NCCL's algorithm",
+               "comm.csv": "every trial"}
+
+
+def _comm_table(inputs: ReportInputs, key: str) -> pd.DataFrame:
+    """comm summary or largest table, normalised (read once); an empty one when missing."""
+    t = inputs.table(key, read_summary)
+    return t if t is not None else normalise_summary(pd.DataFrame({c: [] for c in SUMMARY_COLUMNS}))
+
+
+def _peak(inputs: ReportInputs) -> dict | None:
+    return (inputs.extra or {}).get("peak")
+
+
+def _largest_table(largest: pd.DataFrame, peak: dict | None) -> dict:
+    peak_gbps = float(peak["peak_gbps"]) if peak and peak.get("peak_gbps") else None
+    # nccl_env / inplace columns only when they vary; otherwise rows would look like duplicates or waste width
+    varying = [c for c in ("nodes", "traffic", "nccl_env", "inplace") if c in largest and largest[c].nunique() > 1]
+    keys = ["op", "backend", "world_size", "dtype", *varying, "timing"]
+    # time_us combines every rank's time as rank_agg says (max by default); the spread says how far apart they were
+    aggs = sorted(set(largest["rank_agg"].dropna())) if "rank_agg" in largest else []
+    time_header = f"time ({'/'.join(aggs)} over ranks)" if aggs else "time"
+    spread = "rank_spread_pct_median" in largest and largest["rank_spread_pct_median"].notna().any()
+    headers = ["op", "backend", "ws", "dtype", *varying, "timing", "size", time_header, "busbw GB/s"]
+    if spread:
+        headers.append("rank spread %")
+    if peak_gbps:
+        headers.append("% of link peak")
+    rows = []
+    for _, r in largest.sort_values(keys).iterrows():
+        row = [r[k] for k in keys] + [human_bytes(r["size_bytes"]), time_cell(r["time_us_median"]), gbps_cell(r["busbw_gbps_median"])]
+        if spread:
+            row.append(r["rank_spread_pct_median"])
+        if peak_gbps:  # the link peak describes GPU links: meaningless for Gloo over TCP/shared memory
+            bw = r["busbw_gbps_median"]
+            row.append(f"{100 * bw / peak_gbps:.0f}%" if r["backend"] == "nccl" and pd.notna(bw) else None)
+        rows.append(row)
+    return table(headers, rows)
+
+
+def _thin(sizes: list[int]) -> list[int]:
+    if len(sizes) <= MAX_SIZES_PER_OP:
+        return sizes
+    step = (len(sizes) - 1) / (MAX_SIZES_PER_OP - 1)
+    return sorted({sizes[round(i * step)] for i in range(MAX_SIZES_PER_OP)})
+
+
+def _compact_table(summary: pd.DataFrame, primary: bool = True) -> dict:
+    """op × size rows, one column per (backend, world size): median time and busbw, primary timing
+    (or the rows as given, primary=False)."""
+    p = primary_rows(summary) if primary else summary[summary["status"] == "ok"]
+    if p.empty:
+        return table([], [])
+    # a column per (backend, world size, nodes): a job across nodes is its own column, never merged
+    # with a one-node job of the same size
+    cols = sorted(set(zip(p["backend"], p["world_size"], p["nodes"])))
+    cell = {(r["op"], r["size_bytes"], r["backend"], r["world_size"], r["nodes"]): r for _, r in p.iterrows()}
+    timing = {b: g["timing"].iloc[0] for b, g in p.groupby("backend")}
+    headers = ["op", "size"] + [f"{b} ws{w}{f' on {n} nodes' if n > 1 else ''} ({timing[b]})" for b, w, n in cols]
+    rows, total = [], 0
+    for op in dict.fromkeys(p["op"]):
+        sizes = sorted(set(p.loc[p["op"] == op, "size_bytes"]))
+        total += len(sizes)
+        for s in _thin(sizes):
+            row = [op, human_bytes(s)]
+            for b, w, n in cols:
+                r = cell.get((op, s, b, w, n))
+                if r is None:
+                    row.append(None)
+                    continue
+                bw = r["busbw_gbps_median"]
+                row.append(time_cell(r["time_us_median"]) + (f" · {human_gbps(bw)}" if pd.notna(bw) else ""))
+            rows.append(row)
+    t = table(headers, rows)
+    t["note"] = f"{len(rows)} of {total} op × size rows shown" if len(rows) < total else ""
+    return t
+
+
+def _pivots(summary: pd.DataFrame) -> list[dict]:
+    """One compact table per op: sizes as rows, one column per (backend, world size[, nodes]),
+    each cell the median time and busbw; the best timing mode per backend first (CUDA events,
+    else graph, else host), the other modes as further tables (collapsed in HTML)."""
+    out = []
+    for op in dict.fromkeys(summary["op"]) if len(summary) else []:
+        rows = summary[summary["op"] == op]
+        modes = [t for t in TIMING_PREFERENCE if t in set(rows["timing"])]
+        tables = []
+        for i, mode in enumerate(modes):
+            # the best mode: each backend's own first choice (Gloo has host only); then each mode alone
+            pick = primary_rows(rows) if i == 0 else primary_rows(rows[rows["timing"] == mode])
+            if mode == modes[0] or len(pick):
+                t = _compact_table(pick, primary=False)
+                if t["rows"]:
+                    tables.append({"timing": "best per backend" if i == 0 else mode, "table": t})
+        if tables:
+            out.append({"op": op, "main": tables[0], "others": tables[1:]})
+    return out
+
+
+def _nodes_table(largest: pd.DataFrame) -> dict | None:
+    """Within one node against across nodes, per op at its largest size (primary timing): only when
+    some job spanned nodes. Across nodes the slowest link is the network, not NVLink/PCIe."""
+    p = primary_rows(largest)
+    if p.empty or "nodes" not in p or not (p["nodes"] > 1).any():
+        return None
+    headers = ["op", "backend", "ranks", "nodes × ranks per node", "links crossed", "size", "time", "busbw GB/s"]
+    rows = []
+    for _, r in p.sort_values(["op", "backend", "nodes", "world_size"]).iterrows():
+        n = int(r["nodes"])
+        rows.append([r["op"], r["backend"], int(r["world_size"]), f"{n} × {int(r['world_size']) // n}",
+                     "inter-node (network)" if n > 1 else "intra-node", human_bytes(r["size_bytes"]),
+                     time_cell(r["time_us_median"]), gbps_cell(r["busbw_gbps_median"])])
+    return table(headers, rows)
+
+
+def _traffic_table(largest: pd.DataFrame) -> dict | None:
+    """all_to_all_v per traffic matrix at its largest size: the average busbw, the busiest rank and
+    its own link rate, and the time against the uniform matrix of the same job."""
+    v = primary_rows(largest, vary=("traffic",))
+    v = v[v["op"] == "all_to_all_v"] if "op" in v else v
+    if v.empty:
+        return None
+    headers = ["traffic", "backend", "ws", "size", "time", "busbw GB/s", "busiest rank", "its bytes",
+               "its time", "its rate GB/s", "time vs uniform"]
+    uniform = {(r["backend"], r["world_size"], r["nodes"], r["size_bytes"]): r["time_us_median"]
+               for _, r in v[v["traffic"] == "uniform"].iterrows()}
+    rows = []
+    for _, r in v.sort_values(["backend", "world_size", "traffic"]).iterrows():
+        own_us, own_bytes = r["busiest_rank_time_us_median"], r["busiest_rank_bytes"]
+        rate = own_bytes / (own_us * 1e3) if pd.notna(own_bytes) and pd.notna(own_us) and own_us > 0 else None
+        base = uniform.get((r["backend"], r["world_size"], r["nodes"], r["size_bytes"]))
+        rows.append([r["traffic"], r["backend"], int(r["world_size"]), human_bytes(r["size_bytes"]),
+                     time_cell(r["time_us_median"]), gbps_cell(r["busbw_gbps_median"]),
+                     None if pd.isna(r["busiest_rank"]) else int(r["busiest_rank"]),
+                     None if pd.isna(own_bytes) else human_bytes(int(own_bytes)), time_cell(own_us), gbps_cell(rate),
+                     f"{r['time_us_median'] / base:.2f}×" if base and r["traffic"] != "uniform" else None])
+    return table(headers, rows)
+
+
+def _problem_table(summary: pd.DataFrame) -> dict:
+    bad = summary[summary["status"] != "ok"]
+    rows = [[r["status"], r["op"], r["backend"], r["world_size"], r["dtype"], r["nccl_env"], r["timing"],
+             human_bytes(r["size_bytes"]), r["message"]] for _, r in bad.iterrows()]
+    return table(["status", "op", "backend", "ws", "dtype", "nccl_env", "timing", "size", "message"], rows)
+
+
+def _gpu_name(env: dict) -> str | None:
+    gpus = env.get("gpus") or []
+    return gpus[0].get("name") if gpus and isinstance(gpus[0], dict) else None
+
+
+def _nvls(nccl: dict | None) -> bool | None:
+    """Whether NCCL used NVLink SHARP (NVLS) channels, from the NCCL probe; None when unknown."""
+    channels = ((nccl or {}).get("nvls") or {}).get("channels")
+    return None if channels is None else channels > 0
+
+
+def headlines(inputs: ReportInputs) -> list:
+    return comm_headlines(_comm_table(inputs, "summary"), gpu_name=_gpu_name(inputs.env_dict()), peak=_peak(inputs),
+                          nvls=_nvls((inputs.extra or {}).get("nccl")))
+
+
+def findings(inputs: ReportInputs) -> list[str]:
+    """The report's Findings: stragglers, GPU pairs well below their link class, then the sweep's."""
+    stragglers = inputs.table("stragglers_csv")
+    pairs = inputs.table("pairs_csv")
+    return ((straggler_findings(stragglers) if stragglers is not None else [])
+            + (pair_findings(pairs) if pairs is not None and len(pairs) else [])
+            + compute_findings(_comm_table(inputs, "summary"), inputs.plan, peak=_peak(inputs)))
+
+
+def skipped(inputs: ReportInputs) -> list[str]:
+    summary = _comm_table(inputs, "summary")
+    return skipped_points(summary) if len(summary) else []
+
+
+def build(inputs: ReportInputs) -> dict:
+    summary, largest = _comm_table(inputs, "summary"), _comm_table(inputs, "largest")
+    return {"pivots": _pivots(summary),
+            "rank_agg": "/".join(sorted(set(summary["rank_agg"].dropna().astype(str)))) if "rank_agg" in summary else "",
+            "largest": _largest_table(largest, _peak(inputs)),
+            "nodes": _nodes_table(largest),
+            "traffic": _traffic_table(largest)}
+
+
+COMMUNICATION = Section("communication", "Communication", TEMPLATES, build, headlines=headlines, findings=findings,
+                        skipped=skipped, figure_dirs=("figures", "figures_pairs"), figure_titles=FIGURE_TITLES,
+                        full_tables=FULL_TABLES)
+PROBLEMS = Section("problems", "Measurements that did not succeed", TEMPLATES,
+                   lambda inputs: _problem_table(_comm_table(inputs, "summary")))

@@ -1,0 +1,126 @@
+"""The report's section API: what a family hands the report, and the cells its tables are made of.
+
+It sits in core (not report/) because the families define their own sections and headlines, and a
+family may import core but never the report above it. A section is one frozen Section: its name
+(the key of its context and the stem of its template fragments, <name>.md.j2 and <name>.html.j2 in
+`templates`), how to build that context from the run's ReportInputs (None: the section is left out),
+and optionally the headlines it adds to the Verdict, the lines it adds to the Findings list, and the
+lines it adds to the Plan's "Skipped". distbench/report/sections.py lists the sections in order.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from distbench.core.units import human_time_us, pct, sig3
+
+MAX_TABLE_ROWS = 200  # beyond this a table stops being read; the CSVs hold everything
+
+
+@dataclass(frozen=True)
+class Headline:
+    area: str  # communication, training, memory
+    headline: str  # the number(s), with units
+    verdict: str  # one of distbench.report.verdict.VERDICTS
+    reason: str
+
+
+@dataclass
+class ReportInputs:
+    """What one report is made from: the run's tables (paths; each CSV read once, on first use),
+    the probes' results and the plan. Any of them may be missing; the sections that need it are
+    then left out."""
+
+    summary: Path | str | None = None  # comm_diagnosed.csv (or comm_summary.csv)
+    largest: Path | str | None = None  # comm_largest.csv
+    env: Path | str | None = None  # probe/env.json
+    figures: Sequence[Path] = ()
+    config: dict | None = None
+    plan: dict | None = None
+    extra: dict | None = None  # the probes' results (advice.json): peak, topology, nccl, placement, advice
+    training_summary: Path | str | None = None
+    memory_summary: Path | str | None = None
+    predict_validation: Path | str | None = None
+    stragglers_csv: Path | str | None = None
+    pairs_csv: Path | str | None = None
+    traces_csv: Path | str | None = None
+    placements: Sequence[Path] | None = None
+    run_started: Any = None  # datetime of the Snakemake run rendering the report
+    results_dir: Path | str | None = None  # results/, holding this run and any copied from other hosts
+    run_label: str | None = None
+    full_tables: Sequence[Path] | None = None  # copied beside the report; default: largest and summary
+    _tables: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def table(self, key: str, reader: Callable[[Path], pd.DataFrame] = pd.read_csv) -> pd.DataFrame | None:
+        """The CSV named by field `key`, read once by `reader` (None when absent or empty on disk)."""
+        if (key, reader) not in self._tables:
+            path = getattr(self, key)
+            ok = path and Path(path).exists() and Path(path).stat().st_size
+            self._tables[(key, reader)] = reader(path) if ok else None
+        return self._tables[(key, reader)]
+
+    def env_dict(self) -> dict:
+        """env.json as a dict ({} when missing)."""
+        if "env" not in self._tables:
+            path = Path(self.env) if self.env else None
+            self._tables["env"] = json.loads(path.read_text()) if path and path.exists() else {}
+        return self._tables["env"]
+
+
+def _none(_inputs: ReportInputs) -> list:
+    return []
+
+
+@dataclass(frozen=True)
+class Section:
+    name: str  # context key and fragment stem: <name>.md.j2 / <name>.html.j2 in templates
+    title: str  # the heading, for the registry's readers (the fragment writes its own)
+    templates: Path  # the directory holding its fragments
+    build: Callable[[ReportInputs], Any]  # its context; None leaves the section out
+    headlines: Callable[[ReportInputs], list[Headline]] = _none
+    findings: Callable[[ReportInputs], list[str]] = _none  # lines for the report's Findings list
+    skipped: Callable[[ReportInputs], list[str]] = _none  # lines for the Plan's "Skipped"
+    # the figure directories (the plot rules' outputs) whose figures this section shows, and their titles
+    figure_dirs: tuple[str, ...] = ()
+    figure_titles: Mapping[str, str] = field(default_factory=dict)
+    # what each of its full tables (copied beside the report) holds, by file name
+    full_tables: Mapping[str, str] = field(default_factory=dict)
+
+    def fragment(self, fmt: str) -> str:
+        return f"{self.name}.{fmt}.j2"
+
+
+def fmt_cell(v, digits: int = 1) -> str:
+    if v is None or (isinstance(v, float) and v != v) or v is pd.NA:
+        return "—"
+    if isinstance(v, float):
+        return f"{v:,.{digits}f}"
+    return str(v)
+
+
+def table(headers, rows, total: int | None = None) -> dict:
+    """A table both templates render: headers, rows of strings, and how many rows were cut."""
+    rows = [[fmt_cell(c) for c in r] for r in rows]
+    total = len(rows) if total is None else total
+    return {"headers": list(headers), "rows": rows[:MAX_TABLE_ROWS], "omitted": max(0, total - MAX_TABLE_ROWS),
+            "note": ""}
+
+
+def time_cell(us) -> str | None:
+    """A time in µs as the report writes it (distbench.core.units): the unit that fits."""
+    return None if us is None or pd.isna(us) else human_time_us(us)
+
+
+def gbps_cell(x) -> str | None:
+    """A bandwidth in GB/s, three significant digits (distbench.core.units); the header says GB/s."""
+    return None if x is None or pd.isna(x) else sig3(x)
+
+
+def pct_cell(x) -> str | None:
+    return None if x is None or pd.isna(x) else pct(x, 1)

@@ -1,0 +1,78 @@
+"""The memory family's report section: one sentence per job, the per-rank parts table, the memory
+snapshots, its figures, and its Verdict headlines (always "measured": there is no reference to hold a
+batch size against). Fragments: templates/memory.*.j2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from distbench.core.section import Headline, ReportInputs, Section, pct_cell, table
+from distbench.core.units import human_bytes
+from distbench.memory.analysis.summary import human, memory_findings
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+
+def build(inputs: ReportInputs) -> dict | None:
+    """The memory family's section: one sentence per job, then one row per job (None when the run
+    had no memory jobs). Snapshots (memory.snapshot) are listed by path."""
+    s = inputs.table("memory_summary")
+    if s is None or s.empty:
+        return None
+    headers = ["model", "config", "ws", "batch", "parameters", "gradients", "optimizer", "activations",
+               "activations per sample", "peak allocated", "of device", "unexplained", "estimate off by",
+               "largest batch that fits", "status"]
+    rows = []
+    for _, r in s.sort_values(["model", "config", "world_size"]).iterrows():
+        rows.append([r["model"], r["config"], int(r["world_size"]), r["largest_measured_batch"],
+                     human(r["params_bytes"]), human(r["grads_bytes"]), human(r["optimizer_bytes"]),
+                     human(r["activations_bytes"]), human(r["activation_bytes_per_sample"]),
+                     None if pd.isna(r["peak_allocated_bytes"]) else human(r["peak_allocated_bytes"]),
+                     pct_cell(r["peak_share"]), None if pd.isna(r["unexplained_bytes"]) else human(r["unexplained_bytes"]),
+                     None if pd.isna(r["estimate_error_bytes"]) else human(r["estimate_error_bytes"]),
+                     r["largest_batch_fits"] if pd.notna(r["largest_batch_fits"]) else (r["search_note"] or None),
+                     r["status"]])
+    # the run's memory jobs sit beside its tables: results/<label>/{tables,memory}
+    run_dir = Path(inputs.memory_summary).parent.parent
+    snapshots = sorted(str(p) for p in (run_dir / "memory").glob("*/*/*/*/snapshot.pickle"))
+    return {"findings": memory_findings(s), "table": table(headers, rows), "snapshots": snapshots,
+            "note": ("Per rank, at the largest measured batch. Parts are counted from the tensors (unique storages: "
+                     "distbench/memory/accounting.py); activations are what autograd saves for backward. "
+                     "Unexplained = the allocator's peak allocated - the parts (DDP's buckets without "
+                     "gradient_as_bucket_view, temporaries, workspaces); the estimate is parameters, gradients and "
+                     "optimizer state by formula.")}
+
+
+def memory_headlines(memory: pd.DataFrame | None) -> list[Headline]:
+    """Per model and configuration at one rank (else the smallest world size): the largest batch
+    that fits (the search), or the largest measured."""
+    if memory is None or memory.empty:
+        return []
+    out = []
+    for (model, config), g in memory.groupby(["model", "config"], sort=True):
+        r = g.sort_values("world_size").iloc[0]
+        who = f"{model} ({config}) at {int(r['world_size'])} rank(s)"
+        if str(r["status"]) not in ("ok", "oom"):
+            out.append(Headline("memory", f"{who}: {r['status']}", "failing", str(r.get("message") or "")))
+            continue
+        if pd.notna(r.get("largest_batch_fits")):
+            text = f"{who}: the largest batch that fits is {int(r['largest_batch_fits'])} per rank"
+            reason = "searched on the GPU (doubling, then bisection)"
+        elif pd.notna(r.get("largest_measured_batch")):
+            text = f"{who}: batches up to {int(r['largest_measured_batch'])} per rank measured"
+            reason = "no search here (it runs for DDP on a GPU with memory.search on)"
+        else:
+            continue
+        if pd.notna(r.get("peak_allocated_bytes")):
+            text += f", peak {human_bytes(int(r['peak_allocated_bytes']))} allocated"
+        out.append(Headline("memory", text, "measured", reason))
+    return out
+
+
+def headlines(inputs: ReportInputs) -> list[Headline]:
+    return memory_headlines(inputs.table("memory_summary"))
+
+
+MEMORY = Section("memory", "Memory", TEMPLATES, build, headlines=headlines, figure_dirs=("figures_memory",))

@@ -1,0 +1,79 @@
+"""The cluster prediction's report section ("Larger clusters (predicted)"): the check of the model,
+the comparison at 8 GPUs with published figures, training at scale, the fits and the model's
+assumptions. Fragments: templates/prediction.*.j2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from distbench.core.section import ReportInputs, Section, pct_cell, table
+from distbench.predict.model import get_preset, validation_summary
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+
+# Published 8-GPU NVLink ring all_reduce busbw at large sizes, NVLS off (H100/H200 HGX): nccl-tests
+# issue 212, NCCL issue 1455. What the prediction at 8 GPUs is compared with.
+PUBLISHED_8GPU_ALLREDUCE_BUSBW_GBPS = (360.0, 370.0)
+
+
+def build(inputs: ReportInputs) -> dict | None:
+    """The cluster prediction's section (distbench.predict.model), from the four tables written beside
+    the validation table: the check of the model, the fits, training at scale, and the assumptions."""
+    validation = inputs.table("predict_validation")
+    if validation is None:
+        return None
+    d = Path(inputs.predict_validation).parent
+    fits, comm, training = (pd.read_csv(d / f) for f in ("alpha_beta.csv", "prediction_comm.csv",
+                                                          "prediction_training.csv"))
+    findings, tables = [], {}
+    if len(validation):
+        vs = validation_summary(validation)
+        rows = [[r["op"], r["timing"], r["backend"], f"{int(r['fit_world_size'])} -> {int(r['check_world_size'])}",
+                 r["median_abs_err_pct_large"], r["max_abs_err_pct_large"], r["median_abs_err_pct"], r["max_abs_err_pct"]]
+                for _, r in vs.sort_values(["backend", "op", "timing"]).iterrows()]
+        tables["validation"] = table(["op", "timing", "backend", "fit -> checked ranks", "median |error| >= 1 MiB (%)",
+                                       "max >= 1 MiB (%)", "median |error| all sizes (%)", "max all sizes (%)"], rows)
+        big = validation[validation["size_bytes"] >= 2**20]["rel_err_pct"].abs()
+        if len(big):
+            findings.append(f"The model, fitted on the smallest world size and checked against the larger measured ones: "
+                            f"median |error| {big.median():.1f}% at >= 1 MiB (max {big.max():.1f}%, {len(big)} points); "
+                            f"{validation['rel_err_pct'].abs().median():.1f}% over all sizes.")
+    if len(fits):
+        rows = [[r["op"], r["timing"], r["backend"], int(r["world_size"]), r.get("alpha_fixed_us"), r.get("alpha_hop_us"),
+                 r["link_beta_gbps"], r["max_rel_err_pct"]]
+                for _, r in fits.sort_values(["backend", "op", "timing", "world_size"]).iterrows()]
+        tables["fits"] = table(["op", "timing", "backend", "ranks", "alpha fixed (µs)", "alpha per hop (µs)",
+                                 "busbw asymptote (GB/s)", "max |residual| (%)"], rows)
+    ar8 = comm[(comm["op"] == "all_reduce") & (comm["gpus"] == 8) & (comm["intra_source"] == "measured")
+               & (comm["backend"] == "nccl") & (comm["algorithm"] == "ring")] if len(comm) else comm
+    if len(ar8):
+        top = ar8[ar8["size_bytes"] == ar8["size_bytes"].max()]
+        lo, hi = PUBLISHED_8GPU_ALLREDUCE_BUSBW_GBPS
+        findings.append(f"8 GPUs on NVLink, all_reduce at {int(top['size_bytes'].iloc[0]) / 2**20:g} MiB from the measured "
+                        f"link: {top['busbw_gbps'].min():.0f}-{top['busbw_gbps'].max():.0f} GB/s busbw predicted "
+                        f"(by timing mode and fitted world size); published for 8x H100/H200 with NVLS off: {lo:.0f}-{hi:.0f} GB/s.")
+    if len(training):
+        t = training[training["efficiency"].notna()]
+        gpus = sorted(t["gpus"].unique())
+        rows = []
+        for key, g in t.groupby(["model", "strategy", "config"], sort=True):
+            eff = g.set_index("gpus")["efficiency"]
+            rows.append([*key, int(g["ref_world_size"].iloc[0]), *[pct_cell(eff.get(n)) for n in gpus]])
+        tables["training"] = table(["model", "strategy", "config", "measured up to", *[f"{n} GPUs" for n in gpus]], rows)
+    preset = get_preset(comm["preset"].iloc[0]) if len(comm) else None
+    note = ("Hockney model per series: t = alpha + S / beta, beta the bus-bandwidth asymptote of the largest sizes and "
+            "alpha the small-size floor, split into a fixed per-op cost and a per-hop latency (from the world sizes "
+            "measured, or the preset's); ring costs at N ranks, hierarchical (intra-node reduce-scatter, inter-node "
+            "all-reduce per rail, intra-node all-gather) beyond one node; training step = compute-only + the modelled "
+            "gradient communication less the overlap measured at the largest world size. It breaks between about "
+            "512 KiB and 32 MiB (NCCL's protocol switches), where it predicts too fast, and for send_recv. "
+            "distbench/predict/model.py has every formula.")
+    if preset is not None:
+        note += f" Preset {preset.name}: {preset.source}"
+    return {"findings": findings, "tables": tables, "note": note}
+
+
+PREDICTION = Section("prediction", "Larger clusters (predicted)", TEMPLATES, build, figure_dirs=("figures_predict",))

@@ -1,0 +1,187 @@
+"""The report's closing sections, none a family's: the probes' results (the GPU topology matrix,
+then advice, link peak, NCCL, rank placement as the probes wrote them) and the appendix (environment
+and versions, each job's cache state and command line, the configuration). Fragments: templates/sections/."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import yaml
+
+from distbench.core.provenance import JOB_ENV_PREFIXES
+from distbench.core.section import ReportInputs, Section, fmt_cell, table
+
+TEMPLATES = Path(__file__).parent / "templates" / "sections"
+ENV_KEYS = ("hostname", "platform", "python", "torch", "cuda", "nccl_version", "gloo_available",
+            "driver", "gpu_count", "cpu_model", "cpu_count", "git_commit")
+# Row labels where the probe's key alone misleads. nccl_version is what torch loaded; NVIDIA images also
+# set an NCCL_VERSION environment variable (the NCCL the image ships), which lands in job_env.
+ENV_LABELS = {"nccl_version": "NCCL (loaded by torch)"}
+JOB_ENV_LABEL = f"environment variables ({', '.join(p + '*' for p in JOB_ENV_PREFIXES)})"
+
+
+def _nccl_loaded(env: dict) -> str:
+    if env.get("nccl_version"):
+        return str(env["nccl_version"])
+    if env.get("cuda_available") is False or ("cuda_available" not in env and not env.get("cuda")):
+        return "n/a (no CUDA)"
+    return "n/a (torch reported no NCCL)"
+
+
+def _job_env(job_env) -> str:
+    """Environment variables as NAME=value, shell-quoted where needed, in one cell."""
+    if not isinstance(job_env, dict):
+        return str(job_env)
+    return " ".join(f"{k}={shlex.quote(str(v))}" for k, v in sorted(job_env.items())) or "none set"
+
+
+def _env_table(env: dict) -> dict:
+    if not env:
+        return table(["key", "value"], [])
+    rows = []
+    for k in ENV_KEYS:
+        if k == "nccl_version":
+            rows.append([ENV_LABELS[k], _nccl_loaded(env)])
+        elif k in env:
+            rows.append([ENV_LABELS.get(k, k), env.get(k)])
+    rows += [[f"GPU {g.get('index', i)}", f"{g.get('name')} ({fmt_cell(g.get('memory_total_mib'))} MiB, "
+              f"PCI {g.get('pci_bus_id')}, {g.get('uuid')})"] for i, g in enumerate(env.get("gpus") or [])]
+    if "job_env" in env:
+        rows.append([JOB_ENV_LABEL, _job_env(env["job_env"])])
+    rows += [[k, json.dumps(v) if isinstance(v, (dict, list)) else v] for k, v in env.items()
+             if k not in ENV_KEYS and k not in ("gpus", "job_env")]
+    return table(["key", "value"], rows)
+
+
+def _cell(v, limit: int = 300) -> str | None:
+    """A probe value as one table cell: scalars as is, flat dicts/lists inline, deep structures counted."""
+    if v is None or isinstance(v, (str, int, float, bool)):
+        text = v
+    elif isinstance(v, dict) and all(not isinstance(x, (dict, list)) for x in v.values()):
+        text = ", ".join(f"{k}={x}" for k, x in v.items()) or None
+    elif isinstance(v, list) and all(not isinstance(x, (dict, list)) for x in v):
+        text = ", ".join(map(str, v)) or None
+    else:  # rings, tuning tables, matrices: too deep for a report cell; the JSON file keeps them
+        text = f"{len(v)} {'entry' if len(v) == 1 else 'entries'} (see the probe JSON)"
+    return text if not isinstance(text, str) or len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _extra_block(value) -> dict:
+    """An extra section as a table (flat values), bullet items and preformatted blocks (multi-line text)."""
+    block = {"table": None, "items": [], "blocks": []}
+    if isinstance(value, str):
+        block["blocks"].append({"label": "", "text": value})
+    elif isinstance(value, dict):
+        multi = {k: v for k, v in value.items() if isinstance(v, str) and "\n" in v}
+        block["blocks"] = [{"label": k, "text": v} for k, v in multi.items()]
+        block["table"] = table(["key", "value"], [[k, _cell(v)] for k, v in value.items() if k not in multi])
+    elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        keys = list(dict.fromkeys(k for v in value for k in v))
+        # JSON round trips sort keys; advice reads best as severity, text, then the evidence.
+        keys = [k for k in ("severity", "text") if k in keys] + [k for k in keys if k not in ("severity", "text")]
+        block["table"] = table(keys, [[_cell(v.get(k)) for k in keys] for v in value])
+    elif isinstance(value, list):
+        block["items"] = [str(_cell(v)) for v in value]
+    else:
+        block["items"] = [str(value)]
+    return block
+
+
+# How good a link class is, best first (nvidia-smi topo -m's legend): the matrix's cell colours.
+LINK_CLASSES = (("NV", "nvlink"), ("PIX", "pcie-switch"), ("PXB", "pcie-switch"), ("PHB", "pcie-host"),
+                ("NODE", "numa"), ("SYS", "cross-socket"), ("NET", "network"), ("SOC", "cross-socket"))
+
+
+def _link_class(cell: str) -> str:
+    cell = str(cell or "").strip()
+    if cell in ("X", ""):
+        return "self"
+    return next((cls for prefix, cls in LINK_CLASSES if cell.startswith(prefix)), "other")
+
+
+def _topology_matrix(topology: dict | None) -> dict | None:
+    """The GPU link matrix from the topology probe: a row per GPU, a column per GPU (and NIC), each
+    cell the link class nvidia-smi names, coloured by class in the HTML."""
+    matrix = (topology or {}).get("matrix") or {}
+    if not matrix:
+        return None
+    gpus = [g for g in (topology.get("gpus") or list(matrix)) if g in matrix]
+    columns = list(dict.fromkeys(c for g in gpus for c in matrix[g]))
+    rows = [[g] + [matrix[g].get(c) for c in columns] for g in gpus]
+    return {**table(["", *columns], rows),
+            "classes": [[""] + [_link_class(matrix[g].get(c)) for c in columns] for g in gpus],
+            "note": "NV#: NVLink (# links); PIX/PXB: through PCIe switches; PHB: through the CPU's PCIe host bridge; "
+                    "NODE: across PCIe host bridges within a NUMA node; SYS: across NUMA nodes (the CPU interconnect)."}
+
+
+EXTRA_TITLES = {"advice": "Advice", "topology": "GPU topology", "nccl": "NCCL", "peak": "Link peak",
+                "placement": "Rank placement"}
+
+
+def _extras(extra: dict | None) -> list[dict]:
+    out = []
+    for key, value in (extra or {}).items():
+        if value is None or value == [] or value == {}:
+            continue  # render each section only when present
+        out.append({"key": key, "title": EXTRA_TITLES.get(key, key.replace("_", " ").capitalize()),
+                    **_extra_block(value)})
+    return out
+
+
+def snakemake_run_started(workdir=".") -> datetime | None:
+    """When the Snakemake run rendering the report started: the newest log in .snakemake/log is
+    that run's, named after its start in local time (2026-11-26T144052.658292.snakemake.log)."""
+    logs = sorted(Path(workdir, ".snakemake", "log").glob("*.snakemake.log"))
+    if not logs:
+        return None
+    try:
+        return datetime.strptime(logs[-1].name.split(".snakemake")[0], "%Y-%m-%dT%H%M%S.%f").astimezone()
+    except ValueError:
+        return None
+
+
+def _cache_state(placements, run_started) -> dict | None:
+    """Per benchmark job: made by this run or reused from an earlier one, when, on which host and
+    at which commit (the provenance the launcher adds to each job's placement file)."""
+    if not placements:
+        return None
+    headers = ["job", "results", "finished (UTC)", "host", "commit", "outcome"]
+    rows, reused, commands = [], 0, []
+    for path in map(Path, placements):
+        try:
+            prov = json.loads(path.read_text()).get("provenance") or {}
+        except (OSError, ValueError):
+            prov = {}
+        # results/<label>/<family>/...: the job is what follows the label
+        job = "/".join(path.parts[2:-1]) if path.parts[:1] == ("results",) else str(path.parent)
+        finished = prov.get("finished")
+        when = datetime.fromisoformat(prov["started"]) if prov.get("started") else None
+        if when is None or run_started is None:
+            state = "unknown (no provenance)" if when is None else "—"
+        elif when < run_started - timedelta(seconds=1):  # older provenance kept whole seconds only
+            state, reused = "reused from an earlier run", reused + 1
+        else:
+            state = "this run"
+        commit = prov.get("commit") or "—"
+        commands += [f"# {job}\n{c}" for c in prov.get("commands") or []]
+        rows.append([job, state, (finished or "—").replace("T", " ").replace("+00:00", ""), prov.get("host") or "—",
+                     commit[:12] + ("-dirty" if commit.endswith("-dirty") and len(commit) > 12 else ""),
+                     (prov.get("outcome") or "—")[:120]])
+    note = (f"{len(rows)} benchmark job(s): {reused} reused from earlier runs (Snakemake's cache), "
+            f"{len(rows) - reused} made by this run" if run_started else f"{len(rows)} benchmark job(s)")
+    return {"table": table(headers, rows), "commands": "\n".join(commands),
+            "note": note + ". A job reruns when its parameters change or its outputs are deleted (README, Caching "
+                           "and reruns)."}
+
+
+def _appendix(inputs: ReportInputs) -> dict:
+    return {"env": _env_table(inputs.env_dict()), "cache": _cache_state(inputs.placements, inputs.run_started),
+            "config_yaml": yaml.safe_dump(inputs.config or {}, sort_keys=False, allow_unicode=True).rstrip()}
+
+
+TOPOLOGY = Section("topology", "Topology", TEMPLATES, lambda inputs: _topology_matrix((inputs.extra or {}).get("topology")))
+EXTRAS = Section("extras", "The probes' results", TEMPLATES, lambda inputs: _extras(inputs.extra))
+APPENDIX = Section("appendix", "Appendix", TEMPLATES, _appendix)

@@ -1,0 +1,122 @@
+"""The training family's report section: its findings, the MLP (DDP) table, the language models'
+table, its figures, and its Verdict headlines (per model, plain DDP at the largest world size:
+scaling efficiency against plain DDP on one GPU, healthy from HEALTHY_EFFICIENCY; the reason names the
+bottleneck, distbench.training.analysis.findings.verdict). Fragments: templates/training.*.j2."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from distbench.core.section import Headline, ReportInputs, Section, pct_cell, table
+from distbench.core.units import human_time_us
+from distbench.core.units import pct as _pct
+from distbench.training.analysis.findings import training_findings
+from distbench.training.analysis.findings import verdict as bottleneck
+
+TEMPLATES = Path(__file__).parent / "templates"
+HEALTHY_EFFICIENCY = 0.90  # scaling efficiency vs one GPU at the largest world size
+# Above this, the 1-GPU run was slower per GPU than the multi-GPU one: the baseline, not the scaling, is
+# what the number says something about, so it is not called healthy.
+SUPERLINEAR_EFFICIENCY = 1.10
+
+
+def _lm_table(lm: pd.DataFrame):
+    headers = ["model", "strategy", "ws", "tokens/s", "tokens/s per device", "TFLOP/s per device", "MFU", "peak",
+               "efficiency vs plain 1 GPU", "exposed comm ms", "overlap", "trainable params", "grad MB per step",
+               "attention", "compile", "status"]
+    rows = []
+    for _, r in lm.sort_values(["model", "strategy", "world_size"]).iterrows():
+        peak = f"{r['peak_device']} {r['peak_tflops']:g}" if isinstance(r.get("peak_device"), str) and r["peak_device"] else None
+        rows.append([r["model"], r["strategy"], int(r["world_size"]), r["tokens_per_s_median"],
+                     r["tokens_per_s_per_device_median"], r["tflops_per_device"], pct_cell(r["mfu"]), peak,
+                     pct_cell(r["efficiency_vs_plain_1gpu"]), r["exposed_comm_ms"] if r["world_size"] > 1 else None,
+                     pct_cell(r["overlap_fraction"]), r["params_trainable"],
+                     None if pd.isna(r["grad_bytes"]) else float(r["grad_bytes"]) / 1e6,
+                     r["attention_kernel"], bool(r["compile"]), r["status"]])
+    return table(headers, rows)
+
+
+def build(inputs: ReportInputs) -> dict | None:
+    """The training family's section: computed findings first, then one row per configuration and
+    world size (None when the run had no training jobs)."""
+    s = inputs.table("training_summary")
+    if s is None or s.empty:
+        return None
+    if "model" not in s:
+        s = s.assign(model="mlp")
+    s = s.assign(_not_plain=s["config"] != "plain").sort_values(["model", "_not_plain", "config", "world_size"])  # plain first
+    lm, s = s[s["model"] != "mlp"], s[s["model"] == "mlp"]
+    headers = ["config", "ws", "step ms", "compute-only ms", "exposed comm ms", "overlap", "samples/s",
+               "efficiency vs plain 1 GPU", "vs own 1 GPU", "verdict", "status"]
+    rows = []
+    for _, r in s.iterrows():
+        label = bottleneck(r)[0] if r["world_size"] > 1 and r["status"] == "ok" else None
+        rows.append([r["config"], int(r["world_size"]), r["step_time_ms_median"], r["compute_only_ms_median"],
+                     r["exposed_comm_ms"], pct_cell(r["overlap_fraction"]), r["samples_per_s_median"],
+                     pct_cell(r["efficiency_vs_plain_1gpu"]), pct_cell(r["efficiency_vs_own_1gpu"]), label, r["status"]])
+    scaling = ", ".join(sorted(set(pd.concat([s, lm])["scaling"].astype(str))))
+    return {"findings": training_findings(pd.concat([s, lm])), "table": table(headers, rows) if rows else None,
+            "lm_table": _lm_table(lm) if len(lm) else None,
+            "lm_note": ("Model FLOPs per token = 6 N + 12 L H Q T (N: parameters except the position embedding; "
+                        "lora: 4 per frozen and 6 per trainable parameter), the PaLM/nanoGPT/torchtitan definition; "
+                        "MFU = TFLOP/s per device / the device's dense peak for the dtype (distbench/training/analysis/mfu.py), "
+                        "empty for a device not in that table. FSDP's compute-only step runs with gradient sync and "
+                        "resharding off (no collective at all), and its optimizer then has no gradients to apply."),
+            "note": (f"{scaling} scaling: "
+                     + ("the per-rank batch is fixed, so the global batch grows with the world size"
+                        if scaling == "weak" else "the global batch is fixed and split over the ranks")
+                     + ". Efficiency = samples/s at N ranks / (N x samples/s of plain DDP on 1 rank);"
+                       " exposed comm = DDP step - the same step without gradient sync (no_sync);"
+                       " overlap = 1 - exposed / the gradient all-reduce alone.")}
+
+
+def training_headlines(training: pd.DataFrame | None) -> list[Headline]:
+    """Per model: plain DDP (else its first configuration) at the largest world size."""
+    if training is None or training.empty:
+        return []
+    out = []
+    t = training if "model" in training else training.assign(model="mlp")
+    for model, g in t.groupby("model", sort=True):
+        multi = g[g["world_size"] > 1]
+        if multi.empty:
+            continue
+        ws = int(multi["world_size"].max())
+        at = multi[multi["world_size"] == ws]
+        plain = at[at["config"] == "plain"]
+        r = (plain if len(plain) else at).iloc[0]
+        label = f"{model} ({r.get('strategy', 'ddp')}, {r['config']})"
+        if str(r["status"]) != "ok":
+            out.append(Headline("training", f"{label} at {ws} ranks: {r['status']}", "failing",
+                                str(r.get("message") or "the job did not complete")))
+            continue
+        eff = float(r["efficiency_vs_plain_1gpu"]) if pd.notna(r.get("efficiency_vs_plain_1gpu")) else math.nan
+        step_us = float(r["step_time_ms_median"]) * 1e3
+        exposed_us = float(r["exposed_comm_ms"]) * 1e3 if pd.notna(r.get("exposed_comm_ms")) else math.nan
+        text = f"{label} at {ws} ranks: "
+        text += f"{_pct(eff)} scaling efficiency vs 1 GPU" if not math.isnan(eff) else "no 1-GPU baseline"
+        if not math.isnan(exposed_us):
+            text += f", {human_time_us(max(exposed_us, 0.0))} exposed communication of a {human_time_us(step_us)} step"
+        kind, _ = bottleneck(r)
+        if math.isnan(eff):
+            verdict, reason = "measured", f"{kind}; no 1-GPU run to compare with"
+        elif eff > SUPERLINEAR_EFFICIENCY:
+            verdict, reason = "measured", ("above linear scaling: each GPU ran faster than the 1-GPU baseline did, "
+                                           "so the baseline is suspect (compare its step time and MFU)")
+        elif eff >= HEALTHY_EFFICIENCY:
+            verdict, reason = "healthy", f"at least {_pct(HEALTHY_EFFICIENCY)} of linear scaling ({kind})"
+        else:
+            share = f"; {_pct(max(exposed_us, 0.0) / step_us)} of each step is exposed communication" \
+                if not math.isnan(exposed_us) else ""
+            verdict, reason = "below expected", f"under {_pct(HEALTHY_EFFICIENCY)} of linear scaling{share} ({kind})"
+        out.append(Headline("training", text, verdict, reason))
+    return out
+
+
+def headlines(inputs: ReportInputs) -> list[Headline]:
+    return training_headlines(inputs.table("training_summary"))
+
+
+TRAINING = Section("training", "Training", TEMPLATES, build, headlines=headlines, figure_dirs=("figures_training",))
