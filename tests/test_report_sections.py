@@ -18,7 +18,7 @@ from distbench.report.render import build_context, render_report
 from distbench.report.sections import SECTIONS
 from tests.conftest import REPO
 
-BENCH = REPO / "benchmarks"
+BENCH = REPO / "benchmarks/results"
 
 
 @pytest.fixture(scope="module")
@@ -30,8 +30,8 @@ def inputs(tmp_path_factory) -> ReportInputs:
     tables = tmp / "results/lab/tables"
     for src in (BENCH / "report-h100x4-2026-11-26/run-h100x4/tables/training_summary.csv",
                 BENCH / "report-h100x4-2026-11-26/run-h100x4/tables/memory_summary.csv",
-                BENCH / "pairs-h100x4-2026-11-26/comm_stragglers.csv", BENCH / "pairs-h100x4-2026-11-26/comm_pairs.csv",
-                BENCH / "profile-h100x4-2026-11-26/trace_overlap.csv"):
+                BENCH / "comm-pairs-h100x4-2026-11-26/comm_stragglers.csv", BENCH / "comm-pairs-h100x4-2026-11-26/comm_pairs.csv",
+                BENCH / "traces-h100x4-2026-11-26/trace_overlap.csv"):
         shutil.copy(src, tables / src.name)
     shutil.copytree(BENCH / "comm-predict-h200x4-2026-11-26/predict", tables / "predict")
     placement = tmp / "results/lab/comm/nccl/ws2/placement.json"
