@@ -45,9 +45,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from distbench.core.choices import (
-    BACKENDS, DEVICE_TIMINGS, DTYPES, NCCL_TESTS_REDOP, NCCL_TESTS_ROOT, NCCL_TESTS_TYPES, RANK_AGGS, TIMINGS,
-)
+from distbench.comm.spec import OPS, SPECS, element_count, placements
+from distbench.core.choices import BACKENDS, DEVICE_TIMINGS, DTYPES, NCCL_TESTS_TYPES, RANK_AGGS, TIMINGS
 from distbench.core.io import PartialCsvs
 from distbench.launch.placement import gather_and_check
 from distbench.launch.ranks import RankContext, node_count, ranks_text
@@ -77,12 +76,11 @@ def job_timings(backend: str, timings: list[str]) -> list[str]:
 def plan_points(ops: list[str], sizes: list[int], timings: list[str], inplace=(False,),
                 traffic=("uniform",)) -> list[Point]:
     """The measurement order shared by the harness and the launcher (which fills in after a crash)."""
-    from distbench.comm.ops import OPS, placements
     from distbench.comm.traffic import NONE
 
     points = []
     for op in ops:
-        spec = OPS[op]
+        spec = SPECS[op]
         for pattern in (list(dict.fromkeys(traffic)) if spec.takes_traffic else [NONE]):
             for size in (sizes if spec.moves_data else [0]):
                 for timing in timings:
@@ -149,10 +147,10 @@ class Harness(RankContext):
         self.elem_bytes = self.torch.empty((), dtype=self.dtype).element_size()
 
     def measure(self, point: Point, emit) -> None:
-        from distbench.comm.ops import OPS, Ctx, element_count
+        from distbench.comm.ops import TORCH_OPS, Ctx
 
         torch, args = self.torch, self.args
-        spec = OPS[point.op]
+        spec, torch_op = SPECS[point.op], TORCH_OPS[point.op]
         ctx = Ctx(self.rank, self.world_size, self.device, self.dtype, args.backend, point.traffic)
         count = element_count(spec, point.size_bytes, self.elem_bytes, self.world_size)
         size_bytes = count * self.elem_bytes if spec.moves_data else 0
@@ -182,7 +180,7 @@ class Harness(RankContext):
         if point.timing == "graph" and not spec.graph_capturable:
             return emit_status("skipped", f"{point.op} cannot be captured in a CUDA graph (host-side sync)")
 
-        make = spec.make_inplace if point.inplace and not spec.inplace else spec.make
+        make = torch_op.make_inplace if point.inplace and not spec.always_inplace else torch_op.make
         # send + recv (+ the expected values, built once for the check)
         footprint = 3 * size_bytes
         n_slots = rotation_slots(footprint, args.iters, args.rotate_bytes)
@@ -201,8 +199,8 @@ class Harness(RankContext):
 
         try:
             # Before warm-up one buffer set is enough: the check after timing covers every set.
-            before = self._check(spec, ctx, slots[:1], lambda: spec.run(ctx, slots[0]))
-            times_us, after = self._time_and_check(spec, ctx, slots, point.timing)
+            before = self._check(ctx, slots[:1], lambda: torch_op.run(ctx, slots[0]))
+            times_us, after = self._time_and_check(torch_op, ctx, slots, point.timing)
             err = None
         except torch.OutOfMemoryError as e:
             err, before, after, times_us = ("oom", str(e).splitlines()[0]), None, None, None
@@ -263,11 +261,11 @@ class Harness(RankContext):
         if self.cuda:
             self.torch.cuda.empty_cache()
 
-    def _run_each_slot(self, spec, ctx, slots) -> None:
+    def _run_each_slot(self, torch_op, ctx, slots) -> None:
         for b in slots:
-            spec.run(ctx, b)
+            torch_op.run(ctx, b)
 
-    def _check(self, spec, ctx, slots, run_once) -> bool | None:
+    def _check(self, ctx, slots, run_once) -> bool | None:
         """Re-write inputs, poison outputs, run one op per buffer set via `run_once`, compare exactly.
         Returns this rank's verdict (None when the op has nothing to check)."""
         if slots[0].expected is None:
@@ -279,12 +277,12 @@ class Harness(RankContext):
         expected = slots[0].expected()
         return all(bool(self.torch.equal(b.recv, expected)) for b in slots)
 
-    def _time_and_check(self, spec, ctx, slots, timing: str) -> tuple[list[float], bool | None]:
+    def _time_and_check(self, torch_op, ctx, slots, timing: str) -> tuple[list[float], bool | None]:
         torch, args = self.torch, self.args
         n_slots = len(slots)
 
         def run(j):
-            spec.run(ctx, slots[j % n_slots])
+            torch_op.run(ctx, slots[j % n_slots])
 
         # Warm up on the stream the graph is captured on (as nccl-tests does), so NCCL's lazy
         # per-stream setup happens outside the capture.
@@ -336,9 +334,9 @@ class Harness(RankContext):
             if n_slots < args.iters:  # the timed graph repeats ops on one buffer set: one op per set instead
                 check_graph = self._capture(stream, [lambda j=j: run(j) for j in range(n_slots)])
             replay = (check_graph or graph).replay
-            after = self._check(spec, ctx, slots, replay)
+            after = self._check(ctx, slots, replay)
         else:
-            after = self._check(spec, ctx, slots, lambda: self._run_each_slot(spec, ctx, slots))
+            after = self._check(ctx, slots, lambda: self._run_each_slot(torch_op, ctx, slots))
         del graph, check_graph
         return times, after
 
@@ -369,8 +367,6 @@ def pairs_path(out: Path) -> Path:
 
 
 def parse_args(argv=None):
-    from distbench.comm.ops import OPS
-
     p = argparse.ArgumentParser(prog="python -m distbench.comm", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--backend", choices=BACKENDS, required=True)
@@ -448,7 +444,7 @@ def table_line(rows: list[dict]) -> str:
 
     r = rows[0]
     head = (f"{r['size_bytes']:>12} {r['count']:>12} {NCCL_TESTS_TYPES.get(r['dtype'], r['dtype']):>8} "
-            f"{NCCL_TESTS_REDOP.get(r['op'], 'none'):>6} {NCCL_TESTS_ROOT.get(r['op'], -1):>5}")
+            f"{SPECS[r['op']].redop:>6} {SPECS[r['op']].root:>5}")
     tail = f"{r['timing']:>6} {'in' if r['inplace'] else 'out':>7} {human_bytes(r['size_bytes']):>9}"
     if r["status"] not in ("ok", "wrong"):
         return f"{head} {'':>9} {'':>8} {'':>8} {'N/A':>6}  {tail} {'':>9}  {r['status']}: {r['message']}"
@@ -475,22 +471,22 @@ def profile_ops(h: Harness, args) -> None:
     """Traces on request: after the timed sweep, every op of the job run --profile-steps times at the
     largest size (its first traffic matrix) under torch.profiler, one trace per rank. Eager ops, no
     check, nothing written to the CSV: the trace shows what the timed ops do, it is not a measurement."""
-    from distbench.comm.ops import OPS, Ctx, element_count
+    from distbench.comm.ops import TORCH_OPS, Ctx
     from distbench.launch.profiling import profile_pass
 
     size = max(args.sizes) if args.sizes else 0
     runs = []
     for op in args.ops:
-        spec = OPS[op]
+        spec = SPECS[op]
         ctx = Ctx(h.rank, h.world_size, h.device, h.dtype, args.backend, args.traffic[0] if spec.takes_traffic else "none")
         count = element_count(spec, size, h.elem_bytes, h.world_size)
         if h.world_size < spec.min_world_size or (spec.moves_data and not count):
             continue
-        runs.append((spec, ctx, spec.make(ctx, count)))
+        runs.append((TORCH_OPS[op], ctx, TORCH_OPS[op].make(ctx, count)))
 
     def one_of_each():
-        for spec, ctx, b in runs:
-            spec.run(ctx, b)
+        for torch_op, ctx, b in runs:
+            torch_op.run(ctx, b)
     try:
         path = profile_pass(h.torch, one_of_each, args.profile_steps, args.profile_dir, h.rank, h.cuda, h.sync)
         h.say(f"profile: {len(runs)} op(s) x {args.profile_steps} traced at {size} B, rank {h.rank}: {path}")

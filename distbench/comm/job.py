@@ -65,7 +65,7 @@ def write_failure_rows(job, params, out_csv: Path, message: str) -> None:
     """Keep finished rows; mark the measurement in progress failed and the rest skipped."""
     import torch
 
-    from distbench.comm.ops import OPS, element_count
+    from distbench.comm.spec import SPECS, element_count
 
     done = read_partial_rows(partial_path(out_csv), COMM_COLUMN_NAMES)
     trials = params["trials"]
@@ -86,7 +86,7 @@ def write_failure_rows(job, params, out_csv: Path, message: str) -> None:
     points = plan_points(params["ops"], params["sizes"], params["timing"], params.get("inplace", [False]),
                          params.get("traffic", ["uniform"]))
     for i, point in enumerate(points[n_done:]):
-        spec = OPS[point.op]
+        spec = SPECS[point.op]
         count = element_count(spec, point.size_bytes, elem, job.world_size)
         size = count * elem if spec.moves_data and count else point.size_bytes
         base = base_row(fields, Point(point.op, size, point.timing, point.inplace, point.traffic), count)

@@ -57,7 +57,7 @@ steps each way, at full bandwidth. NCCL's own cost model (src/graph/tuning.cc) w
 bandwidth term as 2 S / busBw (its algBw is busBw / 2); we keep the ring's 2(n-1)/n factor so that
 beta is the same bus bandwidth for both (nccl-tests converts tree times to busbw with that factor);
 the two forms agree for large n. b(n) is nccl-tests' bus-bandwidth factor (doc/PERFORMANCE.md,
-`BUS_FACTOR` below = distbench.comm.ops), so beta is the asymptote of busbw.
+`bus_factor` below, read from distbench.comm.spec), so beta is the asymptote of busbw.
 
 Per-op fixed cost. The latency at n ranks is split into a fixed part, paid once per operation
 (kernel launch, and the timing method: with events timing the host's issue rate, ~30-40 us per op
@@ -173,7 +173,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from distbench.core.choices import OPS
+from distbench.comm.spec import SPECS
 from distbench.core.io import atomic_write_csv
 from distbench.core.sizes import parse_size
 
@@ -189,18 +189,15 @@ DEFAULT_GPU_COUNTS = (8, 16, 64, 256, 1024)
 DEFAULT_SIZES = tuple(2**k for k in (10, 16, 20, 24, 26, 28, 30))  # 1 KiB, 64 KiB, 1, 16, 64, 256 MiB, 1 GiB
 DEFAULT_PRESET = "nvlink4-ib400"
 
-# nccl-tests' busbw / algbw per op (doc/PERFORMANCE.md): the same numbers as distbench.comm.ops
-# (which analysis may not import: it pulls in torch). tests/test_predict.py ties the two together.
-BUS_FACTOR = {
-    "all_reduce": lambda n: 2 * (n - 1) / n,
-    "all_gather": lambda n: (n - 1) / n,
-    "reduce_scatter": lambda n: (n - 1) / n,
-    "broadcast": lambda n: 1.0,
-    "all_to_all": lambda n: (n - 1) / n,
-    "send_recv": lambda n: 1.0,
-}
-# barrier moves no data: no beta to fit; all_to_all_v's cost depends on its traffic matrix
-MODELLED_OPS = tuple(op for op in OPS if op in BUS_FACTOR)
+# Not modelled: barrier moves no data (no beta to fit); all_to_all_v's cost depends on its traffic matrix.
+MODELLED_OPS = tuple(name for name, s in SPECS.items() if s.modelled)
+
+
+def bus_factor(op: str, n: int) -> float:
+    """nccl-tests' busbw / algbw for op at n ranks (doc/PERFORMANCE.md), read from the op's spec."""
+    return SPECS[op].bus_factor(n)
+
+
 ALGORITHMS = ("ring", "tree")  # flat algorithms (section 2); tree for all_reduce only
 CLUSTER_ALGORITHMS = ("hierarchical", "ring", "tree")
 _CLUSTER_OPS = {
@@ -368,7 +365,7 @@ def fit_alpha_beta(sizes, times_us, tolerance: float = TOLERANCE) -> AlphaBeta:
 
 # ================================================================ section 2: algorithms and links
 def _check_op(op: str) -> None:
-    if op not in BUS_FACTOR:
+    if op not in MODELLED_OPS:
         raise ValueError(f"no cost model for op {op!r} (modelled: {', '.join(MODELLED_OPS)})")
 
 
@@ -385,7 +382,7 @@ def cost_coefficients(op: str, n_ranks: int, algorithm: str = "ring") -> tuple[f
         raise ValueError(f"the tree algorithm is modelled for all_reduce only, not {op}")
     if n == 1:
         return 0.0, 0.0
-    b = BUS_FACTOR[op](n)
+    b = bus_factor(op, n)
     if op == "all_reduce":
         # ring: 2(n-1) steps of S/n each; tree: log2(n) steps up and down (NCCL double binary tree)
         a = 2 * math.log2(n) if algorithm == "tree" else 2.0 * (n - 1)
@@ -544,7 +541,7 @@ def predict_hierarchical(op: str, size_bytes, n_gpus: int, intra, inter, gpus_pe
             if op == "all_reduce":
                 steps_intra, steps_inter = 2 * steps_intra, 2 * steps_inter
             lat = steps_intra * li.alpha_us + steps_inter * le.alpha_us
-        out = lat + _cost(0, 0, BUS_FACTOR[op](n), s, beta)
+        out = lat + _cost(0, 0, bus_factor(op, n), s, beta)
     if m > 1:
         out = out + fixed
     return float(out) if np.ndim(out) == 0 else out
@@ -709,7 +706,7 @@ def predict_cluster(fits: pd.DataFrame | None, preset=DEFAULT_PRESET, sizes=DEFA
                                 bool(float(holds[0]) <= s <= float(holds[1])))
                     rows.append({**series, "intra_source": source, "preset": p.name, "algorithm": algo, "gpus": int(n),
                                  "nodes": m, "gpus_per_node": g, "size_bytes": int(s), "time_us": float(tu),
-                                 "algbw_gbps": algbw, "busbw_gbps": algbw * BUS_FACTOR[op](int(n)) if n > 1 else NAN,
+                                 "algbw_gbps": algbw, "busbw_gbps": algbw * bus_factor(op, int(n)) if n > 1 else NAN,
                                  "intra_alpha_us": intra.alpha_us, "intra_beta_gbps": intra.beta_gbps,
                                  "intra_fixed_us": intra.fixed_us,
                                  "inter_alpha_us": p.inter.alpha_us, "inter_beta_gbps": p.inter.beta_gbps,

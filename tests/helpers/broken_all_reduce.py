@@ -6,5 +6,5 @@ import torch.distributed as dist
 
 from distbench.comm import harness as comm, ops
 
-ops.OPS["all_reduce"] = replace(ops.OPS["all_reduce"], run=lambda c, b: dist.all_reduce(b.send, op=dist.ReduceOp.MAX))
+ops.TORCH_OPS["all_reduce"] = replace(ops.TORCH_OPS["all_reduce"], run=lambda c, b: dist.all_reduce(b.send, op=dist.ReduceOp.MAX))
 sys.exit(comm.main(sys.argv[1:]))

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from distbench.comm import harness as comm, ops
 
-spec = ops.OPS["all_reduce"]
+spec = ops.TORCH_OPS["all_reduce"]
 fail = os.environ["FAIL"]
 rank = int(os.environ["RANK"])
 
@@ -24,5 +24,5 @@ def run(ctx, b):
     return spec.run(ctx, b)
 
 
-ops.OPS["all_reduce"] = replace(spec, make=make, run=run)
+ops.TORCH_OPS["all_reduce"] = replace(spec, make=make, run=run)
 sys.exit(comm.main(sys.argv[1:]))
