@@ -94,7 +94,7 @@ def test_two_agents_on_loopback_form_one_comm_job(tmp_path):
     127.0.0.1) started by the launcher form one world of 4 Gloo ranks."""
     from distbench.comm.job import run_comm_job
     from distbench.pipeline.plan import CommJob, job_params
-    from distbench.core.contract import read_comm_csv
+    from distbench.comm.contract import read_comm_csv
 
     cfg = check_config({"backends": ["gloo"]})
     params = {**job_params(cfg, "gloo"), "ops": ["all_reduce"], "sizes": [1024], "trials": 2, "iters": 2,
@@ -144,7 +144,7 @@ def test_an_agent_that_fails_ends_the_other_agents_at_once(tmp_path, monkeypatch
     from distbench.launch import torchrun as launch
     from distbench.comm.job import run_comm_job
     from distbench.pipeline.plan import CommJob, job_params
-    from distbench.core.contract import read_comm_csv
+    from distbench.comm.contract import read_comm_csv
 
     real = launch.agent_commands
 

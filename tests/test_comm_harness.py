@@ -8,7 +8,7 @@ import pytest
 
 from distbench.launch.placement import check_placement
 from distbench.comm.spec import OPS, SPECS
-from distbench.core.contract import COMM_COLUMN_NAMES, read_comm_csv
+from distbench.comm.contract import COMM_COLUMN_NAMES, read_comm_csv
 from tests.conftest import REPO, torchrun
 
 
@@ -114,7 +114,7 @@ def test_an_op_that_goes_wrong_after_warm_up_is_caught_by_the_check_after_timing
 
 
 def test_every_ranks_time_is_kept_and_combined_as_configured(tmp_path):
-    from distbench.core.contract import read_comm_ranks_csv
+    from distbench.comm.contract import read_comm_ranks_csv
 
     r = _helper("rank_times.py", [str(tmp_path)], nproc=3)
     assert r.returncode == 0, r.stderr[-2000:]

@@ -14,7 +14,7 @@ import torch
 from distbench.pipeline.config import check_config
 from distbench.memory import accounting as acc
 from distbench.memory.analysis.summary import fit_line, memory_findings, summarize_memory
-from distbench.core.contract import MEMORY_COLUMN_NAMES, read_memory_csv
+from distbench.memory.contract import MEMORY_COLUMN_NAMES, read_memory_csv
 from distbench.workloads import gpt as G
 from distbench.workloads import mlp
 from tests.conftest import REPO

@@ -7,7 +7,7 @@ from distbench.comm.job import run_comm_job, write_failure_rows
 from distbench.comm.pairs import plan_pairs
 from distbench.pipeline.config import check_config
 from distbench.pipeline.plan import CommJob, job_params, make_plan, pairs_job
-from distbench.core.contract import read_pairs_csv
+from distbench.comm.contract import read_pairs_csv
 
 
 def _params(**kw):

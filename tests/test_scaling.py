@@ -14,7 +14,7 @@ import pytest
 
 from distbench.training.analysis import summary as scaling
 from distbench.training.analysis.plots import FIGURES, plot_training
-from distbench.core.contract import TRAINING_COLUMN_NAMES, read_training_csv
+from distbench.training.contract import TRAINING_COLUMN_NAMES, read_training_csv
 from distbench.training.analysis.summary import add_scaling, best_config, summarize_training, training_findings, verdict
 
 PLAIN_KNOBS = dict(bucket_cap_mb=25.0, gradient_as_bucket_view=False, static_graph=False, broadcast_buffers=True,

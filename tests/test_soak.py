@@ -10,7 +10,7 @@ import pytest
 
 from distbench.comm.job import run_comm_job
 from distbench.pipeline.plan import CommJob
-from distbench.core.contract import read_comm_csv
+from distbench.comm.contract import read_comm_csv
 
 N_JOBS = 50
 

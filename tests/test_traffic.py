@@ -8,7 +8,7 @@ import torch
 from distbench.comm.ops import TORCH_OPS, Ctx, a2av_counts
 from distbench.comm.spec import element_count
 from distbench.pipeline.config import ConfigError, check_config
-from distbench.core.contract import read_comm_csv, read_comm_ranks_csv
+from distbench.comm.contract import read_comm_csv, read_comm_ranks_csv
 from distbench.comm.traffic import TrafficError, busiest, parse_traffic, read_matrix, split_counts
 from tests.conftest import torchrun
 

@@ -7,7 +7,9 @@ import sys
 import pandas as pd
 import pytest
 
-from distbench.core.contract import TRAINING_COLUMN_NAMES, TRAINING_COLUMNS, TRAINING_PHASES, to_bool
+from distbench.core.contract import to_bool
+
+from distbench.training.contract import TRAINING_COLUMNS, TRAINING_COLUMN_NAMES, TRAINING_PHASES
 from distbench.training.harness import ddp_bucket_layout, per_rank_batch
 from tests.conftest import REPO
 

@@ -5,7 +5,7 @@ import json
 
 from distbench.pipeline.config import check_config
 from distbench.pipeline.plan import TrainingJob, training_params
-from distbench.core.contract import TRAINING_PHASES, read_training_csv
+from distbench.training.contract import TRAINING_PHASES, read_training_csv
 from distbench.training.job import run_training_job
 
 

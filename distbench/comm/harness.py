@@ -50,7 +50,7 @@ from distbench.core.choices import BACKENDS, DEVICE_TIMINGS, DTYPES, NCCL_TESTS_
 from distbench.core.io import PartialCsvs
 from distbench.launch.placement import gather_and_check
 from distbench.launch.ranks import RankContext, node_count, ranks_text
-from distbench.core.contract import COMM_COLUMN_NAMES, COMM_RANK_COLUMN_NAMES, PAIRS_COLUMN_NAMES
+from distbench.comm.contract import COMM_COLUMN_NAMES, COMM_RANK_COLUMN_NAMES, PAIRS_COLUMN_NAMES
 from distbench.core.sizes import parse_size
 
 DEFAULT_ROTATE_BYTES = 256 * 2**20

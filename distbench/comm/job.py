@@ -10,7 +10,7 @@ from distbench.comm.harness import Point, base_row, pairs_path, plan_points, ran
 from distbench.core.io import atomic_write_text, csv_text, partial_path, read_partial_rows
 from distbench.launch.torchrun import TorchrunJob, job_environment, run_job_with_traces
 from distbench.launch.profiling import trace_dir
-from distbench.core.contract import COMM_COLUMN_NAMES, COMM_RANK_COLUMN_NAMES, PAIRS_COLUMN_NAMES
+from distbench.comm.contract import COMM_COLUMN_NAMES, COMM_RANK_COLUMN_NAMES, PAIRS_COLUMN_NAMES
 
 
 def comm_args(job, params: dict, out_csv, placement_json) -> list[str]:

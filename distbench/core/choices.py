@@ -29,14 +29,11 @@ STATUSES = ("ok", "oom", "skipped", "not_run", "failed", "wrong")
 STATUS_SEVERITY = {s: i for i, s in enumerate(("wrong", "failed", "oom", "not_run", "skipped", "ok"))}
 
 # The training family.
-TRAINING_PHASES = ("step", "compute_only", "comm_alone")
 COMM_HOOKS = ("none", "bf16_compress", "fp16_compress")
 TRAINING_DTYPES = ("float32", "bfloat16")
 OPTIMIZERS = ("sgd", "sgd_momentum", "adamw")
 SCALINGS = ("weak", "strong")
-MEMORY_PHASES = ("measure", "search")
 TRAINING_MODELS = ("mlp", "gpt", "lora")  # seed 004's MLP; the GPT decoder; GPT with LoRA adapters
-PAIR_MODES = ("uni", "bi")  # GPU-pair matrix: one direction at a time, or both at once
 LAUNCHERS = ("auto", "local", "srun", "ssh")  # how a multi-node job starts its torchrun agents (distbench.launch.cluster)
 STRATEGIES = ("ddp", "fsdp")  # fsdp: FSDP2 fully_shard per block (gpt and lora only)
 # gpt/lora sizes by name: (layers, heads, model dim), the GPT-3 paper's (Brown et al. 2020, table

@@ -54,7 +54,7 @@ from distbench.core.choices import BACKENDS, COMM_HOOKS, OPTIMIZERS, SCALINGS
 from distbench.core.choices import TRAINING_DTYPES as TRAIN_DTYPES
 from distbench.launch.ranks import RankContext, failure_status, first_line, node_count, ranks_text
 from distbench.workloads.cli import add_model_args, resolve_model_args
-from distbench.core.contract import TRAINING_COLUMN_NAMES, TRAINING_PHASES
+from distbench.training.contract import TRAINING_COLUMN_NAMES, TRAINING_PHASES
 
 # DDP's own default bucket_cap_mb. Passing it explicitly is not the same as leaving it out in
 # torch >= 2.9 (the first bucket's 1 MiB cap only applies when bucket_cap_mb is None), so the

@@ -8,7 +8,7 @@ from distbench.launch.cluster import Launch
 from distbench.core.io import atomic_write_text, csv_text, partial_path, read_partial_rows
 from distbench.launch.torchrun import TorchrunJob, job_environment, run_job_with_traces
 from distbench.launch.profiling import trace_dir
-from distbench.core.contract import TRAINING_COLUMN_NAMES, TRAINING_PHASES
+from distbench.training.contract import TRAINING_COLUMN_NAMES, TRAINING_PHASES
 from distbench.workloads.cli import lm_shape
 
 

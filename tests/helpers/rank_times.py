@@ -6,7 +6,7 @@ from pathlib import Path
 
 from distbench.comm import harness as comm
 from distbench.core.io import PartialCsvs
-from distbench.core.contract import COMM_COLUMN_NAMES, COMM_RANK_COLUMN_NAMES
+from distbench.comm.contract import COMM_COLUMN_NAMES, COMM_RANK_COLUMN_NAMES
 
 BASE = [20.0, 40.0, 10.0]
 

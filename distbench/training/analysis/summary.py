@@ -1,6 +1,6 @@
 """Scaling analysis of the DDP training family, from results/<label>/tables/training.csv (tables only).
 
-`summarize_training` turns the per-step rows (contract: `distbench.core.contract.TRAINING_COLUMNS`) into
+`summarize_training` turns the per-step rows (contract: `distbench.training.contract.TRAINING_COLUMNS`) into
 one row per DDP configuration and world size; `add_scaling` adds throughput-based scaling
 efficiency and, given a GPU-hour price, cost; `verdict` and `training_findings` turn those rows into
 sentences that cite their numbers; `best_config` names the tuning winner.
@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from distbench.core.choices import STATUS_SEVERITY
-from distbench.core.contract import TRAINING
+from distbench.training.contract import TRAINING
 from distbench.core.io import atomic_write_csv
 from distbench.core.tables import combine
 from distbench.training.analysis.mfu import mfu, peak_for
