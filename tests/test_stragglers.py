@@ -8,7 +8,7 @@ from distbench.comm.analysis.summary import stragglers
 from distbench.comm.job import run_comm_job
 from distbench.pipeline.config import check_config
 from distbench.comm.analysis.findings import straggler_findings
-from distbench.pipeline.plan import CommJob, job_params
+from distbench.comm.plan import CommJob, job_params
 from distbench.comm.contract import read_comm_csv, read_comm_ranks_csv
 
 

@@ -28,7 +28,7 @@ def test_snakemake_lint_finds_nothing(workflow_dir):
 
 def test_lint_check_catches_a_finding(workflow_dir):
     # Guards the check above: a rule without a log directive must be reported.
-    plot = workflow_dir / "rules/plot.smk"
+    plot = workflow_dir / "rules/predict.smk"
     text, n = re.subn(r"\n    log:\n        .*\n", "\n", plot.read_text(), count=1)
     assert n == 1
     plot.write_text(text)

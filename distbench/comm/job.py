@@ -14,7 +14,7 @@ from distbench.comm.contract import COMM_COLUMN_NAMES, COMM_RANK_COLUMN_NAMES, P
 
 
 def comm_args(job, params: dict, out_csv, placement_json) -> list[str]:
-    """distbench.comm's arguments for one job of the plan (distbench.pipeline.plan.CommJob + job_params)."""
+    """distbench.comm's arguments for one job of the plan (distbench.comm.plan.CommJob + job_params)."""
     return [
         "--backend", job.backend, "--dtype", job.dtype,
         "--ops", ",".join(params["ops"]),

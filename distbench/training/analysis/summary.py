@@ -61,7 +61,7 @@ SUMMARY_COLUMNS = KEYS + METRICS
 SCALING_COLUMNS = ("plain_1gpu_samples_per_s", "efficiency_vs_plain_1gpu", "efficiency_vs_own_1gpu",
                    "cost_usd_per_1k_samples")
 
-PLAIN = "plain"  # the config label of DDP's defaults (distbench.pipeline.plan.ddp_label)
+PLAIN = "plain"  # the config label of DDP's defaults (distbench.training.plan.ddp_label)
 # Worst first: a job's status is the worst over its rows (as in distbench.comm.analysis.summary).
 # The workload a 1-rank baseline must share with the N-rank row (besides the batch, see _batch_key).
 # The strategy is not part of it: FSDP is compared with plain DDP on one rank (its own 1-rank run is
