@@ -574,7 +574,8 @@ def _prediction(validation_csv) -> dict | None:
     `validation_csv`: the check of the model, the fits, training at scale, and the assumptions."""
     if not validation_csv or not Path(validation_csv).exists():
         return None
-    from distbench.predict.model import get_preset, validation_summary
+    from distbench.predict.model import get_preset
+    from distbench.predict.tables import validation_summary
 
     d = Path(validation_csv).parent
     fits, comm, training = (pd.read_csv(d / f) for f in ("alpha_beta.csv", "prediction_comm.csv",
