@@ -34,7 +34,7 @@ def test_the_config_schema_allows_exactly_the_choices():
 def test_the_registry_and_the_harness_command_line_use_the_choices():
     import torch
 
-    from distbench.comm.harness import parse_args
+    from distbench.comm.cli import parse_args
     from distbench.comm.ops import TORCH_OPS
 
     assert tuple(TORCH_OPS) == OPS

@@ -45,7 +45,7 @@ def test_predict_follows_the_spec(monkeypatch):
 
 
 def test_the_harness_table_follows_the_spec(monkeypatch):
-    from distbench.comm.harness import table_line
+    from distbench.comm.cli import table_line
 
     row = {"size_bytes": 8, "count": 2, "dtype": "float32", "op": "broadcast", "timing": "host",
            "inplace": True, "status": "skipped", "message": "x"}

@@ -6,7 +6,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from distbench.launch.cluster import Launch
-from distbench.comm.harness import Point, base_row, pairs_path, plan_points, ranks_path
+from distbench.comm.cli import pairs_path, ranks_path
+from distbench.comm.harness import Point, base_row, plan_points
 from distbench.core.io import atomic_write_text, csv_text, partial_path, read_partial_rows
 from distbench.launch.torchrun import TorchrunJob, job_environment, run_job_with_traces
 from distbench.launch.profiling import trace_dir
@@ -48,7 +49,7 @@ def short_pass_args(job, params: dict, out_csv, placement_json) -> list[str]:
 
 def run_comm_job(job, params: dict, out_csv, placement_json, log_path) -> str:
     """Run one comm job; return 'ok' or the failure reason. out_csv, its per-rank times CSV
-    (harness.ranks_path) and placement_json exist afterwards in every case."""
+    (cli.ranks_path) and placement_json exist afterwards in every case."""
     out_csv = Path(out_csv)
     torchrun_job = TorchrunJob(
         module="distbench.comm", args=comm_args(job, params, out_csv, placement_json),

@@ -5,7 +5,7 @@ import os
 import sys
 from dataclasses import replace
 
-from distbench.comm import harness as comm, ops
+from distbench.comm import cli, ops
 
 spec = ops.TORCH_OPS["all_reduce"]
 fail = os.environ["FAIL"]
@@ -25,4 +25,4 @@ def run(ctx, b):
 
 
 ops.TORCH_OPS["all_reduce"] = replace(spec, make=make, run=run)
-sys.exit(comm.main(sys.argv[1:]))
+sys.exit(cli.main(sys.argv[1:]))

@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import torch.distributed as dist
 
-from distbench.comm import harness as comm, ops
+from distbench.comm import cli, harness as comm, ops
 
 state = {"timing": False}
 right = ops.TORCH_OPS["all_reduce"].run
@@ -30,4 +30,4 @@ def time_and_check(self, *a, **kw):
 
 ops.TORCH_OPS["all_reduce"] = replace(ops.TORCH_OPS["all_reduce"], run=run)
 comm.Harness._time_and_check = time_and_check
-sys.exit(comm.main(sys.argv[1:]))
+sys.exit(cli.main(sys.argv[1:]))
