@@ -14,10 +14,13 @@ Adding a collective
    the config's default op list included);
 2. its torch side in distbench/comm/ops.py: a `TorchOp(SPECS["name"], make, run[, make_inplace])`
    in `TORCH_OPS`.
-Nothing else: the config schema, the harness's --ops, predict (when the op moves data and takes no
-traffic matrix it is modelled with its bus factor), diagnose and summary.json follow.
-tests/test_spec.py fails if the two files disagree. The README lists the ops for people
-(tests/test_choices.py checks it names every one), so name the new op there too.
+The config schema (enum and default), the harness's --ops and table, comm/job.py, diagnose (NCCL
+log names), summary.json (redop/root) and predict's bus factors follow from the spec.
+tests/test_spec.py fails if the two files disagree. Two things are not code but are checked: the
+README names every op (tests/test_choices.py), and an op that moves data without a traffic matrix
+is modelled by distbench.predict, which needs its latency term (predict/model.py
+cost_coefficients, predict/cluster.py predict_hierarchical): until then those raise
+"no latency term for ..." and tests/test_predict.py fails, rather than predicting a guess.
 """
 
 from __future__ import annotations

@@ -58,8 +58,10 @@ def predict_hierarchical(op: str, size_bytes, n_gpus: int, intra, inter, gpus_pe
                    + _cost(n - g, le.alpha_us, (n - g) / n, s, le.beta_gbps))
         elif op == "broadcast":
             out = (m - 1) * le.alpha_us + (g - 1) * li.alpha_us + _cost(0, 0, 1.0, s, _bottleneck(li, le, g))
-        else:  # send_recv: some ring neighbour sits on another node
+        elif op == "send_recv":  # some ring neighbour sits on another node
             out = predict_collective(op, s, n, le)
+        else:
+            raise ValueError(f"no hierarchical form for {op!r} in predict_hierarchical (distbench/predict/cluster.py)")
     else:
         beta = _bottleneck(li, le, g)
         if algorithm == "tree":  # all_reduce

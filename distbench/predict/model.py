@@ -388,8 +388,10 @@ def cost_coefficients(op: str, n_ranks: int, algorithm: str = "ring") -> tuple[f
         a = n - 1.0  # ring (all_gather/reduce_scatter); all_to_all: n-1 pairwise exchanges of S/n
     elif op == "broadcast":
         a = n - 1.0  # pipelined chain: n-1 hops to fill, then S/beta streams through
-    else:  # send_recv: one hop, whatever n
+    elif op == "send_recv":  # one hop, whatever n
         a = 1.0
+    else:  # a spec the cost model has no latency term for yet: say so rather than guess
+        raise ValueError(f"no latency term for {op!r} in cost_coefficients (distbench/predict/model.py)")
     return float(a), float(b)
 
 
