@@ -8,18 +8,17 @@ from distbench.workloads.registry import WORKLOADS
 from distbench.pipeline.config import ConfigError, check_config
 from distbench.launch.profiling import family_mode
 from distbench.core.run_label import resolve_label
+from distbench.comm.plan import job_params, pairs_job
+from distbench.memory.plan import memory_params
 from distbench.pipeline.plan import (
     job_launch,
-    job_params,
     job_resources,
     make_plan,
-    memory_params,
     nccl_probe_params,
-    pairs_job,
     probe_resources,
     plan_summary,
-    training_params,
 )
+from distbench.training.plan import training_params
 
 try:
     # Readable errors (every bad key, with the allowed values), then snakemake.utils.validate
@@ -42,7 +41,7 @@ def results(path):
 
 
 PLAN = make_plan(config)
-JOBS = {tuple(str(v) for v in j.wildcards.values()): j for j in PLAN["jobs"]}
+COMM_JOBS = {tuple(str(v) for v in j.wildcards.values()): j for j in PLAN["comm_jobs"]}
 COMM_DIR = results("comm/{backend}/{dtype}/ws{world_size}/{nccl_env}")
 TRAINING_JOBS = {
     (j.backend, j.model, str(j.world_size), j.config_label): j
@@ -68,17 +67,19 @@ wildcard_constraints:
 
 
 def comm_job(wildcards):
-    return JOBS[
+    return COMM_JOBS[
         (wildcards.backend, wildcards.dtype, wildcards.world_size, wildcards.nccl_env)
     ]
 
 
 def comm_csvs(wildcards=None):
-    return [f"{COMM_DIR}/comm.csv".format(**j.wildcards) for j in PLAN["jobs"]]
+    return [f"{COMM_DIR}/comm.csv".format(**j.wildcards) for j in PLAN["comm_jobs"]]
 
 
 def comm_rank_csvs(wildcards=None):
-    return [f"{COMM_DIR}/comm_ranks.csv".format(**j.wildcards) for j in PLAN["jobs"]]
+    return [
+        f"{COMM_DIR}/comm_ranks.csv".format(**j.wildcards) for j in PLAN["comm_jobs"]
+    ]
 
 
 def training_job(wildcards):
@@ -173,7 +174,7 @@ def predict_report_inputs(wildcards=None):
 
 
 def comm_pairs_csvs(wildcards=None):
-    return [f"{COMM_DIR}/pairs.csv".format(**j.wildcards) for j in PLAN["jobs"]]
+    return [f"{COMM_DIR}/pairs.csv".format(**j.wildcards) for j in PLAN["comm_jobs"]]
 
 
 def pairs_report_inputs(wildcards=None):
@@ -196,7 +197,7 @@ def trace_jobs(wildcards=None):
     """{trace directory: its family and job} of every profiled job of the plan."""
     out = {}
     for family, jobs, job_dir in (
-        ("comm", PLAN["jobs"], COMM_DIR),
+        ("comm", PLAN["comm_jobs"], COMM_DIR),
         ("training", PLAN["training_jobs"], TRAINING_DIR),
     ):
         if PROFILE[family] != "off":
@@ -224,7 +225,7 @@ def job_placements(wildcards=None):
     """Every benchmark job's placement file (it carries the job's provenance: commit, host, dates),
     for the report's cache state."""
     return (
-        [f"{COMM_DIR}/placement.json".format(**j.wildcards) for j in PLAN["jobs"]]
+        [f"{COMM_DIR}/placement.json".format(**j.wildcards) for j in PLAN["comm_jobs"]]
         + [
             f"{TRAINING_DIR}/placement.json".format(**j.wildcards)
             for j in PLAN["training_jobs"]

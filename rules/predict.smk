@@ -1,4 +1,4 @@
-# Predicting larger clusters from the measured tables (distbench.predict.model): alpha-beta fits, their
+# Predicting larger clusters from the measured tables (distbench.predict.model, .tables): alpha-beta fits, their
 # check against the larger measured world sizes, collective times and training scaling at
 # predict.gpu_counts GPUs with the inter-node link of predict.preset.
 

@@ -1,8 +1,10 @@
-"""Each allowed-value list has one source (distbench.core.choices); everything that must repeat one is
-tied to it here, so adding an op, dtype, timing or backend is one edit plus what this test names."""
+"""Each allowed-value list has one source (distbench.core.choices, and distbench.comm.spec for the ops);
+everything that must repeat one is tied to it here, so adding a dtype, timing or backend is one edit
+plus what this test names (an op: see distbench.comm.spec and tests/test_spec.py)."""
 
 import re
 
+from distbench.comm.spec import OPS
 from distbench.core import choices
 from distbench.pipeline.config import load_schema
 from tests.conftest import REPO
@@ -16,9 +18,10 @@ def test_the_config_schema_allows_exactly_the_choices():
     schema = load_schema()
     comm = _comm(schema)
     assert tuple(schema["properties"]["backends"]["items"]["enum"]) == choices.BACKENDS
-    assert tuple(comm["ops"]["items"]["enum"]) == choices.OPS
-    assert tuple(comm["ops"]["default"]) == choices.OPS
-    assert tuple(comm["nccl_env_ops"]["items"]["enum"]) == choices.OPS
+    op_enum = schema["definitions"]["op"]["enum"]
+    assert comm["ops"]["items"] == comm["nccl_env_ops"]["items"] == {"$ref": "#/definitions/op"}
+    assert tuple(op_enum) == OPS
+    assert tuple(comm["ops"]["default"]) == OPS
     assert tuple(comm["dtypes"]["items"]["enum"]) == choices.DTYPES
     assert tuple(comm["timing"]["items"]["enum"]) == choices.TIMINGS
     assert tuple(comm["rank_agg"]["enum"]) == choices.RANK_AGGS
@@ -31,14 +34,14 @@ def test_the_config_schema_allows_exactly_the_choices():
 def test_the_registry_and_the_harness_command_line_use_the_choices():
     import torch
 
-    from distbench.comm.harness import parse_args
-    from distbench.comm.ops import OPS
+    from distbench.comm.cli import parse_args
+    from distbench.comm.ops import TORCH_OPS
 
-    assert tuple(OPS) == choices.OPS
+    assert tuple(TORCH_OPS) == OPS
     for dtype in choices.DTYPES:
         assert isinstance(getattr(torch, dtype), torch.dtype)
-    args = parse_args(["--backend", "gloo", "--ops", ",".join(choices.OPS), "--out", "x.csv"])
-    assert tuple(args.ops) == choices.OPS
+    args = parse_args(["--backend", "gloo", "--ops", ",".join(OPS), "--out", "x.csv"])
+    assert tuple(args.ops) == OPS
 
 
 def test_the_rules_take_wildcard_constraints_from_the_choices():
@@ -49,7 +52,7 @@ def test_the_rules_take_wildcard_constraints_from_the_choices():
 
 def test_the_readme_names_every_choice():
     readme = (REPO / "README.md").read_text()
-    for name in (*choices.OPS, *choices.DTYPES, *choices.TIMINGS, *choices.BACKENDS, *choices.RANK_AGGS):
+    for name in (*OPS, *choices.DTYPES, *choices.TIMINGS, *choices.BACKENDS, *choices.RANK_AGGS):
         assert f"`{name}`" in readme or re.search(rf"\b{name}\b", readme), name
 
 

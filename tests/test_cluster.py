@@ -93,8 +93,8 @@ def test_two_agents_on_loopback_form_one_comm_job(tmp_path):
     """The multi-node code path for real: two torchrun agents (--nnodes=2, c10d rendezvous on
     127.0.0.1) started by the launcher form one world of 4 Gloo ranks."""
     from distbench.comm.job import run_comm_job
-    from distbench.pipeline.plan import CommJob, job_params
-    from distbench.core.contract import read_comm_csv
+    from distbench.comm.plan import CommJob, job_params
+    from distbench.comm.contract import read_comm_csv
 
     cfg = check_config({"backends": ["gloo"]})
     params = {**job_params(cfg, "gloo"), "ops": ["all_reduce"], "sizes": [1024], "trials": 2, "iters": 2,
@@ -122,7 +122,7 @@ def test_every_cluster_job_rule_declares_the_resources_the_plan_gives():
 
     cfg = check_config({"backends": ["gloo"], "world_sizes": [2]})
     plan = make_plan(cfg)
-    assert set(job_resources(cfg, plan, "comm", plan["jobs"][0])) == set(SLURM_RESOURCES)
+    assert set(job_resources(cfg, plan, "comm", plan["comm_jobs"][0])) == set(SLURM_RESOURCES)
     assert set(probe_resources(cfg, plan)) == set(SLURM_RESOURCES)
     rules = {}
     for smk in (REPO / "rules").glob("*.smk"):
@@ -143,8 +143,8 @@ def test_an_agent_that_fails_ends_the_other_agents_at_once(tmp_path, monkeypatch
 
     from distbench.launch import torchrun as launch
     from distbench.comm.job import run_comm_job
-    from distbench.pipeline.plan import CommJob, job_params
-    from distbench.core.contract import read_comm_csv
+    from distbench.comm.plan import CommJob, job_params
+    from distbench.comm.contract import read_comm_csv
 
     real = launch.agent_commands
 

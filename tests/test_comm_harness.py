@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from distbench.launch.placement import check_placement
-from distbench.comm.ops import OPS
-from distbench.core.contract import COMM_COLUMN_NAMES, read_comm_csv
+from distbench.comm.spec import OPS, SPECS
+from distbench.comm.contract import COMM_COLUMN_NAMES, read_comm_csv
 from tests.conftest import REPO, torchrun
 
 
@@ -20,7 +20,7 @@ def test_every_op_runs_and_checks_on_gloo(tmp_path):
     df = read_comm_csv(out)
     assert list(df.columns) == list(COMM_COLUMN_NAMES)
     assert not (tmp_path / "comm.csv.partial").exists()
-    data_ops = [o for o in OPS if OPS[o].moves_data]
+    data_ops = [o for o in OPS if SPECS[o].moves_data]
     assert set(df["op"]) == set(OPS)
     assert (df["status"] == "ok").all(), df[df["status"] != "ok"]
     assert (df["timing"] == "host").all()  # Gloo: host clock only
@@ -30,7 +30,7 @@ def test_every_op_runs_and_checks_on_gloo(tmp_path):
     assert len(moved) == len(data_ops) * 3 * 2 and (df["op"] == "barrier").sum() == 2
     # nccl-tests definitions, row by row
     algbw = moved["size_bytes"] / (moved["time_us"] * 1e-6) / 1e9
-    factors = moved["op"].map(lambda o: OPS[o].bus_factor(2))
+    factors = moved["op"].map(lambda o: SPECS[o].bus_factor(2))
     assert (algbw / moved["algbw_gbps"]).between(0.999, 1.001).all()
     assert (moved["busbw_gbps"] / (moved["algbw_gbps"] * factors)).between(0.999, 1.001).all()
     # all_gather's size is the total buffer (nccl-tests' size column)
@@ -114,7 +114,7 @@ def test_an_op_that_goes_wrong_after_warm_up_is_caught_by_the_check_after_timing
 
 
 def test_every_ranks_time_is_kept_and_combined_as_configured(tmp_path):
-    from distbench.core.contract import read_comm_ranks_csv
+    from distbench.comm.contract import read_comm_ranks_csv
 
     r = _helper("rank_times.py", [str(tmp_path)], nproc=3)
     assert r.returncode == 0, r.stderr[-2000:]

@@ -265,7 +265,7 @@ def test_a_job_env_value_with_shell_characters_is_refused_readably(value, contai
 
 
 def test_job_env_integers_are_accepted_and_said_to_become_strings():
-    from distbench.pipeline.plan import job_params
+    from distbench.comm.plan import job_params
 
     cfg = check_config({"job_env": {"NCCL_NVLS_ENABLE": 0, "NCCL_SOCKET_IFNAME": "eth0", "X": "a=b:c/d,e+f-g.h"}})
     assert job_params(cfg, "gloo")["job_env"]["NCCL_NVLS_ENABLE"] == "0"

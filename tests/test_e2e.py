@@ -55,7 +55,7 @@ def test_pipeline_runs_caches_and_reruns_only_what_changed(workflow_dir):
     assert (raw["rank_agg"] == "max").all()
 
     # the training family: its table follows the contract, the summary has the scaling figures
-    from distbench.core.contract import read_training_csv
+    from distbench.training.contract import read_training_csv
 
     training = read_training_csv(workflow_dir / f"{RUN}/tables/training.csv")
     assert set(training["world_size"]) == {1, 2} and (training["status"] == "ok").all()
@@ -70,7 +70,7 @@ def test_pipeline_runs_caches_and_reruns_only_what_changed(workflow_dir):
     assert (workflow_dir / f"{RUN}/training/gloo/lora/ws2/fsdp/training.csv").exists()
 
     # the memory family: one job, its table, summary, figures and report section
-    from distbench.core.contract import read_memory_csv
+    from distbench.memory.contract import read_memory_csv
 
     memory = read_memory_csv(workflow_dir / f"{RUN}/tables/memory.csv")
     assert set(memory[memory["phase"] == "measure"]["batch_size"]) == {4, 8}

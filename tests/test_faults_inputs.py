@@ -33,7 +33,9 @@ from synthetic import ENV, make_synthetic
 from distbench.core.tables import JobCsvError, read_job_csv, read_job_csvs
 from distbench.core.section import ReportInputs
 from distbench.report.render import render_report
-from distbench.core.contract import COMM, TRAINING, SchemaError, read_comm_csv, read_training_csv
+from distbench.comm.contract import COMM, read_comm_csv
+from distbench.core.contract import SchemaError
+from distbench.training.contract import TRAINING, read_training_csv
 from tests.conftest import RUN, REPO, snakemake
 
 TINY = {
@@ -292,7 +294,7 @@ def tiny_csvs():
         "time_us_rank_min,time_us_rank_max,slowest_rank,algbw_gbps,busbw_gbps,correct,status,message\r\n"
         "gloo,2,all_reduce,float32,default,host,True,8,2,0,2,max,5333.3,5178.41,5333.3,1,1.5e-06,1.5e-06,True,ok,\r\n"
         "gloo,2,all_reduce,float32,default,host,True,8,2,1,2,max,420.457,294.174,420.457,1,1.9e-05,1.9e-05,True,ok,\r\n")
-    from distbench.core.contract import TRAINING_COLUMN_NAMES
+    from distbench.training.contract import TRAINING_COLUMN_NAMES
 
     row = dict.fromkeys(TRAINING_COLUMN_NAMES, "")
     row.update(backend="gloo", world_size="2", nodes="1", model="mlp", hidden_dim="16", num_layers="1", batch_size="4",

@@ -130,7 +130,7 @@ def test_a_signal_to_the_job_itself_is_an_interrupt_not_a_result(tmp_path):
     finished (it raises JobInterrupted; the workflow script exits non-zero), and leaves no CSV."""
     code = f"""
 import sys
-from distbench.pipeline.plan import CommJob
+from distbench.comm.plan import CommJob
 from distbench.comm.job import run_comm_job
 from distbench.launch.torchrun import JobInterrupted
 params = dict(ops=["all_reduce"], sizes=[8, 64 * 2**20], warmup=1, iters=400, trials=3, timing=["host"],

@@ -5,8 +5,8 @@ import time
 
 from distbench.comm.job import comm_args, run_comm_job
 from distbench.launch.torchrun import TorchrunJob, job_environment, torchrun_command
-from distbench.pipeline.plan import CommJob
-from distbench.core.contract import read_comm_csv, read_comm_ranks_csv
+from distbench.comm.plan import CommJob
+from distbench.comm.contract import read_comm_csv, read_comm_ranks_csv
 
 
 def _params(**kw):

@@ -14,7 +14,7 @@ import torch
 from distbench.pipeline.config import check_config
 from distbench.memory import accounting as acc
 from distbench.memory.analysis.summary import fit_line, memory_findings, summarize_memory
-from distbench.core.contract import MEMORY_COLUMN_NAMES, read_memory_csv
+from distbench.memory.contract import MEMORY_COLUMN_NAMES, read_memory_csv
 from distbench.workloads import gpt as G
 from distbench.workloads import mlp
 from tests.conftest import REPO
@@ -93,7 +93,7 @@ def test_fit_line_is_exact_on_a_line_and_empty_below_two_points():
 
 
 def test_memory_jobs_in_the_plan():
-    from distbench.pipeline.plan import memory_jobs, memory_params
+    from distbench.memory.plan import memory_jobs, memory_params
 
     # on CPU the bucket-view variant is left out (its effect is on the GPU allocator), and said so
     jobs, skipped = memory_jobs(check_config({}), gpus=0)
@@ -165,7 +165,7 @@ def test_lora_fsdp_job_shards_the_model_states(tmp_path):
 def test_a_job_that_dies_keeps_its_rows_and_marks_the_rest(tmp_path, monkeypatch):
     from distbench.launch import torchrun as launch
     from distbench.memory.job import run_memory_job
-    from distbench.pipeline.plan import MemoryJob, memory_params
+    from distbench.memory.plan import MemoryJob, memory_params
 
     real = launch.torchrun_command
 

@@ -8,7 +8,8 @@ import torch
 
 from distbench.comm.harness import bandwidths
 from distbench.comm import ops as distbench_ops
-from distbench.comm.ops import OPS, Ctx, element_count
+from distbench.comm.ops import TORCH_OPS, Ctx
+from distbench.comm.spec import SPECS, element_count, placements
 
 
 @pytest.mark.parametrize("op,n,factor", [
@@ -17,25 +18,25 @@ from distbench.comm.ops import OPS, Ctx, element_count
     ("all_to_all", 4, 0.75), ("broadcast", 8, 1.0), ("send_recv", 2, 1.0),
 ])
 def test_bus_factors_match_nccl_tests(op, n, factor):
-    assert OPS[op].bus_factor(n) == pytest.approx(factor)
+    assert SPECS[op].bus_factor(n) == pytest.approx(factor)
 
 
 def test_barrier_reports_latency_only():
-    assert math.isnan(OPS["barrier"].bus_factor(4)) and not OPS["barrier"].moves_data
+    assert math.isnan(SPECS["barrier"].bus_factor(4)) and not SPECS["barrier"].moves_data
     algbw, busbw = bandwidths(0, 12.0, float("nan"))
     assert math.isnan(algbw) and math.isnan(busbw)
 
 
 def test_bandwidth_definitions():
     # 1 GB in 1000 us -> 1000 GB/s algbw; all_reduce on 4 ranks -> busbw 1.5x.
-    algbw, busbw = bandwidths(10**9, 1e6, OPS["all_reduce"].bus_factor(4))
+    algbw, busbw = bandwidths(10**9, 1e6, SPECS["all_reduce"].bus_factor(4))
     assert algbw == pytest.approx(1.0) and busbw == pytest.approx(1.5)
 
 
 def test_element_count_rounds_split_ops_to_world_size():
-    assert element_count(OPS["all_gather"], 40, 4, 3) == 9
-    assert element_count(OPS["all_reduce"], 40, 4, 3) == 10
-    assert element_count(OPS["all_to_all"], 8, 4, 6) == 0  # too small: the harness skips it
+    assert element_count(SPECS["all_gather"], 40, 4, 3) == 9
+    assert element_count(SPECS["all_reduce"], 40, 4, 3) == 10
+    assert element_count(SPECS["all_to_all"], 8, 4, 6) == 0  # too small: the harness skips it
 
 
 def _ranks(n, dtype=torch.float32):
@@ -66,8 +67,8 @@ def _reference(op, bufs, n):
 @pytest.mark.parametrize("op", ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send_recv"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_expected_matches_reference(op, n, dtype):
-    spec = OPS[op]
-    count = element_count(spec, 4 * 1000, 4, n)
+    spec = TORCH_OPS[op]
+    count = element_count(spec.spec, 4 * 1000, 4, n)
     ctxs = _ranks(n, dtype)
     bufs = [spec.make(c, count) for c in ctxs]
     ref = _reference(op, bufs, n)
@@ -78,12 +79,12 @@ def test_expected_matches_reference(op, n, dtype):
 def test_inputs_differ_between_ranks():
     # With equal inputs a broken op (e.g. returning its own input) would pass the check.
     for op in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv"):
-        a, b = (OPS[op].make(c, 12) for c in _ranks(2))
+        a, b = (TORCH_OPS[op].make(c, 12) for c in _ranks(2))
         assert not torch.equal(a.send, b.send), op
 
 
 def test_check_catches_a_wrong_chunk_order():
-    spec = OPS["all_gather"]
+    spec = TORCH_OPS["all_gather"]
     bufs = [spec.make(c, 12) for c in _ranks(2)]
     swapped = torch.cat([bufs[1].send, bufs[0].send])
     assert not torch.equal(swapped, bufs[0].expected())
@@ -92,8 +93,8 @@ def test_check_catches_a_wrong_chunk_order():
 @pytest.mark.parametrize("op", ["all_gather", "reduce_scatter"])
 @pytest.mark.parametrize("n", [2, 3])
 def test_inplace_variants_alias_their_buffers_and_expect_the_same(op, n):
-    spec = OPS[op]
-    count = element_count(spec, 4 * 96, 4, n)
+    spec = TORCH_OPS[op]
+    count = element_count(spec.spec, 4 * 96, 4, n)
     for c in _ranks(n):
         a, b = spec.make(c, count), spec.make_inplace(c, count)
         assert torch.equal(a.send, b.send) and torch.equal(a.expected(), b.expected())
@@ -103,10 +104,9 @@ def test_inplace_variants_alias_their_buffers_and_expect_the_same(op, n):
 
 
 def test_placements():
-    from distbench.comm.ops import placements
-    assert placements(OPS["all_reduce"], [False]) == [True]  # torch: in place only
-    assert placements(OPS["all_to_all"], [False, True]) == [False]
-    assert placements(OPS["all_gather"], [False, True]) == [False, True]
+    assert placements(SPECS["all_reduce"], [False]) == [True]  # torch: in place only
+    assert placements(SPECS["all_to_all"], [False, True]) == [False]
+    assert placements(SPECS["all_gather"], [False, True]) == [False, True]
 
 
 # --- exact checks at any world size ------------------------------------------------------------
@@ -131,8 +131,8 @@ def test_sum_inputs_stay_exact_in_any_order_at_any_world_size(dtype, sizes):
     rng = random.Random(0)
     for n in sizes:
         count = 3 * len(distbench_ops.reduce_weights(n, dtype)) + 1
-        inputs = [OPS["all_reduce"].make(Ctx(r, n, torch.device("cpu"), dtype, "gloo"), count).send for r in range(n)]
-        expected = OPS["all_reduce"].make(Ctx(0, n, torch.device("cpu"), dtype, "gloo"), count).expected()
+        inputs = [TORCH_OPS["all_reduce"].make(Ctx(r, n, torch.device("cpu"), dtype, "gloo"), count).send for r in range(n)]
+        expected = TORCH_OPS["all_reduce"].make(Ctx(0, n, torch.device("cpu"), dtype, "gloo"), count).expected()
         exact = sum(i.double() for i in inputs)
         assert torch.equal(expected.double(), exact), (dtype, n)
         shuffled = list(range(n))
@@ -154,7 +154,7 @@ def test_the_old_inputs_were_not_exact_beyond_17_bfloat16_ranks():
 
 def test_init_rewrites_inputs_and_poisons_outputs():
     for op in ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send_recv"):
-        for maker in (OPS[op].make, OPS[op].make_inplace):
+        for maker in (TORCH_OPS[op].make, TORCH_OPS[op].make_inplace):
             if maker is None:
                 continue
             b = maker(Ctx(1, 2, torch.device("cpu"), torch.float32, "gloo"), 8)

@@ -6,8 +6,9 @@ import pandas as pd
 from distbench.comm.job import run_comm_job, write_failure_rows
 from distbench.comm.pairs import plan_pairs
 from distbench.pipeline.config import check_config
-from distbench.pipeline.plan import CommJob, job_params, make_plan, pairs_job
-from distbench.core.contract import read_pairs_csv
+from distbench.comm.plan import CommJob, job_params, pairs_job
+from distbench.pipeline.plan import make_plan
+from distbench.comm.contract import read_pairs_csv
 
 
 def _params(**kw):
@@ -29,10 +30,10 @@ def test_plan_orders_every_pair_per_size():
 def test_only_the_largest_world_size_with_defaults_measures_pairs():
     cfg = check_config({"backends": ["gloo"], "world_sizes": [2, 3], "comm": {"pairs": True}})
     plan = make_plan(cfg)
-    chosen = [j.world_size for j in plan["jobs"] if pairs_job(cfg, plan, j)]
+    chosen = [j.world_size for j in plan["comm_jobs"] if pairs_job(cfg, plan, j)]
     assert chosen == [3]
     off = check_config({"backends": ["gloo"], "world_sizes": [2, 3]})
-    assert not any(pairs_job(off, make_plan(off), j) for j in make_plan(off)["jobs"])
+    assert not any(pairs_job(off, make_plan(off), j) for j in make_plan(off)["comm_jobs"])
 
 
 def test_a_three_rank_job_measures_the_pair_matrix(tmp_path):

@@ -11,7 +11,7 @@ import pytest
 
 from distbench.comm.analysis import pairs as pa
 from distbench.comm.analysis.pairs_plots import fig_pairs, plt, write_pairs_figures
-from distbench.core.contract import PAIRS_COLUMN_NAMES, read_pairs_csv
+from distbench.comm.contract import PAIRS_COLUMN_NAMES, read_pairs_csv
 
 SMALL, LARGE = 8, 256 * 2**20
 N = 4

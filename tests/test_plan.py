@@ -1,11 +1,13 @@
 from distbench.pipeline.config import check_config
-from distbench.pipeline.plan import job_params, make_plan, nccl_env_label, nccl_probe_params, plan_summary
+from distbench.comm.plan import job_params
+from distbench.launch.planning import nccl_env_label
+from distbench.pipeline.plan import make_plan, nccl_probe_params, plan_summary
 
 
 def test_cpu_host_skips_nccl_and_says_why():
     plan = make_plan(check_config({}), detected=(0, "detected 0 via no NVIDIA driver on this host"))
-    assert {j.backend for j in plan["jobs"]} == {"gloo"}
-    assert [j.world_size for j in plan["jobs"]] == [2, 4, 6]
+    assert {j.backend for j in plan["comm_jobs"]} == {"gloo"}
+    assert [j.world_size for j in plan["comm_jobs"]] == [2, 4, 6]
     nccl = [s for s in plan["skipped"] if s["what"] == "backend nccl"]
     assert nccl and "no GPU" in nccl[0]["why"]
 
@@ -13,12 +15,12 @@ def test_cpu_host_skips_nccl_and_says_why():
 def test_declared_gpus_clamp_nccl_world_sizes_and_name_the_dropped():
     cfg = check_config({"gpus": 2, "comm": {"nccl_env": [{}, {"NCCL_ALGO": "Ring"}, {"NCCL_ALGO": "Tree"}]}})
     plan = make_plan(cfg)
-    nccl = [j for j in plan["jobs"] if j.backend == "nccl"]
+    nccl = [j for j in plan["comm_jobs"] if j.backend == "nccl"]
     assert {j.world_size for j in nccl} == {2}
     assert [j.nccl_env_label for j in nccl] == ["default", "NCCL_ALGO=Ring", "NCCL_ALGO=Tree"]
     assert any(s["what"] == "nccl world sizes [4, 6]" and "gpus=2" in s["why"] for s in plan["skipped"])
     # Gloo is not clamped: it runs CPU processes
-    assert [j.world_size for j in plan["jobs"] if j.backend == "gloo"] == [2, 4, 6]
+    assert [j.world_size for j in plan["comm_jobs"] if j.backend == "gloo"] == [2, 4, 6]
 
 
 def test_env_labels_are_stable_and_path_safe():
@@ -49,11 +51,11 @@ def test_probe_params_and_summary():
     assert probe["world_size"] == 4 and max(probe["sizes"]) == 2**30
     summary = plan_summary(make_plan(gpu_cfg), "declared")
     assert summary["gpus_source"] == "declared" and {"backend": "nccl", "dtype": "float32", "world_size": 4,
-                                                      "nccl_env": "default"} in summary["jobs"]
+                                                      "nccl_env": "default"} in summary["comm_jobs"]
 
 
 def test_training_jobs_include_the_plain_one_rank_baseline_and_tuning_points():
-    from distbench.pipeline.plan import ddp_label, training_jobs
+    from distbench.training.plan import ddp_label, training_jobs
 
     cfg = check_config({"world_sizes": [2, 4], "training": {"models": ["mlp"]}})
     jobs, skipped = training_jobs(cfg, gpus=2)
@@ -84,7 +86,7 @@ def test_training_jobs_include_the_plain_one_rank_baseline_and_tuning_points():
 
 
 def test_training_disabled_or_no_backend_is_said():
-    from distbench.pipeline.plan import training_jobs
+    from distbench.training.plan import training_jobs
 
     jobs, skipped = training_jobs(check_config({"training": {"enabled": False}}), gpus=0)
     assert jobs == [] and "training.enabled is false" in skipped[0]["why"]
@@ -93,7 +95,7 @@ def test_training_disabled_or_no_backend_is_said():
 
 
 def test_language_model_jobs_per_model_strategy_and_world_size():
-    from distbench.pipeline.plan import training_jobs, training_params
+    from distbench.training.plan import training_jobs, training_params
 
     cfg = check_config({"world_sizes": [2], "training": {"models": ["gpt", "lora"], "lm": {"strategies": ["fsdp"]}}})
     jobs, _ = training_jobs(cfg, gpus=0)

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from distbench.predict import model as P
+from distbench.predict import cluster as C, model as P, tables as T
 from tests.conftest import REPO
 
 H200_COMM = REPO / "benchmarks/results/comm-fidelity-h200x2-2026-11-26/tables/comm_summary.csv"  # real 2x H200 run (read only)
@@ -30,7 +30,7 @@ def comm_table(series: dict, **extra) -> pd.DataFrame:
         for s, t in zip(SIZES, times):
             rows.append({"backend": "nccl", "world_size": ws, "op": op, "dtype": "float32", "nccl_env": "default",
                          "timing": "graph", "inplace": False, "size_bytes": s, "time_us_median": t,
-                         "busbw_gbps_median": s / (1e3 * t) * P.BUS_FACTOR[op](ws), "correct": True, "status": "ok",
+                         "busbw_gbps_median": s / (1e3 * t) * P.bus_factor(op, ws), "correct": True, "status": "ok",
                          **extra})
     return pd.DataFrame(rows)
 
@@ -157,12 +157,11 @@ def test_tree_series_inverts_with_the_tree_formula():
 
 
 def test_bus_factors_match_the_op_registry():
-    pytest.importorskip("torch")
-    from distbench.comm.ops import OPS as REGISTRY
+    from distbench.comm.spec import SPECS as REGISTRY
 
-    for op, factor in P.BUS_FACTOR.items():
+    for op in P.MODELLED_OPS:
         for n in (2, 3, 4, 8, 64):
-            assert factor(n) == pytest.approx(REGISTRY[op].bus_factor(n)), (op, n)
+            assert P.bus_factor(op, n) == pytest.approx(REGISTRY[op].bus_factor(n)), (op, n)
     # all_to_all_v's cost depends on its traffic matrix: not modelled (its uniform case is all_to_all)
     assert set(P.MODELLED_OPS) == {op for op, spec in REGISTRY.items() if spec.moves_data and not spec.takes_traffic}
 
@@ -175,21 +174,21 @@ def test_hierarchical_reduces_to_the_flat_ring_on_one_node_and_on_one_gpu_per_no
     for algo in P.CLUSTER_ALGORITHMS:
         if op not in P._CLUSTER_OPS[algo]:
             continue
-        one_node = P.predict_hierarchical(op, sizes, 8, intra, inter, 8, algo)
+        one_node = C.predict_hierarchical(op, sizes, 8, intra, inter, 8, algo)
         np.testing.assert_allclose(one_node, P.predict_collective(op, sizes, 8, intra), rtol=1e-12)
-        np.testing.assert_allclose(P.predict_hierarchical(op, sizes, 4, intra, inter, 8, algo),
+        np.testing.assert_allclose(C.predict_hierarchical(op, sizes, 4, intra, inter, 8, algo),
                                    P.predict_collective(op, sizes, 4, intra), rtol=1e-12)
         flat = "tree" if algo == "tree" else "ring"
-        np.testing.assert_allclose(P.predict_hierarchical(op, sizes, 16, intra, inter, 1, algo),
+        np.testing.assert_allclose(C.predict_hierarchical(op, sizes, 16, intra, inter, 1, algo),
                                    P.predict_collective(op, sizes, 16, inter, flat), rtol=1e-12)
-        two_nodes = P.predict_hierarchical(op, sizes, 16, intra, inter, 8, algo)
+        two_nodes = C.predict_hierarchical(op, sizes, 16, intra, inter, 8, algo)
         # bandwidth-bound, the slower inter-node link shows (small sizes may take fewer steps)
         assert two_nodes[-1] > P.predict_collective(op, sizes[-1], 16, intra)
         # the per-op fixed cost is paid once, on one node and across nodes (not once per phase)
         fx = P.Link(intra.alpha_us, intra.beta_gbps, 9.0)
         for n in (8, 16):
-            np.testing.assert_allclose(P.predict_hierarchical(op, sizes, n, fx, inter, 8, algo),
-                                       P.predict_hierarchical(op, sizes, n, intra, inter, 8, algo) + 9.0, rtol=1e-12)
+            np.testing.assert_allclose(C.predict_hierarchical(op, sizes, n, fx, inter, 8, algo),
+                                       C.predict_hierarchical(op, sizes, n, intra, inter, 8, algo) + 9.0, rtol=1e-12)
 
 
 def test_hierarchical_all_reduce_is_rs_plus_inter_ring_on_s_over_g_plus_ag():
@@ -197,11 +196,11 @@ def test_hierarchical_all_reduce_is_rs_plus_inter_ring_on_s_over_g_plus_ag():
     sb_i, sb_e = s / (1e3 * 360.0), s / (1e3 * 45.0)
     g, m = 8, 16  # 128 GPUs
     expected = 2 * (g - 1) * (1.0 + sb_i / g) + 2 * (m - 1) * (5.0 + sb_e / g / m)
-    assert P.predict_hierarchical("all_reduce", s, 128, intra, inter, 8) == pytest.approx(expected)
+    assert C.predict_hierarchical("all_reduce", s, 128, intra, inter, 8) == pytest.approx(expected)
     ring = 2 * (128 - m) * 1.0 + 2 * (m - 1) * 5.0 + 2 * 127 / 128 * s / (1e3 * min(360.0, 8 * 45.0))
-    assert P.predict_hierarchical("all_reduce", s, 128, intra, inter, 8, "ring") == pytest.approx(ring)
+    assert C.predict_hierarchical("all_reduce", s, 128, intra, inter, 8, "ring") == pytest.approx(ring)
     with pytest.raises(ValueError):
-        P.predict_hierarchical("all_reduce", s, 12, intra, inter, 8)  # not whole nodes
+        C.predict_hierarchical("all_reduce", s, 12, intra, inter, 8)  # not whole nodes
 
 
 def test_presets_are_documented_and_predict_cluster_uses_them():
@@ -209,7 +208,7 @@ def test_presets_are_documented_and_predict_cluster_uses_them():
         assert p.name == name and p.gpus_per_node >= 1 and len(p.source) > 40
         assert p.intra.alpha_us > 0 and p.intra.beta_gbps > p.inter.beta_gbps > 0
     assert {"nvlink4-ib400", "h200-ib400", "pcie-eth100"} <= set(P.PRESETS)
-    df = P.predict_cluster(None, "nvlink4-ib400", sizes=["1MiB", 2**30], gpu_counts=(8, 64))
+    df = T.predict_cluster(None, "nvlink4-ib400", sizes=["1MiB", 2**30], gpu_counts=(8, 64))
     ar = df[(df["op"] == "all_reduce") & (df["algorithm"] == "hierarchical") & (df["size_bytes"] == 2**30)]
     assert list(ar["gpus"]) == [8, 64] and list(ar["nodes"]) == [1, 8]
     assert ar["time_us"].iloc[1] > ar["time_us"].iloc[0]
@@ -220,8 +219,8 @@ def test_presets_are_documented_and_predict_cluster_uses_them():
 
 def test_predict_cluster_takes_the_intra_link_from_the_measured_fit():
     table = comm_table({("all_reduce", 2): hockney(10.0, 200.0, SIZES)})
-    fits = P.fit_table(table)
-    df = P.predict_cluster(fits, "nvlink4-ib400", sizes=[2**30], gpu_counts=(8, 16), include_preset_intra=False)
+    fits = T.fit_table(table)
+    df = T.predict_cluster(fits, "nvlink4-ib400", sizes=[2**30], gpu_counts=(8, 16), include_preset_intra=False)
     assert set(df["intra_source"]) == {"measured"}
     row = df[(df["algorithm"] == "hierarchical") & (df["gpus"] == 8)].iloc[0]
     # one world size: alpha_hop = the default preset's 1 us, alpha_fixed = 10 - 2 x 1
@@ -236,7 +235,7 @@ def test_fit_table_fits_each_series_and_skips_bad_rows():
     table = comm_table({("all_reduce", 2): hockney(10.0, 200.0, SIZES), ("all_gather", 4): hockney(9.0, 150.0, SIZES)})
     bad = table.iloc[[5, 6]].assign(time_us_median=1e9)
     table = pd.concat([table, bad.assign(status="failed"), bad.assign(correct=False)], ignore_index=True)
-    fits = P.fit_table(table).set_index("op")
+    fits = T.fit_table(table).set_index("op")
     assert fits.loc["all_reduce", "alpha_us"] == pytest.approx(10.0)
     assert fits.loc["all_reduce", "link_alpha_us"] == pytest.approx(1.0)  # the preset's per-hop latency
     assert fits.loc["all_reduce", "alpha_fixed_us"] == pytest.approx(8.0)  # 10 - 2 x 1
@@ -244,7 +243,7 @@ def test_fit_table_fits_each_series_and_skips_bad_rows():
     assert fits.loc["all_gather", "link_beta_gbps"] == pytest.approx(150.0 * 3 / 4)
     assert set(fits["alpha_source"]) == {"preset"}
     assert fits["max_rel_err_pct"].max() < 1e-6
-    pcie = P.fit_table(table, preset="pcie-eth100").set_index("op")  # 2 us per PCIe hop
+    pcie = T.fit_table(table, preset="pcie-eth100").set_index("op")  # 2 us per PCIe hop
     assert pcie.loc["all_reduce", "alpha_hop_us"] == pytest.approx(2.0)
     for col in ("alpha_us", "beta_gbps", "alpha_fixed_us", "alpha_hop_us", "link_alpha_us", "link_beta_gbps",
                 "max_rel_err_pct", "fit_from_bytes", "fit_to_bytes"):
@@ -254,7 +253,7 @@ def test_fit_table_fits_each_series_and_skips_bad_rows():
 def test_fit_table_solves_the_alpha_split_from_several_world_sizes():
     link = P.Link(2.5, 300.0, 7.0)
     series = {(op, n): P.predict_collective(op, SIZES, n, link) for op in ("all_reduce", "all_gather") for n in (2, 4, 8)}
-    fits = P.fit_table(comm_table(series))
+    fits = T.fit_table(comm_table(series))
     assert set(fits["alpha_source"]) == {"world_sizes"} and len(fits) == 6
     np.testing.assert_allclose(fits["alpha_hop_us"], 2.5, rtol=1e-6)
     np.testing.assert_allclose(fits["alpha_fixed_us"], 7.0, rtol=1e-6)
@@ -264,14 +263,14 @@ def test_fit_table_solves_the_alpha_split_from_several_world_sizes():
 def test_validate_is_exact_on_data_that_follow_the_model():
     link = P.Link(1.0, 120.0, 7.0)  # the default preset's 1 us per hop, a 7 us fixed cost
     series = {(op, n): P.predict_collective(op, SIZES, n, link) for op in OPS for n in (2, 4)}
-    val = P.validate(comm_table(series), 2, 4)
+    val = T.validate(comm_table(series), 2, 4)
     assert set(val["op"]) == set(OPS) and len(val) == len(OPS) * len(SIZES)
     assert val["rel_err_pct"].abs().max() < 1e-6
     assert val["in_fit_range"].all()
     # the fixed part does not grow with the hop count: 7 + 6 x 1 at 4 ranks, not (7 + 2) x 3
     v = val[(val["op"] == "all_reduce") & (val["size_bytes"] == 8)].iloc[0]
     assert v["time_us_predicted"] == pytest.approx(7.0 + 6 * 1.0, rel=1e-3)
-    summary = P.validation_summary(val)
+    summary = T.validation_summary(val)
     assert (summary["n_large"] == sum(s >= 2**20 for s in SIZES)).all()
     assert summary["max_abs_err_pct_large"].max() < 1e-6
 
@@ -280,28 +279,28 @@ def test_validate_fits_on_the_fit_world_size_only():
     fit2 = {(op, 2): P.predict_collective(op, SIZES, 2, P.Link(1.0, 120.0, 7.0)) for op in OPS}
     a = {(op, 4): P.predict_collective(op, SIZES, 4, P.Link(4.0, 200.0, 1.0)) for op in OPS}
     b = {(op, 4): P.predict_collective(op, SIZES, 4, P.Link(0.5, 90.0, 20.0)) for op in OPS}
-    va, vb = P.validate(comm_table({**fit2, **a}), 2, 4), P.validate(comm_table({**fit2, **b}), 2, 4)
+    va, vb = T.validate(comm_table({**fit2, **a}), 2, 4), T.validate(comm_table({**fit2, **b}), 2, 4)
     np.testing.assert_allclose(va["time_us_predicted"], vb["time_us_predicted"], rtol=1e-12)
     assert set(va["alpha_source"]) == {"preset"} and np.allclose(va["alpha_hop_us"], 1.0)
     # fit_table on the same table does use both world sizes
-    assert set(P.fit_table(comm_table({**fit2, **a}))["alpha_source"]) >= {"world_sizes"}
+    assert set(T.fit_table(comm_table({**fit2, **a}))["alpha_source"]) >= {"world_sizes"}
 
 
 def test_fit_and_validation_on_the_real_h200x2_table():
     real = pd.read_csv(H200_COMM)
-    fits = P.fit_table(real)
+    fits = T.fit_table(real)
     ar = fits[(fits["backend"] == "nccl") & (fits["op"] == "all_reduce") & (fits["nccl_env"] == "default")
               & (fits["timing"] == "graph") & (fits["dtype"] == "float32")].iloc[0]
     assert 200 < ar["link_beta_gbps"] < 400 and ar["alpha_source"] == "preset"
     assert ar["alpha_fixed_us"] + 2 * ar["alpha_hop_us"] == pytest.approx(ar["alpha_us"])
     assert ar["fit_from_bytes"] <= ar["fit_to_bytes"]
     # The only multi-world-size data in benchmarks/: Gloo at 2, 4 and 6 ranks on one host.
-    val = P.validate(real, 2, 4)
+    val = T.validate(real, 2, 4)
     assert len(val) > 200 and set(val["backend"]) == {"gloo"}
     assert np.isfinite(val["rel_err_pct"]).all()
     ar4 = val[(val["op"] == "all_reduce") & (val["size_bytes"] >= 2**20)]
     assert ar4["rel_err_pct"].abs().median() < 25  # ring all_reduce carries over from 2 to 4 ranks
-    summary = P.validation_summary(val)
+    summary = T.validation_summary(val)
     assert {"median_abs_err_pct", "max_abs_err_pct"} <= set(summary.columns) and len(summary) == 12
 
 
@@ -314,9 +313,9 @@ H200X4_LARGE_BOUND = {"all_reduce": 10, "broadcast": 16, "all_to_all": 19, "all_
 
 def test_validation_on_the_real_h200x4_table_fit_on_2_predict_4():
     real = pd.read_csv(H200X4_COMM)
-    val = P.validate(real, 2, 4)
+    val = T.validate(real, 2, 4)
     assert set(val["alpha_source"]) == {"preset"} and len(val) == 162
-    summ = P.validation_summary(val).set_index(["op", "timing"])
+    summ = T.validation_summary(val).set_index(["op", "timing"])
     for op, bound in H200X4_LARGE_BOUND.items():
         assert summ.loc[(op, "graph"), "median_abs_err_pct_large"] <= bound, op
     big = val[val["size_bytes"] >= 2**20]
@@ -329,7 +328,7 @@ def test_validation_on_the_real_h200x4_table_fit_on_2_predict_4():
     ag = small[(small["op"] == "all_gather") & (small["timing"] == "events")]
     assert (ag["time_us_predicted"] < 60).all()
     # with both world sizes, fit_table separates fixed and per-hop latency: ~9.5 us + ~1 us per step
-    fits = P.fit_table(real)
+    fits = T.fit_table(real)
     g = fits[(fits["op"] == "all_reduce") & (fits["timing"] == "graph")].set_index("world_size")
     assert set(g["alpha_source"]) == {"world_sizes"}
     assert 0.7 < g.loc[2, "alpha_hop_us"] < 1.4 and 8 < g.loc[2, "alpha_fixed_us"] < 11
@@ -347,25 +346,25 @@ def training_table(**over) -> pd.DataFrame:
 
 def test_training_without_communication_scales_perfectly():
     t = training_table(step_time_ms_median=100.0, comm_alone_ms_median=0.0, exposed_comm_ms=0.0, grad_bytes=0)
-    pred = P.predict_training(t, "pcie-eth100", gpu_counts=(8, 16, 64, 256, 1024))
+    pred = T.predict_training(t, "pcie-eth100", gpu_counts=(8, 16, 64, 256, 1024))
     assert len(pred) == 5
     assert (pred["efficiency"] == 1.0).all() and (pred["step_time_ms"] == 100.0).all()
 
 
 def test_training_step_is_compute_plus_comm_beyond_the_overlap_window():
     t = training_table()
-    pred = P.predict_training(t, "nvlink4-ib400", gpu_counts=(2, 8, 64, 1024)).set_index("gpus")
+    pred = T.predict_training(t, "nvlink4-ib400", gpu_counts=(2, 8, 64, 1024)).set_index("gpus")
     assert (pred["overlap_window_ms"] == 6.0).all() and (pred["overhead_ms"] == 0).all()  # 10 - 4 hidden
     p = P.PRESETS["nvlink4-ib400"]
     for n, r in pred.iterrows():
-        comm = 16 * P.predict_hierarchical("all_reduce", 400_000_000 / 16, n, p.intra, p.inter, 8) / 1e3
+        comm = 16 * C.predict_hierarchical("all_reduce", 400_000_000 / 16, n, p.intra, p.inter, 8) / 1e3
         assert r["comm_ms"] == pytest.approx(comm)
         assert r["step_time_ms"] == pytest.approx(100.0 + max(0.0, comm - 6.0))
         assert r["efficiency"] == pytest.approx(100.0 / r["step_time_ms"])
     assert pred.loc[2, "comm_model_ms_at_ref"] == pytest.approx(pred.loc[2, "comm_ms"])
     assert pred["efficiency"].is_monotonic_decreasing and pred.loc[1024, "efficiency"] < 1
     # a measured link replaces the preset's intra-node one
-    slow = P.predict_training(t, "nvlink4-ib400", gpu_counts=(8,), intra=P.Link(1.0, 36.0))
+    slow = T.predict_training(t, "nvlink4-ib400", gpu_counts=(8,), intra=P.Link(1.0, 36.0))
     assert slow["comm_ms"].iloc[0] > pred.loc[8, "comm_ms"] and slow["intra_beta_gbps"].iloc[0] == 36.0
 
 
@@ -373,20 +372,20 @@ def test_training_picks_the_largest_run_reads_old_tables_and_models_fsdp():
     two = training_table()
     one = training_table(world_size=1, exposed_comm_ms=0.5, comm_alone_ms_median=0.3)
     old = pd.concat([one, two]).rename(columns={"comm_alone_ms_median": "allreduce_alone_ms_median"})
-    pred = P.predict_training(old, gpu_counts=(8,))
+    pred = T.predict_training(old, gpu_counts=(8,))
     assert len(pred) == 1 and pred["ref_world_size"].iloc[0] == 2 and pred["overlap_window_ms"].iloc[0] == 6.0
-    fsdp = P.predict_training(training_table(strategy="fsdp", dtype="bfloat16", exposed_comm_ms=30.0),
+    fsdp = T.predict_training(training_table(strategy="fsdp", dtype="bfloat16", exposed_comm_ms=30.0),
                               gpu_counts=(16,))
     p = P.PRESETS[P.DEFAULT_PRESET]
-    ag = P.predict_hierarchical("all_gather", 2e8 / 16, 16, p.intra, p.inter, 8)
-    rs = P.predict_hierarchical("reduce_scatter", 4e8 / 16, 16, p.intra, p.inter, 8)
+    ag = C.predict_hierarchical("all_gather", 2e8 / 16, 16, p.intra, p.inter, 8)
+    rs = C.predict_hierarchical("reduce_scatter", 4e8 / 16, 16, p.intra, p.inter, 8)
     assert fsdp["comm_ms"].iloc[0] == pytest.approx(16 * (2 * ag + rs) / 1e3)
     assert fsdp["overhead_ms"].iloc[0] == pytest.approx(20.0) and fsdp["overlap_window_ms"].iloc[0] == 0
 
 
 def test_training_on_the_real_h100x4_table_predicts_4_gpus_from_2():
     t = pd.read_csv(H100_LM)
-    pred = P.predict_training(t[t["world_size"] <= 2], "nvlink4-ib400", gpu_counts=(4,))
+    pred = T.predict_training(t[t["world_size"] <= 2], "nvlink4-ib400", gpu_counts=(4,))
     meas = t[t["world_size"] == 4][["model", "strategy", "step_time_ms_median"]]
     both = pred.merge(meas, on=["model", "strategy"])
     assert len(both) == 4
@@ -397,7 +396,7 @@ def test_training_on_the_real_h100x4_table_predicts_4_gpus_from_2():
 # ---------------------------------------------------------------- CLI and layout
 def test_cli_writes_the_four_tables(tmp_path, capsys):
     out = tmp_path / "pred"
-    rc = P.main([str(H200_COMM), "--training", str(H100_LM), "--preset", "h200-ib400", "--out-dir", str(out),
+    rc = T.main([str(H200_COMM), "--training", str(H100_LM), "--preset", "h200-ib400", "--out-dir", str(out),
                  "--gpus", "8,16", "--sizes", "1MiB,1GiB"])
     assert rc == 0
     files = {f.name for f in out.iterdir()}
@@ -417,25 +416,27 @@ def test_cli_writes_the_four_tables(tmp_path, capsys):
 def test_cli_without_training_writes_an_empty_training_table(tmp_path):
     comm = comm_table({("all_reduce", 2): hockney(10.0, 200.0, SIZES)})
     comm.to_csv(tmp_path / "comm_summary.csv", index=False)
-    assert P.main([str(tmp_path / "comm_summary.csv"), "--out-dir", str(tmp_path / "o")]) == 0
+    assert T.main([str(tmp_path / "comm_summary.csv"), "--out-dir", str(tmp_path / "o")]) == 0
     assert pd.read_csv(tmp_path / "o" / "prediction_training.csv").empty
     assert pd.read_csv(tmp_path / "o" / "prediction_validation.csv").empty
     with pytest.raises(SystemExit):
-        P.main([str(tmp_path / "comm_summary.csv"), "--out-dir", str(tmp_path / "o"), "--gpus", "12"])
+        T.main([str(tmp_path / "comm_summary.csv"), "--out-dir", str(tmp_path / "o"), "--gpus", "12"])
 
 
 def test_predict_imports_only_tables_helpers():
     allowed = {"argparse", "math", "re", "sys", "dataclasses", "pathlib", "__future__", "numpy", "pandas",
-               "distbench.core.choices", "distbench.core.sizes", "distbench.core.io"}
-    tree = ast.parse((REPO / "distbench" / "predict.py").read_text())
+               "distbench.core.choices", "distbench.core.sizes", "distbench.core.io", "distbench.comm.spec",
+               "distbench.predict.model", "distbench.predict.cluster"}
     mods = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            mods.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            mods.add(node.module)
+    for name in ("model", "cluster", "tables"):
+        tree = ast.parse((REPO / "distbench" / "predict" / f"{name}.py").read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                mods.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                mods.add(node.module)
     assert mods <= allowed, mods - allowed
     # and importing it does not load torch (analysis runs on hosts without it)
-    code = "import sys, distbench.predict.model; assert 'torch' not in sys.modules"
+    code = "import sys, distbench.predict.tables; assert 'torch' not in sys.modules"
     r = subprocess.run([sys.executable, "-c", code], check=False, cwd=REPO, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr

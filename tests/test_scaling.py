@@ -14,7 +14,7 @@ import pytest
 
 from distbench.training.analysis import summary as scaling
 from distbench.training.analysis.plots import FIGURES, plot_training
-from distbench.core.contract import TRAINING_COLUMN_NAMES, read_training_csv
+from distbench.training.contract import TRAINING_COLUMN_NAMES, read_training_csv
 from distbench.training.analysis.findings import best_config, training_findings, verdict
 from distbench.training.analysis.summary import add_scaling, summarize_training
 

@@ -2,10 +2,8 @@ import pandas as pd
 import pytest
 
 from distbench.comm.analysis.summary import SUMMARY_COLUMNS, largest, summarize
-from distbench.core.contract import (
-    COMM_COLUMN_NAMES, SchemaError, check_comm_frame, check_comm_ranks_frame, markdown_table,
-    read_comm_csv,
-)
+from distbench.comm.contract import COMM_COLUMN_NAMES, check_comm_frame, check_comm_ranks_frame, read_comm_csv
+from distbench.core.contract import SchemaError, markdown_table
 from tests.conftest import REPO
 
 
@@ -21,10 +19,12 @@ def _row(**kw):
 
 
 def test_docs_show_the_contracts_as_written_in_code():
-    from distbench.core.contract import CONTRACTS
+    from distbench.comm.contract import COMM, COMM_RANKS, PAIRS
+    from distbench.memory.contract import MEMORY
+    from distbench.training.contract import TRAINING
 
     docs = (REPO / "docs/csv-schema.md").read_text()
-    for contract in CONTRACTS.values():
+    for contract in (COMM, COMM_RANKS, PAIRS, TRAINING, MEMORY):
         assert markdown_table(contract.columns) in docs, contract.name
 
 
@@ -83,7 +83,7 @@ def test_largest_picks_each_series_largest_ok_size():
 
 def test_a_csv_written_before_multi_node_support_reads_as_one_node(tmp_path):
 
-    from distbench.core.contract import COMM_COLUMN_NAMES
+    from distbench.comm.contract import COMM_COLUMN_NAMES
 
     path = tmp_path / "comm.csv"
     pd.DataFrame([_row(), _row(trial=1)]).to_csv(path, index=False)  # no `nodes` column: the old layout

@@ -8,8 +8,8 @@ from distbench.comm.analysis.summary import stragglers
 from distbench.comm.job import run_comm_job
 from distbench.pipeline.config import check_config
 from distbench.comm.analysis.findings import straggler_findings
-from distbench.pipeline.plan import CommJob, job_params
-from distbench.core.contract import read_comm_csv, read_comm_ranks_csv
+from distbench.comm.plan import CommJob, job_params
+from distbench.comm.contract import read_comm_csv, read_comm_ranks_csv
 
 
 def _run(tmp_path, name, world_size, extra_env):

@@ -5,9 +5,10 @@ import pandas as pd
 import pytest
 import torch
 
-from distbench.comm.ops import OPS, Ctx, a2av_counts, element_count
+from distbench.comm.ops import TORCH_OPS, Ctx, a2av_counts
+from distbench.comm.spec import element_count
 from distbench.pipeline.config import ConfigError, check_config
-from distbench.core.contract import read_comm_csv, read_comm_ranks_csv
+from distbench.comm.contract import read_comm_csv, read_comm_ranks_csv
 from distbench.comm.traffic import TrafficError, busiest, parse_traffic, read_matrix, split_counts
 from tests.conftest import torchrun
 
@@ -74,8 +75,8 @@ def _reference_receives(bufs, cells, n):
 @pytest.mark.parametrize("n", [2, 3, 5])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_expected_matches_a_reference_exchange(spec, n, dtype):
-    spec_op = OPS["all_to_all_v"]
-    count = element_count(spec_op, 4 * 1000, 4, n)
+    spec_op = TORCH_OPS["all_to_all_v"]
+    count = element_count(spec_op.spec, 4 * 1000, 4, n)
     ctxs = [Ctx(r, n, torch.device("cpu"), dtype, "gloo", spec) for r in range(n)]
     bufs = [spec_op.make(c, count) for c in ctxs]
     cells = a2av_counts(ctxs[0], count)
@@ -89,7 +90,7 @@ def test_the_check_catches_an_exchange_with_the_wrong_splits():
     # The receiver reading Zipf traffic as if it were uniform (the same total) must fail the check.
     n, count = 3, 300
     z = [Ctx(r, n, torch.device("cpu"), torch.float32, "gloo", "zipf:1.2") for r in range(n)]
-    zb = [OPS["all_to_all_v"].make(c, count) for c in z]
+    zb = [TORCH_OPS["all_to_all_v"].make(c, count) for c in z]
     uniform = [[count // n] * n for _ in range(n)]
     wrong = _reference_receives(zb, uniform, n)
     assert not torch.equal(wrong[1], zb[1].expected())
@@ -146,5 +147,5 @@ def test_a_matrix_file_is_read_once_for_every_buffer_set(tmp_path, monkeypatch):
     monkeypatch.setattr(traffic_mod, "read_matrix", lambda p: reads.append(p) or real(p))
     ctx = Ctx(0, 2, torch.device("cpu"), torch.float32, "gloo", f"file:{m}")
     for _ in range(5):  # the harness makes one buffer set per rotation slot
-        OPS["all_to_all_v"].make(ctx, 1000)
+        TORCH_OPS["all_to_all_v"].make(ctx, 1000)
     assert len(reads) == 1

@@ -4,8 +4,8 @@ reason, and two ranks on one GPU stop the job with the fix written out."""
 import json
 
 from distbench.pipeline.config import check_config
-from distbench.pipeline.plan import TrainingJob, training_params
-from distbench.core.contract import TRAINING_PHASES, read_training_csv
+from distbench.training.plan import TrainingJob, training_params
+from distbench.training.contract import TRAINING_PHASES, read_training_csv
 from distbench.training.job import run_training_job
 
 

@@ -9,9 +9,11 @@ import sys
 
 import pytest
 
-from distbench.core.contract import MEMORY_COLUMN_NAMES, TRAINING_PHASES, read_memory_csv, read_training_csv
+from distbench.memory.contract import MEMORY_COLUMN_NAMES, read_memory_csv
+from distbench.training.contract import TRAINING_PHASES, read_training_csv
 from distbench.pipeline.config import check_config
-from distbench.pipeline.plan import MemoryJob, TrainingJob, training_params
+from distbench.memory.plan import MemoryJob
+from distbench.training.plan import TrainingJob, training_params
 from distbench.workloads import registry
 from tests.conftest import REPO
 

@@ -1,5 +1,5 @@
 import sys
 
-from distbench.comm.harness import main
+from distbench.comm.cli import main
 
 sys.exit(main())

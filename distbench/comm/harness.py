@@ -36,23 +36,17 @@ flattered by data that stays in a cache between ops.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import math
 import os
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
-from distbench.core.choices import (
-    BACKENDS, DEVICE_TIMINGS, DTYPES, NCCL_TESTS_REDOP, NCCL_TESTS_ROOT, NCCL_TESTS_TYPES, RANK_AGGS, TIMINGS,
-)
-from distbench.core.io import PartialCsvs
-from distbench.launch.placement import gather_and_check
+from distbench.comm.spec import SPECS, element_count, placements
+from distbench.core.choices import DEVICE_TIMINGS, RANK_AGGS
 from distbench.launch.ranks import RankContext, node_count, ranks_text
-from distbench.core.contract import COMM_COLUMN_NAMES, COMM_RANK_COLUMN_NAMES, PAIRS_COLUMN_NAMES
-from distbench.core.sizes import parse_size
+from distbench.comm.contract import COMM_RANK_COLUMN_NAMES
 
 DEFAULT_ROTATE_BYTES = 256 * 2**20
 
@@ -77,12 +71,11 @@ def job_timings(backend: str, timings: list[str]) -> list[str]:
 def plan_points(ops: list[str], sizes: list[int], timings: list[str], inplace=(False,),
                 traffic=("uniform",)) -> list[Point]:
     """The measurement order shared by the harness and the launcher (which fills in after a crash)."""
-    from distbench.comm.ops import OPS, placements
     from distbench.comm.traffic import NONE
 
     points = []
     for op in ops:
-        spec = OPS[op]
+        spec = SPECS[op]
         for pattern in (list(dict.fromkeys(traffic)) if spec.takes_traffic else [NONE]):
             for size in (sizes if spec.moves_data else [0]):
                 for timing in timings:
@@ -149,10 +142,10 @@ class Harness(RankContext):
         self.elem_bytes = self.torch.empty((), dtype=self.dtype).element_size()
 
     def measure(self, point: Point, emit) -> None:
-        from distbench.comm.ops import OPS, Ctx, element_count
+        from distbench.comm.ops import TORCH_OPS, Ctx
 
         torch, args = self.torch, self.args
-        spec = OPS[point.op]
+        spec, torch_op = SPECS[point.op], TORCH_OPS[point.op]
         ctx = Ctx(self.rank, self.world_size, self.device, self.dtype, args.backend, point.traffic)
         count = element_count(spec, point.size_bytes, self.elem_bytes, self.world_size)
         size_bytes = count * self.elem_bytes if spec.moves_data else 0
@@ -182,7 +175,7 @@ class Harness(RankContext):
         if point.timing == "graph" and not spec.graph_capturable:
             return emit_status("skipped", f"{point.op} cannot be captured in a CUDA graph (host-side sync)")
 
-        make = spec.make_inplace if point.inplace and not spec.inplace else spec.make
+        make = torch_op.make_inplace if point.inplace and not spec.always_inplace else torch_op.make
         # send + recv (+ the expected values, built once for the check)
         footprint = 3 * size_bytes
         n_slots = rotation_slots(footprint, args.iters, args.rotate_bytes)
@@ -201,8 +194,8 @@ class Harness(RankContext):
 
         try:
             # Before warm-up one buffer set is enough: the check after timing covers every set.
-            before = self._check(spec, ctx, slots[:1], lambda: spec.run(ctx, slots[0]))
-            times_us, after = self._time_and_check(spec, ctx, slots, point.timing)
+            before = self._check(ctx, slots[:1], lambda: torch_op.run(ctx, slots[0]))
+            times_us, after = self._time_and_check(torch_op, ctx, slots, point.timing)
             err = None
         except torch.OutOfMemoryError as e:
             err, before, after, times_us = ("oom", str(e).splitlines()[0]), None, None, None
@@ -263,11 +256,11 @@ class Harness(RankContext):
         if self.cuda:
             self.torch.cuda.empty_cache()
 
-    def _run_each_slot(self, spec, ctx, slots) -> None:
+    def _run_each_slot(self, torch_op, ctx, slots) -> None:
         for b in slots:
-            spec.run(ctx, b)
+            torch_op.run(ctx, b)
 
-    def _check(self, spec, ctx, slots, run_once) -> bool | None:
+    def _check(self, ctx, slots, run_once) -> bool | None:
         """Re-write inputs, poison outputs, run one op per buffer set via `run_once`, compare exactly.
         Returns this rank's verdict (None when the op has nothing to check)."""
         if slots[0].expected is None:
@@ -279,12 +272,12 @@ class Harness(RankContext):
         expected = slots[0].expected()
         return all(bool(self.torch.equal(b.recv, expected)) for b in slots)
 
-    def _time_and_check(self, spec, ctx, slots, timing: str) -> tuple[list[float], bool | None]:
+    def _time_and_check(self, torch_op, ctx, slots, timing: str) -> tuple[list[float], bool | None]:
         torch, args = self.torch, self.args
         n_slots = len(slots)
 
         def run(j):
-            spec.run(ctx, slots[j % n_slots])
+            torch_op.run(ctx, slots[j % n_slots])
 
         # Warm up on the stream the graph is captured on (as nccl-tests does), so NCCL's lazy
         # per-stream setup happens outside the capture.
@@ -336,9 +329,9 @@ class Harness(RankContext):
             if n_slots < args.iters:  # the timed graph repeats ops on one buffer set: one op per set instead
                 check_graph = self._capture(stream, [lambda j=j: run(j) for j in range(n_slots)])
             replay = (check_graph or graph).replay
-            after = self._check(spec, ctx, slots, replay)
+            after = self._check(ctx, slots, replay)
         else:
-            after = self._check(spec, ctx, slots, lambda: self._run_each_slot(spec, ctx, slots))
+            after = self._check(ctx, slots, lambda: self._run_each_slot(torch_op, ctx, slots))
         del graph, check_graph
         return times, after
 
@@ -360,137 +353,26 @@ def test_slow_ms(rank: int) -> float:
     return float(ms) if int(slow_rank) == rank else 0.0
 
 
-def ranks_path(out: Path) -> Path:
-    return out.with_name(f"{out.stem}_ranks{out.suffix or '.csv'}")
-
-
-def pairs_path(out: Path) -> Path:
-    return out.with_name("pairs.csv")
-
-
-def parse_args(argv=None):
-    from distbench.comm.ops import OPS
-
-    p = argparse.ArgumentParser(prog="python -m distbench.comm", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--backend", choices=BACKENDS, required=True)
-    p.add_argument("--ops", default="all_reduce", help=f"comma-separated op names: {','.join(OPS)}")
-    p.add_argument("--sizes", default="1MiB", help="comma-separated sizes, e.g. 8,1MiB,1GB")
-    p.add_argument("--dtype", choices=DTYPES, default="float32")
-    p.add_argument("--timing", default="events", help=f"comma-separated: {','.join(TIMINGS)}")
-    p.add_argument("--inplace", default="false", help="comma-separated: false,true (nccl-tests' out-of-place / in-place)")
-    p.add_argument("--traffic", action="append",
-                   help="all_to_all_v's traffic matrix, repeatable: uniform (default), zipf:S, file:PATH "
-                        "(distbench.comm.traffic)")
-    p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--iters", type=int, default=20)
-    p.add_argument("--trials", type=int, default=5)
-    p.add_argument("--graph-launches", type=int, default=1,
-                   help="graph timing: replays of the captured `iters` ops per trial (nccl-tests -G)")
-    p.add_argument("--rank-agg", choices=RANK_AGGS, default="max",
-                   help="how a trial's per-rank times become time_us (nccl-tests -a: rank0/avg/min/max)")
-    p.add_argument("--rotate-bytes", default=str(DEFAULT_ROTATE_BYTES),
-                   help="rotate among up to `iters` copies of a point's buffers while they fit in this many bytes (0: off)")
-    p.add_argument("--op-timeout-s", type=int, default=300, help="process-group timeout per collective")
-    p.add_argument("--nccl-env-label", default="default", help="label written to the nccl_env column")
-    p.add_argument("--out", required=True, help="CSV to write (rank 0); atomically renamed when complete")
-    p.add_argument("--ranks-out", help="per-rank times CSV (default: <out stem>_ranks.csv beside --out)")
-    p.add_argument("--placement-out", help="JSON with every rank's GPU placement")
-    p.add_argument("--pairs-sizes", default="",
-                   help="the GPU-pair matrix after the sweep: bytes per transfer, comma-separated (empty: off)")
-    p.add_argument("--pairs-iters", type=int, default=20, help="pair matrix: transfers per timed trial")
-    p.add_argument("--pairs-trials", type=int, default=3, help="pair matrix: timed trials per pair and size")
-    p.add_argument("--pairs-out", help="pair matrix CSV (default: pairs.csv beside --out; header only when off)")
-    p.add_argument("--profile-dir", help="after the sweep, run each op --profile-steps times at the largest size "
-                                         "under torch.profiler; each rank's Chrome trace goes here (distbench.launch.profiling)")
-    p.add_argument("--profile-steps", type=int, default=3, help="ops per op recorded by --profile-dir")
-    args = p.parse_args(argv)
-    args.pairs_sizes = [parse_size(s) for s in args.pairs_sizes.split(",") if s]
-
-    args.ops = [o for o in args.ops.split(",") if o]
-    unknown = [o for o in args.ops if o not in OPS]
-    if unknown:
-        p.error(f"unknown op(s) {unknown}; allowed: {', '.join(OPS)}")
-    args.sizes = [parse_size(s) for s in args.sizes.split(",") if s]
-    bad = [t for t in args.timing.split(",") if t and t not in TIMINGS]
-    if bad:
-        p.error(f"unknown timing(s) {bad}; allowed: {', '.join(TIMINGS)}")
-    args.timing = job_timings(args.backend, [t for t in args.timing.split(",") if t])
-    flags = {"false": False, "true": True}
-    bad_ip = [v for v in args.inplace.split(",") if v not in flags]
-    if bad_ip:
-        p.error(f"unknown --inplace value(s) {bad_ip}; allowed: false, true")
-    args.inplace = [flags[v] for v in args.inplace.split(",")]
-    args.rotate_bytes = parse_size(args.rotate_bytes)
-    from distbench.comm.traffic import validate
-
-    args.traffic = args.traffic or ["uniform"]
-    bad_traffic = validate(args.traffic)
-    if bad_traffic:
-        p.error("; ".join(bad_traffic))
-    for name in ("iters", "trials", "graph_launches"):
-        if getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be >= 1")
-    return args
-
-
-TABLE_HEADER = (f"#{'size':>11} {'count':>12} {'type':>8} {'redop':>6} {'root':>5} {'time':>9} {'algbw':>8} "
-                f"{'busbw':>8} {'#wrong':>6}  {'timing':>6} {'place':>7} {'size':>9} {'time':>9}  status\n"
-                f"#{'(B)':>11} {'(elements)':>12} {'':>8} {'':>6} {'':>5} {'(us)':>9} {'(GB/s)':>8} {'(GB/s)':>8}")
-
-
-def table_line(rows: list[dict]) -> str:
-    """One point as a line of nccl-tests' table (its column order; median over the trials, as our
-    CSV's summary), then our timing mode, in/out of place, the size and time as the report writes
-    them (distbench.core.units) and the status. #wrong: 0 when the exact check passed, 'wrong' when it
-    failed, N/A when not checked."""
-    from distbench.core.units import human_bytes, human_time_us
-
-    r = rows[0]
-    head = (f"{r['size_bytes']:>12} {r['count']:>12} {NCCL_TESTS_TYPES.get(r['dtype'], r['dtype']):>8} "
-            f"{NCCL_TESTS_REDOP.get(r['op'], 'none'):>6} {NCCL_TESTS_ROOT.get(r['op'], -1):>5}")
-    tail = f"{r['timing']:>6} {'in' if r['inplace'] else 'out':>7} {human_bytes(r['size_bytes']):>9}"
-    if r["status"] not in ("ok", "wrong"):
-        return f"{head} {'':>9} {'':>8} {'':>8} {'N/A':>6}  {tail} {'':>9}  {r['status']}: {r['message']}"
-
-    def med(key):
-        vals = sorted(x[key] for x in rows if x.get(key) is not None and x[key] == x[key])
-        return vals[len(vals) // 2] if vals else float("nan")
-
-    wrong = {True: "0", False: "wrong"}.get(r["correct"], "N/A")
-    t = med("time_us")
-    return (f"{head} {t:>9.2f} {med('algbw_gbps'):>8.2f} {med('busbw_gbps'):>8.2f} {wrong:>6}  "
-            f"{tail} {human_time_us(t):>9}  {r['status']}")
-
-
-def _median_text(rows: list[dict]) -> str:
-    if rows[0]["status"] not in ("ok", "wrong"):
-        return f"{rows[0]['status']}: {rows[0]['message']}"
-    times = sorted(r["time_us"] for r in rows)
-    t = times[len(times) // 2]
-    return f"{t:.2f} us, {rows[0]['size_bytes'] * (2 if rows[0]['mode'] == 'bi' else 1) / (t * 1e3):.2f} GB/s"
-
-
 def profile_ops(h: Harness, args) -> None:
     """Traces on request: after the timed sweep, every op of the job run --profile-steps times at the
     largest size (its first traffic matrix) under torch.profiler, one trace per rank. Eager ops, no
     check, nothing written to the CSV: the trace shows what the timed ops do, it is not a measurement."""
-    from distbench.comm.ops import OPS, Ctx, element_count
+    from distbench.comm.ops import TORCH_OPS, Ctx
     from distbench.launch.profiling import profile_pass
 
     size = max(args.sizes) if args.sizes else 0
     runs = []
     for op in args.ops:
-        spec = OPS[op]
+        spec = SPECS[op]
         ctx = Ctx(h.rank, h.world_size, h.device, h.dtype, args.backend, args.traffic[0] if spec.takes_traffic else "none")
         count = element_count(spec, size, h.elem_bytes, h.world_size)
         if h.world_size < spec.min_world_size or (spec.moves_data and not count):
             continue
-        runs.append((spec, ctx, spec.make(ctx, count)))
+        runs.append((TORCH_OPS[op], ctx, TORCH_OPS[op].make(ctx, count)))
 
     def one_of_each():
-        for spec, ctx, b in runs:
-            spec.run(ctx, b)
+        for torch_op, ctx, b in runs:
+            torch_op.run(ctx, b)
     try:
         path = profile_pass(h.torch, one_of_each, args.profile_steps, args.profile_dir, h.rank, h.cuda, h.sync)
         h.say(f"profile: {len(runs)} op(s) x {args.profile_steps} traced at {size} B, rank {h.rank}: {path}")
@@ -498,66 +380,3 @@ def profile_ops(h: Harness, args) -> None:
         print(f"distbench: profile: no trace on rank {h.rank}: {str(e).splitlines()[0]}", file=sys.stderr, flush=True)
     runs.clear()
     h._release()
-
-
-def main(argv=None) -> int:
-    args = parse_args(argv)
-    h = Harness(args)
-    out = Path(args.out)
-    ranks_out = Path(args.ranks_out) if args.ranks_out else ranks_path(out)
-    records, problem = gather_and_check(h.dist, h.ctrl, h.rank, h.local_rank, h.device, h.world_size,
-                                        args.placement_out)
-    if problem:
-        print(f"distbench error: {problem}", file=sys.stderr)
-        h.dist.destroy_process_group()
-        return 3
-    # Per-rank rows of a point are written before its rows: a finished row always has its per-rank
-    # times on disk; comm.csv is renamed last, so its presence means the job completed.
-    pairs_out = Path(args.pairs_out) if args.pairs_out else pairs_path(out)
-    writer = (PartialCsvs([(out, COMM_COLUMN_NAMES), (ranks_out, COMM_RANK_COLUMN_NAMES), (pairs_out, PAIRS_COLUMN_NAMES)])
-              if h.rank == 0 else None)
-
-    shown = {"series": None}
-
-    def emit(rows, rank_rows):
-        if writer:
-            writer.write(1, rank_rows)
-            writer.write(0, rows)
-            # the live table, on stdout as each point completes (a long sweep shows its progress)
-            series = (rows[0]["op"], rows[0]["traffic"], rows[0]["dtype"])
-            if series != shown["series"]:
-                shown["series"] = series
-                traffic = "" if rows[0]["traffic"] == "none" else f" (traffic {rows[0]['traffic']})"
-                print(f"#\n# {rows[0]['op']}{traffic}, {rows[0]['dtype']}, {h.world_size} rank(s), {args.backend}, "
-                      f"time = median over {args.trials} trials of the per-op time ({args.rank_agg} over ranks)\n"
-                      f"{TABLE_HEADER}", flush=True)
-            print(table_line(rows), flush=True)
-
-    for point in plan_points(args.ops, args.sizes, args.timing, args.inplace, args.traffic):
-        if h.rank == 0:
-            print(f"distbench: measuring {point.op} {point.size_bytes} B {point.timing}{' in-place' if point.inplace else ''}"
-                  f"{'' if point.traffic == 'none' else ' traffic ' + point.traffic}", file=sys.stderr, flush=True)
-        h.measure(point, emit)
-    if args.pairs_sizes and h.world_size > 1:
-        from distbench.comm.pairs import measure_pair, plan_pairs
-
-        def emit_pair(rows):
-            if writer:
-                writer.write(2, rows)
-                r = rows[0]
-                arrow = "->" if r["mode"] == "uni" else "<->"
-                print(f"# pair {r['src']} {arrow} {r['dst']} {r['size_bytes']} B: {_median_text(rows)}", flush=True)
-
-        for pair in plan_pairs(h.world_size, args.pairs_sizes):
-            measure_pair(h, pair, records, emit_pair)
-    if args.profile_dir:
-        profile_ops(h, args)
-    h.dist.barrier(group=h.ctrl)
-    if writer is not None:
-        writer.close()
-    h.dist.destroy_process_group()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -7,15 +7,16 @@ from types import SimpleNamespace
 
 from distbench.launch.cluster import Launch
 from distbench.launch.failure import unreached_rows
-from distbench.comm.harness import Point, base_row, pairs_path, plan_points, ranks_path
+from distbench.comm.cli import pairs_path, ranks_path
+from distbench.comm.harness import Point, base_row, plan_points
 from distbench.core.io import atomic_write_text, csv_text, partial_path, read_partial_rows
 from distbench.launch.torchrun import TorchrunJob, job_environment, run_job_with_traces
 from distbench.launch.profiling import trace_dir
-from distbench.core.contract import COMM_COLUMN_NAMES, COMM_RANK_COLUMN_NAMES, PAIRS_COLUMN_NAMES
+from distbench.comm.contract import COMM_COLUMN_NAMES, COMM_RANK_COLUMN_NAMES, PAIRS_COLUMN_NAMES
 
 
 def comm_args(job, params: dict, out_csv, placement_json) -> list[str]:
-    """distbench.comm's arguments for one job of the plan (distbench.pipeline.plan.CommJob + job_params)."""
+    """distbench.comm's arguments for one job of the plan (distbench.comm.plan.CommJob + job_params)."""
     return [
         "--backend", job.backend, "--dtype", job.dtype,
         "--ops", ",".join(params["ops"]),
@@ -49,7 +50,7 @@ def short_pass_args(job, params: dict, out_csv, placement_json) -> list[str]:
 
 def run_comm_job(job, params: dict, out_csv, placement_json, log_path) -> str:
     """Run one comm job; return 'ok' or the failure reason. out_csv, its per-rank times CSV
-    (harness.ranks_path) and placement_json exist afterwards in every case."""
+    (cli.ranks_path) and placement_json exist afterwards in every case."""
     out_csv = Path(out_csv)
     torchrun_job = TorchrunJob(
         module="distbench.comm", args=comm_args(job, params, out_csv, placement_json),
@@ -66,7 +67,7 @@ def write_failure_rows(job, params, out_csv: Path, message: str) -> None:
     """Keep finished rows; mark the measurement in progress failed and the rest not_run."""
     import torch
 
-    from distbench.comm.ops import OPS, element_count
+    from distbench.comm.spec import SPECS, element_count
 
     done = read_partial_rows(partial_path(out_csv), COMM_COLUMN_NAMES)
     trials = params["trials"]
@@ -87,7 +88,7 @@ def write_failure_rows(job, params, out_csv: Path, message: str) -> None:
                          params.get("traffic", ["uniform"]))
 
     def point_rows(point) -> list[dict]:
-        spec = OPS[point.op]
+        spec = SPECS[point.op]
         count = element_count(spec, point.size_bytes, elem, job.world_size)
         size = count * elem if spec.moves_data and count else point.size_bytes
         base = base_row(fields, Point(point.op, size, point.timing, point.inplace, point.traffic), count)

@@ -1,11 +1,8 @@
-"""The collective registry: one small spec per op, in the spirit of nccl-tests' per-op files.
+"""The torch side of each collective: one `TorchOp` per spec of distbench.comm.spec (which holds
+what an op is, torch-free: its bus factor, buffer split, nccl-tests and NCCL names, in-place forms).
 
-Each spec declares only what differs between collectives:
-- how many elements the measured buffer holds for a requested size (nccl-tests' `size` column:
-  the total buffer for all_gather / reduce_scatter / all_to_all),
-- the bus-bandwidth factor (nccl-tests doc/PERFORMANCE.md),
-- how to allocate its buffers, (re)write rank-dependent inputs into them, run the op, and the
-  expected output for the check.
+Each TorchOp says how to allocate its buffers, (re)write rank-dependent inputs into them, run the
+op, and the expected output for the check.
 The harness in distbench.comm.harness owns warm-up, timing, checking and statistics.
 
 Exact checks at any world size and dtype
@@ -38,7 +35,7 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
-from distbench.core import choices
+from distbench.comm.spec import SPECS, OpSpec
 
 
 @dataclass
@@ -51,18 +48,11 @@ class Buffers:
 
 
 @dataclass(frozen=True)
-class OpSpec:
-    name: str
-    bus_factor: Callable[[int], float]  # world size -> busbw / algbw
-    split_across_ranks: bool  # buffer divided into world_size chunks: count rounds down
+class TorchOp:
+    spec: OpSpec  # what the op is (distbench.comm.spec); this class only says how torch runs it
     make: Callable[["Ctx", int], Buffers]  # (ctx, count) -> buffers holding the inputs
     run: Callable[["Ctx", Buffers], None]
-    inplace: bool = False  # torch's API is in-place for this op (output overwrites input)
-    make_inplace: Callable[["Ctx", int], Buffers] | None = None  # nccl-tests' in-place variant, if any
-    min_world_size: int = 1
-    graph_capturable: bool = True
-    moves_data: bool = True  # barrier: latency only, no algbw/busbw
-    takes_traffic: bool = False  # all_to_all_v: one point per traffic matrix (distbench.comm.traffic)
+    make_inplace: Callable[["Ctx", int], Buffers] | None = None  # nccl-tests' in-place variant (spec.has_inplace_variant)
 
 
 @dataclass(frozen=True)
@@ -293,43 +283,16 @@ def _barrier_run(ctx, b):
         dist.barrier()
 
 
-OPS: dict[str, OpSpec] = {s.name: s for s in (
-    OpSpec("all_reduce", lambda n: 2 * (n - 1) / n, False, _all_reduce_make,
-           lambda c, b: dist.all_reduce(b.send), inplace=True),
-    OpSpec("all_gather", lambda n: (n - 1) / n, True, _all_gather_make,
-           lambda c, b: dist.all_gather_into_tensor(b.recv, b.send), make_inplace=_all_gather_make_inplace),
-    OpSpec("reduce_scatter", lambda n: (n - 1) / n, True, _reduce_scatter_make,
-           lambda c, b: dist.reduce_scatter_tensor(b.recv, b.send),
-           make_inplace=lambda c, n: _reduce_scatter_make(c, n, inplace=True)),
-    OpSpec("broadcast", lambda n: 1.0, False, _broadcast_make,
-           lambda c, b: dist.broadcast(b.send, src=0), inplace=True),
-    OpSpec("all_to_all", lambda n: (n - 1) / n, True, _all_to_all_make,
-           lambda c, b: dist.all_to_all_single(b.recv, b.send)),
-    # busbw = algbw x (n-1)/n as all_to_all, with size = the mean bytes a rank sends: a skewed
-    # matrix moves the same bytes in all, and the busiest rank's own rate is in busiest_rank_*.
-    OpSpec("all_to_all_v", lambda n: (n - 1) / n, True, _all_to_all_v_make, _all_to_all_v_run, takes_traffic=True),
-    OpSpec("send_recv", lambda n: 1.0, False, _send_recv_make, _send_recv_run, min_world_size=2),
-    OpSpec("barrier", lambda n: float("nan"), False, lambda c, n: Buffers(None, None, lambda: None, None),
-           _barrier_run, graph_capturable=False, moves_data=False),
+TORCH_OPS: dict[str, TorchOp] = {t.spec.name: t for t in (
+    TorchOp(SPECS["all_reduce"], _all_reduce_make, lambda c, b: dist.all_reduce(b.send)),
+    TorchOp(SPECS["all_gather"], _all_gather_make, lambda c, b: dist.all_gather_into_tensor(b.recv, b.send),
+            make_inplace=_all_gather_make_inplace),
+    TorchOp(SPECS["reduce_scatter"], _reduce_scatter_make, lambda c, b: dist.reduce_scatter_tensor(b.recv, b.send),
+            make_inplace=lambda c, n: _reduce_scatter_make(c, n, inplace=True)),
+    TorchOp(SPECS["broadcast"], _broadcast_make, lambda c, b: dist.broadcast(b.send, src=0)),
+    TorchOp(SPECS["all_to_all"], _all_to_all_make, lambda c, b: dist.all_to_all_single(b.recv, b.send)),
+    TorchOp(SPECS["all_to_all_v"], _all_to_all_v_make, _all_to_all_v_run),
+    TorchOp(SPECS["send_recv"], _send_recv_make, _send_recv_run),
+    TorchOp(SPECS["barrier"], lambda c, n: Buffers(None, None, lambda: None, None), _barrier_run),
 )}
-assert tuple(OPS) == choices.OPS, "distbench.core.choices.OPS and the registry must list the same ops"
-
-
-def placements(spec: OpSpec, requested: list[bool]) -> list[bool]:
-    """The in-place variants to run: torch fixes all_reduce/broadcast in place; ops without an
-    in-place form (all_to_all, send_recv, barrier) run out of place only."""
-    if spec.inplace:
-        return [True]
-    if spec.make_inplace is None:
-        return [False]
-    return list(dict.fromkeys(requested)) or [False]
-
-
-def element_count(spec: OpSpec, size_bytes: int, elem_bytes: int, world_size: int) -> int:
-    """Elements in the measured buffer; split ops round down to a multiple of world_size (as nccl-tests)."""
-    if not spec.moves_data:
-        return 0
-    count = size_bytes // elem_bytes
-    if spec.split_across_ranks:
-        count -= count % world_size
-    return count
+assert tuple(TORCH_OPS) == tuple(SPECS), "distbench.comm.spec.SPECS and TORCH_OPS must list the same ops, in order"

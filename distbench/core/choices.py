@@ -2,25 +2,22 @@
 the Snakefile read these before any job starts).
 
 `tests/test_choices.py` ties them to the places that must repeat them: the JSON schema that
-Snakemake validates against, the op registry (`distbench.comm.ops.OPS`), the harness's command line,
-the rules' wildcard constraints and the README. Adding an op is one registry entry here and in
-`distbench/comm/ops.py`; that test names anything else to update.
+Snakemake validates against, the harness's command line, the rules' wildcard constraints and the
+README. The ops are not here: each collective is one spec in distbench.comm.spec (its own module's
+docstring says how to add one).
 """
 
 from __future__ import annotations
 
 BACKENDS = ("nccl", "gloo")
-OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "all_to_all_v", "send_recv", "barrier")
 # all_to_all_v's traffic matrices (distbench.comm.traffic): uniform, zipf:S (MoE routing skew), file:PATH
 TRAFFIC_KINDS = ("uniform", "zipf", "file")
 DTYPES = ("float32", "bfloat16", "float16", "float64", "int32")
 # events: CUDA events around back-to-back ops; graph: CUDA-graph replay; host: host clock around
 # each op plus a device sync. Gloo (CPU) only has `host`.
-# How nccl-tests names things in its table and -J output: its type names for our dtypes, and the
-# reduction op and root it prints per collective (others: redop "none", root -1).
+# How nccl-tests names our dtypes in its table and -J output (its per-op redop and root are in
+# distbench.comm.spec).
 NCCL_TESTS_TYPES = {"float32": "float", "bfloat16": "bfloat16", "float16": "half", "float64": "double", "int32": "int32"}
-NCCL_TESTS_REDOP = {"all_reduce": "sum", "reduce_scatter": "sum"}
-NCCL_TESTS_ROOT = {"broadcast": 0}
 TIMINGS = ("events", "graph", "host")
 DEVICE_TIMINGS = ("events", "graph")
 # How one trial's per-rank times become the row's `time_us` (nccl-tests' -a: 0 rank 0, 1 avg, 2 min, 3 max).
@@ -32,13 +29,10 @@ STATUSES = ("ok", "oom", "skipped", "not_run", "failed", "wrong")
 STATUS_SEVERITY = {s: i for i, s in enumerate(("wrong", "failed", "oom", "not_run", "skipped", "ok"))}
 
 # The training family.
-TRAINING_PHASES = ("step", "compute_only", "comm_alone")
 COMM_HOOKS = ("none", "bf16_compress", "fp16_compress")
 TRAINING_DTYPES = ("float32", "bfloat16")
 OPTIMIZERS = ("sgd", "sgd_momentum", "adamw")
 SCALINGS = ("weak", "strong")
-MEMORY_PHASES = ("measure", "search")
-PAIR_MODES = ("uni", "bi")  # GPU-pair matrix: one direction at a time, or both at once
 LAUNCHERS = ("auto", "local", "srun", "ssh")  # how a multi-node job starts its torchrun agents (distbench.launch.cluster)
 STRATEGIES = ("ddp", "fsdp")  # fsdp: FSDP2 fully_shard per block (workloads with fsdp=True: gpt, lora)
 # The training workloads' names: distbench.workloads.registry.WORKLOADS (the one list).

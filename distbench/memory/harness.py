@@ -41,7 +41,7 @@ from distbench.core.choices import BACKENDS, OPTIMIZERS, TRAINING_DTYPES
 from distbench.launch.failure import unreached_rows
 from distbench.launch.ranks import RankContext, failure_status, first_line
 from distbench.workloads.cli import add_model_args, resolve_model_args
-from distbench.core.contract import MEMORY_COLUMN_NAMES
+from distbench.memory.contract import MEMORY_COLUMN_NAMES
 
 MEASURED = ("params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes", "peak_allocated_bytes",
             "peak_reserved_bytes", "alloc_retries", "device_total_bytes")

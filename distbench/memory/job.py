@@ -8,7 +8,7 @@ from distbench.launch.cluster import Launch
 from distbench.core.io import atomic_write_text, csv_text, partial_path, read_partial_rows
 from distbench.launch.failure import unreached_rows
 from distbench.launch.torchrun import TorchrunJob, job_environment, run_torchrun_job
-from distbench.core.contract import MEMORY_COLUMN_NAMES
+from distbench.memory.contract import MEMORY_COLUMN_NAMES
 from distbench.workloads.registry import workload_args, workload_shape
 
 

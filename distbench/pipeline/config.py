@@ -1,9 +1,10 @@
 """Config validation with errors that name the key and the allowed values.
 
-The JSON schema (distbench/pipeline/config.schema.yaml) is the single source of truth. `check_config`
-validates with jsonschema first (readable messages, every bad key at once), then lets
-snakemake.utils.validate fill in the schema's defaults (it works on a plain dict, so tests and
-distbench.pipeline.plan users get the same config as the workflow).
+The JSON schema (distbench/pipeline/config.schema.yaml) is the single source of truth, except for
+the op names: `load_schema` fills their enum and comm.ops' default in from distbench.comm.spec.OPS,
+so an op is named in one place. `check_config` validates with jsonschema first (readable messages,
+every bad key at once), then lets snakemake.utils.validate fill in the schema's defaults (it works on
+a plain dict, so tests and distbench.pipeline.plan users get the same config as the workflow).
 """
 
 from __future__ import annotations
@@ -40,7 +41,13 @@ class ConfigError(ValueError):
 
 
 def load_schema() -> dict:
-    return yaml.safe_load(SCHEMA_PATH.read_text())
+    """The schema, with the op enum and comm.ops' default from the op specs."""
+    from distbench.comm.spec import OPS
+
+    schema = yaml.safe_load(SCHEMA_PATH.read_text())
+    schema["definitions"]["op"]["enum"] = list(OPS)
+    schema["properties"]["comm"]["properties"]["ops"]["default"] = list(OPS)
+    return schema
 
 
 def _key(path) -> str:
@@ -271,6 +278,8 @@ def check_config(config: dict) -> dict:
         # (comm: {} gets every comm default, comm.gloo's included) and the object alternative of a
         # oneOf (comm.sizes as a sweep gets step_factor), so no code of ours is needed for that.
         validate(config, str(SCHEMA_PATH), set_default=True)
+        # the one default the file does not hold (load_schema's): every op of the specs
+        config["comm"].setdefault("ops", list(schema["properties"]["comm"]["properties"]["ops"]["default"]))
         cluster = config["cluster"]
         if cluster["launcher"] == "ssh" and len(cluster["hosts"]) < cluster["nodes"]:
             problems.append(f"config key cluster.hosts: launcher ssh needs one host per node, got {len(cluster['hosts'])} "

@@ -57,7 +57,7 @@ steps each way, at full bandwidth. NCCL's own cost model (src/graph/tuning.cc) w
 bandwidth term as 2 S / busBw (its algBw is busBw / 2); we keep the ring's 2(n-1)/n factor so that
 beta is the same bus bandwidth for both (nccl-tests converts tree times to busbw with that factor);
 the two forms agree for large n. b(n) is nccl-tests' bus-bandwidth factor (doc/PERFORMANCE.md,
-`BUS_FACTOR` below = distbench.comm.ops), so beta is the asymptote of busbw.
+`bus_factor` below, read from distbench.comm.spec), so beta is the asymptote of busbw.
 
 Per-op fixed cost. The latency at n ranks is split into a fixed part, paid once per operation
 (kernel launch, and the timing method: with events timing the host's issue rate, ~30-40 us per op
@@ -156,26 +156,24 @@ fit's range and over the sizes >= 1 MiB (`_large`). On 4x H200 (fit at 2, predic
 the median |error| >= 1 MiB is 7.5% for all_reduce, 14.5% broadcast, 16.7% all_to_all, ~21%
 all_gather and reduce_scatter, 56% send_recv (the causes above).
 
-CLI: python -m distbench.predict.model results/<label>/tables/comm_summary.csv [--training
+Where the code is: this module holds the constants, the types and presets, the fit (section 1)
+and the algorithm costs and links (section 2); distbench.predict.cluster the hierarchical cluster
+(section 3); distbench.predict.tables the tables built from the measured CSVs (fit_table,
+predict_cluster, predict_training, validate: sections 1-5 applied) and the CLI:
+python -m distbench.predict.tables results/<label>/tables/comm_summary.csv [--training
 results/<label>/tables/training_summary.csv] [--preset nvlink4-ib400] --out-dir DIR writes alpha_beta.csv,
 prediction_comm.csv, prediction_training.csv and prediction_validation.csv.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 import re
-import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
-from distbench.core.choices import OPS
-from distbench.core.io import atomic_write_csv
-from distbench.core.sizes import parse_size
+from distbench.comm.spec import SPECS
 
 NAN = float("nan")
 TOLERANCE = 0.15  # |relative error| within which the fit "holds" at a size
@@ -189,18 +187,15 @@ DEFAULT_GPU_COUNTS = (8, 16, 64, 256, 1024)
 DEFAULT_SIZES = tuple(2**k for k in (10, 16, 20, 24, 26, 28, 30))  # 1 KiB, 64 KiB, 1, 16, 64, 256 MiB, 1 GiB
 DEFAULT_PRESET = "nvlink4-ib400"
 
-# nccl-tests' busbw / algbw per op (doc/PERFORMANCE.md): the same numbers as distbench.comm.ops
-# (which analysis may not import: it pulls in torch). tests/test_predict.py ties the two together.
-BUS_FACTOR = {
-    "all_reduce": lambda n: 2 * (n - 1) / n,
-    "all_gather": lambda n: (n - 1) / n,
-    "reduce_scatter": lambda n: (n - 1) / n,
-    "broadcast": lambda n: 1.0,
-    "all_to_all": lambda n: (n - 1) / n,
-    "send_recv": lambda n: 1.0,
-}
-# barrier moves no data: no beta to fit; all_to_all_v's cost depends on its traffic matrix
-MODELLED_OPS = tuple(op for op in OPS if op in BUS_FACTOR)
+# Not modelled: barrier moves no data (no beta to fit); all_to_all_v's cost depends on its traffic matrix.
+MODELLED_OPS = tuple(name for name, s in SPECS.items() if s.modelled)
+
+
+def bus_factor(op: str, n: int) -> float:
+    """nccl-tests' busbw / algbw for op at n ranks (doc/PERFORMANCE.md), read from the op's spec."""
+    return SPECS[op].bus_factor(n)
+
+
 ALGORITHMS = ("ring", "tree")  # flat algorithms (section 2); tree for all_reduce only
 CLUSTER_ALGORITHMS = ("hierarchical", "ring", "tree")
 _CLUSTER_OPS = {
@@ -368,7 +363,7 @@ def fit_alpha_beta(sizes, times_us, tolerance: float = TOLERANCE) -> AlphaBeta:
 
 # ================================================================ section 2: algorithms and links
 def _check_op(op: str) -> None:
-    if op not in BUS_FACTOR:
+    if op not in MODELLED_OPS:
         raise ValueError(f"no cost model for op {op!r} (modelled: {', '.join(MODELLED_OPS)})")
 
 
@@ -385,7 +380,7 @@ def cost_coefficients(op: str, n_ranks: int, algorithm: str = "ring") -> tuple[f
         raise ValueError(f"the tree algorithm is modelled for all_reduce only, not {op}")
     if n == 1:
         return 0.0, 0.0
-    b = BUS_FACTOR[op](n)
+    b = bus_factor(op, n)
     if op == "all_reduce":
         # ring: 2(n-1) steps of S/n each; tree: log2(n) steps up and down (NCCL double binary tree)
         a = 2 * math.log2(n) if algorithm == "tree" else 2.0 * (n - 1)
@@ -393,8 +388,10 @@ def cost_coefficients(op: str, n_ranks: int, algorithm: str = "ring") -> tuple[f
         a = n - 1.0  # ring (all_gather/reduce_scatter); all_to_all: n-1 pairwise exchanges of S/n
     elif op == "broadcast":
         a = n - 1.0  # pipelined chain: n-1 hops to fill, then S/beta streams through
-    else:  # send_recv: one hop, whatever n
+    elif op == "send_recv":  # one hop, whatever n
         a = 1.0
+    else:  # a spec the cost model has no latency term for yet: say so rather than guess
+        raise ValueError(f"no latency term for {op!r} in cost_coefficients (distbench/predict/model.py)")
     return float(a), float(b)
 
 
@@ -477,7 +474,6 @@ def predict_collective(op: str, size_bytes, n_ranks: int, link, algorithm: str =
     return out + ln.fixed_us if (a > 0 and ln.fixed_us) else out
 
 
-# ================================================================ section 3: clusters
 def get_preset(preset) -> ClusterPreset:
     if isinstance(preset, ClusterPreset):
         return preset
@@ -485,507 +481,3 @@ def get_preset(preset) -> ClusterPreset:
         return PRESETS[str(preset)]
     except KeyError:
         raise ValueError(f"unknown preset {preset!r} (one of {', '.join(PRESETS)})") from None
-
-
-def _nodes(n_gpus: int, gpus_per_node: int) -> tuple[int, int]:
-    """(g, m): GPUs per node in use and nodes. Fewer GPUs than a node: one partly used node."""
-    n, g = int(n_gpus), int(gpus_per_node)
-    if n < 1 or g < 1:
-        raise ValueError(f"need n_gpus >= 1 and gpus_per_node >= 1, got {n_gpus} and {gpus_per_node}")
-    if n <= g:
-        return n, 1
-    if n % g:
-        raise ValueError(f"{n} GPUs do not fill whole nodes of {g}")
-    return g, n // g
-
-
-def _bottleneck(intra: Link, inter: Link, g: int) -> float:
-    """Bandwidth of a flat ring crossing nodes: g rings (one per NIC) share each GPU's intra link."""
-    return inter.beta_gbps if g == 1 else min(intra.beta_gbps, g * inter.beta_gbps)
-
-
-def predict_hierarchical(op: str, size_bytes, n_gpus: int, intra, inter, gpus_per_node: int,
-                         algorithm: str = "hierarchical"):
-    """Time (us) of `op` at n_gpus GPUs in nodes of gpus_per_node (section 3)."""
-    _check_op(op)
-    if algorithm not in CLUSTER_ALGORITHMS:
-        raise ValueError(f"unknown cluster algorithm {algorithm!r} (one of {', '.join(CLUSTER_ALGORITHMS)})")
-    if op not in _CLUSTER_OPS[algorithm]:
-        raise ValueError(f"{algorithm} is modelled for {', '.join(_CLUSTER_OPS[algorithm])}, not {op}")
-    li, le = _as_link(intra), _as_link(inter)
-    g, m = _nodes(n_gpus, gpus_per_node)
-    n = g * m
-    s = np.asarray(size_bytes, dtype=float)
-    out = None
-    if m > 1:  # the per-op fixed cost (the intra link's) is added once at the end, not per phase
-        fixed = li.fixed_us
-        li, le = Link(li.alpha_us, li.beta_gbps), Link(le.alpha_us, le.beta_gbps)
-    if m == 1:  # one node: the flat formulas on the intra link (NCCL's intra-node tree is a chain)
-        out = predict_collective(op, s, n, li, "ring")
-    elif algorithm == "hierarchical":
-        if op == "all_reduce":
-            out = (predict_collective("reduce_scatter", s, g, li) + predict_collective("all_reduce", s / g, m, le)
-                   + predict_collective("all_gather", s, g, li))
-        elif op in ("all_gather", "reduce_scatter"):
-            out = predict_collective(op, s / g, m, le) + predict_collective(op, s, g, li)
-        elif op == "all_to_all":
-            out = (_cost(g - 1, li.alpha_us, (g - 1) / n, s, li.beta_gbps)
-                   + _cost(n - g, le.alpha_us, (n - g) / n, s, le.beta_gbps))
-        elif op == "broadcast":
-            out = (m - 1) * le.alpha_us + (g - 1) * li.alpha_us + _cost(0, 0, 1.0, s, _bottleneck(li, le, g))
-        else:  # send_recv: some ring neighbour sits on another node
-            out = predict_collective(op, s, n, le)
-    else:
-        beta = _bottleneck(li, le, g)
-        if algorithm == "tree":  # all_reduce
-            lat = 2 * ((g - 1) * li.alpha_us + math.log2(m) * le.alpha_us)
-        else:
-            steps_intra, steps_inter = ((n - m), (m - 1))
-            if op == "all_reduce":
-                steps_intra, steps_inter = 2 * steps_intra, 2 * steps_inter
-            lat = steps_intra * li.alpha_us + steps_inter * le.alpha_us
-        out = lat + _cost(0, 0, BUS_FACTOR[op](n), s, beta)
-    if m > 1:
-        out = out + fixed
-    return float(out) if np.ndim(out) == 0 else out
-
-
-# ================================================================ reading the tables
-def _truthy(v) -> bool:
-    if isinstance(v, (bool, np.bool_)):
-        return bool(v)
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return False
-    return str(v).strip().lower() in ("true", "1", "yes")
-
-
-def _usable(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows to fit or compare: status ok, correct True, a modelled op, a size and a time > 0."""
-    d = df.copy()
-    if "status" in d:
-        d = d[d["status"].astype(str) == "ok"]
-    if "correct" in d:
-        d = d[d["correct"].map(_truthy)]
-    d = d[d["op"].isin(MODELLED_OPS)]
-    d["size_bytes"] = pd.to_numeric(d["size_bytes"], errors="coerce")
-    d["time_us_median"] = pd.to_numeric(d["time_us_median"], errors="coerce")
-    return d[(d["size_bytes"] > 0) & (d["time_us_median"] > 0)]
-
-
-def _keys(df: pd.DataFrame, with_world_size: bool = True) -> list[str]:
-    return [k for k in SERIES_KEYS if k in df.columns and (with_world_size or k != "world_size")]
-
-
-def _key_dict(keys, values) -> dict:
-    values = values if isinstance(values, tuple) else (values,)
-    return dict(zip(keys, values))
-
-
-FIT_COLUMNS = ("algorithm", "n_points", "alpha_us", "beta_gbps", "alpha_fixed_us", "alpha_hop_us", "alpha_source",
-               "link_alpha_us", "link_beta_gbps", "max_rel_err_pct", "median_rel_err_pct", "n_within",
-               "tolerance_pct", "fit_from_bytes", "fit_to_bytes", "alpha_to_bytes", "beta_from_bytes",
-               "measured_from_bytes", "measured_to_bytes", "busbw_gbps_max_measured")
-
-
-def fit_table(comm_summary: pd.DataFrame, tolerance: float = TOLERANCE, min_bytes=None, max_bytes=None,
-              preset=DEFAULT_PRESET) -> pd.DataFrame:
-    """One fit per series of comm_summary (section 1), with its per-link figures (section 2).
-
-    Columns: the series keys present (backend, op, dtype, nccl_env, timing, inplace, rank_agg,
-    world_size), then FIT_COLUMNS. alpha_us, beta_gbps: the envelope at that world size;
-    alpha_fixed_us + a(n) alpha_hop_us: its latency split (alpha_source "world_sizes": solved over
-    the fits of the same series at two or more world sizes >= 2; "preset": alpha_hop = the
-    `preset`'s intra-node per-hop latency); link_alpha_us = alpha_hop_us; link_beta_gbps = beta
-    b(n), the busbw asymptote. fit_from_bytes..fit_to_bytes: where the envelope holds (the longest
-    run of sizes within `tolerance`); alpha_to_bytes / beta_from_bytes: the sizes that set alpha
-    (up to) and beta (from); measured_from/to_bytes: the sizes fitted. min_bytes/max_bytes
-    restrict the sizes fitted (numbers or strings such as "1MiB")."""
-    hop_preset = get_preset(preset).intra.alpha_us
-    d = _usable(comm_summary)
-    if min_bytes is not None:
-        d = d[d["size_bytes"] >= parse_size(min_bytes)]
-    if max_bytes is not None:
-        d = d[d["size_bytes"] <= parse_size(max_bytes)]
-    keys = _keys(d)
-    rows = []
-    if len(d):
-        for kv, g in d.groupby(keys, sort=True, dropna=False):
-            if g["size_bytes"].nunique() < MIN_POINTS:
-                continue
-            row = _key_dict(keys, kv)
-            fit = fit_alpha_beta(g["size_bytes"], g["time_us_median"], tolerance)
-            algo = series_algorithm(row["op"], row.get("nccl_env"))
-            n = int(row.get("world_size", 1))
-            a, b = cost_coefficients(row["op"], n, algo)
-            busbw = pd.to_numeric(g.get("busbw_gbps_median", pd.Series(dtype=float)), errors="coerce")
-            row.update(
-                algorithm=algo, n_points=fit.n_points, alpha_us=fit.alpha_us, beta_gbps=fit.beta_gbps,
-                link_beta_gbps=fit.beta_gbps * b if b > 0 else NAN, _a=a,
-                max_rel_err_pct=100 * fit.max_rel_err, median_rel_err_pct=100 * fit.median_rel_err,
-                n_within=fit.n_within, tolerance_pct=100 * tolerance,
-                fit_from_bytes=fit.holds_from_bytes, fit_to_bytes=fit.holds_to_bytes,
-                alpha_to_bytes=fit.alpha_to_bytes, beta_from_bytes=fit.beta_from_bytes,
-                measured_from_bytes=float(g["size_bytes"].min()), measured_to_bytes=float(g["size_bytes"].max()),
-                busbw_gbps_max_measured=float(busbw.max()) if busbw.notna().any() else NAN)
-            rows.append(row)
-    out = pd.DataFrame(rows, columns=[*keys, *FIT_COLUMNS, "_a"])
-    if not len(out):
-        return out.drop(columns="_a")
-    # the latency split: per series (all keys but world_size), over its world sizes >= 2
-    series_keys = [k for k in keys if k != "world_size"]
-    groups = out.groupby(series_keys, sort=False, dropna=False).groups if series_keys else {(): out.index}
-    split = {}  # index -> (alpha_fixed, alpha_hop, source)
-    for idx in groups.values():
-        part = out.loc[idx]
-        multi = part[part["_a"] > 0]
-        if multi["_a"].nunique() >= 2:
-            fixed, hop = solve_alpha_split(multi["_a"], multi["alpha_us"])
-            split.update({i: (fixed, hop, "world_sizes") for i in multi.index})
-        else:
-            split.update({i: (*split_alpha(out.at[i, "alpha_us"], out.at[i, "_a"], hop_preset), "preset")
-                          for i in multi.index})
-    none = (NAN, NAN, pd.NA)
-    out["alpha_fixed_us"] = [split.get(i, none)[0] for i in out.index]
-    out["alpha_hop_us"] = [split.get(i, none)[1] for i in out.index]
-    out["alpha_source"] = [split.get(i, none)[2] for i in out.index]
-    out["link_alpha_us"] = out["alpha_hop_us"]
-    return out.drop(columns="_a")
-
-
-def _fit_link(f) -> Link:
-    """The Link of one fit_table row: (alpha_hop, busbw asymptote, alpha_fixed)."""
-    fixed = _num(f.get("alpha_fixed_us", 0.0))
-    return Link(_num(f["link_alpha_us"]), _num(f["link_beta_gbps"]), 0.0 if math.isnan(fixed) else fixed)
-
-
-# ================================================================ section 3: cluster tables
-CLUSTER_COLUMNS = ("backend", "op", "dtype", "nccl_env", "timing", "inplace", "rank_agg", "fit_world_size",
-                   "intra_source", "preset", "algorithm", "gpus", "nodes", "gpus_per_node", "size_bytes", "time_us",
-                   "algbw_gbps", "busbw_gbps", "intra_alpha_us", "intra_beta_gbps", "intra_fixed_us", "inter_alpha_us",
-                   "inter_beta_gbps", "in_fit_range")
-
-
-def _valid_link(link: Link) -> bool:
-    return (math.isfinite(link.alpha_us) and link.alpha_us >= 0 and not math.isnan(link.beta_gbps)
-            and link.beta_gbps > 0)
-
-
-def predict_cluster(fits: pd.DataFrame | None, preset=DEFAULT_PRESET, sizes=DEFAULT_SIZES,
-                    gpu_counts=DEFAULT_GPU_COUNTS, algorithms=CLUSTER_ALGORITHMS,
-                    include_preset_intra: bool = True) -> pd.DataFrame:
-    """Collective times at each GPU count and size (section 3).
-
-    For every row of `fits` (fit_table) with a usable link, its measured per-link alpha/beta is the
-    intra-node link (intra_source "measured"); the inter-node link and the GPUs per node are the
-    preset's. With include_preset_intra (or without fits), every modelled op is also predicted
-    with the preset's own intra-node link (intra_source "preset", series columns empty). Each op
-    gets every algorithm in `algorithms` that models it. in_fit_range: the size lies where the
-    measured fit holds (empty for preset rows)."""
-    p = get_preset(preset)
-    sizes = np.array([parse_size(s) for s in sizes], dtype=float)
-    cases = []  # (series dict, intra link, source, fit range)
-    if fits is not None and len(fits):
-        for _, r in fits.iterrows():
-            link = _fit_link(r)
-            if not _valid_link(link):
-                continue
-            series = {k: r[k] for k in SERIES_KEYS if k in fits.columns and k != "world_size"}
-            series["fit_world_size"] = r.get("world_size", pd.NA)
-            cases.append((series, link, "measured", (r.get("fit_from_bytes", NAN), r.get("fit_to_bytes", NAN))))
-    if include_preset_intra or not cases:
-        cases += [({"op": op}, p.intra, "preset", None) for op in MODELLED_OPS]
-    rows = []
-    for series, intra, source, holds in cases:
-        op = series["op"]
-        for algo in algorithms:
-            if op not in _CLUSTER_OPS[algo]:
-                continue
-            for n in gpu_counts:
-                g, m = _nodes(n, p.gpus_per_node)
-                t = np.atleast_1d(predict_hierarchical(op, sizes, n, intra, p.inter, p.gpus_per_node, algo))
-                for s, tu in zip(sizes, t):
-                    algbw = s / (1e3 * tu) if tu > 0 else NAN
-                    in_range = (pd.NA if holds is None or pd.isna(holds[0]) else
-                                bool(float(holds[0]) <= s <= float(holds[1])))
-                    rows.append({**series, "intra_source": source, "preset": p.name, "algorithm": algo, "gpus": int(n),
-                                 "nodes": m, "gpus_per_node": g, "size_bytes": int(s), "time_us": float(tu),
-                                 "algbw_gbps": algbw, "busbw_gbps": algbw * BUS_FACTOR[op](int(n)) if n > 1 else NAN,
-                                 "intra_alpha_us": intra.alpha_us, "intra_beta_gbps": intra.beta_gbps,
-                                 "intra_fixed_us": intra.fixed_us,
-                                 "inter_alpha_us": p.inter.alpha_us, "inter_beta_gbps": p.inter.beta_gbps,
-                                 "in_fit_range": in_range})
-    return pd.DataFrame(rows, columns=CLUSTER_COLUMNS)
-
-
-# ================================================================ section 4: training
-TRAINING_KEYS = ("backend", "model", "strategy", "hidden_dim", "num_layers", "n_heads", "seq_len", "vocab_size",
-                 "lora_rank", "compile", "batch_size", "scaling", "dtype", "optimizer", "bucket_cap_mb",
-                 "gradient_as_bucket_view", "static_graph", "broadcast_buffers", "comm_hook", "grad_accum",
-                 "nccl_env", "config")
-TRAINING_OUT = ("ref_world_size", "preset", "algorithm", "gpus", "nodes", "gpus_per_node", "intra_alpha_us",
-                "intra_beta_gbps", "intra_fixed_us", "inter_alpha_us", "inter_beta_gbps", "grad_bytes", "n_buckets",
-                "compute_only_ms", "comm_alone_ms_measured", "exposed_comm_ms_measured", "step_time_ms_measured",
-                "overlap_window_ms", "overhead_ms", "comm_model_ms_at_ref", "comm_ms", "exposed_comm_ms",
-                "step_time_ms", "step_time_ms_1gpu", "efficiency", "note")
-
-
-def _num(v) -> float:
-    try:
-        return NAN if v is None or pd.isna(v) else float(v)
-    except (TypeError, ValueError):
-        return NAN
-
-
-def training_comm_ms(row, n_gpus: int, intra, inter, gpus_per_node: int, algorithm: str = "hierarchical") -> float:
-    """Modelled gradient communication of one optimizer step at n_gpus, in ms (section 4)."""
-    n = int(n_gpus)
-    grad = _num(row.get("grad_bytes"))
-    if n <= 1 or math.isnan(grad) or grad <= 0:
-        return 0.0
-    nb = _num(row.get("n_buckets"))
-    nb = int(nb) if not math.isnan(nb) and nb >= 1 else 1
-
-    def t(op, total):
-        algo = algorithm if op in _CLUSTER_OPS[algorithm] else "hierarchical"
-        return nb * predict_hierarchical(op, total / nb, n, intra, inter, gpus_per_node, algo)
-
-    if str(row.get("strategy", "ddp")) == "fsdp":
-        params = _num(row.get("params_total"))
-        param_bytes = params * (2 if str(row.get("dtype")) == "bfloat16" else 4) if not math.isnan(params) else grad
-        us = 2 * t("all_gather", param_bytes) + t("reduce_scatter", grad)
-    else:
-        us = t("all_reduce", grad)
-    return float(us) / 1e3
-
-
-def predict_training(training_summary: pd.DataFrame, preset=DEFAULT_PRESET, gpu_counts=DEFAULT_GPU_COUNTS,
-                     intra=None, algorithm: str = "hierarchical") -> pd.DataFrame:
-    """Step time and weak-scaling efficiency of each training configuration at each GPU count
-    (section 4). `preset`: a PRESETS name or a ClusterPreset; `intra`: a Link replacing the
-    preset's intra-node link (e.g. a measured one, `pick_link`)."""
-    p = get_preset(preset)
-    li = _as_link(intra) if intra is not None else p.intra
-    d = training_summary.copy()
-    if "comm_alone_ms_median" not in d and "allreduce_alone_ms_median" in d:  # tables before the rename
-        d["comm_alone_ms_median"] = d["allreduce_alone_ms_median"]
-    if "status" in d:
-        d = d[d["status"].astype(str) == "ok"]
-    d = d[pd.to_numeric(d["compute_only_ms_median"], errors="coerce").notna()]
-    keys = [k for k in TRAINING_KEYS if k in d.columns]
-    rows = []
-    if len(d) and keys:
-        for kv, g in d.groupby(keys, sort=True, dropna=False):
-            ref = g.iloc[int(np.argmax(pd.to_numeric(g["world_size"]).to_numpy()))]
-            n_ref = int(ref["world_size"])
-            compute = _num(ref["compute_only_ms_median"])
-            step_meas = _num(ref.get("step_time_ms_median"))
-            comm_alone = _num(ref.get("comm_alone_ms_median"))
-            exposed = _num(ref.get("exposed_comm_ms"))
-            if math.isnan(exposed):
-                exposed = step_meas - compute
-            exposed_pos = max(exposed, 0.0) if not math.isnan(exposed) else 0.0
-            notes = []
-            if n_ref < 2 or math.isnan(comm_alone):
-                window = 0.0
-                overhead = exposed_pos if n_ref >= 2 else 0.0
-                notes.append("no multi-rank run: overlap window assumed 0" if n_ref < 2
-                             else "no comm_alone time: overlap window assumed 0")
-            else:
-                window = max(0.0, comm_alone - exposed_pos)
-                overhead = max(0.0, exposed_pos - comm_alone)
-            if str(ref.get("scaling", "weak")) == "strong":
-                notes.append("strong scaling: predicted at the measured per-rank batch (as weak)")
-            grad_bytes, n_buckets = ref.get("grad_bytes"), ref.get("n_buckets")
-            at_ref = training_comm_ms(ref, n_ref, li, p.inter, p.gpus_per_node, algorithm)
-            step1 = compute + overhead
-            base = _key_dict(keys, kv)
-            for n in gpu_counts:
-                gg, m = _nodes(n, p.gpus_per_node)
-                comm = training_comm_ms(ref, n, li, p.inter, p.gpus_per_node, algorithm)
-                exp_n = max(0.0, comm - window)
-                step = compute + overhead + exp_n
-                rows.append({**base, "ref_world_size": n_ref, "preset": p.name, "algorithm": algorithm, "gpus": int(n),
-                             "nodes": m, "gpus_per_node": gg, "intra_alpha_us": li.alpha_us,
-                             "intra_beta_gbps": li.beta_gbps, "intra_fixed_us": li.fixed_us, "inter_alpha_us": p.inter.alpha_us,
-                             "inter_beta_gbps": p.inter.beta_gbps, "grad_bytes": grad_bytes, "n_buckets": n_buckets,
-                             "compute_only_ms": compute, "comm_alone_ms_measured": comm_alone,
-                             "exposed_comm_ms_measured": exposed, "step_time_ms_measured": step_meas,
-                             "overlap_window_ms": window, "overhead_ms": overhead, "comm_model_ms_at_ref": at_ref,
-                             "comm_ms": comm, "exposed_comm_ms": exp_n, "step_time_ms": step,
-                             "step_time_ms_1gpu": step1, "efficiency": step1 / step if step > 0 else NAN,
-                             "note": "; ".join(notes)})
-    return pd.DataFrame(rows, columns=[*keys, *TRAINING_OUT])
-
-
-def pick_link(fits: pd.DataFrame, op: str = "all_reduce", backend: str = "nccl",
-              timing_preference=("graph", "events", "host")) -> Link | None:
-    """The per-link figures of one fitted series: `op` on `backend` with NCCL defaults, the first
-    timing of `timing_preference` present, then the most sizes within the tolerance, then the
-    largest world size. None if there is none."""
-    if fits is None or not len(fits):
-        return None
-    f = fits[(fits["op"] == op) & (fits["backend"] == backend)]
-    if "nccl_env" in f:
-        f = f[f["nccl_env"].astype(str) == "default"]
-    f = f[f["link_beta_gbps"].notna() & (f["link_beta_gbps"] > 0)]
-    if not len(f):
-        return None
-    rank = {t: i for i, t in enumerate(timing_preference)}
-    f = f.assign(_t=f["timing"].map(lambda t: rank.get(t, len(rank))) if "timing" in f else 0)
-    f = f.sort_values(["_t", "n_within", "world_size"], ascending=[True, False, False])
-    return _fit_link(f.iloc[0])
-
-
-# ================================================================ section 5: validation
-VALIDATION_COLUMNS = ("algorithm", "fit_world_size", "check_world_size", "size_bytes", "time_us_predicted",
-                      "time_us_measured", "rel_err_pct", "in_fit_range", "fit_max_rel_err_pct", "alpha_fixed_us",
-                      "alpha_hop_us", "alpha_source", "link_beta_gbps")
-
-
-def validate(comm_summary: pd.DataFrame, fit_ws: int, check_ws: int, tolerance: float = TOLERANCE,
-             preset=DEFAULT_PRESET) -> pd.DataFrame:
-    """Fit every series at world size fit_ws only (the rows at other world sizes are never seen by
-    the fit, so alpha_hop is the `preset`'s intra-node per-hop latency), predict it at check_ws
-    (alpha_fixed + a(check_ws) alpha_hop + b(check_ws) S / beta_link, section 2) and compare with
-    the measured medians there, one row per (series, size) measured at check_ws: rel_err_pct =
-    100 (predicted / measured - 1). in_fit_range: the size is where the envelope at fit_ws holds."""
-    d = _usable(comm_summary)
-    keys = _keys(d, with_world_size=False)
-    out_cols = [*keys, *VALIDATION_COLUMNS]
-    if not len(d):
-        return pd.DataFrame(columns=out_cols)
-    ws = pd.to_numeric(d["world_size"])
-    fits = fit_table(d[ws == int(fit_ws)], tolerance, preset=preset)
-    check = d[ws == int(check_ws)]
-    rows = []
-    for _, f in fits.iterrows():
-        link = _fit_link(f)
-        if not _valid_link(link):
-            continue
-        m = check
-        for k in keys:
-            m = m[m[k].isna()] if pd.isna(f[k]) else m[m[k] == f[k]]
-        if not len(m):
-            continue
-        m = m.sort_values("size_bytes")
-        pred = np.atleast_1d(predict_collective(f["op"], m["size_bytes"].to_numpy(float), int(check_ws), link,
-                                                f["algorithm"]))
-        for (_, r), tp in zip(m.iterrows(), pred):
-            meas = float(r["time_us_median"])
-            s = float(r["size_bytes"])
-            in_range = (False if pd.isna(f["fit_from_bytes"]) else
-                        bool(float(f["fit_from_bytes"]) <= s <= float(f["fit_to_bytes"])))
-            rows.append({**{k: f[k] for k in keys}, "algorithm": f["algorithm"], "fit_world_size": int(fit_ws),
-                         "check_world_size": int(check_ws), "size_bytes": int(s), "time_us_predicted": float(tp),
-                         "time_us_measured": meas, "rel_err_pct": 100 * (float(tp) / meas - 1),
-                         "in_fit_range": in_range, "fit_max_rel_err_pct": f["max_rel_err_pct"],
-                         "alpha_fixed_us": link.fixed_us, "alpha_hop_us": link.alpha_us,
-                         "alpha_source": f["alpha_source"], "link_beta_gbps": link.beta_gbps})
-    return pd.DataFrame(rows, columns=out_cols)
-
-
-def validation_summary(validation: pd.DataFrame, large_bytes=LARGE_BYTES) -> pd.DataFrame:
-    """Per series and world-size pair: the number of sizes and the median and max |rel_err_pct|,
-    over all sizes, over those in the fit's range and over the large sizes (>= large_bytes, 1 MiB:
-    the `_large` columns)."""
-    if not len(validation):
-        return pd.DataFrame()
-    keys = [c for c in validation.columns
-            if c in SERIES_KEYS or c in ("algorithm", "fit_world_size", "check_world_size")]
-    v = validation.assign(abs_err_pct=validation["rel_err_pct"].abs())
-    large = parse_size(large_bytes)
-    rows = []
-    for kv, g in v.groupby(keys, sort=True, dropna=False):
-        inr = g[g["in_fit_range"].map(_truthy)]
-        big = g[pd.to_numeric(g["size_bytes"]) >= large]
-        rows.append({**_key_dict(keys, kv), "n_sizes": len(g), "median_abs_err_pct": g["abs_err_pct"].median(),
-                     "max_abs_err_pct": g["abs_err_pct"].max(), "n_in_fit_range": len(inr),
-                     "median_abs_err_pct_in_range": inr["abs_err_pct"].median() if len(inr) else NAN,
-                     "max_abs_err_pct_in_range": inr["abs_err_pct"].max() if len(inr) else NAN,
-                     "n_large": len(big), "median_abs_err_pct_large": big["abs_err_pct"].median() if len(big) else NAN,
-                     "max_abs_err_pct_large": big["abs_err_pct"].max() if len(big) else NAN})
-    return pd.DataFrame(rows)
-
-
-def validate_all(comm_summary: pd.DataFrame, tolerance: float = TOLERANCE, preset=DEFAULT_PRESET) -> pd.DataFrame:
-    """validate() from the smallest world size >= 2 of the table to each larger one."""
-    d = _usable(comm_summary)
-    sizes = sorted({int(w) for w in pd.to_numeric(d["world_size"]) if w >= 2}) if len(d) else []
-    parts = [validate(d, sizes[0], w, tolerance, preset) for w in sizes[1:]]
-    parts = [p for p in parts if len(p)]
-    if parts:
-        return pd.concat(parts, ignore_index=True)
-    return pd.DataFrame(columns=[*_keys(d, with_world_size=False), *VALIDATION_COLUMNS])
-
-
-# ================================================================ CLI
-def _int_list(text: str) -> list[int]:
-    return [int(x) for x in str(text).split(",") if x.strip()]
-
-
-def _size_list(text: str) -> list[int]:
-    return [parse_size(x.strip()) for x in str(text).split(",") if x.strip()]
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m distbench.predict.model",
-        description="Fit alpha-beta models to comm_summary.csv and predict collectives and training at larger "
-                    "GPU counts (see the module docstring for the formulas).")
-    ap.add_argument("comm_summary", help="results/<label>/tables/comm_summary.csv")
-    ap.add_argument("--training", help="results/<label>/tables/training_summary.csv (optional)")
-    ap.add_argument("--preset", default=DEFAULT_PRESET, choices=sorted(PRESETS),
-                    help=f"cluster preset for the inter-node link and GPUs per node (default {DEFAULT_PRESET})")
-    ap.add_argument("--out-dir", required=True, help="where to write the four CSVs")
-    ap.add_argument("--gpus", default=",".join(map(str, DEFAULT_GPU_COUNTS)), type=_int_list,
-                    help="GPU counts to predict (comma-separated)")
-    ap.add_argument("--sizes", default="1KiB,64KiB,1MiB,16MiB,64MiB,256MiB,1GiB", type=_size_list,
-                    help="message sizes for prediction_comm.csv (comma-separated, e.g. 1MiB,1GiB)")
-    ap.add_argument("--tolerance", type=float, default=TOLERANCE,
-                    help=f"|relative error| within which a fit holds (default {TOLERANCE})")
-    ap.add_argument("--training-intra", choices=("preset", "measured"), default="preset",
-                    help="intra-node link for the training prediction: the preset's, or the measured NCCL "
-                         "all_reduce fit (default preset)")
-    args = ap.parse_args(argv)
-
-    p = get_preset(args.preset)
-    try:
-        for n in args.gpus:
-            _nodes(n, p.gpus_per_node)  # fail early on a count that does not fill whole nodes
-    except ValueError as e:
-        ap.error(f"--gpus: {e}")
-    for path in (args.comm_summary, args.training):
-        if path and not Path(path).is_file():
-            ap.error(f"no such file: {path}")
-    comm = pd.read_csv(args.comm_summary)
-    out = Path(args.out_dir)
-
-    fits = fit_table(comm, args.tolerance, preset=p)
-    atomic_write_csv(out / "alpha_beta.csv", fits)
-    atomic_write_csv(out / "prediction_comm.csv", predict_cluster(fits, p, args.sizes, args.gpus))
-    if args.training:
-        intra = pick_link(fits) if args.training_intra == "measured" else None
-        if args.training_intra == "measured" and intra is None:
-            print("distbench.predict.model: no NCCL all_reduce fit: the training prediction uses the preset's intra link",
-                  file=sys.stderr)
-        training = predict_training(pd.read_csv(args.training), p, args.gpus, intra)
-    else:
-        training = pd.DataFrame(columns=[*TRAINING_KEYS, *TRAINING_OUT])
-    atomic_write_csv(out / "prediction_training.csv", training)
-    validation = validate_all(comm, args.tolerance, p)
-    atomic_write_csv(out / "prediction_validation.csv", validation)
-
-    print(f"distbench.predict.model: {len(fits)} fits, {len(training)} training predictions, "
-          f"{len(validation)} validation points -> {out}")
-    if len(validation):
-        summ = validation["rel_err_pct"].abs()
-        print(f"  validation: median |error| {summ.median():.1f}%, max {summ.max():.1f}% over {len(summ)} points")
-        big = validation[pd.to_numeric(validation["size_bytes"]) >= LARGE_BYTES]["rel_err_pct"].abs()
-        if len(big):
-            print(f"  validation >= 1 MiB: median |error| {big.median():.1f}%, max {big.max():.1f}% "
-                  f"over {len(big)} points")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -9,7 +9,8 @@ from pathlib import Path
 import pandas as pd
 
 from distbench.core.section import ReportInputs, Section, pct_cell, table
-from distbench.predict.model import get_preset, validation_summary
+from distbench.predict.model import get_preset
+from distbench.predict.tables import validation_summary
 
 TEMPLATES = Path(__file__).parent / "templates"
 

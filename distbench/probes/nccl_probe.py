@@ -20,7 +20,8 @@ def worker(ops: list[str], sizes: list[int]) -> int:
     import torch
     import torch.distributed as dist
 
-    from distbench.comm.ops import OPS, Ctx, element_count
+    from distbench.comm.ops import TORCH_OPS, Ctx
+    from distbench.comm.spec import SPECS, element_count
 
     local_rank = int(os.environ["LOCAL_RANK"])
     device = torch.device("cuda", local_rank)
@@ -28,13 +29,13 @@ def worker(ops: list[str], sizes: list[int]) -> int:
     dist.init_process_group("nccl", device_id=device)
     ctx = Ctx(dist.get_rank(), dist.get_world_size(), device, torch.float32, "nccl")
     for op in ops:
-        spec = OPS[op]
+        spec, torch_op = SPECS[op], TORCH_OPS[op]
         if ctx.world_size < spec.min_world_size or not spec.moves_data:
             continue
         for size in sizes:
             count = element_count(spec, size, 4, ctx.world_size)
             if count:
-                spec.run(ctx, spec.make(ctx, count))
+                torch_op.run(ctx, torch_op.make(ctx, count))
                 torch.cuda.synchronize()
     dist.destroy_process_group()
     return 0

@@ -23,7 +23,8 @@ import pandas as pd
 
 from distbench.comm.analysis.findings import normalise_summary
 
-from distbench.core.choices import NCCL_TESTS_REDOP, NCCL_TESTS_ROOT, NCCL_TESTS_TYPES
+from distbench.comm.spec import SPECS
+from distbench.core.choices import NCCL_TESTS_TYPES
 
 SCHEMA_PATH = Path(__file__).with_name("summary.schema.json")
 
@@ -115,7 +116,7 @@ def nccl_tests_documents(comm_summary_csv) -> dict[str, dict]:
         for size, pts in g.groupby("size_bytes", sort=True):
             elem = {"float32": 4, "bfloat16": 2, "float16": 2, "float64": 8, "int32": 4}[dtype]
             rec = {"size": int(size), "count": int(size) // elem, "type": NCCL_TESTS_TYPES[dtype],
-                   "redop": NCCL_TESTS_REDOP.get(op, "none"), "root": NCCL_TESTS_ROOT.get(op, -1)}
+                   "redop": SPECS[op].redop, "root": SPECS[op].root}
             for inplace, field in ((False, "out_of_place"), (True, "in_place")):
                 p = pts[pts["inplace"].astype(str).str.lower() == str(inplace).lower()]
                 if p.empty or p.iloc[0]["status"] != "ok":

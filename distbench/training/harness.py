@@ -52,7 +52,7 @@ from pathlib import Path
 
 from distbench.core.choices import BACKENDS, COMM_HOOKS, OPTIMIZERS, SCALINGS
 from distbench.core.choices import TRAINING_DTYPES as TRAIN_DTYPES
-from distbench.core.contract import TRAINING_COLUMN_NAMES, TRAINING_PHASES
+from distbench.training.contract import TRAINING_COLUMN_NAMES, TRAINING_PHASES
 from distbench.launch.ranks import failure_status, first_line, ranks_text
 from distbench.training.phases import phase_rows, run_phase, status_rows, window_lines
 from distbench.training.wrap import DDP_DEFAULT_BUCKET_CAP_MB, PhaseError, TrainingHarness

@@ -9,7 +9,7 @@ from distbench.core.io import atomic_write_text, csv_text, partial_path, read_pa
 from distbench.launch.failure import unreached_rows
 from distbench.launch.torchrun import TorchrunJob, job_environment, run_job_with_traces
 from distbench.launch.profiling import trace_dir
-from distbench.core.contract import TRAINING_COLUMN_NAMES, TRAINING_PHASES
+from distbench.training.contract import TRAINING_COLUMN_NAMES, TRAINING_PHASES
 from distbench.workloads.registry import workload, workload_args, workload_shape
 
 

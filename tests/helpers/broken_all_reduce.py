@@ -4,7 +4,7 @@ from dataclasses import replace
 
 import torch.distributed as dist
 
-from distbench.comm import harness as comm, ops
+from distbench.comm import cli, ops
 
-ops.OPS["all_reduce"] = replace(ops.OPS["all_reduce"], run=lambda c, b: dist.all_reduce(b.send, op=dist.ReduceOp.MAX))
-sys.exit(comm.main(sys.argv[1:]))
+ops.TORCH_OPS["all_reduce"] = replace(ops.TORCH_OPS["all_reduce"], run=lambda c, b: dist.all_reduce(b.send, op=dist.ReduceOp.MAX))
+sys.exit(cli.main(sys.argv[1:]))

@@ -5,9 +5,9 @@ import os
 import sys
 from dataclasses import replace
 
-from distbench.comm import harness as comm, ops
+from distbench.comm import cli, ops
 
-spec = ops.OPS["all_reduce"]
+spec = ops.TORCH_OPS["all_reduce"]
 fail = os.environ["FAIL"]
 rank = int(os.environ["RANK"])
 
@@ -24,5 +24,5 @@ def run(ctx, b):
     return spec.run(ctx, b)
 
 
-ops.OPS["all_reduce"] = replace(spec, make=make, run=run)
-sys.exit(comm.main(sys.argv[1:]))
+ops.TORCH_OPS["all_reduce"] = replace(spec, make=make, run=run)
+sys.exit(cli.main(sys.argv[1:]))

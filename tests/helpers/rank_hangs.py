@@ -2,7 +2,7 @@
 import sys
 import time
 
-from distbench.comm import harness as comm
+from distbench.comm import cli, harness as comm
 
 _measure = comm.Harness.measure
 _seen = {"n": 0}
@@ -17,4 +17,4 @@ def measure(self, point, emit):
 
 
 comm.Harness.measure = measure
-sys.exit(comm.main(sys.argv[1:]))
+sys.exit(cli.main(sys.argv[1:]))

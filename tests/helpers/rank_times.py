@@ -4,9 +4,9 @@ per rank aggregation into the directory given as argv[1]."""
 import sys
 from pathlib import Path
 
-from distbench.comm import harness as comm
+from distbench.comm import cli, harness as comm
 from distbench.core.io import PartialCsvs
-from distbench.core.contract import COMM_COLUMN_NAMES, COMM_RANK_COLUMN_NAMES
+from distbench.comm.contract import COMM_COLUMN_NAMES, COMM_RANK_COLUMN_NAMES
 
 BASE = [20.0, 40.0, 10.0]
 
@@ -17,7 +17,7 @@ def fake_time_and_check(self, spec, ctx, slots, timing):
 
 comm.Harness._time_and_check = fake_time_and_check
 out_dir = Path(sys.argv[1])
-args = comm.parse_args(["--backend", "gloo", "--ops", "all_reduce", "--sizes", "1KiB", "--warmup", "0",
+args = cli.parse_args(["--backend", "gloo", "--ops", "all_reduce", "--sizes", "1KiB", "--warmup", "0",
                         "--iters", "2", "--trials", "3", "--out", str(out_dir / "unused.csv")])
 h = comm.Harness(args)
 for how in ("max", "avg", "min", "rank0"):

@@ -5,10 +5,10 @@ from dataclasses import replace
 
 import torch.distributed as dist
 
-from distbench.comm import harness as comm, ops
+from distbench.comm import cli, harness as comm, ops
 
 state = {"timing": False}
-right = ops.OPS["all_reduce"].run
+right = ops.TORCH_OPS["all_reduce"].run
 
 
 def run(ctx, b):
@@ -28,6 +28,6 @@ def time_and_check(self, *a, **kw):
         state["timing"] = False
 
 
-ops.OPS["all_reduce"] = replace(ops.OPS["all_reduce"], run=run)
+ops.TORCH_OPS["all_reduce"] = replace(ops.TORCH_OPS["all_reduce"], run=run)
 comm.Harness._time_and_check = time_and_check
-sys.exit(comm.main(sys.argv[1:]))
+sys.exit(cli.main(sys.argv[1:]))

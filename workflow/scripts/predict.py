@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from distbench.predict.model import main
+from distbench.predict.tables import main
 from distbench.pipeline.in_rule import run_in_rule
 
 sm = snakemake  # noqa: F821 - injected by Snakemake

@@ -1,5 +1,5 @@
 from distbench.comm.job import run_comm_job
-from distbench.pipeline.plan import CommJob
+from distbench.comm.plan import CommJob
 from distbench.pipeline.in_rule import run_job_in_rule
 
 sm = snakemake  # noqa: F821 - injected by Snakemake

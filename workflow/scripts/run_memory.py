@@ -1,7 +1,7 @@
 from pathlib import Path
 
 from distbench.memory.job import run_memory_job
-from distbench.pipeline.plan import MemoryJob
+from distbench.memory.plan import MemoryJob
 from distbench.pipeline.in_rule import run_job_in_rule
 
 sm = snakemake  # noqa: F821 - injected by Snakemake

@@ -1,4 +1,4 @@
-from distbench.pipeline.plan import TrainingJob
+from distbench.training.plan import TrainingJob
 from distbench.training.job import run_training_job
 from distbench.pipeline.in_rule import run_job_in_rule
 

@@ -10,6 +10,7 @@ import pandas as pd
 from distbench.comm.analysis.advice import advise, percent_of_peak
 from distbench.core.io import atomic_write_csv, atomic_write_json
 from distbench.comm.analysis.peak import link_peak
+from distbench.comm.spec import NCCL_NAMES, SPECS
 
 
 def _load(path) -> dict | None:
@@ -32,10 +33,6 @@ def pick_placement(placement_files) -> list[dict] | None:
     return best
 
 
-NCCL_OP_NAMES = {"AllReduce": "all_reduce", "AllGather": "all_gather", "ReduceScatter": "reduce_scatter",
-                 "Broadcast": "broadcast"}
-
-
 def join_nccl_algo(summary: pd.DataFrame, nccl: dict | None) -> pd.DataFrame:
     """nccl_algo/nccl_proto columns from the probe's TUNING lines, for NCCL rows with default settings."""
     out = summary.copy()
@@ -43,12 +40,12 @@ def join_nccl_algo(summary: pd.DataFrame, nccl: dict | None) -> pd.DataFrame:
     rows = (nccl or {}).get("algo_by_size") or []
     if not rows:
         return out
-    # NCCL logs AllGather/ReduceScatter bytes per rank; our size_bytes is the total buffer.
-    per_rank = {"all_gather", "reduce_scatter"}
+    # NCCL logs a split op's (AllGather/ReduceScatter) bytes per rank; our size_bytes is the total buffer.
+    per_rank = {op for op in NCCL_NAMES.values() if SPECS[op].split_across_ranks}
     nranks = int((nccl or {}).get("nranks") or 1)
     choice = {}
     for r in rows:
-        op = NCCL_OP_NAMES.get(r["op"])
+        op = NCCL_NAMES.get(r["op"])
         if op:
             choice[(op, int(r["size_bytes"]) * (nranks if op in per_rank else 1))] = (r["algo"], r["proto"])
     for i in out.index[(out["backend"] == "nccl") & (out["nccl_env"] == "default")]:

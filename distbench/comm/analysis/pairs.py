@@ -1,4 +1,4 @@
-"""The GPU-pair matrix's analysis, from the comm family's pairs.csv files (distbench.core.contract.PAIRS) and
+"""The GPU-pair matrix's analysis, from the comm family's pairs.csv files (distbench.comm.contract.PAIRS) and
 the topology probe (results/<label>/probe/topology.json): tables and sentences only, no torch.
 
 - summarize_pairs: one row per measured point (job keys, mode, src, dst, size): statistics over
@@ -25,7 +25,7 @@ from distbench.core.choices import STATUS_SEVERITY
 from distbench.comm.analysis.findings import STATUS_PHRASES, human_time_us
 from distbench.core.choices import backend_name
 from distbench.core.io import atomic_write_csv
-from distbench.core.contract import read_pairs_csv
+from distbench.comm.contract import read_pairs_csv
 from distbench.core.sizes import human_bytes
 
 JOB_KEYS = ("backend", "world_size", "nodes", "dtype")

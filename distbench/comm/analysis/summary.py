@@ -10,7 +10,7 @@ import pandas as pd
 
 from distbench.core.choices import STATUS_SEVERITY
 from distbench.core.io import atomic_write_csv
-from distbench.core.contract import COMM, COMM_RANKS
+from distbench.comm.contract import COMM, COMM_RANKS
 from distbench.core.tables import JobCsvError, combine
 
 KEYS = ["backend", "world_size", "nodes", "op", "traffic", "dtype", "nccl_env", "timing", "inplace", "size_bytes"]

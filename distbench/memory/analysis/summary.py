@@ -18,7 +18,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from distbench.core.contract import MEMORY
+from distbench.memory.contract import MEMORY
 from distbench.core.io import atomic_write_csv
 from distbench.core.sizes import human_bytes
 from distbench.core.tables import combine

@@ -1,6 +1,6 @@
 """Scaling analysis of the DDP training family, from results/<label>/tables/training.csv (tables only).
 
-`summarize_training` turns the per-step rows (contract: `distbench.core.contract.TRAINING_COLUMNS`) into
+`summarize_training` turns the per-step rows (contract: `distbench.training.contract.TRAINING_COLUMNS`) into
 one row per DDP configuration and world size; `add_scaling` adds throughput-based scaling
 efficiency and, given a GPU-hour price, cost. The sentences made of those rows (`verdict`,
 `training_findings`, `best_config`) are in distbench.training.analysis.findings.
@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from distbench.core.choices import STATUS_SEVERITY
-from distbench.core.contract import TRAINING
+from distbench.training.contract import TRAINING
 from distbench.core.io import atomic_write_csv
 from distbench.core.tables import combine
 from distbench.training.analysis.mfu import mfu, peak_for
@@ -58,7 +58,7 @@ SUMMARY_COLUMNS = KEYS + METRICS
 SCALING_COLUMNS = ("plain_1gpu_samples_per_s", "efficiency_vs_plain_1gpu", "efficiency_vs_own_1gpu",
                    "cost_usd_per_1k_samples")
 
-PLAIN = "plain"  # the config label of DDP's defaults (distbench.pipeline.plan.ddp_label)
+PLAIN = "plain"  # the config label of DDP's defaults (distbench.training.plan.ddp_label)
 # Worst first: a job's status is the worst over its rows (as in distbench.comm.analysis.summary).
 # The workload a 1-rank baseline must share with the N-rank row (besides the batch, see _batch_key).
 # The strategy is not part of it: FSDP is compared with plain DDP on one rank (its own 1-rank run is

@@ -1,0 +1,113 @@
+"""The comm family's CSV contracts. comm.csv: one row per measurement (backend, world_size, op, dtype,
+nccl_env, timing, inplace, size_bytes, trial), its time aggregated over ranks. comm_ranks.csv: the
+same keys plus `rank`, one row per rank and trial. pairs.csv: the GPU-pair matrix, one row per
+(pair, mode, size, trial). The harness writes these columns, aggregation checks them, and the tests
+hold both to them.
+"""
+
+from __future__ import annotations
+
+from distbench.core.choices import RANK_AGGS, STATUSES, TIMINGS
+from distbench.core.contract import MESSAGE_COLUMN, STATUS_COLUMN, Column, Contract, print_tables, check_frame, read_csv
+
+PAIR_MODES = ("uni", "bi")  # GPU-pair matrix: one direction at a time, or both at once
+
+
+COMM_COLUMNS: tuple[Column, ...] = (
+    Column("backend", "string", "nccl or gloo"),
+    Column("world_size", "int64", "number of ranks in the job"),
+    Column("nodes", "int64", "nodes the ranks ran on, one torchrun agent each (world_size / nodes ranks per node)"),
+    Column("op", "string", "collective name from distbench.comm.spec.OPS"),
+    Column("traffic", "string", "all_to_all_v's traffic matrix: uniform, zipf:S (rank d receives in proportion to 1/(d+1)^S, MoE routing) or file:PATH (distbench.comm.traffic); none for every other op"),
+    Column("dtype", "string", "element type (float32, bfloat16, ...)"),
+    Column("nccl_env", "string", "label of the NCCL environment sweep point ('default' when none)"),
+    Column("timing", "string", "events, graph or host (how elapsed time was taken: see below)"),
+    Column("inplace", "bool", "True when the output buffer is the input buffer"),
+    Column("size_bytes", "int64", "nccl-tests 'size': bytes of the largest buffer (total for gather/scatter/alltoall)"),
+    Column("count", "int64", "elements in that buffer (size_bytes / element size)"),
+    Column("trial", "int64", "trial index, 0-based; each trial times `iters` back-to-back ops"),
+    Column("iters", "int64", "ops timed in this trial (graph: ops per graph x graph launches)"),
+    Column("rank_agg", "string", "how `time_us` combines the ranks' times: max (default), avg, min or rank0"),
+    Column("time_us", "float64", "time per op in microseconds: trial elapsed / iters on each rank, combined over ranks by `rank_agg`"),
+    Column("time_us_rank_min", "float64", "the fastest rank's time per op in this trial"),
+    Column("time_us_rank_max", "float64", "the slowest rank's time per op in this trial"),
+    Column("slowest_rank", "Int64", "rank with the largest time in this trial"),
+    Column("arrival_skew_us", "float64", "how long the first rank waited for the last at the start of the trial: the spread of the ranks' wall-clock times when each was ready to issue the trial's first op (one host: one clock; across nodes it includes the hosts' clock offset)"),
+    Column("last_rank", "Int64", "the rank that was ready last in this trial (a rank that is consistently last is a straggler)"),
+    Column("algbw_gbps", "float64", "size_bytes / time, in GB/s (1e9 B/s); empty for barrier"),
+    Column("busbw_gbps", "float64", "algbw x the op's nccl-tests bus factor, in GB/s; empty for barrier"),
+    Column("busiest_rank", "Int64", "all_to_all_v: the rank that sends or receives the most over its links (the diagonal excluded); empty for other ops"),
+    Column("busiest_rank_bytes", "Int64", "all_to_all_v: the bytes that rank sends or receives to / from other ranks, whichever is larger"),
+    Column("busiest_rank_time_us", "float64", "all_to_all_v: that rank's own time per op in this trial (busiest_rank_bytes / it = its link rate)"),
+    Column("correct", "boolean", "output equal to the expected values on every rank, before warm-up and after the timed trials (empty if not applicable)"),
+    STATUS_COLUMN,
+    MESSAGE_COLUMN,
+)
+
+COMM_COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in COMM_COLUMNS)
+
+_RANK_KEYS = ("backend", "world_size", "op", "traffic", "dtype", "nccl_env", "timing", "inplace", "size_bytes", "trial")
+COMM_RANK_COLUMNS: tuple[Column, ...] = tuple(c for c in COMM_COLUMNS if c.name in _RANK_KEYS) + (
+    Column("rank", "int64", "global rank"),
+    Column("time_us", "float64", "this rank's time per op in this trial (its elapsed / iters)"),
+    Column("arrival_us", "float64", "when this rank was ready to issue the trial's first op, after the first rank (µs, wall clock)"),
+)
+COMM_RANK_COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in COMM_RANK_COLUMNS)
+
+
+PAIRS_COLUMNS: tuple[Column, ...] = (
+    Column("backend", "string", "nccl or gloo"),
+    Column("world_size", "int64", "ranks in the job (every ordered pair of them is measured, one pair at a time)"),
+    Column("nodes", "int64", "nodes of the job"),
+    Column("dtype", "string", "element type of the buffers"),
+    Column("mode", "string", "uni: src sends to dst, every other rank idle; bi: src and dst send to each other at once"),
+    Column("src", "int64", "sending rank (bi: the lower rank of the pair)"),
+    Column("dst", "int64", "receiving rank (bi: the higher rank)"),
+    Column("src_host", "string", "hostname of src"),
+    Column("dst_host", "string", "hostname of dst"),
+    Column("src_gpu", "string", "GPU UUID of src ('cpu' under Gloo on CPU)"),
+    Column("dst_gpu", "string", "GPU UUID of dst"),
+    Column("size_bytes", "int64", "bytes sent by each sender per op"),
+    Column("trial", "int64", "trial index, 0-based"),
+    Column("iters", "int64", "back-to-back transfers timed in this trial"),
+    Column("time_us", "float64", "time per transfer: the slower of the pair's two ranks' elapsed / iters"),
+    Column("algbw_gbps", "float64", "bytes moved / time in GB/s (1e9 B/s): size_bytes (uni) or 2 x size_bytes (bi)"),
+    Column("correct", "boolean", "the receiver(s) got exactly the sender's values after the timed transfers"),
+    STATUS_COLUMN,
+    MESSAGE_COLUMN,
+)
+PAIRS_COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in PAIRS_COLUMNS)
+
+
+COMM = Contract("comm", COMM_COLUMNS, (("status", STATUSES), ("timing", TIMINGS), ("rank_agg", RANK_AGGS)),
+                positive_when_ok="time_us",
+                filled_when_missing=(("nodes", 1), ("traffic", "none"), ("arrival_skew_us", None), ("last_rank", None),
+                                     ("busiest_rank", None), ("busiest_rank_bytes", None),
+                                     ("busiest_rank_time_us", None)), job_rule="comm_job")
+COMM_RANKS = Contract("comm_ranks", COMM_RANK_COLUMNS, (("timing", TIMINGS),), positive_when_ok="time_us",
+                      filled_when_missing=(("traffic", "none"), ("arrival_us", None)), job_rule="comm_job")
+PAIRS = Contract("pairs", PAIRS_COLUMNS, (("status", STATUSES), ("mode", PAIR_MODES)), positive_when_ok="time_us")
+
+
+def check_comm_frame(df) -> None:
+    check_frame(COMM, df)
+
+
+def check_comm_ranks_frame(df) -> None:
+    check_frame(COMM_RANKS, df)
+
+
+def read_comm_csv(path):
+    return read_csv(COMM, path)
+
+
+def read_comm_ranks_csv(path):
+    return read_csv(COMM_RANKS, path)
+
+
+def read_pairs_csv(path):
+    return read_csv(PAIRS, path)
+
+
+if __name__ == "__main__":
+    print_tables(COMM, COMM_RANKS, PAIRS)

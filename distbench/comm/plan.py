@@ -1,0 +1,100 @@
+"""The comm family's jobs: from a validated config (and the GPUs on this host) to the list of comm
+jobs, and each job's params (torch-free: the Snakefile plans without importing torch).
+
+Each job's output path carries every config key that selects it (backend, dtype, world size, NCCL
+settings), so Snakemake's own bookkeeping is the cache. Values that tune a job without selecting it
+(sizes, iters) reach the rule through `params:`, which makes Snakemake rerun exactly the jobs they
+change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from distbench.core.sizes import human_bytes, parse_size, sizes_from_config
+from distbench.launch.planning import nccl_env_label, placeable, profile_params
+
+
+@dataclass(frozen=True)
+class CommJob:
+    backend: str
+    dtype: str
+    world_size: int
+    nccl_env_label: str
+    nccl_env: dict = field(hash=False, compare=False)
+
+    @property
+    def wildcards(self) -> dict:
+        return {"backend": self.backend, "dtype": self.dtype, "world_size": self.world_size,
+                "nccl_env": self.nccl_env_label}
+
+
+def comm_jobs(config: dict, gpus: int, gpus_source: str) -> tuple[list[CommJob], list[dict], dict[str, list[int]]]:
+    """The comm jobs, what was skipped (and why), and the world sizes run per backend."""
+    comm = config["comm"]
+    skipped, jobs, world_sizes = [], [], {}
+    for backend in config["backends"]:
+        if backend == "nccl" and gpus == 0:
+            skipped.append({"what": "backend nccl", "why": f"no GPU on this host ({gpus_source})"})
+            continue
+        sizes, why = placeable(config, backend, gpus, list(config["world_sizes"]), f"{backend} world sizes")
+        skipped += why
+        envs = comm["nccl_env"] if backend == "nccl" else [{}]
+        world_sizes[backend] = sizes
+        for dtype in comm["dtypes"]:
+            for ws in sizes:
+                for env in _unique_envs(envs):
+                    jobs.append(CommJob(backend, dtype, ws, nccl_env_label(env), {k: str(v) for k, v in env.items()}))
+    if "gloo" in config["backends"]:
+        cap = parse_size(comm["gloo"]["max_bytes"])
+        above = [s for s in sizes_from_config(comm) if s > cap]
+        if above:
+            skipped.append({"what": f"gloo sizes above {human_bytes(cap)} ({len(above)} sizes up to {human_bytes(max(above))})",
+                            "why": "comm.gloo.max_bytes keeps CPU runs short"})
+    return jobs, skipped, world_sizes
+
+
+def _unique_envs(envs: list[dict]) -> list[dict]:
+    seen, out = set(), []
+    for env in envs:
+        label = nccl_env_label(env)
+        if label not in seen:
+            seen.add(label)
+            out.append(env)
+    return out
+
+
+def job_params(config: dict, backend: str, nccl_env: str = "default") -> dict:
+    """The values that shape a job's measurements (a change reruns the job via Snakemake's params trigger)."""
+    comm = config["comm"]
+    sizes = sizes_from_config(comm)
+    ops = comm["ops"] if nccl_env == "default" else comm.get("nccl_env_ops") or comm["ops"]
+    p = {"ops": list(ops), "warmup": comm["warmup"], "iters": comm["iters"], "trials": comm["trials"],
+         "timing": list(comm["timing"]), "inplace": list(comm["inplace"]),
+         "graph_launches": comm["graph_launches"], "rank_agg": comm["rank_agg"],
+         "rotate_bytes": parse_size(comm["rotate_bytes"]),
+         "op_timeout_s": comm["op_timeout_s"], "job_timeout_s": comm["job_timeout_s"],
+         "job_env": {k: str(v) for k, v in config["job_env"].items()}}
+    pairs = [parse_size(s) for s in comm["pairs_sizes"]]
+    if backend == "gloo":
+        g = comm["gloo"]
+        cap = parse_size(g["max_bytes"])
+        sizes = [s for s in sizes if s <= cap]
+        pairs = [min(s, cap) for s in pairs]
+        p.update(warmup=g["warmup"], iters=g["iters"], trials=g["trials"], timing=["host"])
+    p["sizes"] = sizes
+    if "all_to_all_v" in ops:  # only then: a traffic change reruns no job that does not measure it
+        p["traffic"] = list(comm["traffic"])
+    p.update(profile_params(config, "comm"))
+    # the pair matrix's sizes; the plan turns it on for one job per backend (pairs_job)
+    p.update(pairs_sizes=sorted(set(pairs)), pairs_iters=comm["pairs_iters"], pairs_trials=comm["pairs_trials"],
+             pairs=False)
+    return p
+
+
+def pairs_job(config: dict, plan: dict, job: CommJob) -> bool:
+    """Whether this comm job also measures the GPU-pair matrix (comm.pairs): the job at its
+    backend's largest world size, with NCCL's defaults and the first dtype."""
+    sizes = plan["world_sizes"].get(job.backend) or []
+    return bool(config["comm"]["pairs"] and sizes and job.world_size == max(sizes) and job.world_size > 1
+                and job.nccl_env_label == "default" and job.dtype == config["comm"]["dtypes"][0])

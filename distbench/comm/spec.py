@@ -1,0 +1,98 @@
+"""What each collective is, written once and torch-free: one `OpSpec` per op, as nccl-tests keeps
+one file per op.
+
+Every table that names an op reads it from here: the config schema's op enum
+(distbench.pipeline.config.load_schema), the harness's bus bandwidth and its nccl-tests-style table
+(type/redop/root), the cost model's bus factors and modelled ops (distbench.predict.model), the
+NCCL log names (distbench.comm.analysis.diagnose) and summary.json's nccl-tests fields
+(distbench.report.summary_json). The torch side (buffers, inputs, the call, the expected output)
+lives in distbench.comm.ops, one `TorchOp` per spec, looked up by the spec's name.
+
+Adding a collective
+-------------------
+1. one `OpSpec(...)` entry in `SPECS` below (its place in the tuple is its place in every table,
+   the config's default op list included);
+2. its torch side in distbench/comm/ops.py: a `TorchOp(SPECS["name"], make, run[, make_inplace])`
+   in `TORCH_OPS`.
+The config schema (enum and default), the harness's --ops and table, comm/job.py, diagnose (NCCL
+log names), summary.json (redop/root) and predict's bus factors follow from the spec.
+tests/test_spec.py fails if the two files disagree. Two things are not code but are checked: the
+README names every op (tests/test_choices.py), and an op that moves data without a traffic matrix
+is modelled by distbench.predict, which needs its latency term (predict/model.py
+cost_coefficients, predict/cluster.py predict_hierarchical): until then those raise
+"no latency term for ..." and tests/test_predict.py fails, rather than predicting a guess.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    name: str
+    bus_factor: Callable[[int], float]  # world size -> busbw / algbw (nccl-tests doc/PERFORMANCE.md)
+    split_across_ranks: bool  # the buffer is world_size chunks: count rounds down (nccl-tests' `size`)
+    nccl_tests_binary: str | None = None  # nccl-tests' program for this op (None: nccl-tests has none)
+    nccl_name: str | None = None  # the op as NCCL's INFO/TUNING log lines name it (None: not a NCCL collective)
+    redop: str = "none"  # the reduction nccl-tests prints (sum), "none" for ops that reduce nothing
+    root: int = -1  # the root nccl-tests prints (broadcast: 0), -1 for rootless ops
+    always_inplace: bool = False  # torch's API writes the output over the input (all_reduce, broadcast)
+    has_inplace_variant: bool = False  # nccl-tests' in-place form exists in torch (all_gather, reduce_scatter)
+    min_world_size: int = 1
+    graph_capturable: bool = True  # can run inside a CUDA graph (barrier cannot)
+    moves_data: bool = True  # barrier: latency only, no algbw/busbw
+    takes_traffic: bool = False  # all_to_all_v: one point per traffic matrix (distbench.comm.traffic)
+
+    @property
+    def reduces(self) -> bool:
+        return self.redop != "none"
+
+    @property
+    def modelled(self) -> bool:
+        """The alpha-beta cost model fits it: it moves data, and its cost is not a traffic matrix's."""
+        return self.moves_data and not self.takes_traffic
+
+
+def _ring(n: int) -> float:
+    return (n - 1) / n
+
+
+SPECS: dict[str, OpSpec] = {s.name: s for s in (
+    OpSpec("all_reduce", lambda n: 2 * (n - 1) / n, False, "all_reduce_perf", "AllReduce", redop="sum",
+           always_inplace=True),
+    OpSpec("all_gather", _ring, True, "all_gather_perf", "AllGather", has_inplace_variant=True),
+    OpSpec("reduce_scatter", _ring, True, "reduce_scatter_perf", "ReduceScatter", redop="sum",
+           has_inplace_variant=True),
+    OpSpec("broadcast", lambda n: 1.0, False, "broadcast_perf", "Broadcast", root=0, always_inplace=True),
+    # NCCL runs all_to_all as grouped send/recv: no collective name of its own in the logs
+    OpSpec("all_to_all", _ring, True, "alltoall_perf"),
+    # busbw = algbw x (n-1)/n as all_to_all, with size = the mean bytes a rank sends: a skewed
+    # matrix moves the same bytes in all, and the busiest rank's own rate is in busiest_rank_*.
+    OpSpec("all_to_all_v", _ring, True, takes_traffic=True),
+    OpSpec("send_recv", lambda n: 1.0, False, "sendrecv_perf", min_world_size=2),
+    OpSpec("barrier", lambda n: float("nan"), False, graph_capturable=False, moves_data=False),
+)}
+OPS: tuple[str, ...] = tuple(SPECS)  # every op, in the order of the config's default and of the tables
+NCCL_NAMES: dict[str, str] = {s.nccl_name: s.name for s in SPECS.values() if s.nccl_name}  # NCCL log name -> op
+
+
+def placements(spec: OpSpec, requested: list[bool]) -> list[bool]:
+    """The in-place variants to run: torch fixes all_reduce/broadcast in place; ops without an
+    in-place form (all_to_all, send_recv, barrier) run out of place only."""
+    if spec.always_inplace:
+        return [True]
+    if not spec.has_inplace_variant:
+        return [False]
+    return list(dict.fromkeys(requested)) or [False]
+
+
+def element_count(spec: OpSpec, size_bytes: int, elem_bytes: int, world_size: int) -> int:
+    """Elements in the measured buffer; split ops round down to a multiple of world_size (as nccl-tests)."""
+    if not spec.moves_data:
+        return 0
+    count = size_bytes // elem_bytes
+    if spec.split_across_ranks:
+        count -= count % world_size
+    return count

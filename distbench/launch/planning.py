@@ -1,0 +1,56 @@
+"""What every family's planner shares (torch-free, below the families so each may use it): the label
+of an NCCL environment, the world sizes a job can be placed at, the backend a one-backend family
+runs on, and a family's profiling params.
+"""
+
+from __future__ import annotations
+
+from distbench.launch.cluster import job_layout
+
+
+def nccl_env_label(env: dict) -> str:
+    """{} -> 'default'; {NCCL_ALGO: Ring, NCCL_PROTO: Simple} -> 'NCCL_ALGO=Ring+NCCL_PROTO=Simple'."""
+    if not env:
+        return "default"
+    return "+".join(f"{k}={env[k]}" for k in sorted(env))
+
+
+def placeable(config: dict, backend: str, gpus: int, sizes: list[int], what: str) -> tuple[list[int], list[dict]]:
+    """The world sizes a job can be placed at (distbench.launch.cluster.job_layout), and a skipped entry
+    naming the others and why."""
+    kept, dropped, whys = [], [], []
+    for ws in sizes:
+        layout, why = job_layout(ws, backend, gpus, config["cluster"])
+        if layout is None:
+            dropped.append(ws)
+            whys.append(why)
+        else:
+            kept.append(ws)
+    if not dropped:
+        return kept, []
+    if backend == "nccl" and config["cluster"]["nodes"] == 1 and config["cluster"]["ranks_per_node"] == "auto":
+        why = f"above gpus={gpus}: NCCL needs one GPU per rank (cluster.nodes is 1)"
+    else:
+        why = "; ".join(dict.fromkeys(whys))
+    return kept, [{"what": f"{what} {dropped}", "why": why}]
+
+
+def family_backend(config: dict, family: str, gpus: int) -> tuple[str | None, dict | None]:
+    """The backend a one-backend family (training, memory) runs on: NCCL where GPUs exist and
+    nccl is configured, else Gloo; or None and why the family does not run."""
+    if not config[family]["enabled"]:
+        return None, {"what": f"{family} family", "why": f"{family}.enabled is false"}
+    if "nccl" in config["backends"] and gpus > 0:
+        return "nccl", None
+    if "gloo" in config["backends"]:
+        return "gloo", None
+    return None, {"what": f"{family} family", "why": f"backend nccl needs a GPU and gloo is not in backends (gpus={gpus})"}
+
+
+def profile_params(config: dict, family: str) -> dict:
+    """profile / profile_steps for a family's jobs, only when on: a run that never profiles keeps
+    the params it had (turning profiling on or off reruns the family's jobs once)."""
+    from distbench.launch.profiling import family_mode
+
+    mode = family_mode(config, family)
+    return {} if mode == "off" else {"profile": mode, "profile_steps": config["profile_steps"]}

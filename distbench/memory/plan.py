@@ -1,0 +1,65 @@
+"""The memory family's jobs and their params (torch-free: the Snakefile plans without torch)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from distbench.launch.planning import family_backend, placeable
+
+
+@dataclass(frozen=True)
+class MemoryJob:
+    backend: str
+    world_size: int
+    model: str  # mlp, gpt or lora
+    config_label: str  # ddp, ddp+gbv (gradient_as_bucket_view) or fsdp
+    strategy: str = field(compare=False)
+    gradient_as_bucket_view: bool = field(compare=False)
+
+    @property
+    def wildcards(self) -> dict:
+        return {"backend": self.backend, "model": self.model, "world_size": self.world_size, "config": self.config_label}
+
+
+def memory_jobs(config: dict, gpus: int) -> tuple[list[MemoryJob], list[dict]]:
+    """One memory job per model, strategy (DDP with each gradient_as_bucket_view value; FSDP for
+    gpt/lora) and world size."""
+    mem = config["memory"]
+    backend, why = family_backend(config, "memory", gpus)
+    if why:
+        return [], [why]
+    sizes, skipped = placeable(config, backend, gpus, sorted(set(mem["world_sizes"])), "memory world sizes")
+    views = list(mem["gradient_as_bucket_view"])
+    if backend == "gloo" and len(views) > 1:
+        # Its effect is on the GPU allocator's peak; on CPU the counted split is the same.
+        skipped.append({"what": "memory jobs with gradient_as_bucket_view=true",
+                        "why": "its effect is on the GPU allocator's peak: on CPU only the DDP default is measured"})
+        views = [False]
+    jobs = []
+    for model in mem["models"]:
+        for ws in sizes:
+            for strategy in mem["strategies"]:
+                if strategy == "fsdp":
+                    if model != "mlp":
+                        jobs.append(MemoryJob(backend, ws, model, "fsdp", "fsdp", False))
+                    continue
+                for gbv in views:
+                    jobs.append(MemoryJob(backend, ws, model, "ddp+gbv" if gbv else "ddp", "ddp", gbv))
+    return sorted(jobs, key=lambda j: (j.model, j.config_label, j.world_size)), skipped
+
+
+def memory_params(config: dict, job: MemoryJob) -> dict:
+    """The values that shape a memory job's measurements (a change reruns the job)."""
+    tr, mem = config["training"], config["memory"]
+    on = "gpu" if job.backend == "nccl" else "cpu"
+    if job.model == "mlp":
+        work = {k: v for k, v in tr[on].items() if k != "batch_size"}
+        work["dtype"], batches = tr["dtype"], mem[on]["mlp_batch_sizes"]
+    else:
+        work = {k: v for k, v in tr["lm"][on].items() if k != "batch_size"}
+        batches = mem[on]["lm_batch_sizes"]
+        if job.model == "lora":
+            work.update(lora_rank=tr["lm"]["lora_rank"], lora_alpha=tr["lm"]["lora_alpha"])
+    return {"model": job.model, **work, "optimizer": mem["optimizer"], "batch_sizes": sorted(set(batches)),
+            "search": mem["search"], "snapshot": mem["snapshot"], "op_timeout_s": config["comm"]["op_timeout_s"],
+            "job_timeout_s": mem["job_timeout_s"], "job_env": {k: str(v) for k, v in config["job_env"].items()}}
