@@ -72,7 +72,7 @@ def test_a_baseline_without_tables_is_refused(tmp_path):
 
 
 def test_a_baseline_is_found_by_label_by_run_directory_and_in_a_copied_results_tree(tmp_path, monkeypatch):
-    from distbench.pipeline.config import baseline_tables_dir
+    from distbench.core.run_label import baseline_tables_dir
 
     def run(root, label):
         (root / label / "tables").mkdir(parents=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+from pathlib import Path
 
 LABEL_PATTERN = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")
 LABEL_ENV = "DISTBENCH_RUN_LABEL"
@@ -28,3 +29,24 @@ def resolve_label(configured: str | None) -> str:
                          "use letters, digits, _ . - and no leading dot")
     os.environ[LABEL_ENV] = label
     return label
+
+
+def _has_tables(d: Path) -> bool:
+    return (d / "comm_summary.csv").exists() or (d / "training_summary.csv").exists()
+
+
+def baseline_tables_dir(baseline, results_dir="results") -> Path | None:
+    """The directory holding a baseline run's tables (report.baseline), the first that holds a
+    summary table of: `results/<baseline>/tables` (a run label: another host's run copied in, or an
+    earlier run of this one), `<path>/tables` (a run's directory), `<path>/results/tables` (a tree
+    from before run labels), `<path>/<label>/tables` when exactly one run is there (a copied
+    results/), or the path itself (a tables directory). None when none does."""
+    p = Path(baseline)
+    candidates = [Path(results_dir) / baseline / "tables"] if "/" not in str(baseline) else []
+    candidates += [p / "tables", p / "results" / "tables"]
+    for tree in (p, p / "results"):
+        runs = [d / "tables" for d in sorted(tree.glob("*")) if _has_tables(d / "tables")] if tree.is_dir() else []
+        if len(runs) == 1:
+            candidates.append(runs[0])
+    candidates.append(p)
+    return next((d for d in candidates if _has_tables(d)), None)

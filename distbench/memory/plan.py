@@ -5,13 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from distbench.launch.planning import family_backend, placeable
+from distbench.workloads.registry import workload
 
 
 @dataclass(frozen=True)
 class MemoryJob:
     backend: str
     world_size: int
-    model: str  # mlp, gpt or lora
+    model: str  # a workload of distbench.workloads.registry
     config_label: str  # ddp, ddp+gbv (gradient_as_bucket_view) or fsdp
     strategy: str = field(compare=False)
     gradient_as_bucket_view: bool = field(compare=False)
@@ -40,7 +41,7 @@ def memory_jobs(config: dict, gpus: int) -> tuple[list[MemoryJob], list[dict]]:
         for ws in sizes:
             for strategy in mem["strategies"]:
                 if strategy == "fsdp":
-                    if model != "mlp":
+                    if workload(model).fsdp:
                         jobs.append(MemoryJob(backend, ws, model, "fsdp", "fsdp", False))
                     continue
                 for gbv in views:
@@ -52,14 +53,14 @@ def memory_params(config: dict, job: MemoryJob) -> dict:
     """The values that shape a memory job's measurements (a change reruns the job)."""
     tr, mem = config["training"], config["memory"]
     on = "gpu" if job.backend == "nccl" else "cpu"
-    if job.model == "mlp":
+    spec = workload(job.model)
+    if spec.block == "ddp":  # training.gpu/cpu's shape, the training dtype, the MLP's batch sizes
         work = {k: v for k, v in tr[on].items() if k != "batch_size"}
         work["dtype"], batches = tr["dtype"], mem[on]["mlp_batch_sizes"]
-    else:
+    else:  # training.lm's shape and the keys its Args name (lora_rank, lora_alpha)
         work = {k: v for k, v in tr["lm"][on].items() if k != "batch_size"}
         batches = mem[on]["lm_batch_sizes"]
-        if job.model == "lora":
-            work.update(lora_rank=tr["lm"]["lora_rank"], lora_alpha=tr["lm"]["lora_alpha"])
+        work.update({a.param: tr["lm"][a.param] for a in spec.args if a.param and a.param in tr["lm"]})
     return {"model": job.model, **work, "optimizer": mem["optimizer"], "batch_sizes": sorted(set(batches)),
             "search": mem["search"], "snapshot": mem["snapshot"], "op_timeout_s": config["comm"]["op_timeout_s"],
             "job_timeout_s": mem["job_timeout_s"], "job_env": {k: str(v) for k, v in config["job_env"].items()}}

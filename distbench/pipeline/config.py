@@ -15,6 +15,8 @@ from pathlib import Path
 
 import yaml
 
+from distbench.core.run_label import baseline_tables_dir
+
 SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
 SIZE_REF = "#/definitions/size"
 SIZE_HELP = ("use bytes as an integer, or a number with a unit: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB, "
@@ -41,11 +43,15 @@ class ConfigError(ValueError):
 
 
 def load_schema() -> dict:
-    """The schema, with the op enum and comm.ops' default from the op specs."""
+    """The schema, with the op enum and comm.ops' default from the op specs, and the workload enum
+    from the workload registry (with any DISTBENCH_WORKLOAD_MODULES extension loaded)."""
     from distbench.comm.spec import OPS
+    from distbench.workloads.registry import WORKLOADS, load_extensions
 
+    load_extensions()
     schema = yaml.safe_load(SCHEMA_PATH.read_text())
     schema["definitions"]["op"]["enum"] = list(OPS)
+    schema["definitions"]["workload"]["enum"] = list(WORKLOADS)
     schema["properties"]["comm"]["properties"]["ops"]["default"] = list(OPS)
     return schema
 
@@ -236,27 +242,6 @@ def _loader_var_problems(config: dict) -> list:
              (f"config key job_env.{name}: {name} changes how programs load (job_env reaches every rank "
               f"of every job), so it is refused unless the config also sets {LOADER_OPT_IN}: true"))
             for name in job_env if isinstance(name, str) and is_loader_var(name)]
-
-
-def _has_tables(d: Path) -> bool:
-    return (d / "comm_summary.csv").exists() or (d / "training_summary.csv").exists()
-
-
-def baseline_tables_dir(baseline, results_dir="results") -> Path | None:
-    """The directory holding a baseline run's tables (report.baseline), the first that holds a
-    summary table of: `results/<baseline>/tables` (a run label: another host's run copied in, or an
-    earlier run of this one), `<path>/tables` (a run's directory), `<path>/results/tables` (a tree
-    from before run labels), `<path>/<label>/tables` when exactly one run is there (a copied
-    results/), or the path itself (a tables directory). None when none does."""
-    p = Path(baseline)
-    candidates = [Path(results_dir) / baseline / "tables"] if "/" not in str(baseline) else []
-    candidates += [p / "tables", p / "results" / "tables"]
-    for tree in (p, p / "results"):
-        runs = [d / "tables" for d in sorted(tree.glob("*")) if _has_tables(d / "tables")] if tree.is_dir() else []
-        if len(runs) == 1:
-            candidates.append(runs[0])
-    candidates.append(p)
-    return next((d for d in candidates if _has_tables(d)), None)
 
 
 def check_config(config: dict) -> dict:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from distbench.pipeline.config import baseline_tables_dir as tables_dir
+from distbench.core.run_label import baseline_tables_dir as tables_dir
 
 DEFAULT_THRESHOLD_PCT = 5.0
 

@@ -6,6 +6,7 @@ import itertools
 from dataclasses import dataclass, field
 
 from distbench.launch.planning import family_backend, nccl_env_label, placeable, profile_params
+from distbench.workloads.registry import workload
 
 DDP_DEFAULTS = {"bucket_cap_mb": 25, "gradient_as_bucket_view": False, "static_graph": False,
                 "broadcast_buffers": True, "comm_hook": "none", "grad_accum": 1}
@@ -20,7 +21,7 @@ class TrainingJob:
     config_label: str  # 'plain' = DDP's defaults; else the knobs that differ, e.g. 'bucket=100+hook=bf16_compress'
     ddp: dict = field(hash=False, compare=False)
     nccl_env: dict = field(hash=False, compare=False)
-    model: str = "mlp"  # mlp, gpt or lora
+    model: str = "mlp"  # a workload of distbench.workloads.registry
     strategy: str = "ddp"  # ddp, or fsdp (gpt/lora; its config label is 'fsdp')
 
     @property
@@ -56,33 +57,33 @@ def training_jobs(config: dict, gpus: int) -> tuple[list[TrainingJob], list[dict
                                "training world sizes")
     jobs = {}
 
-    def add(ws, ddp, env):
-        full = {**DDP_DEFAULTS, **ddp}
-        job = TrainingJob(backend, ws, ddp_label(full, env), full, {k: str(v) for k, v in env.items()})
-        jobs.setdefault(("mlp", ws, job.config_label), job)
-
-    # The language models: plain DDP and/or FSDP at every world size; plain DDP on one rank is the
-    # fair baseline of both (FSDP on one rank is FSDP's own).
-    for model in [m for m in tr["models"] if m != "mlp"]:
+    # The language-model block (training.lm): plain DDP and/or FSDP at every world size; plain DDP on
+    # one rank is the fair baseline of both (FSDP on one rank is FSDP's own).
+    for model in [m for m in tr["models"] if workload(m).block == "lm"]:
         for ws in sorted({1, *sizes}):
             for strategy in sorted({"ddp", *tr["lm"]["strategies"]} if ws == 1 else tr["lm"]["strategies"]):
                 label = PLAIN_LABEL if strategy == "ddp" else strategy
                 jobs[(model, ws, label)] = TrainingJob(backend, ws, label, dict(DDP_DEFAULTS), {}, model, strategy)
-    if "mlp" not in tr["models"]:
-        return sorted(jobs.values(), key=_job_order), skipped
-    for ws in sorted({1, *sizes}):
-        add(ws, tr["ddp"], {})
-    add(1, DDP_DEFAULTS, {})  # the fair baseline: plain DDP on one rank
-    if tr["tune"] and sizes:
-        space = tr["tune_space"]
-        keys = ["bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "comm_hook", "grad_accum"]
-        for values in itertools.product(*(space[k] for k in keys), space["nccl_env"]):
-            ddp = dict(zip(keys, values[:-1]))
-            env = values[-1] if backend == "nccl" else {}
-            add(max(sizes), {**tr["ddp"], **ddp}, env)
-            # The point's own 1-rank run leaves NCCL settings out: one rank has no GPU-to-GPU
-            # traffic for them to change, and one baseline serves every NCCL variant.
-            add(1, {**tr["ddp"], **ddp}, {})
+    # The DDP block (training.gpu/cpu, the DDP knobs, tuning): seed 004's MLP and any workload like it.
+    for model in [m for m in tr["models"] if workload(m).block == "ddp"]:
+        def add(ws, ddp, env):
+            full = {**DDP_DEFAULTS, **ddp}
+            job = TrainingJob(backend, ws, ddp_label(full, env), full, {k: str(v) for k, v in env.items()}, model)
+            jobs.setdefault((model, ws, job.config_label), job)
+
+        for ws in sorted({1, *sizes}):
+            add(ws, tr["ddp"], {})
+        add(1, DDP_DEFAULTS, {})  # the fair baseline: plain DDP on one rank
+        if tr["tune"] and sizes:
+            space = tr["tune_space"]
+            keys = ["bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "comm_hook", "grad_accum"]
+            for values in itertools.product(*(space[k] for k in keys), space["nccl_env"]):
+                ddp = dict(zip(keys, values[:-1]))
+                env = values[-1] if backend == "nccl" else {}
+                add(max(sizes), {**tr["ddp"], **ddp}, env)
+                # The point's own 1-rank run leaves NCCL settings out: one rank has no GPU-to-GPU
+                # traffic for them to change, and one baseline serves every NCCL variant.
+                add(1, {**tr["ddp"], **ddp}, {})
     return sorted(jobs.values(), key=_job_order), skipped
 
 
@@ -93,26 +94,33 @@ def _job_order(j: TrainingJob):
 def training_params(config: dict, job: TrainingJob) -> dict:
     """The values that shape a training job's measurements (a change reruns the job)."""
     tr = config["training"]
-    if job.model != "mlp":
+    if workload(job.model).block == "lm":
         return {**lm_params(config, job), **profile_params(config, "training")}
     work = tr["gpu"] if job.backend == "nccl" else tr["cpu"]
     if tr["scaling"] == "strong":  # a fixed global batch, split over the ranks
         global_batch = tr.get("global_batch_size") or work["batch_size"] * max(tr.get("world_sizes") or config["world_sizes"])
     else:  # weak: the per-rank batch is fixed (a new world size must not change the other jobs' params)
         global_batch = work["batch_size"] * job.world_size
-    return {"model": "mlp", "strategy": "ddp", "compile": False, **work, "scaling": tr["scaling"], "global_batch_size": global_batch,
+    return {"model": job.model, "strategy": "ddp", "compile": False, **work, "scaling": tr["scaling"], "global_batch_size": global_batch,
             "dtype": tr["dtype"], "optimizer": tr["optimizer"], "warmup_steps": tr["warmup_steps"],
             "steps": tr["steps"], "allreduce_trials": tr["allreduce_trials"], "ddp": dict(job.ddp),
             "op_timeout_s": config["comm"]["op_timeout_s"], "job_timeout_s": tr["job_timeout_s"],
             "job_env": {k: str(v) for k, v in config["job_env"].items()}, **profile_params(config, "training")}
 
 
+def block_extras(config: dict, model: str) -> dict:
+    """training.lm's top-level keys the workload reads (an Arg's param: lora's lora_rank and
+    lora_alpha), for a workload of the lm block; none for the ddp block."""
+    lm, spec = config["training"]["lm"], workload(model)
+    return {a.param: lm[a.param] for a in spec.args if spec.block == "lm" and a.param and a.param in lm}
+
+
 def lm_params(config: dict, job: TrainingJob) -> dict:
-    """training_params for a gpt/lora job: the workload of training.lm (gpu or cpu), weak scaling."""
+    """training_params for a job of the lm block (gpt, lora): the workload of training.lm (gpu or
+    cpu), weak scaling."""
     tr, lm = config["training"], config["training"]["lm"]
     work = dict(lm["gpu"] if job.backend == "nccl" else lm["cpu"])
-    lora = {"lora_rank": lm["lora_rank"], "lora_alpha": lm["lora_alpha"]} if job.model == "lora" else {}
-    return {"model": job.model, "strategy": job.strategy, "compile": lm["compile"], **work, **lora,
+    return {"model": job.model, "strategy": job.strategy, "compile": lm["compile"], **work, **block_extras(config, job.model),
             "scaling": "weak", "global_batch_size": work["batch_size"] * job.world_size,
             "optimizer": lm["optimizer"], "warmup_steps": tr["warmup_steps"], "steps": tr["steps"],
             "allreduce_trials": tr["allreduce_trials"], "ddp": dict(job.ddp),

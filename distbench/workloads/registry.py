@@ -24,6 +24,7 @@ from typing import Any, Callable
 from distbench.core.choices import GPT_SIZES
 
 EXTENSIONS_ENV = "DISTBENCH_WORKLOAD_MODULES"
+BLOCKS = ("ddp", "lm")  # the config blocks a workload's jobs read (WorkloadSpec.block)
 SHAPE_COLUMNS = ("hidden_dim", "num_layers", "n_heads", "seq_len", "vocab_size", "lora_rank")
 
 
@@ -75,7 +76,16 @@ class WorkloadSpec:
     per_rank_batch: Callable[[str, int, int | None, int], tuple[int, int]] = even_split
     fsdp: bool = False  # FSDP2 per block: the model has `.blocks` (distbench.workloads.gpt.fully_shard_blocks)
     attention: bool = False  # the model's blocks hold `.attn` (the training rows name its SDPA kernel)
+    # Which config block shapes its jobs (distbench.training.plan, distbench.memory.plan): "ddp" reads
+    # training.gpu/cpu (its Args' params), the DDP knobs, tuning, scaling and memory.*.mlp_batch_sizes;
+    # "lm" reads training.lm (gpu/cpu shape, strategies, optimizer, any top-level key an Arg names,
+    # e.g. lora_rank) and memory.*.lm_batch_sizes.
+    block: str = "ddp"
     doc: str = field(default="", compare=False)
+
+    def __post_init__(self):
+        if self.block not in BLOCKS:
+            raise ValueError(f"workload {self.name!r}: block {self.block!r} is not one of {BLOCKS}")
 
     def tokens_per_sample(self, a: argparse.Namespace) -> int | None:
         """Tokens in one sample (a language model's sequence length; None: not a token model)."""
@@ -125,7 +135,7 @@ def _lm_shape(a) -> dict:
 def _lm_spec(name: str, title: str, extra: tuple[Arg, ...] = (), doc: str = "") -> WorkloadSpec:
     gpt = "distbench.workloads.gpt"
     return WorkloadSpec(name, title, LM_ARGS + extra, _lazy(gpt, "build"), _lazy(gpt, "flops_per_sample"), _lm_shape,
-                        _lazy(gpt, "check_args"), fsdp=True, attention=True, doc=doc)
+                        _lazy(gpt, "check_args"), fsdp=True, attention=True, block="lm", doc=doc)
 
 
 WORKLOADS: dict[str, WorkloadSpec] = {

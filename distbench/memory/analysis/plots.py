@@ -49,7 +49,8 @@ def _label(r) -> str:
 def fig_split(ok: pd.DataFrame) -> plt.Figure | None:
     if ok.empty:
         return None
-    models = [m for m in ("mlp", "gpt", "lora") if m in set(ok["model"])]
+    known = ("mlp", "gpt", "lora")  # the built-in workloads first, then any other in the table
+    models = sorted(set(ok["model"]), key=lambda m: (known.index(m) if m in known else len(known), m))
     unit, scale = _unit(ok)
     fig, axes = plt.subplots(1, len(models), figsize=(3.4 * len(models) + 1.6, 3.4), squeeze=False)
     for ax, model in zip(axes[0], models):

@@ -105,7 +105,8 @@ def human(n) -> str:
 def _who(r) -> str:
     unit = ("GPU" if r["world_size"] == 1 else "GPUs") if r["backend"] == "nccl" else ("rank" if r["world_size"] == 1 else "ranks")
     model = str(r["model"])
-    shape = (f"MLP {int(r['hidden_dim'])}x{int(r['num_layers'])}" if model == "mlp" else
+    dims = "x".join(str(int(r[k])) for k in ("hidden_dim", "num_layers") if pd.notna(r.get(k)))
+    shape = (f"{'MLP' if model == 'mlp' else model} {dims}".rstrip() if pd.isna(r.get("seq_len")) else
              f"{model} {int(r['num_layers'])}L/{int(r['hidden_dim'])}d seq {int(r['seq_len'])}")
     return f"{shape}, {r['config']}, {int(r['world_size'])} {unit}"
 
