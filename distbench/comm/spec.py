@@ -16,11 +16,13 @@ Adding a collective
    in `TORCH_OPS`.
 The config schema (enum and default), the harness's --ops and table, comm/job.py, diagnose (NCCL
 log names), summary.json (redop/root) and predict's bus factors follow from the spec.
-tests/test_spec.py fails if the two files disagree. Two things are not code but are checked: the
-README names every op (tests/test_choices.py), and an op that moves data without a traffic matrix
-is modelled by distbench.predict, which needs its latency term (predict/model.py
-cost_coefficients, predict/cluster.py predict_hierarchical): until then those raise
-"no latency term for ..." and tests/test_predict.py fails, rather than predicting a guess.
+The cost model (distbench.predict) predicts the op when its spec gives `ring_hops`, the latency
+term on a flat ring; without it the op is measured and reported but not predicted. Its
+hierarchical (multi-node) form is op-specific: an op without one in
+distbench/predict/cluster.py is predicted within one node and on a flat ring across nodes.
+tests/test_spec.py fails if the two files disagree; the README's comm.ops row names every op
+(tests/test_choices.py checks). docs/architecture.md has this recipe, and tests/test_recipes.py
+follows it through the workflow.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ class OpSpec:
     graph_capturable: bool = True  # can run inside a CUDA graph (barrier cannot)
     moves_data: bool = True  # barrier: latency only, no algbw/busbw
     takes_traffic: bool = False  # all_to_all_v: one point per traffic matrix (distbench.comm.traffic)
+    # The alpha-beta cost model's latency term: link latencies (hops) one op pays on a flat ring of n
+    # ranks (distbench.predict.model, section 2). None: the model does not predict this op.
+    ring_hops: Callable[[int], float] | None = None
 
     @property
     def reduces(self) -> bool:
@@ -51,27 +56,35 @@ class OpSpec:
 
     @property
     def modelled(self) -> bool:
-        """The alpha-beta cost model fits it: it moves data, and its cost is not a traffic matrix's."""
-        return self.moves_data and not self.takes_traffic
+        """The alpha-beta cost model fits and predicts it: it moves data, its cost is not a traffic
+        matrix's, and it has a latency term."""
+        return self.moves_data and not self.takes_traffic and self.ring_hops is not None
 
 
 def _ring(n: int) -> float:
     return (n - 1) / n
 
 
+def _hops(n: int) -> float:
+    return n - 1.0  # a ring's n-1 steps (all_gather, reduce_scatter), n-1 pairwise exchanges
+    # (all_to_all), a pipelined chain's n-1 hops to fill (broadcast)
+
+
 SPECS: dict[str, OpSpec] = {s.name: s for s in (
+    # ring all_reduce: 2(n-1) steps of S/n each (reduce-scatter then all-gather)
     OpSpec("all_reduce", lambda n: 2 * (n - 1) / n, False, "all_reduce_perf", "AllReduce", redop="sum",
-           always_inplace=True),
-    OpSpec("all_gather", _ring, True, "all_gather_perf", "AllGather", has_inplace_variant=True),
+           always_inplace=True, ring_hops=lambda n: 2.0 * (n - 1)),
+    OpSpec("all_gather", _ring, True, "all_gather_perf", "AllGather", has_inplace_variant=True, ring_hops=_hops),
     OpSpec("reduce_scatter", _ring, True, "reduce_scatter_perf", "ReduceScatter", redop="sum",
-           has_inplace_variant=True),
-    OpSpec("broadcast", lambda n: 1.0, False, "broadcast_perf", "Broadcast", root=0, always_inplace=True),
+           has_inplace_variant=True, ring_hops=_hops),
+    OpSpec("broadcast", lambda n: 1.0, False, "broadcast_perf", "Broadcast", root=0, always_inplace=True,
+           ring_hops=_hops),
     # NCCL runs all_to_all as grouped send/recv: no collective name of its own in the logs
-    OpSpec("all_to_all", _ring, True, "alltoall_perf"),
+    OpSpec("all_to_all", _ring, True, "alltoall_perf", ring_hops=_hops),
     # busbw = algbw x (n-1)/n as all_to_all, with size = the mean bytes a rank sends: a skewed
     # matrix moves the same bytes in all, and the busiest rank's own rate is in busiest_rank_*.
     OpSpec("all_to_all_v", _ring, True, takes_traffic=True),
-    OpSpec("send_recv", lambda n: 1.0, False, "sendrecv_perf", min_world_size=2),
+    OpSpec("send_recv", lambda n: 1.0, False, "sendrecv_perf", min_world_size=2, ring_hops=lambda n: 1.0),  # one hop
     OpSpec("barrier", lambda n: float("nan"), False, graph_capturable=False, moves_data=False),
 )}
 OPS: tuple[str, ...] = tuple(SPECS)  # every op, in the order of the config's default and of the tables

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from distbench.comm.spec import SPECS
 from distbench.predict.model import (
     _CLUSTER_OPS, CLUSTER_ALGORITHMS, Link, _as_link, _check_op, _cost, bus_factor, predict_collective,
 )
@@ -67,10 +68,10 @@ def predict_hierarchical(op: str, size_bytes, n_gpus: int, intra, inter, gpus_pe
         if algorithm == "tree":  # all_reduce
             lat = 2 * ((g - 1) * li.alpha_us + math.log2(m) * le.alpha_us)
         else:
-            steps_intra, steps_inter = ((n - m), (m - 1))
-            if op == "all_reduce":
-                steps_intra, steps_inter = 2 * steps_intra, 2 * steps_inter
-            lat = steps_intra * li.alpha_us + steps_inter * le.alpha_us
+            # the ring's n-1 links: n-m inside nodes, m-1 between them, each crossed as often as the
+            # op's ring_hops say per link (all_reduce: twice, reduce-scatter then all-gather)
+            per_link = SPECS[op].ring_hops(n) / (n - 1)
+            lat = per_link * ((n - m) * li.alpha_us + (m - 1) * le.alpha_us)
         out = lat + _cost(0, 0, bus_factor(op, n), s, beta)
     if m > 1:
         out = out + fixed

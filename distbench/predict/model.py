@@ -198,9 +198,12 @@ def bus_factor(op: str, n: int) -> float:
 
 ALGORITHMS = ("ring", "tree")  # flat algorithms (section 2); tree for all_reduce only
 CLUSTER_ALGORITHMS = ("hierarchical", "ring", "tree")
+# The ops with a hierarchical (multi-node) form of their own in distbench.predict.cluster; another
+# modelled op is predicted on a flat ring across nodes only.
+HIERARCHICAL_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv")
 _CLUSTER_OPS = {
-    "hierarchical": MODELLED_OPS,
-    "ring": ("all_reduce", "all_gather", "reduce_scatter", "broadcast"),
+    "hierarchical": tuple(op for op in MODELLED_OPS if op in HIERARCHICAL_OPS),
+    "ring": tuple(op for op in MODELLED_OPS if op not in ("all_to_all", "send_recv")),
     "tree": ("all_reduce",),
 }
 # What makes one measured series; world_size last (it is the fit's, dropped when predicting others).
@@ -381,17 +384,8 @@ def cost_coefficients(op: str, n_ranks: int, algorithm: str = "ring") -> tuple[f
     if n == 1:
         return 0.0, 0.0
     b = bus_factor(op, n)
-    if op == "all_reduce":
-        # ring: 2(n-1) steps of S/n each; tree: log2(n) steps up and down (NCCL double binary tree)
-        a = 2 * math.log2(n) if algorithm == "tree" else 2.0 * (n - 1)
-    elif op in ("all_gather", "reduce_scatter", "all_to_all"):
-        a = n - 1.0  # ring (all_gather/reduce_scatter); all_to_all: n-1 pairwise exchanges of S/n
-    elif op == "broadcast":
-        a = n - 1.0  # pipelined chain: n-1 hops to fill, then S/beta streams through
-    elif op == "send_recv":  # one hop, whatever n
-        a = 1.0
-    else:  # a spec the cost model has no latency term for yet: say so rather than guess
-        raise ValueError(f"no latency term for {op!r} in cost_coefficients (distbench/predict/model.py)")
+    # tree all_reduce: log2(n) steps up and down (NCCL double binary tree); else the spec's ring hops
+    a = 2 * math.log2(n) if algorithm == "tree" else SPECS[op].ring_hops(n)
     return float(a), float(b)
 
 
