@@ -29,8 +29,9 @@ from pathlib import Path
 
 import pytest
 
-from distbench.probes.nccl_log import (algo_by_size, describe_algo_ranges, merge_parsed, parse_nccl_log,
-                                       parse_nccl_log_files)
+from distbench.probes.nccl_algo import algo_by_size, describe_algo_ranges
+from distbench.probes.nccl_comms import merge_parsed
+from distbench.probes.nccl_log import parse_nccl_log, parse_nccl_log_files
 
 FIX = Path(__file__).parent / "fixtures" / "nccl"
 
@@ -144,7 +145,8 @@ def test_no_info_lines_raise(text):
 def test_lent_h200x2_probe_logs_from_our_own_pipeline():
     # Written by `probe_nccl` (distbench.probes.nccl_probe) on the lent 2x H200 machine, 2026-11-26:
     # rank 0 logged the TUNING lines, rank 1 only INIT/GRAPH.
-    from distbench.probes.nccl_log import algo_by_size, describe_algo_ranges, parse_nccl_log_files
+    from distbench.probes.nccl_algo import algo_by_size, describe_algo_ranges
+    from distbench.probes.nccl_log import parse_nccl_log_files
 
     files = [FIX / "h200x2-lent-2026-11-26-rank0-tuning.log", FIX / "h200x2-lent-2026-11-26-rank1.log"]
     parsed = parse_nccl_log_files(files)

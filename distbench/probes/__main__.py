@@ -29,7 +29,8 @@ def _cmd_topology(args) -> dict:
 
 
 def _cmd_nccl_log(args) -> dict:
-    from distbench.probes.nccl_log import algo_by_size, describe_algo_ranges, parse_nccl_log_files
+    from distbench.probes.nccl_algo import algo_by_size, describe_algo_ranges
+    from distbench.probes.nccl_log import parse_nccl_log_files
 
     for f in args.files:
         _read(f)  # missing files fail before parsing starts

@@ -23,6 +23,9 @@ rank -> host/pid/GPU/busId map, whether each rank reached "Init COMPLETE" (a ran
 never finished is a finding, listed under "findings" and "warnings"), its init/bootstrap timings
 and CPU affinity. NVLS and CollNet setup lines, the GPUDirect RDMA flag and NIC index of each NET
 connection, NCCL's tuning-model table and its path matrix are kept too (formats next to the regexes).
+
+This module reads the lines; nccl_comms derives the per-communicator view and findings and merges
+per-rank files, nccl_algo spells algorithm/protocol names and summarises the choices per size.
 """
 
 from __future__ import annotations
@@ -33,14 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from distbench.core.sizes import human_bytes
+from distbench.probes.nccl_algo import PROTO_NAMES, algo_name, proto_name
+from distbench.probes.nccl_comms import INIT_ORDER, Comm, finish_result, merge_parsed
 
-# Index order of NCCL's ncclAlgoStr / ncclProtoStr (src/enqueue.cc, src/include/device.h).
-ALGO_NAMES = ("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT")
-PROTO_NAMES = ("LL", "LL128", "Simple")
-_ALGO_BY_UPPER = {a.upper(): a for a in ALGO_NAMES} | {"NVLS_TREE": "NVLSTree", "COLLNET_DIRECT": "CollNetDirect",
-                                                      "COLLNET_CHAIN": "CollNetChain"}
-_PROTO_BY_UPPER = {p.upper(): p for p in PROTO_NAMES}
 # ncclDataType_t enum order -> element size in bytes (int8,uint8,int32,uint32,int64,uint64,half,float,double,bf16,fp8x2).
 DTYPE_BYTES = (1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1)
 
@@ -106,22 +104,13 @@ _PATH_ENTRY = re.compile(rf"(?P<dst>{_PATH_NODE}) \((?P<hops>\d+)/(?P<bw>[\d.]+)
 
 # Keys of the original per-rank record in result["ranks"]; the richer record lives in "communicators".
 _RANK_KEYS = ("rank", "host", "cudaDev", "nvmlDev", "busId", "nNodes", "localRanks", "localRank")
-_INIT_ORDER = {None: 0, "started": 1, "complete": 2}
-
-
-@dataclass
-class _Comm:
-    """One communicator: every rank's record, keyed by rank; comm_id is NCCL's commId hash when logged."""
-    comm_id: str | None
-    nranks: int
-    ranks: dict[int, dict] = field(default_factory=dict)
 
 
 @dataclass
 class _State:
-    """What one parse collects before _finish turns it into the result's keys."""
+    """What one parse collects before finish_result turns it into the result's keys."""
     comm_ids: dict[tuple, str]                                        # (host, pid, pointer) -> commId
-    comms: dict[str, _Comm] = field(default_factory=dict)             # commId (or host:pid:pointer) -> _Comm
+    comms: dict[str, Comm] = field(default_factory=dict)             # commId (or host:pid:pointer) -> Comm
     by_pointer: dict[tuple, tuple[str, int]] = field(default_factory=dict)  # (host, pid, pointer) -> (key, rank)
     recent: dict[tuple, list[tuple[str, int]]] = field(default_factory=dict)  # (host, pid) -> comms it touched
     conns: Counter = field(default_factory=Counter)
@@ -152,7 +141,7 @@ def _rank_record(st: _State, proc: tuple, mm: re.Match) -> tuple[str, dict]:
     pointer, rank, nranks = mm["comm"], int(mm["rank"]), int(mm["nranks"])
     comm_id = st.comm_ids.get((*proc, pointer))
     key = comm_id or f"{proc[0]}:{proc[1]}:{pointer}"
-    comm = st.comms.setdefault(key, _Comm(comm_id, nranks))
+    comm = st.comms.setdefault(key, Comm(comm_id, nranks))
     info = comm.ranks.setdefault(rank, {
         "rank": rank, "host": proc[0], "pid": proc[1], "comm": pointer, "init": None, "init_timings": None,
         "bootstrap_timings": None, "cpu_affinity": None, "process_cpu_affinity": None, "nvls_head": None,
@@ -237,7 +226,7 @@ def _table_line(st: _State, proc: tuple, msg: str) -> bool:
             break  # the last block (PAT alone in 2.23+) repeats protocol names past its one algorithm
         cell = _TABLE_CELL.match(v)
         table["entries"].append({
-            "op": label, "algo": _algo(head["algos"][j // per_algo]), "proto": _proto(head["protos"][j]),
+            "op": label, "algo": algo_name(head["algos"][j // per_algo]), "proto": proto_name(head["protos"][j]),
             "latency_us": float(cell["lat"]), "bw_gbps": float(cell["bw"]),
             "max_threads": head["threads"][j] if j < len(head["threads"]) else None})
     return True
@@ -300,20 +289,6 @@ def _transport(via: str) -> str:
         base = "/".join(parts[:2])
         return base + "/read" if "read" in parts[2:] else base
     return via.split("/")[0]
-
-
-def _algo(token: str) -> str:
-    if token.isdigit():
-        i = int(token)
-        return ALGO_NAMES[i] if i < len(ALGO_NAMES) else token
-    return _ALGO_BY_UPPER.get(token.upper(), token)
-
-
-def _proto(token: str) -> str:
-    if token.isdigit():
-        i = int(token)
-        return PROTO_NAMES[i] if i < len(PROTO_NAMES) else token
-    return _PROTO_BY_UPPER.get(token.upper(), token)
 
 
 def parse_nccl_log(text: str, source: str | None = None) -> dict:
@@ -391,7 +366,7 @@ def parse_nccl_log(text: str, source: str | None = None) -> dict:
         elif mm := _TUNE.match(msg):
             op = mm["op"] or (last_coll.get((host, m["pid"])) or {}).get("op")
             result["tuning"].append({
-                "op": op, "size_bytes": int(mm["bytes"]), "algo": _algo(mm["algo"]), "proto": _proto(mm["proto"]),
+                "op": op, "size_bytes": int(mm["bytes"]), "algo": algo_name(mm["algo"]), "proto": proto_name(mm["proto"]),
                 "channels": [int(mm["lo"]), int(mm["hi"])] if mm["lo"] is not None else None,
                 "time_us": float(mm["time"]) if mm["time"] else None,
             })
@@ -409,7 +384,7 @@ def parse_nccl_log(text: str, source: str | None = None) -> dict:
                     info[key] = fm[1] if key == "busId" else int(fm[1])
             if im := _INIT_STATE.search(msg):
                 state = "complete" if im["state"] == "COMPLETE" else "started"
-                if _INIT_ORDER[state] > _INIT_ORDER[info["init"]]:
+                if INIT_ORDER[state] > INIT_ORDER[info["init"]]:
                     info["init"] = state
 
     if result["info_lines"] == 0:
@@ -422,7 +397,7 @@ def parse_nccl_log(text: str, source: str | None = None) -> dict:
         {**c, "nic_name": _nic_name(st.net_names, c["net"], c["nic"])} for c in st.net_connections]
     result["tuning_tables"] = list(st.tables.values())
     _world_ranks(result, st.comms)
-    _finish(result, st.comms, st.conns)
+    finish_result(result, st.comms, st.conns)
     return result
 
 
@@ -435,7 +410,7 @@ def _apply_affinity(st: _State) -> None:
                 rec.update(found)
 
 
-def _world_ranks(result: dict, comms: dict[str, _Comm]) -> None:
+def _world_ranks(result: dict, comms: dict[str, Comm]) -> None:
     """nranks, ranks and nnodes from the largest communicator (the job's world)."""
     if comms:
         # Ties (a per-rank file sees one rank of each communicator) go to the one with most ranks seen.
@@ -453,180 +428,11 @@ def _old_rank(rec: dict) -> dict:
     return {k: rec[k] for k in _RANK_KEYS if k in rec}
 
 
-def _finish(result: dict, comms: dict[str, _Comm], conns: Counter, findings: list[str] | None = None) -> None:
-    """Derive transports, the per-communicator view, summaries and findings from the collected facts."""
-    result["transports"] = [
-        {"src": s, "dst": d, "transport": t, "direction": direction, "count": n}
-        for (s, d, t, direction), n in sorted(conns.items())
-    ]
-    counts: Counter = Counter()
-    for (_, _, t, _), n in conns.items():
-        counts[t] += n
-    if result["collnet_detail"]["connections"]:
-        counts["CollNet"] += len(result["collnet_detail"]["connections"])
-    result["transport_counts"] = dict(counts)
-    env = result["env"]
-    result["nvls"]["enabled_env"] = env.get("NCCL_NVLS_ENABLE")
-    result["collnet"]["enabled_env"] = env.get("NCCL_COLLNET_ENABLE")
-
-    result["communicators"], init_findings = _communicators(comms)
-    result["findings"] = init_findings + (findings or [])
-    result["warnings"] = result["warn_lines"] + result["findings"]
-    result["gdrdma"] = {**_gdr_summary(result["net_connections"]), "checks": result["gdrdma"]["checks"]}
-    result["transport_families"] = _families(result, counts)
-
-
-def _communicators(comms: dict[str, _Comm]) -> tuple[list[dict], list[str]]:
-    """Per communicator: its ranks and their init state; a rank that logged Init START but never
-    Init COMPLETE is a finding (it hung or failed in init, and the other ranks wait for it)."""
-    out, findings = [], []
-    for comm in comms.values():
-        ranks = [comm.ranks[r] for r in sorted(comm.ranks)]
-        complete = [r["rank"] for r in ranks if r["init"] == "complete"]
-        stuck = [r["rank"] for r in ranks if r["init"] == "started"]
-        missing = [r for r in range(comm.nranks) if r not in comm.ranks]
-        if stuck:
-            all_complete = False
-        elif not missing and len(complete) == len(ranks):
-            all_complete = True
-        else:
-            all_complete = None  # not every rank is in the log, or it has no init lines
-        out.append({"comm_id": comm.comm_id, "nranks": comm.nranks, "ranks": ranks, "ranks_seen": len(ranks),
-                    "missing_ranks": missing, "init_complete_ranks": complete, "init_incomplete_ranks": stuck,
-                    "all_init_complete": all_complete})
-        if stuck:
-            findings.append(_init_finding(comm, stuck, missing, len(complete)))
-    return out, findings
-
-
-def _init_finding(comm: _Comm, stuck: list[int], missing: list[int], n_complete: int) -> str:
-    """One line per communicator that did not finish init: which ranks, where they ran, who is absent."""
-    name = comm.comm_id or comm.ranks[stuck[0]]["comm"]
-    where = []
-    for r in stuck[:8]:  # a 1000-rank hang should stay one readable line
-        rec = comm.ranks[r]
-        where.append(f"rank {r}: " + ", ".join(f"{k} {rec[k]}" for k in ("host", "pid", "cudaDev", "busId")
-                                               if rec.get(k) is not None))
-    if len(stuck) > 8:
-        where.append(f"{len(stuck) - 8} more")
-    text = (f"communicator {name}: {_plural('rank', stuck)} of {comm.nranks} logged Init START but never "
-            f"Init COMPLETE ({'; '.join(where)}); {n_complete} of {comm.nranks} ranks completed: "
-            f"init hung or failed there")
-    if missing and len(comm.ranks) > 1:  # one rank's own file lacks the others anyway: no news there
-        text += (f"; absent from the log: {_plural('rank', missing)} (if the log holds every process, they "
-                 f"never started this communicator and the others wait for them)")
-    return text
-
-
-def _plural(word: str, items: list[int]) -> str:
-    """ "rank 3" or "ranks 0, 1, 2", the list cut after 8 so one line stays readable."""
-    shown = ", ".join(map(str, items[:8])) + (f" and {len(items) - 8} more" if len(items) > 8 else "")
-    return f"{word}{'s' if len(items) > 1 else ''} {shown}"
-
-
 def _nic_name(net_names: dict[tuple, str], net: str, nic: int) -> str | None:
     """The device behind NET/<net>/<nic>; external plugins (IBext_v8) list their devices as NET/IB."""
     if (net, nic) in net_names:
         return net_names[(net, nic)]
     return next((name for (n, i), name in net_names.items() if i == nic and net.startswith(n)), None)
-
-
-def _gdr_summary(net_connections: list[dict]) -> dict:
-    """How many NET connections use GPUDirect RDMA, overall and per NIC."""
-    per_nic: dict[tuple, dict] = {}
-    for c in net_connections:
-        nic = per_nic.setdefault((c["net"], c["nic"]), {"net": c["net"], "nic": c["nic"], "name": c["nic_name"],
-                                                         "connections": 0, "gdrdma": 0})
-        nic["connections"] += 1
-        nic["gdrdma"] += int(c["gdrdma"])
-    n = len(net_connections)
-    with_gdr = sum(1 for c in net_connections if c["gdrdma"])
-    return {"net_connections": n, "gdrdma_connections": with_gdr, "all_gdrdma": (with_gdr == n) if n else None,
-            "nics": [per_nic[k] for k in sorted(per_nic)]}
-
-
-def _families(result: dict, counts: Counter) -> list[str]:
-    """Transport families NCCL set up: the connection transports plus NVLS and CollNet when connected."""
-    families = set(counts)
-    if result["nvls_detail"]["connected"] or any(r.get("nvls_head") for c in result["communicators"]
-                                                 for r in c["ranks"]):
-        families.add("NVLS")
-    if result["collnet_detail"]["connected"]:
-        families.add("CollNet")
-    return sorted(families)
-
-
-def _merge_rank(old: dict | None, new: dict) -> dict:
-    """One rank's record from two files: known values win over None, the further init state wins."""
-    if old is None:
-        return dict(new)
-    out = dict(old)
-    for k, v in new.items():
-        if k == "init":
-            out[k] = v if _INIT_ORDER[v] > _INIT_ORDER[old.get(k)] else old.get(k)
-        elif out.get(k) in (None, False):
-            out[k] = v
-    return out
-
-
-def _merged_comms(parts: list[dict]) -> dict[str, _Comm]:
-    """Communicators of several parses joined by commId (one file per rank shows one rank of each)."""
-    comms: dict[str, _Comm] = {}
-    for i, p in enumerate(parts):
-        for j, c in enumerate(p.get("communicators", [])):
-            key = c["comm_id"] or f"part{i}:{j}"  # without a commId, a communicator is one process's
-            comm = comms.setdefault(key, _Comm(c["comm_id"], c["nranks"]))
-            for r in c["ranks"]:
-                comm.ranks[r["rank"]] = _merge_rank(comm.ranks.get(r["rank"]), r)
-    return comms
-
-
-def merge_parsed(parts: list[dict]) -> dict:
-    """Merge per-rank parses (one log file per rank) into one view of the job."""
-    if not parts:
-        raise ValueError("no NCCL logs to merge")
-    if len(parts) == 1:
-        return parts[0]
-    out = {k: v for k, v in parts[0].items()}
-    first = lambda key: next((p[key] for p in parts if p.get(key) is not None), None)  # noqa: E731
-    for key in ("nccl_version", "nccl_version_full", "cuda_driver_version", "net_plugin", "channels"):
-        out[key] = first(key)
-    out["sources"] = [s for p in parts for s in p.get("sources", [])]
-    out["nranks"] = max((p["nranks"] for p in parts if p.get("nranks")), default=None)
-    out["hosts"] = list(dict.fromkeys(h for p in parts for h in p["hosts"]))
-    ranks = {r["rank"]: r for p in parts for r in p["ranks"]}
-    out["ranks"] = [ranks[r] for r in sorted(ranks)]
-    nnodes = [p["nnodes"] for p in parts if p.get("nnodes")]
-    out["nnodes"] = max(nnodes) if nnodes else (len(out["hosts"]) if len(out["hosts"]) > 1 else None)
-    conns: Counter = Counter()
-    for p in parts:
-        for t in p["transports"]:
-            conns[(t["src"], t["dst"], t["transport"], t["direction"])] += t["count"]
-    for key in ("rings", "trees", "tuning", "colls", "warn_lines", "net_devices", "net_connections", "tuning_tables"):
-        out[key] = [x for p in parts for x in p.get(key, [])]
-    out["net_speeds_mbps"] = {k: v for p in parts for k, v in p["net_speeds_mbps"].items()}
-    out["env"] = {k: v for p in parts for k, v in p["env"].items()}
-    out["nccl_paths"] = {h: paths for p in reversed(parts) for h, paths in p.get("nccl_paths", {}).items()}
-    findings = []
-    versions = sorted({p["nccl_version"] for p in parts if p.get("nccl_version")})
-    if len(versions) > 1:
-        findings.append(f"ranks report different NCCL versions: {', '.join(versions)}")
-    out["info_lines"] = sum(p["info_lines"] for p in parts)
-    out["nvls"] = dict(parts[0]["nvls"])
-    out["collnet"] = dict(parts[0]["collnet"])
-    for p in parts:
-        for k in ("channels", "multicast_supported"):
-            if out["nvls"].get(k) is None:
-                out["nvls"][k] = p["nvls"].get(k)
-        if out["collnet"].get("channels") is None:
-            out["collnet"]["channels"] = p["collnet"].get("channels")
-    out["nvls_detail"] = {"connected": any(p["nvls_detail"]["connected"] for p in parts),
-                          "multicast": [x for p in parts for x in p["nvls_detail"]["multicast"]]}
-    out["collnet_detail"] = {"connected": any(p["collnet_detail"]["connected"] for p in parts),
-                             "connections": [x for p in parts for x in p["collnet_detail"]["connections"]]}
-    out["gdrdma"] = {"checks": [x for p in parts for x in p["gdrdma"]["checks"]]}
-    _finish(out, _merged_comms(parts), conns, findings)
-    return out
 
 
 def parse_nccl_log_files(paths: Iterable[str | Path]) -> dict:
@@ -636,38 +442,3 @@ def parse_nccl_log_files(paths: Iterable[str | Path]) -> dict:
         text = Path(path).read_text(errors="replace")
         parts.append(parse_nccl_log(text, source=str(path)))
     return merge_parsed(parts)
-
-
-def algo_by_size(parsed: dict) -> list[dict]:
-    """Distinct (op, size, algo, proto) choices from TUNING lines, ordered by op then size."""
-    seen = {}
-    for t in parsed.get("tuning", []):
-        key = (t["op"] or "?", t["size_bytes"])
-        seen.setdefault(key, {"op": t["op"], "size_bytes": t["size_bytes"], "algo": t["algo"], "proto": t["proto"]})
-    return [seen[k] for k in sorted(seen)]
-
-
-def describe_algo_ranges(rows: list[dict]) -> str:
-    """Contiguous size ranges with one algo/proto, e.g. "1 MiB: Ring/LL, 2 MiB+: Ring/Simple"."""
-    by_op: dict[str, list[dict]] = {}
-    for r in sorted(rows, key=lambda r: (r.get("op") or "", r["size_bytes"])):
-        by_op.setdefault(r.get("op") or "?", []).append(r)
-    parts = []
-    for op, op_rows in by_op.items():
-        runs: list[list[dict]] = []
-        for r in op_rows:
-            if runs and (runs[-1][-1]["algo"], runs[-1][-1]["proto"]) == (r["algo"], r["proto"]):
-                runs[-1].append(r)
-            else:
-                runs.append([r])
-        pieces = []
-        for i, run in enumerate(runs):
-            lo, hi = human_bytes(run[0]["size_bytes"]), human_bytes(run[-1]["size_bytes"])
-            if i == len(runs) - 1 and len(runs) > 1:
-                span = f"{lo}+"
-            else:
-                span = lo if lo == hi else f"{lo}–{hi}"
-            pieces.append(f"{span}: {run[0]['algo']}/{run[0]['proto']}")
-        text = ", ".join(pieces)
-        parts.append(f"{op}: {text}" if len(by_op) > 1 else text)
-    return "; ".join(parts)

@@ -44,7 +44,8 @@ def worker(ops: list[str], sizes: list[int]) -> int:
 def run_probe(world_size: int, ops: list[str], sizes: list[int], job_env: dict, out_json, log_dir,
               timeout_s: int = 300) -> dict:
     from distbench.core.io import atomic_write_json
-    from distbench.probes.nccl_log import algo_by_size, describe_algo_ranges, parse_nccl_log_files
+    from distbench.probes.nccl_algo import algo_by_size, describe_algo_ranges
+    from distbench.probes.nccl_log import parse_nccl_log_files
 
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
