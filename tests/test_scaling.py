@@ -15,7 +15,7 @@ import pytest
 from distbench.training.analysis import summary as scaling
 from distbench.training.analysis.plots import FIGURES, plot_training
 from distbench.training.contract import TRAINING_COLUMN_NAMES, read_training_csv
-from distbench.training.analysis.findings import best_config, training_findings, verdict
+from distbench.training.analysis.findings import best_config, bottleneck, training_findings
 from distbench.training.analysis.summary import add_scaling, summarize_training
 
 PLAIN_KNOBS = dict(bucket_cap_mb=25.0, gradient_as_bucket_view=False, static_graph=False, broadcast_buffers=True,
@@ -237,7 +237,7 @@ def test_bounds_not_applicable_at_one_rank():
 # ---------------------------------------------------------------- verdict
 def test_verdict_communication_bound():
     r = one(summary(job(2, step=10.9, compute=7.9, allreduce=4.0, last=0.9)), 2)  # exposed 3.0 = 27.5%
-    label, text = verdict(r)
+    label, text = bottleneck(r)
     assert label == "communication-bound"
     assert text.startswith("2 GPUs: 3 ms of each 10.9 ms step (28%) is exposed communication")
     assert "25% of the gradient all-reduce (4 ms alone) overlaps backward" in text
@@ -247,13 +247,13 @@ def test_verdict_communication_bound():
 def test_verdict_threshold_is_25_percent_of_the_step():
     at = one(summary(job(2, step=12.0, compute=9.0, allreduce=4.0)), 2)  # exactly 25%
     below = one(summary(job(2, step=12.0, compute=9.12, allreduce=4.0)), 2)  # 24%
-    assert verdict(at)[0] == "communication-bound"
-    assert verdict(below)[0] == "compute-bound"
+    assert bottleneck(at)[0] == "communication-bound"
+    assert bottleneck(below)[0] == "compute-bound"
 
 
 def test_verdict_host_bound():
     r = one(summary(job(2, step=15.0, compute=10.0, allreduce=2.0)), 2)
-    label, text = verdict(r)
+    label, text = bottleneck(r)
     assert label == "host-bound"
     assert "3 ms more than compute alone (10 ms)" in text and "(2 ms)" in text and "host" in text
 
@@ -261,19 +261,19 @@ def test_verdict_host_bound():
 def test_verdict_host_bound_needs_more_than_the_noise_allowance():
     # 12.2 <= 10 + 2 + 0.244 (2% of the step): not host-bound; exposed 2.2 = 18%: compute-bound
     r = one(summary(job(2, step=12.2, compute=10.0, allreduce=2.0)), 2)
-    assert verdict(r)[0] == "compute-bound"
+    assert bottleneck(r)[0] == "compute-bound"
 
 
 def test_verdict_compute_bound():
     r = one(summary(job(2, step=10.5, compute=10.0, allreduce=2.0, last=0.3)), 2)
-    label, text = verdict(r)
+    label, text = bottleneck(r)
     assert label == "compute-bound"
     assert "0.5 ms of each 10.5 ms step (5%)" in text and "75% of the gradient all-reduce" in text
     assert "compute (10 ms under no_sync) dominates" in text
 
 
 def test_verdict_at_one_rank_names_no_communication():
-    label, text = verdict(one(summary(job(1, step=10.0, compute=9.0)), 1))
+    label, text = bottleneck(one(summary(job(1, step=10.0, compute=9.0)), 1))
     assert label == "compute-bound"
     assert text.startswith("1 GPU: no communication between ranks; each 10 ms step spends 1 ms (10%)")
 
@@ -285,7 +285,7 @@ def test_findings_energy_per_1k_samples():
 
 def test_verdict_unknown_for_a_failed_job():
     r = one(summary(job(2, status="failed", message="NCCL timeout")), 2)
-    label, text = verdict(r)
+    label, text = bottleneck(r)
     assert label == "unknown" and "failed" in text and "NCCL timeout" in text
 
 

@@ -15,14 +15,9 @@ import pandas as pd
 from distbench.core.units import human_bytes, human_time_us, sig3 as _sig3  # noqa: F401 - re-exported for plots and report
 
 from distbench.core.choices import backend_name  # noqa: F401 - used here and by the comm plots
+from distbench.comm.analysis.summary import SUMMARY_COLUMNS  # the summary's columns, in its order
 from distbench.core.contract import to_bool
 
-SUMMARY_COLUMNS = (
-    "backend", "world_size", "nodes", "op", "traffic", "dtype", "nccl_env", "timing", "inplace", "size_bytes", "n_trials",
-    "rank_agg", "time_us_median", "time_us_p5", "time_us_p95", "time_us_min", "time_us_cv", "algbw_gbps_median",
-    "busbw_gbps_median", "busbw_gbps_max", "rank_spread_pct_median", "busiest_rank", "busiest_rank_bytes",
-    "busiest_rank_time_us_median", "correct", "status", "message",
-)
 TIMING_PREFERENCE = ("events", "graph", "host")  # device-side timing first: it excludes host overhead
 REFERENCE_SIZE = 1e8  # "about 100 MB": large enough to be bandwidth-bound on every link
 STATUS_PHRASES = {

@@ -1,5 +1,5 @@
 """The training family's sentences, from the summary rows of distbench.training.analysis.summary:
-`verdict` (the bottleneck reading of one row), `training_findings` and `lora_findings` (the report's
+`bottleneck` (what bounds one row's step: compute or communication), `training_findings` and `lora_findings` (the report's
 lines, each citing its numbers) and `best_config` (the tuning winner)."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def _ranks(row) -> str:
     return f"{ws} {unit}"
 
 
-def verdict(row) -> tuple[str, str]:
+def bottleneck(row) -> tuple[str, str]:
     """(label, sentence) for one summary row, from seed 003's bottleneck reading. Labels:
 
     - host-bound: step > compute_only + comm_alone + noise allowance, i.e. slower than compute

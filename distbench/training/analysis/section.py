@@ -1,7 +1,7 @@
 """The training family's report section: its findings, the MLP (DDP) table, the language models'
 table, its figures, and its Verdict headlines (per model, plain DDP at the largest world size:
 scaling efficiency against plain DDP on one GPU, healthy from HEALTHY_EFFICIENCY; the reason names the
-bottleneck, distbench.training.analysis.findings.verdict). Fragments: templates/training.*.j2."""
+bottleneck, distbench.training.analysis.findings.bottleneck). Fragments: templates/training.*.j2."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from distbench.core.section import Headline, ReportInputs, Section, pct_cell, ta
 from distbench.core.units import human_time_us
 from distbench.core.units import pct as _pct
 from distbench.training.analysis.findings import training_findings
-from distbench.training.analysis.findings import verdict as bottleneck
+from distbench.training.analysis.findings import bottleneck
 
 TEMPLATES = Path(__file__).parent / "templates"
 HEALTHY_EFFICIENCY = 0.90  # scaling efficiency vs one GPU at the largest world size

@@ -2,7 +2,7 @@
 
 `summarize_training` turns the per-step rows (contract: `distbench.training.contract.TRAINING_COLUMNS`) into
 one row per DDP configuration and world size; `add_scaling` adds throughput-based scaling
-efficiency and, given a GPU-hour price, cost. The sentences made of those rows (`verdict`,
+efficiency and, given a GPU-hour price, cost. The sentences made of those rows (`bottleneck`,
 `training_findings`, `best_config`) are in distbench.training.analysis.findings.
 
 The formulas, each written once (times are medians over the measured steps, in ms):
