@@ -8,12 +8,12 @@ import pytest
 from synthetic import make_synthetic
 
 from distbench.pipeline.config import ConfigError, check_config
-from distbench.report.regressions import MEASURES, compare, compare_one
+from distbench.comm.analysis.section import TIME as COMM
+from distbench.report.regressions import compare, compare_one
 from distbench.core.section import ReportInputs
 from distbench.report.render import render_report
 from tests.conftest import REPO
 
-COMM = MEASURES[0]
 RUN = REPO / "benchmarks/results/comm-a2av-h100x4-2026-11-26/comm_summary.csv"
 
 
@@ -45,7 +45,7 @@ def test_a_real_run_against_itself_with_one_series_slowed(tmp_path):
         now.loc[slow, col] *= 1.3
     now_csv = tmp_path / "now.csv"
     now.to_csv(now_csv, index=False)
-    table = compare({"comm_summary.csv": now_csv}, tmp_path / "base")
+    table = compare({"comm_summary.csv": now_csv}, tmp_path / "base", [COMM])
     flagged = table[table["flagged"]]
     zipf2 = table[table["what"].str.contains("traffic=zipf:2")]
     assert flagged["what"].str.contains("traffic=zipf:2").all() and (flagged["direction"] == "slower").all()

@@ -91,9 +91,9 @@ def test_nccl_tests_names_redop_and_root():
 def test_summary_json_uses_the_spec():
     import inspect
 
-    from distbench.report import summary_json
+    from distbench.comm.analysis import nccl_tests_json
 
-    src = inspect.getsource(summary_json)
+    src = inspect.getsource(nccl_tests_json)
     assert "SPECS[op].redop" in src and "SPECS[op].root" in src
 
 

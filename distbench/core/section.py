@@ -4,8 +4,10 @@ It sits in core (not report/) because the families define their own sections and
 family may import core but never the report above it. A section is one frozen Section: its name
 (the key of its context and the stem of its template fragments, <name>.md.j2 and <name>.html.j2 in
 `templates`), how to build that context from the run's ReportInputs (None: the section is left out),
-and optionally the headlines it adds to the Verdict, the lines it adds to the Findings list, and the
-lines it adds to the Plan's "Skipped". distbench/report/sections.py lists the sections in order.
+and optionally the headlines it adds to the Verdict, the lines it adds to the Findings list, the
+lines it adds to the Plan's "Skipped", and what the report's other outputs take from a family: the
+figures compared against a baseline run (Measure), its part of summary.json (SummaryPart) and what it
+shows of several runs side by side (AcrossRuns). distbench/report/sections.py lists the sections in order.
 """
 
 from __future__ import annotations
@@ -55,6 +57,9 @@ class ReportInputs:
     results_dir: Path | str | None = None  # results/, holding this run and any copied from other hosts
     run_label: str | None = None
     full_tables: Sequence[Path] | None = None  # copied beside the report; default: largest and summary
+    # the sections this report is made of (render.build_context sets them): the report's own sections
+    # that gather from the families (regressions, several runs) read their measures and parts here
+    sections: Sequence[Section] = ()
     _tables: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def table(self, key: str, reader: Callable[[Path], pd.DataFrame] = pd.read_csv) -> pd.DataFrame | None:
@@ -78,6 +83,56 @@ def _none(_inputs: ReportInputs) -> list:
 
 
 @dataclass(frozen=True)
+class Measure:
+    """One figure of a family compared against a baseline run (distbench.report.regressions): the
+    table holding it, the columns naming one point, the value and its p5/p95 noise."""
+
+    family: str
+    table: str  # file name under tables/, this run's and the baseline's
+    keys: tuple[str, ...]
+    value: str
+    low: str | None  # p5 column (None: no noise recorded, the threshold alone decides)
+    high: str | None
+    worse_when_higher: bool = True
+    unit: str = ""  # µs, ms or B: how the value is written and a move named (slower/faster, more/less)
+    input: str = ""  # the ReportInputs field naming this run's table
+    # key columns added after tables were first written: the value they had in the older tables
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SummaryPart:
+    """A family's part of report/summary.json: `results.<key>`, the records of one of its tables."""
+
+    key: str
+    input: str  # the ReportInputs field naming the table
+    fields: tuple[str, ...]  # the columns each record keeps, in order (those the table lacks are left out)
+    by: str | None = None  # records grouped under each value of this column (sorted); None: one list
+    order: tuple[str, ...] = ()  # within a group, records sorted by these columns
+    # the document's `config` keys this family sets, from its table (None when absent) and the config
+    settings: Callable[[pd.DataFrame | None, dict], dict] | None = None
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run under results/ (this host's, or another host's copied in): results/<label>/."""
+
+    label: str
+    about: dict  # its run.json: label, host, GPU, versions, when it was exported
+    tables: Path  # its tables/ directory
+
+
+@dataclass(frozen=True)
+class AcrossRuns:
+    """What a family shows when results/ holds several runs (the report's "Several runs side by side")."""
+
+    table: str  # the file under a run's tables/ it compares; a results/<label>/ holding one is a run
+    build: Callable[[Mapping[str, Run]], Any]  # its fragment's context from the runs (this one first)
+    fragment: str  # stem of its fragments <fragment>.md.j2 / .html.j2, in its section's templates;
+    # the context is the variable `across_runs` there
+
+
+@dataclass(frozen=True)
 class Section:
     name: str  # context key and fragment stem: <name>.md.j2 / <name>.html.j2 in templates
     title: str  # the heading, for the registry's readers (the fragment writes its own)
@@ -91,6 +146,10 @@ class Section:
     figure_titles: Mapping[str, str] = field(default_factory=dict)
     # what each of its full tables (copied beside the report) holds, by file name
     full_tables: Mapping[str, str] = field(default_factory=dict)
+    # what the report's other outputs take from this section (see Measure, SummaryPart, AcrossRuns)
+    regressions: tuple[Measure, ...] = ()
+    summary: SummaryPart | None = None
+    across_runs: AcrossRuns | None = None
 
     def fragment(self, fmt: str) -> str:
         return f"{self.name}.{fmt}.j2"

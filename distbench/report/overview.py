@@ -8,7 +8,8 @@ from pathlib import Path
 
 from distbench.core.choices import backend_name
 from distbench.core.section import ReportInputs, Section, table
-from distbench.core.units import human_bytes, human_time_us
+from distbench.report.regressions import DEFAULT_THRESHOLD_PCT, compare, human_value
+from distbench.report.runs import several_runs
 
 TEMPLATES = Path(__file__).parent / "templates" / "sections"
 
@@ -30,47 +31,30 @@ def _plan(plan: dict) -> dict:
 
 
 def _regressions(inputs: ReportInputs) -> dict | None:
-    """Against report.baseline: the figures that moved beyond their noise and the threshold."""
+    """Against report.baseline: the figures that moved beyond their noise and the threshold (the
+    measures every registered section declares)."""
     opts = (inputs.config or {}).get("report") or {}
-    if not opts.get("baseline"):
+    measures = [m for s in inputs.sections for m in s.regressions]
+    if not opts.get("baseline") or not measures:
         return None
-    from distbench.report.regressions import DEFAULT_THRESHOLD_PCT, compare
-
     threshold = float(opts.get("regression_threshold_pct") or DEFAULT_THRESHOLD_PCT)
-    compared = compare({"comm_summary.csv": inputs.summary, "training_summary.csv": inputs.training_summary,
-                        "memory_summary.csv": inputs.memory_summary}, opts["baseline"], threshold)
+    compared = compare({m.table: getattr(inputs, m.input) for m in measures}, opts["baseline"], measures, threshold)
     flagged = compared[compared["flagged"]]
-
-    def value(family, x):
-        return {"comm": human_time_us(x), "training": human_time_us(1e3 * x)}.get(family) or human_bytes(int(x))
-    rows = [[r["family"], r["what"], value(r["family"], r["baseline"]), value(r["family"], r["now"]),
+    rows = [[r["family"], r["what"], human_value(r["baseline"], r["unit"]), human_value(r["now"], r["unit"]),
              f"{r['change_pct']:+.1f}%", r["direction"], r["why"]]
             for _, r in flagged.sort_values("change_pct", key=abs, ascending=False).iterrows()]
+    no_spread = ", ".join(dict.fromkeys(m.family for m in measures if not m.low))
     return {"baseline": str(opts["baseline"]),
             "note": (f"{len(compared)} figure(s) present in both runs compared; {len(flagged)} moved by more than "
-                     f"{threshold:g}% and beyond their p5-p95 noise (memory: the threshold alone)."),
+                     f"{threshold:g}% and beyond their p5-p95 noise"
+                     + (f" ({no_spread}: the threshold alone)." if no_spread else ".")),
             "table": table(["family", "what", "baseline", "now", "change", "direction", "why"], rows)}
-
-
-def _runs(inputs: ReportInputs) -> dict | None:
-    """Several hosts side by side (distbench.report.runs): only when results/ holds another run."""
-    if not inputs.results_dir:
-        return None
-    from distbench.report.runs import load_runs, ratios, runs_table, side_by_side
-
-    runs = load_runs(inputs.results_dir, first=inputs.run_label)
-    if len(runs) < 2:
-        return None
-    first, *others = list(runs)
-    return {"runs": table(*runs_table(runs)), "side_by_side": table(*side_by_side(runs)),
-            # this run against each other one (with three hosts copied in, every pair with this run)
-            "comparisons": [{"a": first, "b": b, "ratios": table(*ratios(runs, first, b))} for b in others]}
 
 
 VERDICT = Section("verdict", "Verdict", TEMPLATES, _gathered)
 REGRESSIONS = Section("regressions", "Regressions against the baseline", TEMPLATES, _regressions)
 FINDINGS = Section("findings", "Findings", TEMPLATES, _gathered)
 PLAN = Section("plan", "Plan", TEMPLATES, lambda inputs: _plan(inputs.plan or {}))
-SEVERAL_RUNS = Section("several_runs", "Several runs side by side", TEMPLATES, _runs)
+SEVERAL_RUNS = Section("several_runs", "Several runs side by side", TEMPLATES, several_runs)
 # the figures of directories no section names (the fragment decides: shown when there are none at all)
 OTHER_FIGURES = Section("other_figures", "Figures", TEMPLATES, _gathered)

@@ -1,66 +1,49 @@
 """Regressions against a baseline (config `report.baseline`: an earlier results tree, or its
-`tables/` directory): every comm point, training configuration and memory configuration present in
-both, flagged when its figure moved by more than its measured noise AND more than a threshold.
-
-- comm: time_us_median per (backend, world size, nodes, op, traffic, dtype, NCCL env, timing,
-  in place, size); noise = the two p5-p95 intervals (a move counts only when they do not overlap);
-- training: step_time_ms_median per (backend, model, strategy, world size, config), p5-p95 as above;
-- memory: peak_allocated_bytes per (backend, model, config, world size, largest measured batch);
-  no spread is recorded, so the threshold alone decides.
-Reads tables only (no harness): distbench.report.render renders the result at the top of the report.
+`tables/` directory): every point of the registered sections' measures (distbench.core.section.Measure,
+declared by each family beside its analysis) present in both, flagged when its figure moved by more
+than its measured noise AND more than a threshold. Noise is the two p5-p95 intervals (a move counts
+only when they do not overlap); a measure that records no spread is decided by the threshold alone.
+Reads tables only (no harness): the report's REGRESSIONS section shows the result at its top.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
 
 from distbench.core.run_label import baseline_tables_dir as tables_dir
+from distbench.core.section import Measure
+from distbench.core.units import human_bytes, human_time_us
 
 DEFAULT_THRESHOLD_PCT = 5.0
-
-
-@dataclass(frozen=True)
-class Measure:
-    family: str
-    table: str  # file name under tables/
-    keys: tuple[str, ...]
-    value: str
-    low: str | None  # p5 column (None: no noise recorded)
-    high: str | None
-    worse_when_higher: bool = True
-    unit: str = ""
-
-
-MEASURES = (
-    Measure("comm", "comm_summary.csv",
-            ("backend", "world_size", "nodes", "op", "traffic", "dtype", "nccl_env", "timing", "inplace", "size_bytes"),
-            "time_us_median", "time_us_p5", "time_us_p95", unit="µs"),
-    Measure("training", "training_summary.csv", ("backend", "model", "strategy", "world_size", "config"),
-            "step_time_ms_median", "step_time_ms_p5", "step_time_ms_p95", unit="ms"),
-    Measure("memory", "memory_summary.csv", ("backend", "model", "config", "world_size", "largest_measured_batch"),
-            "peak_allocated_bytes", None, None, unit="B"),
-)
-COLUMNS = ("family", "what", "baseline", "now", "change_pct", "direction", "flagged", "why")
+TIME_UNITS = {"µs": 1.0, "ms": 1e3}  # a time, in µs per unit: moves are slower/faster; others more/less
+COLUMNS = ("family", "what", "baseline", "now", "change_pct", "direction", "flagged", "why", "unit")
 
 
 def _read(path: Path) -> pd.DataFrame | None:
     return pd.read_csv(path) if path.exists() and path.stat().st_size else None
 
 
-def _with_defaults(df: pd.DataFrame) -> pd.DataFrame:
+def human_value(x: float, unit: str) -> str:
+    """A measure's value as the report writes it, by its unit."""
+    if unit in TIME_UNITS:
+        return human_time_us(TIME_UNITS[unit] * x)
+    return human_bytes(int(x)) if unit == "B" else f"{x:.3g} {unit}".strip()
+
+
+def _with_defaults(m: Measure, df: pd.DataFrame) -> pd.DataFrame:
     """Tables written before a key column existed: the value it then had."""
     df = df.copy()
-    for col, value in (("nodes", 1), ("traffic", "none"), ("strategy", "ddp")):
+    for col, value in m.defaults.items():
         if col not in df:
             df[col] = value
     return df
 
 
 def compare_one(m: Measure, now: pd.DataFrame, base: pd.DataFrame, threshold_pct: float) -> pd.DataFrame:
-    now, base = _with_defaults(now), _with_defaults(base)
+    now, base = _with_defaults(m, now), _with_defaults(m, base)
     keys = [k for k in m.keys if k in now and k in base]
     ok = [d[d["status"] == "ok"] if "status" in d else d for d in (now, base)]
     cols = keys + [c for c in (m.value, m.low, m.high) if c]
@@ -81,21 +64,25 @@ def compare_one(m: Measure, now: pd.DataFrame, base: pd.DataFrame, threshold_pct
         rows.append({
             "family": m.family, "what": ", ".join(f"{k}={r[k]}" for k in keys),
             "baseline": b, "now": n, "change_pct": change,
-            "direction": ("slower" if m.unit in ("µs", "ms") else "more") if worse else
-                         ("faster" if m.unit in ("µs", "ms") else "less"),
+            "direction": ("slower" if m.unit in TIME_UNITS else "more") if worse else
+                         ("faster" if m.unit in TIME_UNITS else "less"),
             "flagged": bool(beyond_threshold and apart),
             "why": f"{change:+.1f}% ({'beyond' if beyond_threshold else 'within'} {threshold_pct:g}%), {noise}",
+            "unit": m.unit,
         })
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
-def compare(now_tables: dict, baseline, threshold_pct: float = DEFAULT_THRESHOLD_PCT) -> pd.DataFrame:
-    """now_tables: {table file name: path of this run's table}; baseline: a results tree or tables dir."""
+def compare(now_tables: dict, baseline, measures: Sequence[Measure],
+            threshold_pct: float = DEFAULT_THRESHOLD_PCT) -> pd.DataFrame:
+    """now_tables: {table file name: path of this run's table}; baseline: a results tree or tables dir;
+    measures: what to compare (the registered sections' regressions)."""
     base_dir = tables_dir(baseline)
     if base_dir is None:
-        raise FileNotFoundError(f"no comm_summary.csv or training_summary.csv under {baseline} (or its tables/)")
+        raise FileNotFoundError(f"no {' or '.join(dict.fromkeys(m.table for m in measures))} under {baseline} "
+                                "(or its tables/)")
     parts = []
-    for m in MEASURES:
+    for m in measures:
         now_path = now_tables.get(m.table)
         now = _read(Path(now_path)) if now_path else None
         base = _read(base_dir / m.table)

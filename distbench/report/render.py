@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -38,6 +39,8 @@ def build_context(inputs: ReportInputs, out_md, figures_dir=None, tables_dir=Non
     """The templates' context: each section's own under its name (a section whose context is None is
     left out), `sections` (the names to render, in order), and `gathered`: every section's headlines
     (ordered, for the Verdict), Findings lines and skips (for the Plan)."""
+    # the sections that gather from the others (regressions, several runs) read the registry from inputs
+    inputs = replace(inputs, sections=tuple(sections))
     built = {s.name: s.build(inputs) for s in sections}
     full_tables = [inputs.largest, inputs.summary] if inputs.full_tables is None else inputs.full_tables
     return {

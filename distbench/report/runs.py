@@ -4,22 +4,24 @@ Every run writes everything under `results/<run_label>/` (config `run_label`; em
 DISTBENCH_RUN_LABEL, else the host name): its jobs, tables, figures, logs, and `run.json` (label,
 host, GPU, versions, when). Copy another host's `results/<label>/` (its `tables/` and `run.json`
 are enough) into this `results/`, and `snakemake --cores 1 report` shows every run found there side
-by side, with per-op time ratios between this run and each other one. Reads tables only.
+by side: this module's table of the runs, then what each family compares across them (its
+distbench.core.section.AcrossRuns, e.g. per-op time ratios). Reads tables only.
 """
 
 from __future__ import annotations
 
 import json
 import socket
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
 
-from distbench.comm.analysis.findings import normalise_summary, primary_rows
 from distbench.core.choices import backend_name
 from distbench.core.io import atomic_write_text
-from distbench.core.units import human_bytes, human_time_us, sig3
+from distbench.core.section import ReportInputs, Run, table
+
 
 def describe_run(env_json, out_path, label: str) -> None:
     """results/<label>/run.json: which run this is (label, host, GPU, versions, when), for the report
@@ -33,72 +35,48 @@ def describe_run(env_json, out_path, label: str) -> None:
     atomic_write_text(out_path, json.dumps(about, indent=1) + "\n")
 
 
-def run_dirs(results_dir) -> dict[str, Path]:
-    """{label: results/<label>} of every run under results_dir that has a comm summary table."""
-    root = Path(results_dir)
-    return {d.name: d for d in sorted(root.glob("*")) if (d / "tables" / "comm_summary.csv").exists()}
-
-
-def load_runs(results_dir, first: str | None = None) -> dict[str, dict]:
-    """{label: {"about": run.json, "comm": summary}} for every run under results_dir, `first` first."""
+def load_runs(results_dir, tables: Sequence[str], first: str | None = None) -> dict[str, Run]:
+    """{label: Run} for every results/<label>/ holding one of `tables` (file names under its tables/,
+    those the families compare across runs), `first` first."""
     runs = {}
-    for label, d in run_dirs(results_dir).items():
-        about = json.loads((d / "run.json").read_text()) if (d / "run.json").exists() else {"label": label}
-        runs[label] = {"about": about, "comm": normalise_summary(pd.read_csv(d / "tables" / "comm_summary.csv"))}
+    for d in sorted(Path(results_dir).glob("*")):
+        if any((d / "tables" / name).exists() for name in tables):
+            about = json.loads((d / "run.json").read_text()) if (d / "run.json").exists() else {"label": d.name}
+            runs[d.name] = Run(d.name, about, d / "tables")
     if first in runs:
         runs = {first: runs.pop(first), **runs}
     return runs
 
 
-def runs_table(runs: dict) -> tuple[list[str], list[list]]:
+def _backends(run: Run, tables: Sequence[str]) -> str:
+    """What the run measured: each backend with its world sizes, from the runs' tables it has."""
+    found = [pd.read_csv(run.tables / name, usecols=["backend", "world_size"]) for name in tables
+             if (run.tables / name).exists()]
+    both = pd.concat(found, ignore_index=True).astype({"backend": "string", "world_size": "int64"})
+    return "; ".join(f"{backend_name(b)} ({', '.join(str(w) for w in sorted(set(g['world_size'])))})"
+                     for b, g in both.groupby("backend", sort=True))
+
+
+def runs_table(runs: Mapping[str, Run], tables: Sequence[str]) -> tuple[list[str], list[list]]:
     headers = ["run", "host", "GPU", "backends (world sizes)", "torch", "NCCL", "exported"]
     rows = []
     for label, r in runs.items():
-        a, c = r["about"], r["comm"]
-        what = "; ".join(f"{backend_name(b)} ({', '.join(str(w) for w in sorted(set(g['world_size'])))})"
-                         for b, g in c.groupby("backend", sort=True))
+        a = r.about
         gpu = f"{a.get('gpu_count')}x {a['gpu']}" if a.get("gpu") else "none"
-        rows.append([label, a.get("host"), gpu, what, a.get("torch"), a.get("nccl_version"), a.get("exported")])
+        rows.append([label, a.get("host"), gpu, _backends(r, tables), a.get("torch"), a.get("nccl_version"),
+                     a.get("exported")])
     return headers, rows
 
 
-def side_by_side(runs: dict) -> tuple[list[str], list[list]]:
-    """Per op: each run's busbw (and time) at the largest size it measured ok, per backend at its
-    largest world size (primary timing)."""
-    cols, cells = [], {}
-    for label, r in runs.items():
-        p = primary_rows(r["comm"])
-        for backend, g in p.groupby("backend", sort=True):
-            ws = int(g["world_size"].max())
-            cols.append((label, backend, ws))
-            for op, o in g[g["world_size"] == ws].groupby("op", sort=False):
-                best = o.sort_values("size_bytes").iloc[-1]
-                bw = best["busbw_gbps_median"]
-                cells[(op, label, backend, ws)] = (f"{sig3(bw)} GB/s" if pd.notna(bw) else human_time_us(best["time_us_median"])) \
-                    + f" ({human_bytes(best['size_bytes'])})"
-    ops = list(dict.fromkeys(op for op, *_ in cells))
-    headers = ["op"] + [f"{label}: {backend_name(b)} ws{w}" for label, b, w in cols]
-    return headers, [[op] + [cells.get((op, *c)) for c in cols] for op in ops]
-
-
-def ratios(runs: dict, a: str, b: str) -> tuple[list[str], list[list]]:
-    """Per op and world size both runs measured: the largest common size, each run's fastest
-    primary time there, and b's time / a's (below 1: b is faster)."""
-    pa, pb = primary_rows(runs[a]["comm"]), primary_rows(runs[b]["comm"])
-    headers = ["op", "ranks", "size", f"{a}", f"{b}", f"{b} / {a} time"]
-    rows = []
-    for op in dict.fromkeys(pa["op"]):
-        for ws in sorted(set(pa.loc[pa["op"] == op, "world_size"]) & set(pb.loc[pb["op"] == op, "world_size"])):
-            xa = pa[(pa["op"] == op) & (pa["world_size"] == ws)]
-            xb = pb[(pb["op"] == op) & (pb["world_size"] == ws)]
-            common = sorted(set(xa["size_bytes"]) & set(xb["size_bytes"]))
-            if not common:
-                continue
-            size = common[-1]
-            ra = xa[xa["size_bytes"] == size].sort_values("time_us_median").iloc[0]
-            rb = xb[xb["size_bytes"] == size].sort_values("time_us_median").iloc[0]
-            rows.append([op, int(ws), human_bytes(size),
-                         f"{human_time_us(ra['time_us_median'])} ({backend_name(ra['backend'])})",
-                         f"{human_time_us(rb['time_us_median'])} ({backend_name(rb['backend'])})",
-                         f"{rb['time_us_median'] / ra['time_us_median']:.3g}x"])
-    return headers, rows
+def several_runs(inputs: ReportInputs) -> dict | None:
+    """The SEVERAL_RUNS section: only when results/ holds another run. The runs table, then each
+    registered section's AcrossRuns part that has something to show."""
+    parts = [s.across_runs for s in inputs.sections if s.across_runs]
+    if not inputs.results_dir or not parts:
+        return None
+    tables = list(dict.fromkeys(part.table for part in parts))
+    runs = load_runs(inputs.results_dir, tables, first=inputs.run_label)
+    if len(runs) < 2:
+        return None
+    shown = [{"fragment": part.fragment, "context": part.build(runs)} for part in parts]
+    return {"runs": table(*runs_table(runs, tables)), "parts": [p for p in shown if p["context"] is not None]}

@@ -1,9 +1,12 @@
-from distbench.report.summary_json import write_json_outputs
+from distbench.comm.analysis.nccl_tests_json import write_nccl_tests
+from distbench.core.section import ReportInputs
 from distbench.pipeline.in_rule import logged
+from distbench.report.summary_json import write_summary
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
 with logged(sm.log[0]):
-    for path in write_json_outputs(sm.input.comm, sm.input.env, dict(sm.params.config), sm.output.summary,
-                                   sm.output.nccl_tests, sm.input.get("training_summary"),
-                                   sm.input.get("memory_summary")):
+    inputs = ReportInputs(summary=sm.input.comm, env=sm.input.env, training_summary=sm.input.get("training_summary"),
+                          memory_summary=sm.input.get("memory_summary"))
+    for path in [*write_summary(inputs, dict(sm.params.config), sm.output.summary),
+                 *write_nccl_tests(sm.input.comm, sm.output.nccl_tests)]:
         print(path)

@@ -15,7 +15,8 @@ from distbench.comm.analysis.findings import (
 )
 from distbench.comm.analysis.headlines import comm_headlines
 from distbench.comm.analysis.pairs import pair_findings
-from distbench.core.section import ReportInputs, Section, gbps_cell, table, time_cell
+from distbench.comm.analysis.runs import ACROSS_RUNS
+from distbench.core.section import Measure, ReportInputs, Section, SummaryPart, gbps_cell, table, time_cell
 from distbench.core.units import human_gbps
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -216,8 +217,30 @@ def build(inputs: ReportInputs) -> dict:
             "traffic": _traffic_table(largest)}
 
 
+# Against a baseline run: the median time of every point, its p5-p95 as the noise (tables from before
+# multi-node jobs and all_to_all_v: one node, no traffic matrix)
+TIME = Measure("comm", "comm_summary.csv",
+               ("backend", "world_size", "nodes", "op", "traffic", "dtype", "nccl_env", "timing", "inplace", "size_bytes"),
+               "time_us_median", "time_us_p5", "time_us_p95", unit="µs", input="summary",
+               defaults={"nodes": 1, "traffic": "none"})
+
+
+def summary_settings(comm: pd.DataFrame | None, config: dict) -> dict:
+    """summary.json's config: the comm jobs' settings, NCCL's where NCCL ran, else the Gloo ones (comm.gloo)."""
+    ran_nccl = comm is not None and (comm["backend"] == "nccl").any()
+    timing = config["comm"] if ran_nccl or comm is None else config["comm"]["gloo"]
+    return {"warmup_iters": timing["warmup"], "benchmark_iters": timing["iters"], "trials": timing["trials"]}
+
+
+# summary.json's results.communication: per op, one record per point
+SUMMARY_FIELDS = ("backend", "world_size", "nodes", "traffic", "dtype", "nccl_env", "timing", "inplace", "size_bytes",
+                  "time_us_median", "time_us_p5", "time_us_p95", "algbw_gbps_median", "busbw_gbps_median",
+                  "busiest_rank", "busiest_rank_bytes", "busiest_rank_time_us_median", "correct", "status")
+SUMMARY = SummaryPart("communication", "summary", SUMMARY_FIELDS, by="op",
+                      order=("backend", "world_size", "dtype", "timing", "size_bytes"), settings=summary_settings)
+
 COMMUNICATION = Section("communication", "Communication", TEMPLATES, build, headlines=headlines, findings=findings,
                         skipped=skipped, figure_dirs=("figures", "figures_pairs"), figure_titles=FIGURE_TITLES,
-                        full_tables=FULL_TABLES)
+                        full_tables=FULL_TABLES, regressions=(TIME,), summary=SUMMARY, across_runs=ACROSS_RUNS)
 PROBLEMS = Section("problems", "Measurements that did not succeed", TEMPLATES,
                    lambda inputs: _problem_table(_comm_table(inputs, "summary")))

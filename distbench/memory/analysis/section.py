@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from distbench.core.section import Headline, ReportInputs, Section, pct_cell, table
+from distbench.core.section import Headline, Measure, ReportInputs, Section, SummaryPart, pct_cell, table
 from distbench.core.units import human_bytes
 from distbench.memory.analysis.summary import human, memory_findings
 
@@ -75,4 +75,14 @@ def headlines(inputs: ReportInputs) -> list[Headline]:
     return memory_headlines(inputs.table("memory_summary"))
 
 
-MEMORY = Section("memory", "Memory", TEMPLATES, build, headlines=headlines, figure_dirs=("figures_memory",))
+# Against a baseline run: the peak allocated bytes per configuration at its largest measured batch (no
+# spread is recorded: the threshold alone decides)
+PEAK = Measure("memory", "memory_summary.csv", ("backend", "model", "config", "world_size", "largest_measured_batch"),
+               "peak_allocated_bytes", None, None, unit="B", input="memory_summary")
+# summary.json's results.memory: one record per configuration
+SUMMARY_FIELDS = ("model", "config", "backend", "world_size", "largest_measured_batch", "params_bytes", "grads_bytes",
+                  "optimizer_bytes", "activations_bytes", "activation_bytes_per_sample", "peak_allocated_bytes",
+                  "estimate_error_bytes", "largest_batch_fits", "status")
+
+MEMORY = Section("memory", "Memory", TEMPLATES, build, headlines=headlines, figure_dirs=("figures_memory",),
+                 regressions=(PEAK,), summary=SummaryPart("memory", "memory_summary", SUMMARY_FIELDS))

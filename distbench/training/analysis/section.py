@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from distbench.core.section import Headline, ReportInputs, Section, pct_cell, table
+from distbench.core.section import Headline, Measure, ReportInputs, Section, SummaryPart, pct_cell, table
 from distbench.core.units import human_time_us
 from distbench.core.units import pct as _pct
 from distbench.training.analysis.findings import training_findings
@@ -119,4 +119,15 @@ def headlines(inputs: ReportInputs) -> list[Headline]:
     return training_headlines(inputs.table("training_summary"))
 
 
-TRAINING = Section("training", "Training", TEMPLATES, build, headlines=headlines, figure_dirs=("figures_training",))
+# Against a baseline run: the median step time per configuration, its p5-p95 as the noise (tables from
+# before FSDP had no strategy column: every run was DDP).
+STEP_TIME = Measure("training", "training_summary.csv", ("backend", "model", "strategy", "world_size", "config"),
+                    "step_time_ms_median", "step_time_ms_p5", "step_time_ms_p95", unit="ms",
+                    input="training_summary", defaults={"strategy": "ddp"})
+# summary.json's results.training: one record per configuration
+SUMMARY_FIELDS = ("model", "strategy", "config", "backend", "world_size", "batch_size", "dtype", "step_time_ms_median",
+                  "compute_only_ms_median", "exposed_comm_ms", "overlap_fraction", "samples_per_s_median",
+                  "tokens_per_s_median", "tflops_per_device", "mfu", "efficiency_vs_plain_1gpu", "status")
+
+TRAINING = Section("training", "Training", TEMPLATES, build, headlines=headlines, figure_dirs=("figures_training",),
+                   regressions=(STEP_TIME,), summary=SummaryPart("training", "training_summary", SUMMARY_FIELDS))
