@@ -4,8 +4,8 @@ one file per op.
 Every table that names an op reads it from here: the config schema's op enum
 (distbench.pipeline.config.load_schema), the harness's bus bandwidth and its nccl-tests-style table
 (type/redop/root), the cost model's bus factors and modelled ops (distbench.predict.model), the
-NCCL log names (distbench.comm.analysis.diagnose) and summary.json's nccl-tests fields
-(distbench.report.summary_json). The torch side (buffers, inputs, the call, the expected output)
+NCCL log names (distbench.comm.analysis.diagnose) and the nccl-tests -J documents' fields
+(distbench.comm.analysis.nccl_tests_json). The torch side (buffers, inputs, the call, the expected output)
 lives in distbench.comm.ops, one `TorchOp` per spec, looked up by the spec's name.
 
 Adding a collective
