@@ -10,7 +10,7 @@ from distbench.core.run_label import default_label
 
 REPO = Path(__file__).resolve().parents[1]
 # Where a workflow run in a test writes (results/<run label>/): the label its Snakemake resolves,
-# with no run_label in the config (distbench.report.runs.resolve_label).
+# with no run_label in the config (distbench.core.run_label.resolve_label).
 RUN = "results/" + (os.environ.get("DISTBENCH_RUN_LABEL") or default_label())
 
 
