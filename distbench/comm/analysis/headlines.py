@@ -10,7 +10,7 @@ import pandas as pd
 
 from distbench.comm.analysis.advice import LOW_PEAK_FRACTION
 from distbench.comm.analysis.findings import normalise_summary, primary_rows
-from distbench.comm.analysis.peak import expected_for
+from distbench.comm.analysis.peak import expected_for, reference_text
 from distbench.core.choices import backend_name
 from distbench.core.section import Headline
 from distbench.core.units import human_bytes, sig3
@@ -56,8 +56,7 @@ def comm_headlines(summary: pd.DataFrame, gpu_name: str | None = None, peak: dic
             low, high = exp["expected_busbw_gbps_low"], exp["expected_busbw_gbps_high"]
             ok = bw >= HEALTHY_OF_PUBLISHED * low
             verdict = "healthy" if ok else "below expected"
-            reason = (f"{'within' if bw >= low else ('near' if ok else 'below')} the published {low:g}-{high:g} GB/s "
-                      f"for {ws}x {exp['gpu']} ({exp['source']})")
+            reason = f"{'within' if bw >= low else ('near' if ok else 'below')} {reference_text(exp)}"
         elif peak_gbps:
             ok = bw >= LOW_PEAK_FRACTION * peak_gbps
             verdict = "healthy" if ok else "below expected"

@@ -153,22 +153,37 @@ def link_peak(topology: dict | None = None, nvlink: dict | None = None, nccl: di
 
 GiB = 1 << 30
 # Published busbw for large all_reduce; each row cites where the number was stated.
+# kind: "published" (a public statement, source = its address) or "ours" (nccl-tests run by this
+# project on a named machine and date, source = where it is kept): a figure of ours is never called
+# published (reference_text).
 _EXPECTED_FIELDS = ("gpu", "gpus", "op", "min_bytes", "nvls", "expected_busbw_gbps_low", "expected_busbw_gbps_high",
-                    "source", "note")
+                    "source", "note", "kind")
+PUBLISHED, OURS = "published", "ours"
 _EXPECTED_ROWS = (
     ("H100", 8, "all_reduce", 1 * GiB, False, 360.0, 370.0, "https://github.com/NVIDIA/nccl-tests/issues/212",
      "NCCL maintainer: ~370 GB/s effective NVLink4 bandwidth with NCCL_ALGO=RING (NVLS off); "
-     "corroborated by 368.76 GB/s in https://github.com/NVIDIA/nccl-tests/issues/309"),
+     "corroborated by 368.76 GB/s in https://github.com/NVIDIA/nccl-tests/issues/309", PUBLISHED),
     ("H100", 8, "all_reduce", 1 * GiB, True, 450.0, 480.0, "https://github.com/NVIDIA/nccl-tests/issues/212",
-     "NVLink SHARP (NVLS, the default on NVSwitch systems): peak busbw ~480 GB/s on 8 GPUs at large sizes"),
+     "NVLink SHARP (NVLS, the default on NVSwitch systems): peak busbw ~480 GB/s on 8 GPUs at large sizes", PUBLISHED),
     ("H200", 8, "all_reduce", 1 * GiB, True, 450.0, 480.0, "https://github.com/NVIDIA/nccl-tests/issues/272",
-     "8x H200, NCCL 2.20.3 defaults: peak 475 GB/s busbw (sizes up to 4 GiB)"),
-    ("H200", 2, "all_reduce", 1 * GiB, False, 320.0, 340.0, "distbench issue 3",
-     "2x H200 NV18, nccl-tests all_reduce 1 GiB ~330 GB/s busbw, measured by our team on 2026-11-26"),
+     "8x H200, NCCL 2.20.3 defaults: peak 475 GB/s busbw (sizes up to 4 GiB)", PUBLISHED),
+    ("H200", 2, "all_reduce", 1 * GiB, False, 320.0, 340.0,
+     "nccl-tests all_reduce_perf by this project, 2x H200 NV18, 2026-11-26; benchmarks/results/comm-fidelity-h200x2-2026-11-26",
+     "2x H200 NV18, nccl-tests all_reduce 1 GiB ~330 GB/s busbw: no public figure for 2 GPUs was found", OURS),
     ("A100", 8, "all_reduce", 8 * GiB, False, 220.0, 235.0, "https://github.com/NVIDIA/nccl-tests/issues/149",
-     "NCCL maintainer: 12 NVLink3 links give ~240 GB/s effective, ~230 GB/s reachable at 8 GiB"),
+     "NCCL maintainer: 12 NVLink3 links give ~240 GB/s effective, ~230 GB/s reachable at 8 GiB", PUBLISHED),
 )
 EXPECTED = [dict(zip(_EXPECTED_FIELDS, r)) for r in _EXPECTED_ROWS]
+
+
+def reference_text(exp: dict) -> str:
+    """A reference figure as the report names it: "the published 360-370 GB/s for 8x H100 (its
+    source)", or, for a figure of ours, what it is (nccl-tests, where, when, where it is kept)."""
+    span = f"{exp['expected_busbw_gbps_low']:g}-{exp['expected_busbw_gbps_high']:g} GB/s"
+    where = f"{exp['gpus']}x {exp['gpu']}"
+    if exp.get("kind", PUBLISHED) == PUBLISHED:
+        return f"the published {span} for {where} ({exp['source']})"
+    return f"the {span} we measured for {where} ({exp['source']}; our measurement, not a publication)"
 
 
 def _norm_op(op: str) -> str:
