@@ -82,6 +82,12 @@ def comm_rank_csvs(wildcards=None):
     ]
 
 
+def comm_placements(wildcards=None):
+    return [
+        f"{COMM_DIR}/placement.json".format(**j.wildcards) for j in PLAN["comm_jobs"]
+    ]
+
+
 def training_job(wildcards):
     return TRAINING_JOBS[
         (wildcards.backend, wildcards.model, wildcards.world_size, wildcards.config)

@@ -69,6 +69,9 @@ rule summary_json:
         unpack(training_report_inputs),
         unpack(memory_report_inputs),
         comm=results("tables/comm_summary.csv"),
+        # the nccl-tests documents' -I 1 fields: every rank's time per trial, and its host
+        ranks=results("tables/comm_ranks.csv"),
+        placements=comm_placements,
         env=results("probe/env.json"),
     output:
         summary="report/summary.json",
@@ -79,5 +82,7 @@ rule summary_json:
         "../envs/distbench.yaml"
     params:
         config=config,
+        # which job each placement file belongs to, in the same order
+        comm_jobs=[j.wildcards for j in PLAN["comm_jobs"]],
     script:
         "../workflow/scripts/write_summary.py"
