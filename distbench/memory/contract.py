@@ -46,13 +46,17 @@ MEMORY_COLUMNS: tuple[Column, ...] = (
     Column("unexplained_bytes", "Int64", "GPU: peak allocated - parts (DDP buckets without bucket view, temporaries, workspaces)"),
     Column("device_total_bytes", "Int64", "GPU: the device's total memory"),
     Column("peak_share", "float64", "GPU: peak reserved / device total"),
+    Column("search_capped", "boolean", "search rows: true when this batch is memory.search_max_batch and it fit, so the search stopped at its cap and the largest batch that fits is at least this; false on the other search rows; empty on measure and skipped rows (and in files from before the column)"),
     STATUS_COLUMN,
     MESSAGE_COLUMN,
 )
 MEMORY_COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in MEMORY_COLUMNS)
 
 
-MEMORY = Contract("memory", MEMORY_COLUMNS, (("status", STATUSES), ("phase", MEMORY_PHASES)), job_rule="memory_job")
+# search_capped came later: older files leave it empty (the summary then reads a search that ended
+# without an out-of-memory as capped, which is what it was)
+MEMORY = Contract("memory", MEMORY_COLUMNS, (("status", STATUSES), ("phase", MEMORY_PHASES)),
+                  filled_when_missing=(("search_capped", None),), job_rule="memory_job")
 
 
 def read_memory_csv(path):

@@ -18,10 +18,12 @@ Each column is the maximum over ranks. Beside each row: the analytic estimate of
 gradients and optimizer state (accounting.estimate) and how far the measured model states are
 from it.
 
-Largest batch (phase `search`, GPU and DDP only): doubling from the largest measured batch until a
-step runs out of memory on any rank, then bisection; one row per batch tried (`ok` or `oom`). The
-step runs under no_sync, so no rank waits in a collective for one that ran out of memory (DDP's
-buckets exist either way); every rank votes on the outcome and frees its memory before the next
+Largest batch (phase `search`, GPU and DDP only; distbench.memory.search): doubling from the largest
+measured batch until a step runs out of memory on any rank, then bisection; one row per batch tried
+(`ok` or `oom`). Doubling stops at `--search-max-batch` (memory.search_max_batch): when that batch
+fits, its row has `search_capped` true and the largest batch that fits is only known to be at least
+that. The step runs under no_sync, so no rank waits in a collective for one that ran out of memory
+(DDP's buckets exist either way); every rank votes on the outcome and frees its memory before the next
 try. FSDP is skipped there (a rank out of memory inside FSDP's all-gather would leave the others
 waiting); on CPU there is no device limit to search.
 
@@ -42,10 +44,10 @@ from distbench.launch.failure import unreached_rows
 from distbench.launch.ranks import RankContext, failure_status, first_line
 from distbench.workloads.cli import add_model_args, resolve_model_args
 from distbench.memory.contract import MEMORY_COLUMN_NAMES
+from distbench.memory.search import DEFAULT_SEARCH_MAX_BATCH, reached_cap, search_largest_batch
 
 MEASURED = ("params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes", "peak_allocated_bytes",
             "peak_reserved_bytes", "alloc_retries", "device_total_bytes")
-SEARCH_LIMIT = 2**16  # doubling stops here: a batch this large that fits is reported as such
 
 
 class MemoryHarness(RankContext):
@@ -208,6 +210,8 @@ def parse_args(argv=None):
     p.add_argument("--batch-sizes", required=True, help="comma-separated per-rank batch sizes, e.g. 1,2,4,8")
     p.add_argument("--search", choices=("false", "true"), default="true",
                    help="GPU + DDP: find the largest batch that fits (doubling, then bisection)")
+    p.add_argument("--search-max-batch", type=int, default=DEFAULT_SEARCH_MAX_BATCH,
+                   help="the search tries no larger batch per rank; when this one fits, the row says search_capped")
     p.add_argument("--config-label", default="ddp")
     p.add_argument("--op-timeout-s", type=int, default=300)
     p.add_argument("--out", required=True, help="CSV to write (rank 0); atomically renamed when complete")
@@ -222,6 +226,8 @@ def parse_args(argv=None):
         p.error(f"--batch-sizes: expected comma-separated integers, got {a.batch_sizes!r}")
     if not a.batch_sizes or a.batch_sizes[0] < 1:
         p.error("--batch-sizes must be >= 1")
+    if a.search_max_batch < 1:
+        p.error("--search-max-batch must be >= 1")
     resolve_model_args(p, a)
     return a
 
@@ -296,8 +302,9 @@ def main(argv=None) -> int:
 
 def search(a, h: MemoryHarness, write, say) -> None:
     """The largest batch that fits (GPU, DDP): phase `search` rows, one per batch tried."""
-    def row(b, status, message=""):
-        return {**base_row(a, h), "phase": "search", "batch_size": b, "status": status, "message": message}
+    def row(b, status, message="", capped=None):
+        return {**base_row(a, h), "phase": "search", "batch_size": b, "search_capped": capped, "status": status,
+                "message": message}
 
     if not a.search:
         return
@@ -307,33 +314,17 @@ def search(a, h: MemoryHarness, write, say) -> None:
                "the search runs DDP configurations only")
         write([row(None, "skipped", why)])
         return
-    fit, fail = 0, None
-    tried: dict[int, str] = {}
 
     def attempt(b) -> bool | None:
         status, why = h.try_batch(b)
-        tried[b] = status
-        write([row(b, status, why)])
+        write([row(b, status, why, capped=reached_cap(b, a.search_max_batch, status == "ok"))])
         return None if status == "failed" else status == "ok"
 
-    b = a.batch_sizes[-1]
-    while fail is None and b <= SEARCH_LIMIT:  # double from the largest measured batch
-        ok = attempt(b)
-        if ok is None:
-            return
-        fit, fail, b = (b, None, b * 2) if ok else (fit, b, b)
-    while fail is not None and fit == 0 and fail > 1:  # even that failed: halve until one fits
-        ok = attempt(fail // 2)
-        if ok is None:
-            return
-        fit, fail = (fail // 2, fail) if ok else (0, fail // 2)
-    while fail is not None and fit and fail - fit > 1:  # bisect between the last fit and the first OOM
-        mid = (fit + fail) // 2
-        ok = attempt(mid)
-        if ok is None:
-            return
-        fit, fail = (mid, fail) if ok else (fit, mid)
-    say(f"largest batch that fits: {fit or 'none'}" + ("" if fail else f" (search stopped at {SEARCH_LIMIT})"))
+    found = search_largest_batch(a.batch_sizes[-1], a.search_max_batch, attempt)
+    if found.failed:
+        return
+    say(f"largest batch that fits: {found.largest_fits or 'none'}"
+        + (f" (at least: the search stopped at its cap, {a.search_max_batch})" if found.capped else ""))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,8 @@ def memory_args(job, params: dict, out_csv, placement_json, snapshot=None) -> li
             "--gradient-as-bucket-view", "true" if job.gradient_as_bucket_view else "false",
             "--dtype", params["dtype"], "--optimizer", params["optimizer"],
             "--batch-sizes", ",".join(str(b) for b in params["batch_sizes"]),
-            "--search", "true" if params["search"] else "false", "--config-label", job.config_label,
+            "--search", "true" if params["search"] else "false", "--search-max-batch", str(params["search_max_batch"]),
+            "--config-label", job.config_label,
             "--op-timeout-s", str(params["op_timeout_s"]), "--out", str(out_csv), "--placement-out", str(placement_json),
             *workload_args(job.model, params)]
     if snapshot:

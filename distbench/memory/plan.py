@@ -62,5 +62,5 @@ def memory_params(config: dict, job: MemoryJob) -> dict:
         batches = mem[on]["lm_batch_sizes"]
         work.update({a.param: tr["lm"][a.param] for a in spec.args if a.param and a.param in tr["lm"]})
     return {"model": job.model, **work, "optimizer": mem["optimizer"], "batch_sizes": sorted(set(batches)),
-            "search": mem["search"], "snapshot": mem["snapshot"], "op_timeout_s": config["comm"]["op_timeout_s"],
+            "search": mem["search"], "search_max_batch": mem["search_max_batch"], "snapshot": mem["snapshot"], "op_timeout_s": config["comm"]["op_timeout_s"],
             "job_timeout_s": mem["job_timeout_s"], "job_env": {k: str(v) for k, v in config["job_env"].items()}}

@@ -10,7 +10,7 @@ import pandas as pd
 
 from distbench.core.section import Headline, Measure, ReportInputs, Section, SummaryPart, pct_cell, table
 from distbench.core.units import human_bytes
-from distbench.memory.analysis.summary import human, memory_findings
+from distbench.memory.analysis.summary import capped_text, human, is_capped, memory_findings
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -32,7 +32,7 @@ def build(inputs: ReportInputs) -> dict | None:
                      None if pd.isna(r["peak_allocated_bytes"]) else human(r["peak_allocated_bytes"]),
                      pct_cell(r["peak_share"]), None if pd.isna(r["unexplained_bytes"]) else human(r["unexplained_bytes"]),
                      None if pd.isna(r["estimate_error_bytes"]) else human(r["estimate_error_bytes"]),
-                     r["largest_batch_fits"] if pd.notna(r["largest_batch_fits"]) else (r["search_note"] or None),
+                     _largest_cell(r),
                      r["status"]])
     # the run's memory jobs sit beside its tables: results/<label>/{tables,memory}
     run_dir = Path(inputs.memory_summary).parent.parent
@@ -43,6 +43,14 @@ def build(inputs: ReportInputs) -> dict | None:
                      "Unexplained = the allocator's peak allocated - the parts (DDP's buckets without "
                      "gradient_as_bucket_view, temporaries, workspaces); the estimate is parameters, gradients and "
                      "optimizer state by formula.")}
+
+
+def _largest_cell(r):
+    """The table's "largest batch that fits": the batch, "at least" it when the search stopped at its
+    cap, or why there was no search."""
+    if pd.isna(r["largest_batch_fits"]):
+        return r["search_note"] or None
+    return capped_text(r["largest_batch_fits"]) if is_capped(r) else r["largest_batch_fits"]
 
 
 def memory_headlines(memory: pd.DataFrame | None) -> list[Headline]:
@@ -57,7 +65,11 @@ def memory_headlines(memory: pd.DataFrame | None) -> list[Headline]:
         if str(r["status"]) not in ("ok", "oom"):
             out.append(Headline("memory", f"{who}: {r['status']}", "failing", str(r.get("message") or "")))
             continue
-        if pd.notna(r.get("largest_batch_fits")):
+        if pd.notna(r.get("largest_batch_fits")) and is_capped(r):
+            text = f"{who}: the largest batch that fits is {capped_text(r['largest_batch_fits'])}"
+            reason = ("searched on the GPU (doubling, then bisection): every batch up to the cap fit, so the "
+                      "limit is higher; raise memory.search_max_batch to find it")
+        elif pd.notna(r.get("largest_batch_fits")):
             text = f"{who}: the largest batch that fits is {int(r['largest_batch_fits'])} per rank"
             reason = "searched on the GPU (doubling, then bisection)"
         elif pd.notna(r.get("largest_measured_batch")):
@@ -82,7 +94,7 @@ PEAK = Measure("memory", "memory_summary.csv", ("backend", "model", "config", "w
 # summary.json's results.memory: one record per configuration
 SUMMARY_FIELDS = ("model", "config", "backend", "world_size", "largest_measured_batch", "params_bytes", "grads_bytes",
                   "optimizer_bytes", "activations_bytes", "activation_bytes_per_sample", "peak_allocated_bytes",
-                  "estimate_error_bytes", "largest_batch_fits", "status")
+                  "estimate_error_bytes", "largest_batch_fits", "largest_batch_capped", "status")
 
 MEMORY = Section("memory", "Memory", TEMPLATES, build, headlines=headlines, figure_dirs=("figures_memory",),
                  regressions=(PEAK,), summary=SummaryPart("memory", "memory_summary", SUMMARY_FIELDS))

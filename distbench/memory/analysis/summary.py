@@ -8,7 +8,10 @@ Per job (backend, world size, model, config):
 - at the largest measured batch: the parts, the model-state estimate error, the allocator's peak
   and what it leaves unexplained, the share of the device.
 - largest_batch_fits: the largest batch of the `search` rows that ran ok; first_batch_oom: the
-  smallest that did not (both empty when there was no search, with the reason in search_note).
+  smallest that did not (both empty when there was no search, with the reason in search_note);
+  largest_batch_capped: the search stopped at its cap (memory.search_max_batch) because that batch
+  fit, so the largest batch that fits is at least largest_batch_fits (a search row's search_capped;
+  in files from before that column, a search that fit and never ran out of memory or failed).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from distbench.core.contract import to_bool
 from distbench.memory.contract import MEMORY
 from distbench.core.io import atomic_write_csv
 from distbench.core.sizes import human_bytes
@@ -31,7 +35,7 @@ SUMMARY_COLUMNS = JOB_KEYS + (
     *PARTS, "parts_bytes", "estimate_states_bytes", "estimate_error_bytes", "peak_allocated_bytes",
     "peak_reserved_bytes", "unexplained_bytes", "device_total_bytes", "peak_share",
     "activation_bytes_per_sample", "activation_intercept_bytes", "activation_fit_residual",
-    "largest_batch_fits", "first_batch_oom", "search_note", "status", "message",
+    "largest_batch_fits", "largest_batch_capped", "first_batch_oom", "search_note", "status", "message",
 )
 NAN = float("nan")
 
@@ -49,6 +53,23 @@ def fit_line(x, y) -> tuple[float, float, float]:
 
 def _int(v):
     return None if v is None or pd.isna(v) else int(v)
+
+
+def search_capped(search: pd.DataFrame) -> bool | None:
+    """Whether a job's search stopped at its cap (None: no batch fit, so there is no largest to qualify).
+    The rows say so (search_capped); older files, without it, only stopped short of an out-of-memory
+    at the cap: the search ends without one only there (or on a failed try)."""
+    if not (search["status"] == "ok").any():
+        return None
+    recorded = search["search_capped"].dropna() if "search_capped" in search else pd.Series(dtype="boolean")
+    if len(recorded):
+        return bool(recorded.any())
+    return not search["status"].isin(["oom", "failed"]).any()
+
+
+def capped_text(batch) -> str:
+    """How a capped search's largest batch is said (findings, headline, the section's table)."""
+    return f"at least {int(batch)} per rank (the search cap, memory.search_max_batch)"
 
 
 def _summarize(key, g: pd.DataFrame) -> dict:
@@ -78,6 +99,7 @@ def _summarize(key, g: pd.DataFrame) -> dict:
         "peak_share": float(last["peak_share"]) if last is not None and pd.notna(last["peak_share"]) else NAN,
         "activation_bytes_per_sample": slope, "activation_intercept_bytes": intercept, "activation_fit_residual": resid,
         "largest_batch_fits": _int(fits.max()) if len(fits) else None,
+        "largest_batch_capped": search_capped(search) if len(fits) else None,
         "first_batch_oom": _int(ooms[ooms > (fits.max() if len(fits) else 0)].min()) if len(ooms) else None,
         "search_note": note, "status": worst,
         "message": "" if bad.empty else "; ".join(sorted(set(bad["message"].fillna("").astype(str)) - {""}))[:500],
@@ -90,6 +112,7 @@ def summarize_memory(df: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame({c: [] for c in SUMMARY_COLUMNS})
     rows = [_summarize(k, g) for k, g in df.groupby(list(JOB_KEYS), sort=True, dropna=False)]
     out = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
+    out["largest_batch_capped"] = out["largest_batch_capped"].astype("boolean")
     for col in ("params_total", "params_trainable", "largest_measured_batch", *PARTS, "parts_bytes",
                 "estimate_states_bytes", "estimate_error_bytes", "peak_allocated_bytes", "peak_reserved_bytes",
                 "unexplained_bytes", "device_total_bytes", "largest_batch_fits", "first_batch_oom"):
@@ -100,6 +123,14 @@ def summarize_memory(df: pd.DataFrame) -> pd.DataFrame:
 def human(n) -> str:
     """Bytes as the reports print sizes (distbench.core.sizes.human_bytes); '?' when missing."""
     return "?" if n is None or pd.isna(n) else human_bytes(n)
+
+
+def is_capped(r) -> bool:
+    """A summary row's largest_batch_capped (a summary read back from CSV, or one from before the
+    column: a largest batch with no out-of-memory above it was the cap)."""
+    if "largest_batch_capped" not in r.index:
+        return "first_batch_oom" in r.index and pd.notna(r["largest_batch_fits"]) and pd.isna(r["first_batch_oom"])
+    return to_bool(r["largest_batch_capped"]) is True
 
 
 def _who(r) -> str:
@@ -136,7 +167,9 @@ def memory_findings(summary: pd.DataFrame) -> list[str]:
             err = int(r["estimate_error_bytes"])
             text += (f"; the analytic model-state estimate ({human(r['estimate_states_bytes'])}) is "
                      + ("exact" if err == 0 else f"off by {human(abs(err))} ({'under' if err > 0 else 'over'})"))
-        if pd.notna(r["largest_batch_fits"]):
+        if pd.notna(r["largest_batch_fits"]) and is_capped(r):
+            text += f"; the largest batch that fits is {capped_text(r['largest_batch_fits'])}"
+        elif pd.notna(r["largest_batch_fits"]):
             text += f"; the largest batch that fits is {int(r['largest_batch_fits'])} per rank"
             if pd.notna(r["first_batch_oom"]):
                 text += f" ({int(r['first_batch_oom'])} runs out of memory)"

@@ -1,0 +1,185 @@
+"""The largest-batch search's cap (issue 24, part 3): memory.search_max_batch is a setting that reaches
+the harness, a search that stops there says so in memory.csv (search_capped) and memory_summary.csv
+(largest_batch_capped), and the report says "at least" the cap instead of calling it the largest
+batch that fits. The search is GPU-only, so its arithmetic (distbench.memory.search) and the harness's
+search rows are driven here with a made-up limit instead of a device."""
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from distbench.core.io import csv_text
+from distbench.core.section import ReportInputs
+from distbench.memory import harness
+from distbench.memory.analysis.section import build as memory_section
+from distbench.memory.analysis.section import memory_headlines
+from distbench.memory.analysis.summary import memory_findings, summarize_memory
+from distbench.memory.contract import MEMORY_COLUMN_NAMES, read_memory_csv
+from distbench.memory.job import memory_args
+from distbench.memory.plan import memory_jobs, memory_params
+from distbench.memory.search import DEFAULT_SEARCH_MAX_BATCH, search_largest_batch
+from distbench.pipeline.config import ConfigError, check_config
+
+# -- the search's arithmetic ----------------------------------------------------------------------
+
+
+def limited(limit: int):
+    """A `fits` that holds batches up to `limit`, and the batches it was asked about."""
+    tried = []
+
+    def fits(b):
+        tried.append(b)
+        return b <= limit
+    return fits, tried
+
+
+def test_a_search_whose_every_batch_fits_stops_at_the_cap_and_says_so():
+    fits, tried = limited(10**9)
+    found = search_largest_batch(128, 1000, fits)
+    assert found.capped is True and found.largest_fits == 1000 and found.first_oom is None
+    assert tried == [128, 256, 512, 1000]  # the last doubling is clamped: the cap itself is tried, nothing above it
+    # a start above the cap is clamped too
+    fits, tried = limited(10**9)
+    assert search_largest_batch(4096, 1000, fits).capped is True and tried == [1000]
+
+
+def test_a_search_that_runs_out_of_memory_below_the_cap_finds_the_true_largest():
+    fits, tried = limited(700)
+    found = search_largest_batch(128, DEFAULT_SEARCH_MAX_BATCH, fits)
+    assert found.capped is False and found.largest_fits == 700 and found.first_oom == 701
+    assert max(tried) == 1024
+    # the cap itself running out of memory is no capped search: the limit is below it
+    fits, _ = limited(700)
+    found = search_largest_batch(128, 1000, fits)
+    assert (found.largest_fits, found.first_oom, found.capped) == (700, 701, False)
+    # even the start does not fit: halving, then bisection
+    fits, _ = limited(20)
+    found = search_largest_batch(128, 1000, fits)
+    assert (found.largest_fits, found.first_oom, found.capped) == (20, 21, False)
+    fits, _ = limited(0)
+    assert search_largest_batch(128, 1000, fits).largest_fits is None
+
+
+def test_a_failed_try_stops_the_search():
+    found = search_largest_batch(128, 1000, lambda b: None if b == 256 else True)
+    assert found.failed and found.largest_fits == 128 and not found.capped
+
+
+# -- the harness's search rows --------------------------------------------------------------------
+
+SHAPE = {"hidden_dim": 64, "num_layers": 2, "n_heads": None, "seq_len": None, "vocab_size": None, "lora_rank": None}
+
+
+def job_rows(limit: int, cap: int) -> list[dict]:
+    """One GPU DDP job's rows as the harness writes them: a measured batch, then the search against a
+    device that holds batches up to `limit`."""
+    a = SimpleNamespace(search=True, strategy="ddp", search_max_batch=cap, batch_sizes=[128], backend="nccl",
+                        model="mlp", gradient_as_bucket_view=False, config_label="ddp", shape=SHAPE,
+                        dtype="float32", optimizer="adamw")
+    h = SimpleNamespace(cuda=True, world_size=1, device_name="NVIDIA H200", n_params=100, n_trainable=100,
+                        try_batch=lambda b: ("ok", "") if b <= limit else ("oom", "CUDA out of memory"))
+    rows = [{**harness.base_row(a, h), "phase": "measure", "batch_size": 128, "params_bytes": 400,
+             "grads_bytes": 400, "optimizer_bytes": 800, "activations_bytes": 1000, "parts_bytes": 2600}]
+    harness.search(a, h, rows.extend, lambda _: None)
+    return rows
+
+
+def memory_csv(tmp_path: Path, rows: list[dict], drop=()) -> pd.DataFrame:
+    columns = [c for c in MEMORY_COLUMN_NAMES if c not in drop]
+    path = tmp_path / "memory.csv"
+    path.write_text(csv_text([{k: v for k, v in r.items() if k not in drop} for r in rows], columns))
+    return read_memory_csv(path)
+
+
+def test_the_search_rows_say_whether_the_search_stopped_at_its_cap(tmp_path):
+    df = memory_csv(tmp_path, job_rows(limit=10**9, cap=1000))
+    search = df[df["phase"] == "search"]
+    assert list(search["batch_size"]) == [128, 256, 512, 1000] and (search["status"] == "ok").all()
+    assert list(search["search_capped"]) == [False, False, False, True]
+    assert df.loc[df["phase"] == "measure", "search_capped"].isna().all()
+    df = memory_csv(tmp_path, job_rows(limit=700, cap=1000))
+    search = df[df["phase"] == "search"]
+    assert "oom" in set(search["status"]) and not search["search_capped"].any()
+
+
+def test_the_harness_takes_the_cap_from_its_arguments():
+    base = ["--backend", "gloo", "--batch-sizes", "1,2", "--out", "x.csv"]
+    assert harness.parse_args(base + ["--search-max-batch", "512"]).search_max_batch == 512
+    assert harness.parse_args(base).search_max_batch == DEFAULT_SEARCH_MAX_BATCH
+    with pytest.raises(SystemExit):
+        harness.parse_args(base + ["--search-max-batch", "0"])
+
+
+# -- the setting: config, plan, job ---------------------------------------------------------------
+
+
+def test_the_config_rejects_a_cap_below_one_naming_the_key():
+    with pytest.raises(ConfigError) as e:
+        check_config({"memory": {"search_max_batch": 0}})
+    assert "memory.search_max_batch" in str(e.value)
+    with pytest.raises(ConfigError):
+        check_config({"memory": {"search_max_batch": "lots"}})
+    assert check_config({})["memory"]["search_max_batch"] == DEFAULT_SEARCH_MAX_BATCH  # the harness's default too
+
+
+def test_the_cap_is_a_job_param_and_reaches_the_harness_arguments():
+    cfg = check_config({"backends": ["nccl"], "memory": {"models": ["mlp"], "search_max_batch": 4096}})
+    jobs, _ = memory_jobs(cfg, gpus=1)
+    params = memory_params(cfg, jobs[0])
+    assert params["search_max_batch"] == 4096  # so a change reruns the memory jobs
+    other = memory_params(check_config({"backends": ["nccl"], "memory": {"models": ["mlp"]}}), jobs[0])
+    assert other != params
+    args = memory_args(jobs[0], params, "m.csv", "p.json")
+    assert args[args.index("--search-max-batch") + 1] == "4096"
+    assert harness.parse_args(args).search_max_batch == 4096
+
+
+# -- the summary and the report -------------------------------------------------------------------
+
+
+def summary_csv(tmp_path: Path, df: pd.DataFrame) -> Path:
+    tables = tmp_path / "results/lab/tables"
+    tables.mkdir(parents=True, exist_ok=True)
+    summarize_memory(df).to_csv(tables / "memory_summary.csv", index=False)
+    return tables / "memory_summary.csv"
+
+
+def report_text(path: Path) -> str:
+    inputs = ReportInputs(memory_summary=path)
+    section = memory_section(inputs)
+    headlines = memory_headlines(inputs.table("memory_summary"))
+    return "\n".join([*section["findings"], *(str(c) for r in section["table"]["rows"] for c in r),
+                      *(h.headline for h in headlines)])
+
+
+def test_a_capped_search_is_reported_as_at_least_the_cap(tmp_path):
+    df = memory_csv(tmp_path, job_rows(limit=10**9, cap=1000))
+    s = summarize_memory(df).iloc[0]
+    assert s["largest_batch_fits"] == 1000 and pd.isna(s["first_batch_oom"])
+    assert s["largest_batch_capped"] == True
+    line = memory_findings(summarize_memory(df))[0]
+    assert "the largest batch that fits is at least 1000 per rank (the search cap, memory.search_max_batch)" in line
+    text = report_text(summary_csv(tmp_path, df))
+    assert text.count("at least 1000 per rank (the search cap") == 3  # findings, table, headline
+    assert "the largest batch that fits is 1000 per rank" not in text
+
+
+def test_an_uncapped_search_is_reported_as_the_largest_that_fits(tmp_path):
+    df = memory_csv(tmp_path, job_rows(limit=700, cap=1000))
+    s = summarize_memory(df).iloc[0]
+    assert s["largest_batch_fits"] == 700 and s["first_batch_oom"] == 701
+    assert s["largest_batch_capped"] == False
+    text = report_text(summary_csv(tmp_path, df))
+    assert "the largest batch that fits is 700 per rank (701 runs out of memory)" in text
+    assert "at least" not in text and "search cap" not in text
+
+
+def test_a_memory_csv_from_before_the_column_still_reads_and_its_capped_search_is_recognised(tmp_path):
+    # the old harness stopped doubling past 65536: a search that fit and never ran out of memory was capped
+    df = memory_csv(tmp_path, job_rows(limit=10**9, cap=1000), drop=("search_capped",))
+    assert df["search_capped"].isna().all()
+    assert summarize_memory(df).iloc[0]["largest_batch_capped"] == True
+    df = memory_csv(tmp_path, job_rows(limit=700, cap=1000), drop=("search_capped",))
+    assert summarize_memory(df).iloc[0]["largest_batch_capped"] == False
