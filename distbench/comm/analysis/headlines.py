@@ -53,7 +53,7 @@ def comm_headlines(summary: pd.DataFrame, gpu_name: str | None = None, peak: dic
         if len(wrong):
             verdict, reason = "failing", f"{len(wrong)} measurement(s) returned wrong results"
         elif exp:
-            low, high = exp["expected_busbw_gbps_low"], exp["expected_busbw_gbps_high"]
+            low = exp["expected_busbw_gbps_low"]
             ok = bw >= HEALTHY_OF_PUBLISHED * low
             verdict = "healthy" if ok else "below expected"
             reason = f"{'within' if bw >= low else ('near' if ok else 'below')} {reference_text(exp)}"
