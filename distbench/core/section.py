@@ -78,6 +78,29 @@ class ReportInputs:
         return self._tables["env"]
 
 
+def oversubscribed(ranks_per_host: int, backend: str, env: Mapping) -> str | None:
+    """'6 ranks on 2 cores' when a Gloo job put more ranks on a host than it has cores (env.json's
+    cpu_count), else None (and None when env.json does not give the count).
+
+    Such ranks time-share the cores, so their throughput and communication time say how busy the CPU
+    was, not how the job scales: the run is a smoke test. NCCL is not checked here: the planner gives
+    each rank its own GPU (world sizes above the GPUs are skipped) and the placement check fails a job
+    whose ranks share one, so no NCCL row of shared GPUs reaches a report; and env.json's gpu_count is
+    what the probe saw, which need not be what a job was given."""
+    if str(backend) == "nccl":
+        return None
+    try:
+        cores, ranks = int(env.get("cpu_count")), int(ranks_per_host)
+    except (TypeError, ValueError):
+        return None
+    if cores <= 0 or ranks <= cores:
+        return None
+    return f"{ranks} ranks on {cores} core{'s' if cores > 1 else ''}"
+
+
+SMOKE_TEST = "smoke test: {}, scaling not judged"  # what a row's judgement becomes when oversubscribed
+
+
 def _none(_inputs: ReportInputs) -> list:
     return []
 

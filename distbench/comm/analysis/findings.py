@@ -17,6 +17,7 @@ from distbench.core.units import human_bytes, human_time_us, sig3 as _sig3  # no
 from distbench.core.choices import backend_name  # noqa: F401 - used here and by the comm plots
 from distbench.comm.analysis.summary import SUMMARY_COLUMNS  # the summary's columns, in its order
 from distbench.core.contract import to_bool
+from distbench.core.section import SMOKE_TEST, oversubscribed
 
 TIMING_PREFERENCE = ("events", "graph", "host")  # device-side timing first: it excludes host overhead
 REFERENCE_SIZE = 1e8  # "about 100 MB": large enough to be bandwidth-bound on every link
@@ -173,7 +174,15 @@ def _peak_busbw(p: pd.DataFrame, peak: dict | None) -> list[str]:
             for s, t in sorted(by_size.items(), reverse=True)]
 
 
-def _scaling(p: pd.DataFrame) -> list[str]:
+def ranks_per_host(g: pd.DataFrame, ws: int) -> int:
+    """Ranks per host of the jobs at world size `ws` (the nodes column; one node when absent)."""
+    nodes = pd.to_numeric(g.loc[g["world_size"] == ws, "nodes"], errors="coerce").dropna() if "nodes" in g else ()
+    return ws // max(int(nodes.min()), 1) if len(nodes) else ws
+
+
+def _scaling(p: pd.DataFrame, env: dict | None = None) -> list[str]:
+    """How the headline op's time changes from the smallest to the largest world size; on a host
+    with fewer cores than the largest Gloo job's ranks that is contention, so it says so."""
     out = []
     for backend, g in p.groupby("backend", sort=True):
         op = pick_op([o for o in g["op"].unique() if o != "barrier"])
@@ -189,8 +198,10 @@ def _scaling(p: pd.DataFrame) -> list[str]:
         t_hi = _one(g, world_size=hi, size_bytes=size)["time_us_median"]
         r = t_hi / t_lo
         change = f"grows {r:.1f}×" if r >= 1 else f"falls {1 / r:.1f}×"
+        crowded = oversubscribed(ranks_per_host(g, hi), str(backend), env or {})
         out.append(f"{backend_name(backend)} {op} time {change} from {lo} to {hi} ranks at "
-                   f"{human_bytes(size)} ({human_time_us(t_lo)} vs {human_time_us(t_hi)}).")
+                   f"{human_bytes(size)} ({human_time_us(t_lo)} vs {human_time_us(t_hi)})"
+                   + (f"; {SMOKE_TEST.format(crowded)}." if crowded else "."))
     return out
 
 
@@ -258,8 +269,10 @@ def skipped_points(summary_df: pd.DataFrame, limit: int = 4) -> list[str]:
     return _problems(summary[summary["status"] == "skipped"], limit)
 
 
-def compute_findings(summary_df: pd.DataFrame, plan: dict | None = None, *, peak: dict | None = None) -> list[str]:
-    """Short sentences with numbers; `peak` (extra['peak']) adds % of link peak for NCCL."""
+def compute_findings(summary_df: pd.DataFrame, plan: dict | None = None, *, peak: dict | None = None,
+                     env: dict | None = None) -> list[str]:
+    """Short sentences with numbers; `peak` (extra['peak']) adds % of link peak for NCCL; `env`
+    (env.json) marks scaling on a host with fewer cores than ranks as a smoke test."""
     summary = normalise_summary(summary_df)
     plan = plan or {}
     p = primary_rows(summary)
@@ -268,7 +281,7 @@ def compute_findings(summary_df: pd.DataFrame, plan: dict | None = None, *, peak
     out += [f"Not measured: {s['what']} — {s['why']}." for s in plan.get("skipped") or []
             if str(s.get("what", "")).startswith("backend ")]
     if not p.empty:
-        out += _backend_ratio(p) + _peak_busbw(p, peak) + _scaling(p) + _timing_overhead(summary)
+        out += _backend_ratio(p) + _peak_busbw(p, peak) + _scaling(p, env) + _timing_overhead(summary)
     return out + traffic_findings(summary)
 
 

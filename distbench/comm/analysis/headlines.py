@@ -2,17 +2,18 @@
 all_reduce at its largest size measured ok (primary timing), against the published busbw figure for
 this GPU, world size and op (distbench.comm.analysis.peak.expected_for: healthy from
 HEALTHY_OF_PUBLISHED of its low end), else the link peak (healthy from
-distbench.comm.analysis.advice.LOW_PEAK_FRACTION of it)."""
+distbench.comm.analysis.advice.LOW_PEAK_FRACTION of it). With more Gloo ranks on a host than it has cores
+(env.json; distbench.core.section.oversubscribed) the run is a smoke test: "measured"."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from distbench.comm.analysis.advice import LOW_PEAK_FRACTION
-from distbench.comm.analysis.findings import normalise_summary, primary_rows
+from distbench.comm.analysis.findings import normalise_summary, primary_rows, ranks_per_host
 from distbench.comm.analysis.peak import expected_for, reference_text
 from distbench.core.choices import backend_name
-from distbench.core.section import Headline
+from distbench.core.section import Headline, oversubscribed
 from distbench.core.units import human_bytes, sig3
 from distbench.core.units import pct as _pct
 
@@ -21,9 +22,10 @@ HEADLINE_OP = "all_reduce"  # the collective of data-parallel training; another 
 
 
 def comm_headlines(summary: pd.DataFrame, gpu_name: str | None = None, peak: dict | None = None,
-                   nvls: bool | None = None) -> list[Headline]:
+                   nvls: bool | None = None, env: dict | None = None) -> list[Headline]:
     """One headline per backend: its largest world size, all_reduce (or the first op measured) at
-    the largest size that ran ok, against the published figure or the link peak."""
+    the largest size that ran ok, against the published figure or the link peak (`env`: env.json,
+    for the host's cores)."""
     if summary is None or summary.empty:
         return []
     s = normalise_summary(summary)
@@ -50,8 +52,12 @@ def comm_headlines(summary: pd.DataFrame, gpu_name: str | None = None, peak: dic
         if peak_gbps:
             text += f", {_pct(bw / peak_gbps)} of the {sig3(peak_gbps)} GB/s {peak.get('link') or 'link'} peak"
         exp = expected_for(gpu_name, ws, op, size, nvls=nvls) if backend == "nccl" and nodes == 1 else None
+        crowded = oversubscribed(ranks_per_host(p, ws), str(backend), env or {})
         if len(wrong):
             verdict, reason = "failing", f"{len(wrong)} measurement(s) returned wrong results"
+        elif crowded:
+            verdict, reason = "measured", (f"smoke test: {crowded}: the ranks time-share the host, so this "
+                                           "bandwidth measures that contention and is not judged")
         elif exp:
             low = exp["expected_busbw_gbps_low"]
             ok = bw >= HEALTHY_OF_PUBLISHED * low

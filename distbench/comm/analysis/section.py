@@ -191,7 +191,7 @@ def _nvls(nccl: dict | None) -> bool | None:
 
 def headlines(inputs: ReportInputs) -> list:
     return comm_headlines(_comm_table(inputs, "summary"), gpu_name=_gpu_name(inputs.env_dict()), peak=_peak(inputs),
-                          nvls=_nvls((inputs.extra or {}).get("nccl")))
+                          nvls=_nvls((inputs.extra or {}).get("nccl")), env=inputs.env_dict())
 
 
 def findings(inputs: ReportInputs) -> list[str]:
@@ -200,7 +200,8 @@ def findings(inputs: ReportInputs) -> list[str]:
     pairs = inputs.table("pairs_csv")
     return ((straggler_findings(stragglers) if stragglers is not None else [])
             + (pair_findings(pairs) if pairs is not None and len(pairs) else [])
-            + compute_findings(_comm_table(inputs, "summary"), inputs.plan, peak=_peak(inputs)))
+            + compute_findings(_comm_table(inputs, "summary"), inputs.plan, peak=_peak(inputs),
+                                               env=inputs.env_dict()))
 
 
 def skipped(inputs: ReportInputs) -> list[str]:

@@ -74,7 +74,9 @@ def memory_headlines(memory: pd.DataFrame | None) -> list[Headline]:
             reason = "searched on the GPU (doubling, then bisection)"
         elif pd.notna(r.get("largest_measured_batch")):
             text = f"{who}: batches up to {int(r['largest_measured_batch'])} per rank measured"
-            reason = "no search here (it runs for DDP on a GPU with memory.search on)"
+            reason = ("no search here (it runs for DDP on a GPU with memory.search on)" if str(r.get("backend")) == "nccl"
+                      else "no search here: it runs for DDP under NCCL with memory.search on (a CPU run's memory "
+                           "has no device limit to search for)")
         else:
             continue
         if pd.notna(r.get("peak_allocated_bytes")):

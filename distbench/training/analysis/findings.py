@@ -1,6 +1,10 @@
 """The training family's sentences, from the summary rows of distbench.training.analysis.summary:
 `bottleneck` (what bounds one row's step: compute or communication), `training_findings` and `lora_findings` (the report's
-lines, each citing its numbers) and `best_config` (the tuning winner)."""
+lines, each citing its numbers) and `best_config` (the tuning winner).
+
+A row may carry `oversubscribed` ('6 ranks on 2 cores', distbench.core.section.oversubscribed; the
+report's section adds it from env.json): its ranks time-share the host, so it is a smoke test and
+no sentence judges its scaling or names a bound. Gloo rows say "rank" where NCCL rows say "GPU"."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from distbench.core.choices import STATUS_SEVERITY, backend_name
+from distbench.core.section import SMOKE_TEST
 from distbench.core.units import pct as _pct
 from distbench.training.analysis.summary import NAN, PLAIN, _ms, _num, add_scaling, noise_allowance_ms
 
@@ -38,6 +43,17 @@ def _ranks(row) -> str:
     return f"{ws} {unit}"
 
 
+def one_device(row) -> str:
+    """What the efficiency baseline ran on: '1 rank' under Gloo (CPU processes), '1 GPU' otherwise."""
+    return "1 rank" if str(row.get("backend")) == "gloo" else "1 GPU"
+
+
+def crowded(row) -> str | None:
+    """'6 ranks on 2 cores' when the row's Gloo ranks outnumbered its host's cores, else None."""
+    x = row.get("oversubscribed")
+    return x if isinstance(x, str) and x else None
+
+
 def bottleneck(row) -> tuple[str, str]:
     """(label, sentence) for one summary row, from seed 003's bottleneck reading. Labels:
 
@@ -48,6 +64,8 @@ def bottleneck(row) -> tuple[str, str]:
     - communication-bound: exposed_comm_ms ≥ COMM_BOUND_FRACTION of the step (world size > 1).
     - compute-bound: otherwise.
     - unknown: the job is not ok or its step times are missing.
+    - smoke test: more Gloo ranks than the host has cores, `crowded`: the step measures the
+      ranks' contention for the host, so no bound is named.
     """
     row = dict(row)
     status = str(row.get("status") or "ok")
@@ -55,6 +73,8 @@ def bottleneck(row) -> tuple[str, str]:
     if status != "ok":
         msg = str(row.get("message") or "").strip()
         return "unknown", f"{who} ({row.get('config')}): {status}" + (f" — {msg}" if msg else "") + "."
+    if crowded(row) and int(row["world_size"]) > 1:
+        return "smoke test", f"{who}: {SMOKE_TEST.format(crowded(row))}."
     step, comp = _num(row.get("step_time_ms_median")), _num(row.get("compute_only_ms_median"))
     if math.isnan(step) or math.isnan(comp):
         return "unknown", f"{who} ({row.get('config')}): no ddp or compute_only step times to judge."
@@ -66,7 +86,8 @@ def bottleneck(row) -> tuple[str, str]:
             f"{who}: each {_ms(step)} ms step takes {_ms(step - comp - ar)} ms more than compute alone "
             f"({_ms(comp)} ms) plus the whole gradient all-reduce done serially ({_ms(ar)} ms), beyond the "
             f"{_ms(allowance)} ms noise allowance: the time goes to the host (launches, Python, "
-            f"synchronisation, a straggling rank), not to the GPU or the network.")
+            f"synchronisation, a straggling rank), not to the "
+            f"{'GPU' if one_device(row) == '1 GPU' else 'computation'} or the network.")
     share = exposed / step
     if ws == 1:  # one rank: DDP has nobody to talk to; what it adds over no_sync is its own overhead
         return "compute-bound", (
@@ -183,12 +204,18 @@ def _finding(r) -> str | None:
     if lm:
         parts.append(lm)
     eff, own = _num(r.get("efficiency_vs_plain_1gpu")), _num(r.get("efficiency_vs_own_1gpu"))
-    if not math.isnan(eff):
-        text = f"{_pct(eff, 1)} scaling efficiency against the plain 1-GPU run"
-        if str(r["config"]) != PLAIN and not math.isnan(own):
-            text += f" ({_pct(own, 1)} against its own 1-GPU run)"
-        parts.append(text)
     step, exposed = _num(r.get("step_time_ms_median")), _num(r.get("exposed_comm_ms"))
+    if crowded(r) and int(r["world_size"]) > 1:  # ranks time-sharing cores: no efficiency, overlap or bound
+        parts.insert(0, SMOKE_TEST.format(crowded(r)))
+        if not math.isnan(step):
+            parts.append(f"{_ms(step)} ms per step")
+        return f"{head}: " + "; ".join(parts) + "."
+    one = one_device(r).replace(" ", "-")
+    if not math.isnan(eff):
+        text = f"{_pct(eff, 1)} scaling efficiency against the plain {one} run"
+        if str(r["config"]) != PLAIN and not math.isnan(own):
+            text += f" ({_pct(own, 1)} against its own {one} run)"
+        parts.append(text)
     if int(r["world_size"]) == 1:  # nothing to communicate: the throughput (and MFU) is the finding
         return f"{head}: " + "; ".join(parts) + "." if parts else None
     if not (math.isnan(step) or math.isnan(exposed)):
@@ -238,9 +265,11 @@ def training_findings(summary: pd.DataFrame) -> list[str]:
     if best is not None:
         mlp = s[s["model"] == "mlp"]
         n_configs = mlp[(mlp["status"] == "ok") & (mlp["world_size"] == best.world_size)]["config"].nunique()
-        if n_configs > 1:
-            line = f"{_ranks({'world_size': best.world_size, 'backend': best.row.get('backend')})}, best: " \
-                   f"{_config_name(best.config)} at {_pct(best.efficiency, 1)}"
+        who = _ranks({'world_size': best.world_size, 'backend': best.row.get('backend')})
+        if n_configs > 1 and crowded(best.row):  # ranking configurations by contention would mislead
+            out.append(f"{who}: configurations not ranked ({SMOKE_TEST.format(crowded(best.row))}).")
+        elif n_configs > 1:
+            line = f"{who}, best: {_config_name(best.config)} at {_pct(best.efficiency, 1)}"
             if not math.isnan(best.gain_points):
                 line += f", {best.gain_points:+.1f} points over plain DDP ({_pct(best.plain_efficiency, 1)})"
             out.append(line + ".")
@@ -271,6 +300,9 @@ def lora_findings(summary: pd.DataFrame) -> list[str]:
                 f"{_sig(_num(lora['params_total']) / 1e6)}M parameters trainable ({_pct(tp / fp, 2)} of the full "
                 f"model's {_sig(fp / 1e6)}M); {_sig(tb / 1e6)} MB of gradients synced per step instead of "
                 f"{_sig(fb / 1e6)} MB")
+        if crowded(lora):  # the bytes are counted, not timed; the times measure contention
+            out.append(text + f"; {SMOKE_TEST.format(crowded(lora))}.")
+            continue
         le, fe = _num(lora["exposed_comm_ms"]), _num(full["exposed_comm_ms"])
         if not (math.isnan(le) or math.isnan(fe)):
             text += (f"; exposed communication {_ms(max(le, 0.0))} ms of a {_ms(_num(lora['step_time_ms_median']))} ms "

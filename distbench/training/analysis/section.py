@@ -1,7 +1,9 @@
 """The training family's report section: its findings, the MLP (DDP) table, the language models'
 table, its figures, and its Verdict headlines (per model, plain DDP at the largest world size:
-scaling efficiency against plain DDP on one GPU, healthy from HEALTHY_EFFICIENCY; the reason names the
-bottleneck, distbench.training.analysis.findings.bottleneck). Fragments: templates/training.*.j2."""
+scaling efficiency against plain DDP on one GPU (one rank under Gloo), healthy from HEALTHY_EFFICIENCY;
+the reason names the bottleneck, distbench.training.analysis.findings.bottleneck). A row whose ranks
+outnumber its host's cores (Gloo) is a smoke test: "measured", its scaling not judged
+(distbench.core.section.oversubscribed). Fragments: templates/training.*.j2."""
 
 from __future__ import annotations
 
@@ -10,11 +12,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from distbench.core.section import Headline, Measure, ReportInputs, Section, SummaryPart, pct_cell, table
+from distbench.core.section import (
+    SMOKE_TEST, Headline, Measure, ReportInputs, Section, SummaryPart, oversubscribed, pct_cell, table,
+)
 from distbench.core.units import human_time_us
 from distbench.core.units import pct as _pct
-from distbench.training.analysis.findings import training_findings
-from distbench.training.analysis.findings import bottleneck
+from distbench.launch.cluster import job_layout
+from distbench.training.analysis.findings import bottleneck, one_device, training_findings
 
 TEMPLATES = Path(__file__).parent / "templates"
 HEALTHY_EFFICIENCY = 0.90  # scaling efficiency vs one GPU at the largest world size
@@ -23,9 +27,33 @@ HEALTHY_EFFICIENCY = 0.90  # scaling efficiency vs one GPU at the largest world 
 SUPERLINEAR_EFFICIENCY = 1.10
 
 
+def with_host(summary: pd.DataFrame | None, inputs: ReportInputs) -> pd.DataFrame | None:
+    """The summary plus `oversubscribed`: '6 ranks on 2 cores' for a row whose ranks outnumber its
+    host's cores (Gloo, per env.json); None otherwise, for NCCL, or when env.json is missing."""
+    if summary is None or summary.empty:
+        return summary
+    env, cluster = inputs.env_dict(), (inputs.config or {}).get("cluster") or {}
+
+    def per_host(ws: int, backend: str) -> int:
+        if int(cluster.get("nodes") or 1) <= 1:
+            return ws
+        layout, _ = job_layout(ws, backend, int(env.get("gpu_count") or 0), cluster)
+        return layout.ranks_per_node if layout else ws
+
+    return summary.assign(oversubscribed=[oversubscribed(per_host(int(ws), str(b)), str(b), env)
+                                          for ws, b in zip(summary["world_size"], summary["backend"], strict=True)])
+
+
+def _one(rows: pd.DataFrame) -> str:
+    """The 1-rank baseline's name in a table's headers: '1 rank' when every row ran on Gloo."""
+    gloo = "backend" in rows and len(rows) and (rows["backend"].astype(str) == "gloo").all()
+    return "1 rank" if gloo else "1 GPU"
+
+
 def _lm_table(lm: pd.DataFrame):
+    one = _one(lm)
     headers = ["model", "strategy", "ws", "tokens/s", "tokens/s per device", "TFLOP/s per device", "MFU", "peak",
-               "efficiency vs plain 1 GPU", "exposed comm ms", "overlap", "trainable params", "grad MB per step",
+               f"efficiency vs plain {one}", "exposed comm ms", "overlap", "trainable params", "grad MB per step",
                "attention", "compile", "status"]
     rows = []
     for _, r in lm.sort_values(["model", "strategy", "world_size"]).iterrows():
@@ -42,15 +70,16 @@ def _lm_table(lm: pd.DataFrame):
 def build(inputs: ReportInputs) -> dict | None:
     """The training family's section: computed findings first, then one row per configuration and
     world size (None when the run had no training jobs)."""
-    s = inputs.table("training_summary")
+    s = with_host(inputs.table("training_summary"), inputs)
     if s is None or s.empty:
         return None
+    one = _one(s)
     if "model" not in s:
         s = s.assign(model="mlp")
     s = s.assign(_not_plain=s["config"] != "plain").sort_values(["model", "_not_plain", "config", "world_size"])  # plain first
     lm, s = s[s["model"] != "mlp"], s[s["model"] == "mlp"]
     headers = ["config", "ws", "step ms", "compute-only ms", "exposed comm ms", "overlap", "samples/s",
-               "efficiency vs plain 1 GPU", "vs own 1 GPU", "verdict", "status"]
+               f"efficiency vs plain {one}", f"vs own {one}", "verdict", "status"]
     rows = []
     for _, r in s.iterrows():
         label = bottleneck(r)[0] if r["world_size"] > 1 and r["status"] == "ok" else None
@@ -96,15 +125,24 @@ def training_headlines(training: pd.DataFrame | None) -> list[Headline]:
         step_us = float(r["step_time_ms_median"]) * 1e3
         exposed_us = float(r["exposed_comm_ms"]) * 1e3 if pd.notna(r.get("exposed_comm_ms")) else math.nan
         text = f"{label} at {ws} ranks: "
-        text += f"{_pct(eff)} scaling efficiency vs 1 GPU" if not math.isnan(eff) else "no 1-GPU baseline"
+        one = one_device(r)
+        crowded = r.get("oversubscribed")
+        if isinstance(crowded, str):  # a smoke test: its efficiency and bottleneck would mislead
+            out.append(Headline("training", text + SMOKE_TEST.format(crowded) + f"; a {human_time_us(step_us)} step",
+                                "measured", "the ranks time-share the host's cores, so throughput and exposed "
+                                "communication measure that contention, not scaling; judge scaling on a host with "
+                                "at least as many cores as ranks"))
+            continue
+        text += f"{_pct(eff)} scaling efficiency vs {one}" if not math.isnan(eff) else f"no {one.replace(' ', '-')} baseline"
         if not math.isnan(exposed_us):
             text += f", {human_time_us(max(exposed_us, 0.0))} exposed communication of a {human_time_us(step_us)} step"
         kind, _ = bottleneck(r)
         if math.isnan(eff):
-            verdict, reason = "measured", f"{kind}; no 1-GPU run to compare with"
+            verdict, reason = "measured", f"{kind}; no {one.replace(' ', '-')} run to compare with"
         elif eff > SUPERLINEAR_EFFICIENCY:
-            verdict, reason = "measured", ("above linear scaling: each GPU ran faster than the 1-GPU baseline did, "
-                                           "so the baseline is suspect (compare its step time and MFU)")
+            verdict, reason = "measured", (f"above linear scaling: each {one[2:]} ran faster than the "
+                                           f"{one.replace(' ', '-')} baseline did, so the baseline is suspect "
+                                           "(compare its step time and MFU)")
         elif eff >= HEALTHY_EFFICIENCY:
             verdict, reason = "healthy", f"at least {_pct(HEALTHY_EFFICIENCY)} of linear scaling ({kind})"
         else:
@@ -116,7 +154,7 @@ def training_headlines(training: pd.DataFrame | None) -> list[Headline]:
 
 
 def headlines(inputs: ReportInputs) -> list[Headline]:
-    return training_headlines(inputs.table("training_summary"))
+    return training_headlines(with_host(inputs.table("training_summary"), inputs))
 
 
 # Against a baseline run: the median step time per configuration, its p5-p95 as the noise (tables from
