@@ -1,5 +1,5 @@
 """The comm family's CSV contracts. comm.csv: one row per measurement (backend, world_size, op, dtype,
-nccl_env, timing, inplace, size_bytes, trial), its time aggregated over ranks. comm_ranks.csv: the
+nccl_env, timing, inplace, size_bytes, requested_bytes, trial), its time aggregated over ranks. comm_ranks.csv: the
 same keys plus `rank`, one row per rank and trial. pairs.csv: the GPU-pair matrix, one row per
 (pair, mode, size, trial). The harness writes these columns, aggregation checks them, and the tests
 hold both to them.
@@ -8,7 +8,9 @@ hold both to them.
 from __future__ import annotations
 
 from distbench.core.choices import RANK_AGGS, STATUSES, TIMINGS
-from distbench.core.contract import MESSAGE_COLUMN, STATUS_COLUMN, Column, Contract, print_tables, check_frame, read_csv
+from distbench.core.contract import (
+    MESSAGE_COLUMN, STATUS_COLUMN, Column, Contract, SameAs, print_tables, check_frame, read_csv,
+)
 
 PAIR_MODES = ("uni", "bi")  # GPU-pair matrix: one direction at a time, or both at once
 
@@ -24,6 +26,7 @@ COMM_COLUMNS: tuple[Column, ...] = (
     Column("timing", "string", "events, graph or host (how elapsed time was taken: see below)"),
     Column("inplace", "bool", "True when the output buffer is the input buffer"),
     Column("size_bytes", "int64", "nccl-tests 'size': bytes of the largest buffer (total for gather/scatter/alltoall)"),
+    Column("requested_bytes", "int64", "the size the sweep asked for; size_bytes differs when an op splits its buffer into world_size equal chunks (all_gather, reduce_scatter, all_to_all[_v]) and the count rounds down to a multiple of world_size, or the size is not a whole number of elements (CSVs written before this column: size_bytes)"),
     Column("count", "int64", "elements in that buffer (size_bytes / element size)"),
     Column("trial", "int64", "trial index, 0-based; each trial times `iters` back-to-back ops"),
     Column("iters", "int64", "ops timed in this trial (graph: ops per graph x graph launches)"),
@@ -46,7 +49,8 @@ COMM_COLUMNS: tuple[Column, ...] = (
 
 COMM_COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in COMM_COLUMNS)
 
-_RANK_KEYS = ("backend", "world_size", "op", "traffic", "dtype", "nccl_env", "timing", "inplace", "size_bytes", "trial")
+_RANK_KEYS = ("backend", "world_size", "op", "traffic", "dtype", "nccl_env", "timing", "inplace", "size_bytes", "requested_bytes",
+              "trial")
 COMM_RANK_COLUMNS: tuple[Column, ...] = tuple(c for c in COMM_COLUMNS if c.name in _RANK_KEYS) + (
     Column("rank", "int64", "global rank"),
     Column("time_us", "float64", "this rank's time per op in this trial (its elapsed / iters)"),
@@ -81,11 +85,13 @@ PAIRS_COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in PAIRS_COLUMNS)
 
 COMM = Contract("comm", COMM_COLUMNS, (("status", STATUSES), ("timing", TIMINGS), ("rank_agg", RANK_AGGS)),
                 positive_when_ok="time_us",
-                filled_when_missing=(("nodes", 1), ("traffic", "none"), ("arrival_skew_us", None), ("last_rank", None),
+                filled_when_missing=(("nodes", 1), ("traffic", "none"), ("requested_bytes", SameAs("size_bytes")),
+                                     ("arrival_skew_us", None), ("last_rank", None),
                                      ("busiest_rank", None), ("busiest_rank_bytes", None),
                                      ("busiest_rank_time_us", None)), job_rule="comm_job")
 COMM_RANKS = Contract("comm_ranks", COMM_RANK_COLUMNS, (("timing", TIMINGS),), positive_when_ok="time_us",
-                      filled_when_missing=(("traffic", "none"), ("arrival_us", None)), job_rule="comm_job")
+                      filled_when_missing=(("traffic", "none"), ("requested_bytes", SameAs("size_bytes")),
+                                          ("arrival_us", None)), job_rule="comm_job")
 PAIRS = Contract("pairs", PAIRS_COLUMNS, (("status", STATUSES), ("mode", PAIR_MODES)), positive_when_ok="time_us")
 
 

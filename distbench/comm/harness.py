@@ -84,12 +84,14 @@ def plan_points(ops: list[str], sizes: list[int], timings: list[str], inplace=(F
     return points
 
 
-def base_row(args, point: Point, count: int) -> dict:
+def base_row(args, point: Point, count: int, size_bytes: int) -> dict:
+    """A point's row before timing: `point` as planned (its size is the requested one), measured at
+    `size_bytes` (count elements; spec.element_count rounds split ops down)."""
     return {
         "backend": args.backend, "world_size": args.world_size, "nodes": args.nodes, "op": point.op,
         "traffic": point.traffic, "dtype": args.dtype,
         "nccl_env": args.nccl_env_label, "timing": point.timing, "inplace": point.inplace,
-        "size_bytes": point.size_bytes, "count": count, "trial": 0, "iters": ops_per_trial(args, point.timing),
+        "size_bytes": size_bytes, "requested_bytes": point.size_bytes, "count": count, "trial": 0, "iters": ops_per_trial(args, point.timing),
         "rank_agg": args.rank_agg, "time_us": math.nan, "time_us_rank_min": math.nan,
         "time_us_rank_max": math.nan, "slowest_rank": None, "arrival_skew_us": math.nan, "last_rank": None,
         "algbw_gbps": math.nan, "busbw_gbps": math.nan,
@@ -149,9 +151,7 @@ class Harness(RankContext):
         ctx = Ctx(self.rank, self.world_size, self.device, self.dtype, args.backend, point.traffic)
         count = element_count(spec, point.size_bytes, self.elem_bytes, self.world_size)
         size_bytes = count * self.elem_bytes if spec.moves_data else 0
-        if spec.moves_data and count:
-            point = Point(point.op, size_bytes, point.timing, point.inplace, point.traffic)
-        row = base_row(args, point, count)
+        row = base_row(args, point, count, size_bytes if spec.moves_data and count else point.size_bytes)
         self.arrivals_us = []
 
         def emit_status(status, message):

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from distbench.launch.cluster import Launch
 from distbench.launch.failure import unreached_rows
 from distbench.comm.cli import pairs_path, ranks_path
-from distbench.comm.harness import Point, base_row, plan_points
+from distbench.comm.harness import base_row, plan_points
 from distbench.core.io import atomic_write_text, csv_text, partial_path, read_partial_rows
 from distbench.launch.torchrun import TorchrunJob, job_environment, run_job_with_traces
 from distbench.launch.profiling import trace_dir
@@ -74,7 +74,7 @@ def write_failure_rows(job, params, out_csv: Path, message: str) -> None:
     n_done = len(done) // trials
     done = done[: n_done * trials]  # a torn last batch (killed mid-write) is dropped
     # Per-rank times are written before their point's rows: keep those of finished points only.
-    point_keys = ("op", "traffic", "size_bytes", "timing", "inplace")
+    point_keys = ("op", "traffic", "requested_bytes", "timing", "inplace")
     finished = {tuple(r[k] for k in point_keys) for r in done}
     rank_rows = [r for r in read_partial_rows(partial_path(ranks_path(out_csv)), COMM_RANK_COLUMN_NAMES)
                  if tuple(r[k] for k in point_keys) in finished]
@@ -91,7 +91,7 @@ def write_failure_rows(job, params, out_csv: Path, message: str) -> None:
         spec = SPECS[point.op]
         count = element_count(spec, point.size_bytes, elem, job.world_size)
         size = count * elem if spec.moves_data and count else point.size_bytes
-        base = base_row(fields, Point(point.op, size, point.timing, point.inplace, point.traffic), count)
+        base = base_row(fields, point, count, size)
         return [{**base, "trial": t} for t in range(trials)]
 
     rows = done + unreached_rows((point_rows(p) for p in points[n_done:]), message)

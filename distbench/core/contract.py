@@ -24,6 +24,14 @@ STATUS_COLUMN = Column("status", "string", "ok, oom, skipped (not applicable, by
 MESSAGE_COLUMN = Column("message", "string", "why the status is not ok (empty when ok)")
 
 
+@dataclass(frozen=True)
+class SameAs:
+    """A `filled_when_missing` value that is not one constant: each row's value of another column
+    (comm's requested_bytes: before it was written, the requested size was not kept, and the
+    measured size is the best the row can say)."""
+    column: str
+
+
 class SchemaError(ValueError):
     pass
 
@@ -37,7 +45,8 @@ class Contract:
     allowed: tuple[tuple[str, tuple], ...] = ()
     positive_when_ok: str | None = None
     # Columns added after CSVs were first written, with the value older files mean: a results
-    # tree from before multi-node support is all one-node jobs.
+    # tree from before multi-node support is all one-node jobs. The value is a constant, or
+    # SameAs(column) for the row's value of another column.
     filled_when_missing: tuple[tuple[str, object], ...] = ()
     job_rule: str = ""  # the Snakemake rule whose output such a CSV is (named when one cannot be read)
 
@@ -72,7 +81,9 @@ def read_csv(contract: Contract, path):
     dtype_of = {c.name: c.dtype for c in contract.columns}
     for name, value in contract.filled_when_missing:
         if name not in df.columns:
-            df.insert(contract.names.index(name), name, pd.Series(value, index=df.index, dtype=dtype_of[name]))
+            filled = (df[value.column].astype(dtype_of[name]) if isinstance(value, SameAs)
+                      else pd.Series(value, index=df.index, dtype=dtype_of[name]))
+            df.insert(min(contract.names.index(name), len(df.columns)), name, filled)
     for c in contract.columns:
         if c.dtype in ("bool", "boolean"):
             df[c.name] = df[c.name].map(to_bool).astype("boolean")

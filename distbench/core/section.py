@@ -187,11 +187,12 @@ def fmt_cell(v, digits: int = 1) -> str:
 
 
 def table(headers, rows, total: int | None = None) -> dict:
-    """A table both templates render: headers, rows of strings, and how many rows were cut."""
+    """A table both templates render: headers, rows of strings, how many rows were cut, a note and a
+    footnote (printed under the table, for cells marked with *)."""
     rows = [[fmt_cell(c) for c in r] for r in rows]
     total = len(rows) if total is None else total
     return {"headers": list(headers), "rows": rows[:MAX_TABLE_ROWS], "omitted": max(0, total - MAX_TABLE_ROWS),
-            "note": ""}
+            "note": "", "footnote": ""}
 
 
 def time_cell(us) -> str | None:

@@ -23,12 +23,17 @@ def sig3(x: float) -> str:
 
 
 def human_bytes(n) -> str:
-    """Binary units: 8 B, 1.5 KiB, 976.6 KiB, 128 MiB, 1 GiB."""
+    """Binary units: 8 B, 1.5 KiB, 976.6 KiB, 128 MiB, 1 GiB. The unit is chosen after rounding, so
+    a size just under a unit (1 MiB rounded down to a multiple of 6 ranks, 1048560 B) reads "1 MiB"
+    as 1048576 B does, never "1024 KiB"."""
     n = int(n)
-    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(n) >= scale:
-            return f"{n / scale:.1f}".removesuffix(".0") + f" {unit}"
-    return f"{n} B"
+    if abs(n) < 2**10:
+        return f"{n} B"
+    for unit, scale in (("KiB", 2**10), ("MiB", 2**20), ("GiB", 2**30), ("TiB", 2**40)):
+        text = f"{n / scale:.1f}"
+        if abs(float(text)) < 2**10 or unit == "TiB":
+            return text.removesuffix(".0") + f" {unit}"
+    raise AssertionError("unreachable")
 
 
 def human_time_us(us) -> str:

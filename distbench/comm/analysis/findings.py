@@ -39,6 +39,11 @@ def normalise_summary(df: pd.DataFrame) -> pd.DataFrame:
         if col not in df:
             df.insert(min(list(SUMMARY_COLUMNS).index(col), len(df.columns)), col, value)
         df[col] = df[col].astype("object").fillna(value)
+    if "size_bytes" in df:  # summaries from before requested_bytes: the measured size
+        if "requested_bytes" not in df:
+            df.insert(min(list(SUMMARY_COLUMNS).index("requested_bytes"), len(df.columns)), "requested_bytes",
+                      df["size_bytes"])
+        df["requested_bytes"] = df["requested_bytes"].fillna(df["size_bytes"])
     for col in ("backend", "op", "traffic", "dtype", "nccl_env", "timing", "rank_agg", "status", "message"):
         if col in df:
             df[col] = df[col].astype("string")
@@ -46,7 +51,7 @@ def normalise_summary(df: pd.DataFrame) -> pd.DataFrame:
         df["message"] = df["message"].fillna("")
     if "nccl_env" in df:
         df["nccl_env"] = df["nccl_env"].fillna("default")
-    for col in ("world_size", "nodes", "size_bytes"):
+    for col in ("world_size", "nodes", "size_bytes", "requested_bytes"):
         if col in df:
             df[col] = pd.to_numeric(df[col]).astype("int64")
     for col in ("busiest_rank", "busiest_rank_bytes"):
@@ -190,12 +195,13 @@ def _scaling(p: pd.DataFrame, env: dict | None = None) -> list[str]:
         if g["world_size"].nunique() < 2:
             continue
         lo, hi = int(g["world_size"].min()), int(g["world_size"].max())
-        size = closest_size(set(g.loc[g["world_size"] == lo, "size_bytes"])
-                            & set(g.loc[g["world_size"] == hi, "size_bytes"]))
+        # the requested size: a split op's measured size differs between world sizes
+        size = closest_size(set(g.loc[g["world_size"] == lo, "requested_bytes"])
+                            & set(g.loc[g["world_size"] == hi, "requested_bytes"]))
         if size is None:
             continue
-        t_lo = _one(g, world_size=lo, size_bytes=size)["time_us_median"]
-        t_hi = _one(g, world_size=hi, size_bytes=size)["time_us_median"]
+        t_lo = _one(g, world_size=lo, requested_bytes=size)["time_us_median"]
+        t_hi = _one(g, world_size=hi, requested_bytes=size)["time_us_median"]
         r = t_hi / t_lo
         change = f"grows {r:.1f}×" if r >= 1 else f"falls {1 / r:.1f}×"
         crowded = oversubscribed(ranks_per_host(g, hi), str(backend), env or {})

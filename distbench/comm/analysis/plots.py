@@ -353,13 +353,14 @@ def fig_backend_comparison(ok: pd.DataFrame) -> plt.Figure | None:
     p = p[p["size_bytes"] > 0]
     op = pick_op(p["op"].unique())
     q = p[p["op"] == op]
-    # prefer a size every backend measured, so the bars compare like with like
-    per_backend = [set(g["size_bytes"]) for _, g in q.groupby("backend")]
+    # prefer a size every backend measured, so the bars compare like with like (the requested size:
+    # a split op's measured size differs between world sizes)
+    per_backend = [set(g["requested_bytes"]) for _, g in q.groupby("backend")]
     common = set.intersection(*per_backend) if per_backend else set()
-    size = closest_size(common or set(q["size_bytes"]))
+    size = closest_size(common or set(q["requested_bytes"]))
     if size is None:
         return None
-    q = q[(q["size_bytes"] == size) & q["time_us_median"].notna()].sort_values(["backend", "world_size"])
+    q = q[(q["requested_bytes"] == size) & q["time_us_median"].notna()].sort_values(["backend", "world_size"])
     if q.empty:
         return None
     unit, scale = time_unit(pd.concat([q["time_us_median"], q.get("time_us_p95", pd.Series(dtype=float))]))

@@ -16,7 +16,9 @@ from distbench.comm.analysis.findings import (
 from distbench.comm.analysis.headlines import comm_headlines
 from distbench.comm.analysis.pairs import pair_findings
 from distbench.comm.analysis.runs import ACROSS_RUNS
+from distbench.comm.spec import SPECS
 from distbench.core.section import Measure, ReportInputs, Section, SummaryPart, gbps_cell, table, time_cell
+from distbench.core.sizes import parse_size
 from distbench.core.units import human_gbps
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -34,6 +36,46 @@ FIGURE_TITLES = {
 FULL_TABLES = {"comm_largest.csv": "each series at its largest size", "comm_summary.csv": "every point",
                "comm_diagnosed.csv": "every point, with % of the link peak and NCCL's algorithm",
                "comm.csv": "every trial"}
+
+
+ROUNDED_MARK = "*"
+MAX_ROUNDED_SHOWN = 3  # per footnote group: the first few requested -> measured sizes, then a count
+
+
+def _exact(n: int) -> str:
+    """A size as the rows print it, with its bytes where that text rounds: '2 KiB (2000 B)'."""
+    text = human_bytes(n)
+    return text if parse_size(text.replace(" ", "")) == n else f"{text} ({n} B)"
+
+
+class Rounded:
+    """One table's cells measured at another size than their row's requested one: `mark` flags such
+    a cell with ROUNDED_MARK, `footnote` says why (a split op's buffer is world_size equal chunks
+    of whole elements, so the count rounds down: distbench.comm.spec.element_count)."""
+
+    def __init__(self):
+        self.seen: dict[tuple, dict[int, int]] = {}  # (op, world_size, dtype) -> {requested: measured}
+
+    def mark(self, r, text):
+        requested, measured = int(r["requested_bytes"]), int(r["size_bytes"])
+        if requested == measured:
+            return text
+        self.seen.setdefault((r["op"], int(r["world_size"]), r["dtype"]), {})[requested] = measured
+        return f"{text} {ROUNDED_MARK}" if text else ROUNDED_MARK
+
+    def footnote(self) -> str:
+        groups: dict[tuple, list[str]] = {}  # ops that rounded the same sizes the same way share a line
+        for (op, ws, dtype), sizes in self.seen.items():
+            split = op in SPECS and SPECS[op].split_across_ranks
+            groups.setdefault((ws if split else None, dtype, tuple(sorted(sizes.items()))), []).append(op)
+        parts = []
+        for (ws, dtype, sizes), ops in groups.items():
+            why = (f"at {ws} ranks the buffer is split into {ws} equal chunks, so the size rounds down to a "
+                   f"multiple of {ws} {dtype} elements" if ws else f"the size rounds down to whole {dtype} elements")
+            shown = ", ".join(f"{_exact(req)} → {got} B" for req, got in sizes[:MAX_ROUNDED_SHOWN])
+            more = f" and {len(sizes) - MAX_ROUNDED_SHOWN} more" if len(sizes) > MAX_ROUNDED_SHOWN else ""
+            parts.append(f"{', '.join(ops)}: {why} ({shown}{more})")
+        return f"{ROUNDED_MARK} measured at a smaller size than the row's: " + "; ".join(parts) + "." if parts else ""
 
 
 def _comm_table(inputs: ReportInputs, key: str) -> pd.DataFrame:
@@ -60,16 +102,22 @@ def _largest_table(largest: pd.DataFrame, peak: dict | None) -> dict:
         headers.append("rank spread %")
     if peak_gbps:
         headers.append("% of link peak")
-    rows = []
+    rows, rounded = [], Rounded()
     for _, r in largest.sort_values(keys).iterrows():
-        row = [r[k] for k in keys] + [human_bytes(r["size_bytes"]), time_cell(r["time_us_median"]), gbps_cell(r["busbw_gbps_median"])]
+        row = [r[k] for k in keys] + [rounded.mark(r, human_bytes(r["requested_bytes"])), time_cell(r["time_us_median"]),
+                                      gbps_cell(r["busbw_gbps_median"])]
         if spread:
             row.append(r["rank_spread_pct_median"])
         if peak_gbps:  # the link peak describes GPU links: meaningless for Gloo over TCP/shared memory
             bw = r["busbw_gbps_median"]
             row.append(f"{100 * bw / peak_gbps:.0f}%" if r["backend"] == "nccl" and pd.notna(bw) else None)
         rows.append(row)
-    return table(headers, rows)
+    return _with_footnote(table(headers, rows), rounded)
+
+
+def _with_footnote(t: dict, rounded: Rounded) -> dict:
+    t["footnote"] = rounded.footnote()
+    return t
 
 
 def _thin(sizes: list[int]) -> list[int]:
@@ -88,12 +136,14 @@ def _compact_table(summary: pd.DataFrame, primary: bool = True) -> dict:
     # a column per (backend, world size, nodes): a job across nodes is its own column, never merged
     # with a one-node job of the same size
     cols = sorted(set(zip(p["backend"], p["world_size"], p["nodes"])))
-    cell = {(r["op"], r["size_bytes"], r["backend"], r["world_size"], r["nodes"]): r for _, r in p.iterrows()}
+    # rows by the requested size: a split op measured at 6 ranks rounds 50 B down to 48 B, and its
+    # cell belongs in the 50 B row beside the 2-rank job's (marked, with a footnote)
+    cell = {(r["op"], r["requested_bytes"], r["backend"], r["world_size"], r["nodes"]): r for _, r in p.iterrows()}
     timing = {b: g["timing"].iloc[0] for b, g in p.groupby("backend")}
     headers = ["op", "size"] + [f"{b} ws{w}{f' on {n} nodes' if n > 1 else ''} ({timing[b]})" for b, w, n in cols]
-    rows, total = [], 0
+    rows, total, rounded = [], 0, Rounded()
     for op in dict.fromkeys(p["op"]):
-        sizes = sorted(set(p.loc[p["op"] == op, "size_bytes"]))
+        sizes = sorted(set(p.loc[p["op"] == op, "requested_bytes"]))
         total += len(sizes)
         for s in _thin(sizes):
             row = [op, human_bytes(s)]
@@ -103,9 +153,9 @@ def _compact_table(summary: pd.DataFrame, primary: bool = True) -> dict:
                     row.append(None)
                     continue
                 bw = r["busbw_gbps_median"]
-                row.append(time_cell(r["time_us_median"]) + (f" · {human_gbps(bw)}" if pd.notna(bw) else ""))
+                row.append(rounded.mark(r, time_cell(r["time_us_median"]) + (f" · {human_gbps(bw)}" if pd.notna(bw) else "")))
             rows.append(row)
-    t = table(headers, rows)
+    t = _with_footnote(table(headers, rows), rounded)
     t["note"] = f"{len(rows)} of {total} op × size rows shown" if len(rows) < total else ""
     return t
 
@@ -138,13 +188,13 @@ def _nodes_table(largest: pd.DataFrame) -> dict | None:
     if p.empty or "nodes" not in p or not (p["nodes"] > 1).any():
         return None
     headers = ["op", "backend", "ranks", "nodes × ranks per node", "links crossed", "size", "time", "busbw GB/s"]
-    rows = []
+    rows, rounded = [], Rounded()
     for _, r in p.sort_values(["op", "backend", "nodes", "world_size"]).iterrows():
         n = int(r["nodes"])
         rows.append([r["op"], r["backend"], int(r["world_size"]), f"{n} × {int(r['world_size']) // n}",
-                     "inter-node (network)" if n > 1 else "intra-node", human_bytes(r["size_bytes"]),
+                     "inter-node (network)" if n > 1 else "intra-node", rounded.mark(r, human_bytes(r["requested_bytes"])),
                      time_cell(r["time_us_median"]), gbps_cell(r["busbw_gbps_median"])])
-    return table(headers, rows)
+    return _with_footnote(table(headers, rows), rounded)
 
 
 def _traffic_table(largest: pd.DataFrame) -> dict | None:
@@ -156,26 +206,28 @@ def _traffic_table(largest: pd.DataFrame) -> dict | None:
         return None
     headers = ["traffic", "backend", "ws", "size", "time", "busbw GB/s", "busiest rank", "its bytes",
                "its time", "its rate GB/s", "time vs uniform"]
-    uniform = {(r["backend"], r["world_size"], r["nodes"], r["size_bytes"]): r["time_us_median"]
+    uniform = {(r["backend"], r["world_size"], r["nodes"], r["requested_bytes"]): r["time_us_median"]
                for _, r in v[v["traffic"] == "uniform"].iterrows()}
-    rows = []
+    rows, rounded = [], Rounded()
     for _, r in v.sort_values(["backend", "world_size", "traffic"]).iterrows():
         own_us, own_bytes = r["busiest_rank_time_us_median"], r["busiest_rank_bytes"]
         rate = own_bytes / (own_us * 1e3) if pd.notna(own_bytes) and pd.notna(own_us) and own_us > 0 else None
-        base = uniform.get((r["backend"], r["world_size"], r["nodes"], r["size_bytes"]))
-        rows.append([r["traffic"], r["backend"], int(r["world_size"]), human_bytes(r["size_bytes"]),
+        base = uniform.get((r["backend"], r["world_size"], r["nodes"], r["requested_bytes"]))
+        rows.append([r["traffic"], r["backend"], int(r["world_size"]), rounded.mark(r, human_bytes(r["requested_bytes"])),
                      time_cell(r["time_us_median"]), gbps_cell(r["busbw_gbps_median"]),
                      None if pd.isna(r["busiest_rank"]) else int(r["busiest_rank"]),
                      None if pd.isna(own_bytes) else human_bytes(int(own_bytes)), time_cell(own_us), gbps_cell(rate),
                      f"{r['time_us_median'] / base:.2f}×" if base and r["traffic"] != "uniform" else None])
-    return table(headers, rows)
+    return _with_footnote(table(headers, rows), rounded)
 
 
 def _problem_table(summary: pd.DataFrame) -> dict:
     bad = summary[summary["status"] != "ok"]
+    rounded = Rounded()
     rows = [[r["status"], r["op"], r["backend"], r["world_size"], r["dtype"], r["nccl_env"], r["timing"],
-             human_bytes(r["size_bytes"]), r["message"]] for _, r in bad.iterrows()]
-    return table(["status", "op", "backend", "ws", "dtype", "nccl_env", "timing", "size", "message"], rows)
+             rounded.mark(r, human_bytes(r["requested_bytes"])), r["message"]] for _, r in bad.iterrows()]
+    return _with_footnote(table(["status", "op", "backend", "ws", "dtype", "nccl_env", "timing", "size", "message"], rows),
+                          rounded)
 
 
 def _gpu_name(env: dict) -> str | None:
@@ -221,7 +273,8 @@ def build(inputs: ReportInputs) -> dict:
 # Against a baseline run: the median time of every point, its p5-p95 as the noise (tables from before
 # multi-node jobs and all_to_all_v: one node, no traffic matrix)
 TIME = Measure("comm", "comm_summary.csv",
-               ("backend", "world_size", "nodes", "op", "traffic", "dtype", "nccl_env", "timing", "inplace", "size_bytes"),
+               ("backend", "world_size", "nodes", "op", "traffic", "dtype", "nccl_env", "timing", "inplace", "size_bytes",
+                "requested_bytes"),
                "time_us_median", "time_us_p5", "time_us_p95", unit="µs", input="summary",
                defaults={"nodes": 1, "traffic": "none"})
 
@@ -235,7 +288,7 @@ def summary_settings(comm: pd.DataFrame | None, config: dict) -> dict:
 
 # summary.json's results.communication: per op, one record per point
 SUMMARY_FIELDS = ("backend", "world_size", "nodes", "traffic", "dtype", "nccl_env", "timing", "inplace", "size_bytes",
-                  "time_us_median", "time_us_p5", "time_us_p95", "algbw_gbps_median", "busbw_gbps_median",
+                  "requested_bytes", "time_us_median", "time_us_p5", "time_us_p95", "algbw_gbps_median", "busbw_gbps_median",
                   "busiest_rank", "busiest_rank_bytes", "busiest_rank_time_us_median", "correct", "status")
 SUMMARY = SummaryPart("communication", "summary", SUMMARY_FIELDS, by="op",
                       order=("backend", "world_size", "dtype", "timing", "size_bytes"), settings=summary_settings)

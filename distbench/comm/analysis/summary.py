@@ -13,8 +13,11 @@ from distbench.core.io import atomic_write_csv
 from distbench.comm.contract import COMM, COMM_RANKS
 from distbench.core.tables import JobCsvError, combine
 
-KEYS = ["backend", "world_size", "nodes", "op", "traffic", "dtype", "nccl_env", "timing", "inplace", "size_bytes"]
-SERIES = [k for k in KEYS if k != "size_bytes"]
+# One row per requested size: a split op's size_bytes is rounded to the world size, so the requested
+# size is what lines up jobs of different world sizes (the report's rows), size_bytes what was measured.
+KEYS = ["backend", "world_size", "nodes", "op", "traffic", "dtype", "nccl_env", "timing", "inplace", "size_bytes",
+        "requested_bytes"]
+SERIES = [k for k in KEYS if k not in ("size_bytes", "requested_bytes")]
 # Worst first: a point's status is the worst over its trials.
 SUMMARY_COLUMNS = KEYS + [
     "n_trials", "rank_agg", "time_us_median", "time_us_p5", "time_us_p95", "time_us_min", "time_us_cv",
@@ -30,6 +33,8 @@ def rank_spread_pct(df: pd.DataFrame) -> pd.Series:
 
 def summarize(df: pd.DataFrame) -> pd.DataFrame:
     """Statistics over trials per measurement point (outlier trials stay in the raw table)."""
+    if "requested_bytes" not in df:  # a frame not read through the contract, from before the column
+        df = df.assign(requested_bytes=df["size_bytes"])
     rows = []
     for key, g in df.groupby(KEYS, sort=True, dropna=False):
         ok = g[g["status"] == "ok"]
