@@ -126,6 +126,93 @@ def test_load_trace_plain_and_gzip_and_cli(tmp_path, capsys):
     assert tov.main([str(plain), str(packed)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2 and all("overlap 50.0%" in line for line in lines)
+    assert all("idle 0.0%  compute 75.0%  non-compute 25.0%" in line for line in lines)
+
+
+# --- temporal breakdown (HTA's get_temporal_breakdown) ---------------------------------------
+
+
+def test_temporal_breakdown_exact():
+    events = [
+        K("gemm", 0, 10),  # compute [0, 10)
+        K("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 5, 15, stream=20),  # comm [5, 20): [10, 20) non-compute
+        X("Memcpy DtoD (Device -> Device)", 30, 5, cat="gpu_memcpy", pid=0, tid=7),  # memory [30, 35)
+        X("Memset (Device)", 32, 1, cat="gpu_memset", pid=0, tid=7),  # inside the copy
+        K("cudaStreamSynchronizeKernel", 40, 5),  # HTA: "Sync" in the name is not compute
+        K("elementwise", 60, 40),  # compute [60, 100)
+        X("aten::mm", -100, 1000),  # CPU ops never count, not even for the span
+    ]
+    b = tov.breakdown_from_events(events)
+    # span [0, 100); busy [0, 20) + [30, 35) + [40, 45) + [60, 100) = 70; idle 30; compute 10 + 40
+    assert (b.span_us, b.idle_us, b.compute_time_us, b.non_compute_time_us) == (100, 30, 50, 20)
+    assert (b.idle_pct, b.compute_time_pct, b.non_compute_time_pct) == (30, 50, 20)
+
+
+def test_temporal_breakdown_concurrent_compute_counted_once():
+    events = [K("gemm_a", 0, 10, stream=7), K("gemm_b", 5, 10, stream=8), K("ncclKernel_AllGather", 0, 20, stream=20)]
+    b = tov.breakdown_from_events(events)
+    assert (b.span_us, b.idle_us, b.compute_time_us, b.non_compute_time_us) == (20, 0, 15, 5)
+
+
+def test_temporal_breakdown_not_available_on_cpu():
+    for events in ([X("aten::mm", 0, 10), X("gloo:all_reduce", 0, 5, cat="user_annotation", tid=2)], []):
+        b = tov.breakdown_from_events(events)
+        assert all(math.isnan(v) for v in (b.span_us, b.idle_us, b.compute_time_us, b.non_compute_time_us,
+                                           b.idle_pct, b.compute_time_pct, b.non_compute_time_pct))
+        assert "not available on CPU" in tov.format_breakdown(b)
+
+
+def _job_dir(root, name, traces):
+    d = root / name / "trace"
+    d.mkdir(parents=True)
+    (d / "profile.json").write_text(json.dumps({"mode": "torch", "note": "n"}))
+    for rank, events in enumerate(traces):
+        (d / f"trace_rank{rank}.json.gz").write_bytes(gzip.compress(json.dumps({"traceEvents": events}).encode()))
+    return d
+
+
+GPU_RANK = [K("gemm", 0, 10), K("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 5, 15, stream=20), K("gemm", 60, 40)]
+CPU_RANK = [X("aten::mm", 0, 10), X("gloo:all_reduce", 5, 10, cat="user_annotation", tid=2)]
+
+
+def test_table_has_breakdown_columns_and_nan_on_cpu(tmp_path):
+    gpu = _job_dir(tmp_path, "gpu", [GPU_RANK])
+    cpu = _job_dir(tmp_path, "cpu", [CPU_RANK, CPU_RANK])
+    empty = tmp_path / "none" / "trace"
+    empty.mkdir(parents=True)
+    out = tmp_path / "trace_overlap.csv"
+    tov.write_overlap_table({gpu: {"family": "training", "job": "g"}, cpu: {"family": "training", "job": "c"},
+                             empty: {"family": "comm", "job": "e"}}, out)
+    import pandas as pd
+
+    t = pd.read_csv(out)
+    assert list(t.columns) == list(tov.TABLE_COLUMNS)
+    assert tov.TABLE_COLUMNS[:12] == ("family", "job", "mode", "rank", "trace", "source", "comm_us", "compute_us",
+                                      "overlapped_us", "overlap_fraction", "n_comm_events", "note")  # kept as before
+    g = t[t["job"] == "g"].iloc[0]
+    assert (g["gpu_span_us"], g["idle_us"], g["compute_time_us"], g["non_compute_time_us"]) == (100, 40, 50, 10)
+    assert (g["idle_pct"], g["compute_time_pct"], g["non_compute_time_pct"]) == (40, 50, 10)
+    assert g["overlap_fraction"] == pytest.approx(1 / 3)
+    for _, r in t[t["job"].isin(["c", "e"])].iterrows():
+        assert all(pd.isna(r[c]) for c in tov.BREAKDOWN_COLUMNS)
+
+
+def test_traces_section_shows_breakdown_beside_overlap(tmp_path):
+    from distbench.core.section import ReportInputs
+    from distbench.traces.section import build
+
+    gpu = _job_dir(tmp_path, "gpu", [GPU_RANK, GPU_RANK[:2] + [K("gemm", 30, 10)]])
+    cpu = _job_dir(tmp_path, "cpu", [CPU_RANK])
+    out = tmp_path / "trace_overlap.csv"
+    tov.write_overlap_table({gpu: {"family": "training", "job": "nccl/g"}, cpu: {"family": "comm", "job": "gloo/c"}}, out)
+    part = build(ReportInputs(traces_csv=out))
+    headers, rows = part["table"]["headers"], {r[1]: r for r in part["table"]["rows"]}
+    col = headers.index("GPU time: idle / compute / non-compute (median over ranks)")
+    assert col == headers.index("overlap by step times") + 1
+    # rank 0: 40 / 50 / 10 %; rank 1 (span 40, idle [20, 30)): 25 / 50 / 25 %; the medians of each
+    assert rows["nccl/g"][col] == "32.5% / 50.0% / 17.5%"
+    assert rows["gloo/c"][col] == "not available on CPU"
+    assert "temporal breakdown" in part["note"]
 
 
 # --- a real 2-rank Gloo DDP job under torch.profiler ----------------------------------------
@@ -211,6 +298,11 @@ def test_real_gloo_ddp_trace(gloo_traces, rank):
     assert "gloo:all_reduce" in names and "c10d::allreduce_" in names  # what torch records for Gloo
     assert o.n_comm_events == len(gloo)
     assert o.comm_us == pytest.approx(_busy_time(gloo), rel=1e-9, abs=1e-6)
+
+
+def test_real_gloo_trace_has_no_breakdown(gloo_traces):
+    b = tov.breakdown_from_trace(gloo_traces / "ddp_rank0.json")
+    assert math.isnan(b.span_us) and math.isnan(b.idle_pct)
 
 
 @pytest.mark.parametrize("rank", [0, 1])

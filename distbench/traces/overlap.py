@@ -47,6 +47,24 @@ Limits
   its wait for the peers, so a late rank shows as long, possibly overlapped, communication.
 * One file is one rank; events from several devices in one file are merged into one timeline.
 
+Temporal breakdown (HTA's ``TraceAnalysis.get_temporal_breakdown``, hta/analyzers/breakdown_analysis.py)
+--------------------------------------------------------------------------------------------------
+Per rank, over the GPU events' span (HTA's "kernel_time": the end of the last GPU event minus the
+start of the first; GPU events = kernels, memory copies and memory sets, the events with a stream):
+
+    idle        = span - |union(all GPU events)|        (no kernel, copy or set running)
+    compute     = |union(computation kernels)|
+    non-compute = span - compute - idle                  (communication or memory, and no compute)
+
+each also as a percentage of the span. A computation kernel is, as in HTA's ``get_kernel_type``, a
+kernel that is neither NCCL nor a memory copy/set and whose name has no "Sync" (HTA counts those as
+"other", hence non-compute). It is a device-timeline figure: a CPU-only trace has no GPU events, so
+its breakdown is NaN ("not available on CPU"), never a made-up CPU analogue. HTA drops the kernels
+of the last ``ProfilerStep`` when a trace has two or more; our traces (launch/profiling.py) record
+no ProfilerStep, so HTA keeps every kernel too and so does this module. HTA also rounds each event's
+``ts``/``dur`` down to whole microseconds; the figures here keep the fractions (sub-microsecond per
+event, far below a percentage point).
+
 Command line: ``python -m distbench.traces.overlap TRACE [TRACE...]`` prints one line per trace.
 """
 
@@ -87,6 +105,13 @@ COLLECTIVE_OP_PREFIXES = GLOO_COMM_PREFIXES + ("c10d::", "record_param_comms")
 # CPU computation: the ATen operators.
 COMPUTE_OP_PREFIXES = ("aten::",)
 
+# The temporal breakdown's GPU events (HTA: the events with a stream): kernels, copies, sets.
+GPU_EVENT_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+# HTA's memory kernels (utils.MEMORY_KERNEL_RE) and the names it counts as neither compute nor
+# memory (its NCCL_COMPUTE_KERNEL_RE beyond NCCL: any "Memcpy"/"Sync" in the name, "Memset" first).
+_MEMORY_KERNEL_RE = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")
+_NOT_COMPUTE_RE = re.compile(r"(.*Memcpy)|(Memset)|(.*Sync)")
+
 
 @dataclass(frozen=True)
 class Overlap:
@@ -98,6 +123,33 @@ class Overlap:
     overlap_fraction: float  # overlapped_us / comm_us; NaN when comm_us == 0
     n_comm_events: int  # communication events found (before the union)
     source: str  # "gpu_kernels" or "cpu_ops"
+
+
+@dataclass(frozen=True)
+class TemporalBreakdown:
+    """One rank's temporal breakdown (HTA's definition, see the module's docstring). Microseconds;
+    every field is NaN for a trace without GPU events (CPU-only)."""
+
+    span_us: float  # first GPU event's start to last one's end (HTA: kernel_time)
+    idle_us: float  # no GPU event running
+    compute_time_us: float  # a computation kernel running
+    non_compute_time_us: float  # only communication/memory (or "other") kernels running
+
+    def pct(self, us: float) -> float:
+        """`us` as a percentage of the span (NaN when there is no span)."""
+        return 100 * us / self.span_us if self.span_us > 0 else math.nan
+
+    @property
+    def idle_pct(self) -> float:
+        return self.pct(self.idle_us)
+
+    @property
+    def compute_time_pct(self) -> float:
+        return self.pct(self.compute_time_us)
+
+    @property
+    def non_compute_time_pct(self) -> float:
+        return self.pct(self.non_compute_time_us)
 
 
 def load_trace(path) -> list[dict]:
@@ -209,13 +261,48 @@ def overlap_from_events(events: list[dict]) -> Overlap:
                    overlap_fraction=fraction, n_comm_events=len(comm), source=source)
 
 
+def is_compute_kernel(name: str) -> bool:
+    """A computation kernel as HTA's get_kernel_type decides: not NCCL, not memory, no "Sync"."""
+    return not (is_nccl_kernel(name) or _MEMORY_KERNEL_RE.match(name) or _NOT_COMPUTE_RE.match(name))
+
+
+def breakdown_from_events(events: list[dict]) -> TemporalBreakdown:
+    """The temporal breakdown of one rank's complete events (as `load_trace` returns them)."""
+    gpu = [e for e in events if str(e.get("cat", "")).lower() in GPU_EVENT_CATEGORIES]
+    busy = union(_interval(e) for e in gpu)
+    if not busy:  # a CPU-only trace: the breakdown is a device-timeline figure
+        return TemporalBreakdown(math.nan, math.nan, math.nan, math.nan)
+    span_us = busy[-1][1] - busy[0][0]
+    idle_us = span_us - total_length(busy)
+    # HTA classifies every GPU event by its name alone (copies and sets are named Memcpy/Memset)
+    compute_us = total_length(_interval(e) for e in gpu if is_compute_kernel(e.get("name", "")))
+    return TemporalBreakdown(span_us=span_us, idle_us=idle_us, compute_time_us=compute_us,
+                             non_compute_time_us=span_us - compute_us - idle_us)
+
+
+def breakdown_from_trace(path) -> TemporalBreakdown:
+    """The temporal breakdown of one rank's trace file (.json or .json.gz)."""
+    return breakdown_from_events(load_trace(path))
+
+
 def overlap_from_trace(path) -> Overlap:
     """The overlap of one rank's trace file (``prof.export_chrome_trace``; .json or .json.gz)."""
     return overlap_from_events(load_trace(path))
 
 
+# compute_us is the overlap's computation (every non-NCCL kernel); compute_time_us is the temporal
+# breakdown's (HTA's computation kernels, over the GPU span). The breakdown columns are NaN on CPU.
+BREAKDOWN_COLUMNS = ("gpu_span_us", "idle_us", "compute_time_us", "non_compute_time_us", "idle_pct",
+                     "compute_time_pct", "non_compute_time_pct")
 TABLE_COLUMNS = ("family", "job", "mode", "rank", "trace", "source", "comm_us", "compute_us", "overlapped_us",
-                 "overlap_fraction", "n_comm_events", "note")
+                 "overlap_fraction", "n_comm_events", "note") + BREAKDOWN_COLUMNS
+
+
+def breakdown_row(b: TemporalBreakdown) -> dict:
+    """The BREAKDOWN_COLUMNS of one rank."""
+    return {"gpu_span_us": b.span_us, "idle_us": b.idle_us, "compute_time_us": b.compute_time_us,
+            "non_compute_time_us": b.non_compute_time_us, "idle_pct": b.idle_pct,
+            "compute_time_pct": b.compute_time_pct, "non_compute_time_pct": b.non_compute_time_pct}
 
 
 def overlap_table(trace_dirs: dict) -> list[dict]:
@@ -229,14 +316,16 @@ def overlap_table(trace_dirs: dict) -> list[dict]:
         base = {"family": about["family"], "job": about["job"], "mode": info.get("mode"), "note": info.get("note", "")}
         traces = sorted(directory.glob("trace_rank*.json.gz"), key=lambda p: int(re.sub(r"\D", "", p.name) or 0))
         for path in traces:
-            o = overlap_from_trace(path)
+            events = load_trace(path)  # read once, for both figures
+            o = overlap_from_events(events)
             rows.append({**base, "rank": int(re.sub(r"\D", "", path.name.split(".")[0])), "trace": str(path),
                          "source": o.source, "comm_us": o.comm_us, "compute_us": o.compute_us,
                          "overlapped_us": o.overlapped_us, "overlap_fraction": o.overlap_fraction,
-                         "n_comm_events": o.n_comm_events})
+                         "n_comm_events": o.n_comm_events, **breakdown_row(breakdown_from_events(events))})
         if not traces:
             rows.append({**base, "rank": None, "trace": "", "source": "", "comm_us": math.nan, "compute_us": math.nan,
-                         "overlapped_us": math.nan, "overlap_fraction": math.nan, "n_comm_events": 0})
+                         "overlapped_us": math.nan, "overlap_fraction": math.nan, "n_comm_events": 0,
+                         **{c: math.nan for c in BREAKDOWN_COLUMNS}})
     return rows
 
 
@@ -247,23 +336,33 @@ def write_overlap_table(trace_dirs: dict, out_csv) -> None:
     atomic_write_text(out_csv, csv_text(overlap_table(trace_dirs), TABLE_COLUMNS))
 
 
-def format_line(path, o: Overlap) -> str:
+def format_breakdown(b: TemporalBreakdown) -> str:
+    if math.isnan(b.span_us):
+        return "temporal breakdown: not available on CPU (no GPU kernels)"
+    return (f"temporal breakdown over {b.span_us:.1f} us: idle {b.idle_pct:.1f}%  compute {b.compute_time_pct:.1f}%  "
+            f"non-compute {b.non_compute_time_pct:.1f}%")
+
+
+def format_line(path, o: Overlap, b: TemporalBreakdown | None = None) -> str:
     pct = "n/a (no communication found)" if math.isnan(o.overlap_fraction) else f"{100 * o.overlap_fraction:.1f}%"
-    return (f"{path}: overlap {pct}  comm {o.comm_us:.1f} us ({o.n_comm_events} events)  "
+    line = (f"{path}: overlap {pct}  comm {o.comm_us:.1f} us ({o.n_comm_events} events)  "
             f"compute {o.compute_us:.1f} us  overlapped {o.overlapped_us:.1f} us  [{o.source}]")
+    return line if b is None else f"{line}  {format_breakdown(b)}"
 
 
 def main(argv=None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     if not args or args[0] in ("-h", "--help"):
         print("usage: python -m distbench.traces.overlap TRACE [TRACE...]\n"
-              "  communication/computation overlap of each torch.profiler Chrome trace (.json, .json.gz)",
+              "  communication/computation overlap and temporal breakdown of each torch.profiler Chrome trace "
+              "(.json, .json.gz)",
               file=sys.stderr if not args else sys.stdout)
         return 2 if not args else 0
     status = 0
     for path in args:
         try:
-            print(format_line(path, overlap_from_trace(path)))
+            events = load_trace(path)
+            print(format_line(path, overlap_from_events(events), breakdown_from_events(events)))
         except (OSError, ValueError) as exc:  # unreadable or not JSON: say so, go on with the rest
             print(f"{path}: error: {exc}", file=sys.stderr)
             status = 1
