@@ -14,12 +14,15 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from distbench.core.choices import STATUS_SEVERITY, backend_name
+from distbench.core.choices import STATUS_SEVERITY
 from distbench.core.section import SMOKE_TEST
 from distbench.core.units import pct as _pct
-from distbench.training.analysis.summary import NAN, PLAIN, _ms, _num, add_scaling, noise_allowance_ms
+from distbench.training.analysis.summary import NAN, PLAIN, _ms, _num, add_scaling, row_allowance_ms, row_split
 
 COMM_BOUND_FRACTION = 0.25  # exposed communication at least this share of the step: communication-bound
+# What the part of a step that is neither compute nor the collectives is, said once for every sentence:
+# the summary measures that it exists, not which of these it is.
+OTHER = "host-bound or idle time, DDP bookkeeping"
 
 
 def _sig(x: float, digits: int = 3) -> str:
@@ -29,11 +32,6 @@ def _sig(x: float, digits: int = 3) -> str:
 
 def _with_scaling(summary: pd.DataFrame) -> pd.DataFrame:
     return summary if "efficiency_vs_plain_1gpu" in summary else add_scaling(summary)
-
-
-def _row_allowance(row) -> float:
-    return noise_allowance_ms(row.get("step_time_ms_median"), row.get("step_time_ms_p5"),
-                              row.get("step_time_ms_p95"))
 
 
 # ---------------------------------------------------------------- verdict
@@ -57,11 +55,12 @@ def crowded(row) -> str | None:
 def bottleneck(row) -> tuple[str, str]:
     """(label, sentence) for one summary row, from seed 003's bottleneck reading. Labels:
 
-    - host-bound: step > compute_only + comm_alone + noise allowance, i.e. slower than compute
-      plus all gradient communication done one after the other: the excess is neither (host
-      overhead, launches, stragglers). Checked first, since such a step also shows large
-      "exposed communication" that communication cannot explain.
-    - communication-bound: exposed_comm_ms ≥ COMM_BOUND_FRACTION of the step (world size > 1).
+    - host-bound: step > compute_only + comm_alone + noise allowance (the compared phases' spreads,
+      distbench.training.analysis.summary.row_allowance_ms), i.e. slower than compute plus all
+      gradient communication done one after the other: the excess (other_ms) is neither. Checked
+      first, since such a step also shows a large step − compute that communication cannot explain.
+    - communication-bound: exposed communication (capped at comm_alone, exposed_comm_capped_ms) ≥
+      COMM_BOUND_FRACTION of the step (world size > 1).
     - compute-bound: otherwise.
     - unknown: the job is not ok or its step times are missing.
     - smoke test: more Gloo ranks than the host has cores, `crowded`: the step measures the
@@ -75,35 +74,40 @@ def bottleneck(row) -> tuple[str, str]:
         return "unknown", f"{who} ({row.get('config')}): {status}" + (f" — {msg}" if msg else "") + "."
     if crowded(row) and int(row["world_size"]) > 1:
         return "smoke test", f"{who}: {SMOKE_TEST.format(crowded(row))}."
-    step, comp = _num(row.get("step_time_ms_median")), _num(row.get("compute_only_ms_median"))
+    split = row_split(row)
+    step, comp = split.step, split.compute
     if math.isnan(step) or math.isnan(comp):
         return "unknown", f"{who} ({row.get('config')}): no ddp or compute_only step times to judge."
-    ar, exposed = _num(row.get("comm_alone_ms_median")), step - comp
-    allowance = _row_allowance(row)
+    ar = _num(row.get("comm_alone_ms_median"))
+    allowance = row_allowance_ms(row)
     ws = int(row["world_size"])
-    if not math.isnan(ar) and step > comp + ar + allowance:
+    if ws > 1 and not math.isnan(ar) and step > comp + ar + allowance:
         return "host-bound", (
             f"{who}: each {_ms(step)} ms step takes {_ms(step - comp - ar)} ms more than compute alone "
             f"({_ms(comp)} ms) plus the whole gradient all-reduce done serially ({_ms(ar)} ms), beyond the "
-            f"{_ms(allowance)} ms noise allowance: the time goes to the host (launches, Python, "
-            f"synchronisation, a straggling rank), not to the "
+            f"{_ms(allowance)} ms noise allowance: that time is neither compute nor the collectives ({OTHER}: "
+            f"launches, Python, synchronisation, a straggling rank), not the "
             f"{'GPU' if one_device(row) == '1 GPU' else 'computation'} or the network.")
-    share = exposed / step
-    if ws == 1:  # one rank: DDP has nobody to talk to; what it adds over no_sync is its own overhead
+    if ws == 1:  # one rank: DDP has nobody to talk to; what it adds over no_sync is not communication
+        other = split.other
         return "compute-bound", (
-            f"{who}: no communication between ranks; each {_ms(step)} ms step spends {_ms(max(exposed, 0.0))} ms "
-            f"({_pct(max(share, 0.0))}) beyond compute alone in DDP's own bookkeeping; compute "
-            f"({_ms(comp)} ms under no_sync) dominates.")
-    parts = [(f"{who}: {_ms(max(exposed, 0.0))} ms of each {_ms(step)} ms step ({_pct(max(share, 0.0))}) "
-              f"is exposed communication")]
+            f"{who}: no communication between ranks; each {_ms(step)} ms step spends {_ms(max(other, 0.0))} ms "
+            f"({_pct(max(other / step, 0.0))}) that is neither compute nor communication ({OTHER}: DDP's copy "
+            f"of the gradients into its buckets); compute ({_ms(comp)} ms under no_sync) dominates.")
+    exposed = split.exposed_comm if not math.isnan(split.exposed_comm) else max(split.beyond_compute, 0.0)
+    share = exposed / step
+    what = "is exposed communication" if not math.isnan(split.exposed_comm) else \
+        "is beyond compute alone (no all-reduce time to tell communication from the rest)"
+    parts = [f"{who}: {_ms(exposed)} ms of each {_ms(step)} ms step ({_pct(share)}) {what}"]
     overlap = _num(row.get("overlap_fraction"))
     if not math.isnan(overlap):
         parts.append(f"{_pct(overlap)} of the gradient all-reduce ({_ms(ar)} ms alone) overlaps backward")
-    tail, slow = _num(row.get("tail_comm_ms")), _num(row.get("compute_slowdown_ms"))
-    if exposed > 0 and not (math.isnan(tail) or math.isnan(slow)):
-        parts.append(f"of the exposed time, {_ms(tail)} ms is the last bucket's all-reduce after backward "
-                     f"ends and {_ms(slow)} ms is compute slowed by {backend_name(row.get('backend'))} "
-                     f"running beside it")
+    if exposed > 0 and not math.isnan(split.tail):
+        parts.append(f"of the exposed time, {_ms(split.tail)} ms is the last bucket's all-reduce after backward "
+                     f"ends and {_ms(split.other_buckets)} ms the other buckets' all-reduces not hidden behind it")
+    if split.other > 0 and _ms(split.other) != "0":
+        parts.append(f"{_ms(split.other)} ms is neither compute nor the collectives ({OTHER}; within the "
+                     f"{_ms(allowance)} ms noise allowance)")
     if share >= COMM_BOUND_FRACTION:
         return "communication-bound", "; ".join(parts) + "."
     parts.append(f"compute ({_ms(comp)} ms under no_sync) dominates")
@@ -204,7 +208,8 @@ def _finding(r) -> str | None:
     if lm:
         parts.append(lm)
     eff, own = _num(r.get("efficiency_vs_plain_1gpu")), _num(r.get("efficiency_vs_own_1gpu"))
-    step, exposed = _num(r.get("step_time_ms_median")), _num(r.get("exposed_comm_ms"))
+    split = row_split(r)
+    step, beyond = split.step, split.beyond_compute
     if crowded(r) and int(r["world_size"]) > 1:  # ranks time-sharing cores: no efficiency, overlap or bound
         parts.insert(0, SMOKE_TEST.format(crowded(r)))
         if not math.isnan(step):
@@ -218,12 +223,8 @@ def _finding(r) -> str | None:
         parts.append(text)
     if int(r["world_size"]) == 1:  # nothing to communicate: the throughput (and MFU) is the finding
         return f"{head}: " + "; ".join(parts) + "." if parts else None
-    if not (math.isnan(step) or math.isnan(exposed)):
-        if exposed > 0:
-            parts.append(f"{_ms(exposed)} ms of each {_ms(step)} ms step is exposed communication")
-        else:
-            parts.append(f"no exposed communication (the {_ms(step)} ms step is {_ms(-exposed)} ms faster than "
-                         f"compute alone, within noise)")
+    if not (math.isnan(step) or math.isnan(beyond)):
+        parts += _split_clauses(split, row_allowance_ms(r))
     overlap = _num(r.get("overlap_fraction"))
     if not math.isnan(overlap):
         parts.append(f"{_pct(overlap)} of gradient communication overlaps compute")
@@ -237,6 +238,24 @@ def _finding(r) -> str | None:
     if bounds is not None and not pd.isna(bounds) and not bool(bounds):
         parts.append(f"timing check failed: {r['bounds_note']}")
     return f"{head}: " + "; ".join(parts) + "." if parts else None
+
+
+def _split_clauses(split, allowance: float) -> list[str]:
+    """The step split of a world-size > 1 row in words: its exposed communication (never more than
+    the collectives alone) and the rest, named as neither compute nor the collectives."""
+    step, beyond = split.step, split.beyond_compute
+    if beyond <= 0:
+        return [f"no exposed communication (the {_ms(step)} ms step is {_ms(-beyond)} ms faster than "
+                f"compute alone, within noise)"]
+    if math.isnan(split.exposed_comm):  # no all-reduce time: nothing to tell communication from the rest
+        return [f"{_ms(beyond)} ms of each {_ms(step)} ms step is beyond compute alone (no all-reduce time "
+                f"to split it into communication and the rest)"]
+    out = [f"{_ms(split.exposed_comm)} ms of each {_ms(step)} ms step is exposed communication"]
+    if split.other > 0 and _ms(split.other) != "0":
+        noise = "within" if split.other <= allowance else "beyond"
+        out.append(f"{_ms(split.other)} ms of the step is neither compute nor the collectives: {OTHER} "
+                   f"({noise} the {_ms(allowance)} ms noise allowance)")
+    return out
 
 
 def training_findings(summary: pd.DataFrame) -> list[str]:
@@ -303,10 +322,10 @@ def lora_findings(summary: pd.DataFrame) -> list[str]:
         if crowded(lora):  # the bytes are counted, not timed; the times measure contention
             out.append(text + f"; {SMOKE_TEST.format(crowded(lora))}.")
             continue
-        le, fe = _num(lora["exposed_comm_ms"]), _num(full["exposed_comm_ms"])
+        le, fe = row_split(lora).exposed_comm, row_split(full).exposed_comm
         if not (math.isnan(le) or math.isnan(fe)):
-            text += (f"; exposed communication {_ms(max(le, 0.0))} ms of a {_ms(_num(lora['step_time_ms_median']))} ms "
-                     f"step, against {_ms(max(fe, 0.0))} ms of {_ms(_num(full['step_time_ms_median']))} ms")
+            text += (f"; exposed communication {_ms(le)} ms of a {_ms(_num(lora['step_time_ms_median']))} ms "
+                     f"step, against {_ms(fe)} ms of {_ms(_num(full['step_time_ms_median']))} ms")
         le, fe = _num(lora["efficiency_vs_plain_1gpu"]), _num(full["efficiency_vs_plain_1gpu"])
         if not (math.isnan(le) or math.isnan(fe)):
             text += f"; scaling efficiency {_pct(le, 1)} against {_pct(fe, 1)}"

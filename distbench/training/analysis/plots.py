@@ -21,7 +21,7 @@ import seaborn as sns  # noqa: E402
 
 from distbench.core import palette  # noqa: E402
 from distbench.core.figures import time_unit, write_figures  # noqa: E402
-from distbench.training.analysis.summary import PLAIN, add_scaling  # noqa: E402
+from distbench.training.analysis.summary import PLAIN, add_scaling, row_split  # noqa: E402
 
 FIGURES = ("training_throughput", "training_lm_throughput", "training_efficiency", "training_step_breakdown",
            "training_tuning")
@@ -166,23 +166,33 @@ def fig_step_breakdown(ok: pd.DataFrame) -> plt.Figure | None:
     config = _primary_config(d)
     d = d[d["config"] == config].sort_values("world_size")
     x = np.arange(len(d))
-    compute = d["compute_only_ms_median"].to_numpy(float)
-    tail = d["tail_comm_ms"].fillna(0).to_numpy(float)
-    slow = d["compute_slowdown_ms"].fillna(0).to_numpy(float)
-    # without a last-bucket time the split is unknown: show all exposed time as one segment
-    unsplit = np.where(d["tail_comm_ms"].isna(), d["exposed_comm_ms"].clip(lower=0).fillna(0), 0.0)
-    step = d["step_time_ms_median"].to_numpy(float)
+    # one split for the figure, the findings and the table (summary.step_split): the parts add up to the step
+    splits = [row_split(r) for _, r in d.iterrows()]
+    compute = np.array([p.compute for p in splits])
+    known = np.array([not np.isnan(p.exposed_comm) for p in splits])
+    tail = np.array([p.tail if k and not np.isnan(p.tail) else 0.0 for p, k in zip(splits, known, strict=True)])
+    # without a last-bucket time the exposed communication is one segment
+    buckets = np.array([(p.other_buckets if not np.isnan(p.tail) else p.exposed_comm) if k else 0.0
+                        for p, k in zip(splits, known, strict=True)])
+    other = np.array([max(p.other, 0.0) if k else 0.0 for p, k in zip(splits, known, strict=True)])
+    # without an all-reduce time nothing tells communication from the rest: one segment, said so
+    unsplit = np.array([0.0 if k else max(p.beyond_compute, 0.0) for p, k in zip(splits, known, strict=True)])
+    step = np.array([p.step for p in splits])
     # the unit that fits: ms, or s once a step takes a second (never 6x10^5 on the axis)
-    unit, per_unit_us = time_unit(np.concatenate([step, compute + tail + slow + unsplit]) * 1e3)
+    unit, per_unit_us = time_unit(np.concatenate([step, compute + tail + buckets + other + unsplit]) * 1e3)
     k = 1e3 / per_unit_us  # ms -> unit
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
     pal = palette.SERIES
     ax.bar(x, compute * k, color=pal[0], label="compute only (no_sync)")
-    ax.bar(x, tail * k, bottom=compute * k, color=pal[3], label="exposed: last bucket's all-reduce (tail)")
-    ax.bar(x, slow * k, bottom=(compute + tail) * k, color=pal[1], label="exposed: compute slowed by comm, other")
-    if unsplit.any():
-        ax.bar(x, unsplit * k, bottom=(compute + tail + slow) * k, color=pal[7],
-               label="exposed communication (unsplit)")
+    bottom = compute.copy()
+    for values, color, label in (
+            (tail, pal[3], "exposed comm: last bucket's all-reduce (tail)"),
+            (buckets, pal[1], "exposed comm: other buckets' all-reduces"),
+            (other, pal[2], "other: neither compute nor the collectives (host-bound or idle, DDP bookkeeping)"),
+            (unsplit, pal[7], "beyond compute, unsplit (no all-reduce time)")):
+        if values.any():
+            ax.bar(x, values * k, bottom=bottom * k, color=color, label=label)
+            bottom = bottom + values
     ax.scatter(x, step * k, marker="_", s=300, color="black", zorder=3, label="measured DDP step (median)")
     ax.set_yscale("linear")  # bars compare lengths
     ax.set_ylim(bottom=0)

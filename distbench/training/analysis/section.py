@@ -19,6 +19,7 @@ from distbench.core.units import human_time_us
 from distbench.core.units import pct as _pct
 from distbench.launch.cluster import job_layout
 from distbench.training.analysis.findings import bottleneck, one_device, training_findings
+from distbench.training.analysis.summary import row_split
 
 TEMPLATES = Path(__file__).parent / "templates"
 HEALTHY_EFFICIENCY = 0.90  # scaling efficiency vs one GPU at the largest world size
@@ -53,15 +54,16 @@ def _one(rows: pd.DataFrame) -> str:
 def _lm_table(lm: pd.DataFrame):
     one = _one(lm)
     headers = ["model", "strategy", "ws", "tokens/s", "tokens/s per device", "TFLOP/s per device", "MFU", "peak",
-               f"efficiency vs plain {one}", "exposed comm ms", "overlap", "trainable params", "grad MB per step",
+               f"efficiency vs plain {one}", "exposed comm ms", "other ms", "overlap", "trainable params", "grad MB per step",
                "attention", "compile", "status"]
     rows = []
     for _, r in lm.sort_values(["model", "strategy", "world_size"]).iterrows():
+        split = row_split(r)
         peak = f"{r['peak_device']} {r['peak_tflops']:g}" if isinstance(r.get("peak_device"), str) and r["peak_device"] else None
         rows.append([r["model"], r["strategy"], int(r["world_size"]), r["tokens_per_s_median"],
                      r["tokens_per_s_per_device_median"], r["tflops_per_device"], pct_cell(r["mfu"]), peak,
-                     pct_cell(r["efficiency_vs_plain_1gpu"]), r["exposed_comm_ms"] if r["world_size"] > 1 else None,
-                     pct_cell(r["overlap_fraction"]), r["params_trainable"],
+                     pct_cell(r["efficiency_vs_plain_1gpu"]), split.exposed_comm if r["world_size"] > 1 else None,
+                     split.other, pct_cell(r["overlap_fraction"]), r["params_trainable"],
                      None if pd.isna(r["grad_bytes"]) else float(r["grad_bytes"]) / 1e6,
                      r["attention_kernel"], bool(r["compile"]), r["status"]])
     return table(headers, rows)
@@ -78,13 +80,14 @@ def build(inputs: ReportInputs) -> dict | None:
         s = s.assign(model="mlp")
     s = s.assign(_not_plain=s["config"] != "plain").sort_values(["model", "_not_plain", "config", "world_size"])  # plain first
     lm, s = s[s["model"] != "mlp"], s[s["model"] == "mlp"]
-    headers = ["config", "ws", "step ms", "compute-only ms", "exposed comm ms", "overlap", "samples/s",
+    headers = ["config", "ws", "step ms", "compute-only ms", "exposed comm ms", "other ms", "overlap", "samples/s",
                f"efficiency vs plain {one}", f"vs own {one}", "verdict", "status"]
     rows = []
     for _, r in s.iterrows():
         label = bottleneck(r)[0] if r["world_size"] > 1 and r["status"] == "ok" else None
+        split = row_split(r)
         rows.append([r["config"], int(r["world_size"]), r["step_time_ms_median"], r["compute_only_ms_median"],
-                     r["exposed_comm_ms"], pct_cell(r["overlap_fraction"]), r["samples_per_s_median"],
+                     split.exposed_comm, split.other, pct_cell(r["overlap_fraction"]), r["samples_per_s_median"],
                      pct_cell(r["efficiency_vs_plain_1gpu"]), pct_cell(r["efficiency_vs_own_1gpu"]), label, r["status"]])
     scaling = ", ".join(sorted(set(pd.concat([s, lm])["scaling"].astype(str))))
     return {"findings": training_findings(pd.concat([s, lm])), "table": table(headers, rows) if rows else None,
@@ -98,8 +101,11 @@ def build(inputs: ReportInputs) -> dict | None:
                      + ("the per-rank batch is fixed, so the global batch grows with the world size"
                         if scaling == "weak" else "the global batch is fixed and split over the ranks")
                      + ". Efficiency = samples/s at N ranks / (N x samples/s of plain DDP on 1 rank);"
-                       " exposed comm = DDP step - the same step without gradient sync (no_sync);"
-                       " overlap = 1 - exposed / the gradient all-reduce alone.")}
+                       " the step splits into compute-only (the same step without gradient sync, no_sync),"
+                       " exposed comm = DDP step - compute-only, never more than the gradient all-reduce alone"
+                       " (0 on one rank), and other = the rest: neither compute nor the collectives (host-bound"
+                       " or idle time, DDP bookkeeping); overlap = 1 - (step - compute-only) / the gradient"
+                       " all-reduce alone.")}
 
 
 def training_headlines(training: pd.DataFrame | None) -> list[Headline]:
@@ -123,7 +129,7 @@ def training_headlines(training: pd.DataFrame | None) -> list[Headline]:
             continue
         eff = float(r["efficiency_vs_plain_1gpu"]) if pd.notna(r.get("efficiency_vs_plain_1gpu")) else math.nan
         step_us = float(r["step_time_ms_median"]) * 1e3
-        exposed_us = float(r["exposed_comm_ms"]) * 1e3 if pd.notna(r.get("exposed_comm_ms")) else math.nan
+        exposed_us = row_split(r).exposed_comm * 1e3  # capped at the collectives alone; NaN: no clause
         text = f"{label} at {ws} ranks: "
         one = one_device(r)
         crowded = r.get("oversubscribed")
@@ -164,7 +170,7 @@ STEP_TIME = Measure("training", "training_summary.csv", ("backend", "model", "st
                     input="training_summary", defaults={"strategy": "ddp"})
 # summary.json's results.training: one record per configuration
 SUMMARY_FIELDS = ("model", "strategy", "config", "backend", "world_size", "batch_size", "dtype", "step_time_ms_median",
-                  "compute_only_ms_median", "exposed_comm_ms", "overlap_fraction", "samples_per_s_median",
+                  "compute_only_ms_median", "exposed_comm_ms", "exposed_comm_capped_ms", "other_ms", "overlap_fraction", "samples_per_s_median",
                   "tokens_per_s_median", "tflops_per_device", "mfu", "efficiency_vs_plain_1gpu", "status")
 
 TRAINING = Section("training", "Training", TEMPLATES, build, headlines=headlines, figure_dirs=("figures_training",),

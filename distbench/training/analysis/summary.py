@@ -7,19 +7,31 @@ efficiency and, given a GPU-hour price, cost. The sentences made of those rows (
 
 The formulas, each written once (times are medians over the measured steps, in ms):
 
-- exposed_comm_ms = step_time_ms_median − compute_only_ms_median: what gradient communication adds
-  to a step beyond compute alone (the same step under no_sync). Kept raw: noise can make it
-  slightly negative.
+- exposed_comm_ms = step_time_ms_median − compute_only_ms_median: everything a step adds beyond
+  compute alone (the same step under no_sync). Kept raw: noise can make it slightly negative. It is
+  not all communication: see the split below.
+- The step split (`step_split`), three parts that add up to the step:
+    compute                = compute_only_ms_median;
+    exposed_comm_capped_ms = clip(exposed_comm_ms, 0, comm_alone_ms_median): exposed communication,
+                             never more than the collectives take alone (0 at world size 1: nothing
+                             to communicate; NaN without a comm_alone time);
+    other_ms               = step − compute − exposed_comm_capped_ms: neither compute nor the
+                             collectives (host-bound or idle time, DDP's bookkeeping such as the
+                             gradient copy into buckets). Negative only when the step beats compute
+                             alone (noise).
 - overlap_fraction = clip(1 − exposed_comm_ms / comm_alone_ms_median, 0, 1): the share of the
   gradient all-reduce (timed alone, back to back) hidden behind backward. NaN at world size 1
   (nothing to communicate between ranks) or without an all-reduce time.
-- tail_comm_ms = min(last_bucket_ms_median, max(exposed_comm_ms, 0)): the part that cannot overlap,
+- tail_comm_ms = min(last_bucket_ms_median, exposed_comm_capped_ms): the part that cannot overlap,
   since DDP all-reduces the last bucket only after backward has produced it.
-- compute_slowdown_ms = max(exposed_comm_ms, 0) − tail_comm_ms: the rest of the exposed time:
-  compute slowed by the collective running beside it (SMs, memory bandwidth), and any other
-  communication that did not overlap.
-- noise allowance = max(2 × (step_time_ms_p95 − step_time_ms_p5), 2% × step_time_ms_median); the
-  bounds check compute_only ≤ step ≤ compute_only + comm_alone holds each side to within it.
+- exposed_comm_other_buckets_ms = exposed_comm_capped_ms − tail_comm_ms: the other buckets'
+  all-reduces that did not hide behind backward. Nothing here measures compute slowed by a
+  collective running beside it (that would take a trace comparison), so no column claims it.
+- bounds allowance (bounds_allowance_ms) = √(spread(compute_only)² + spread(comm_alone)²) +
+  NOISE_MIN_FRACTION × step, spread = p95 − p5 of that phase's steps: the measured noise of the two
+  phases the step is compared with (independent, so combined in quadrature), plus a small floor.
+  The step's own spread is not in it: host jitter is part of what the check must be able to find.
+  The bounds check compute_only ≤ step ≤ compute_only + comm_alone holds each side to within it.
 - efficiency (seed 000) = samples_per_s_median(N, config) / (N × samples_per_s_median(1, plain)); see
   `add_scaling` for which 1-rank run is the baseline, and why strong scaling uses the same formula.
 - cost_usd_per_1k_samples (seed 002) = N × gpu_hour_usd / 3600 / samples_per_s_median × 1000.
@@ -32,6 +44,7 @@ The formulas, each written once (times are medians over the measured steps, in m
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -50,8 +63,9 @@ METRICS = (
     "compute_only_ms_median", "comm_alone_ms_median", "last_bucket_ms_median", "samples_per_s_median",
     "samples_per_s_per_device_median", "tokens_per_s_median", "tokens_per_s_per_device_median", "params_total",
     "params_trainable", "flops_per_sample", "tflops_per_device", "mfu", "peak_tflops", "peak_device", "mfu_note",
-    "device_name", "attention_kernel", "exposed_comm_ms", "overlap_fraction", "tail_comm_ms",
-    "compute_slowdown_ms", "grad_bytes", "n_buckets", "peak_mem_allocated_bytes", "peak_mem_reserved_bytes",
+    "device_name", "attention_kernel", "exposed_comm_ms", "exposed_comm_capped_ms", "other_ms", "overlap_fraction",
+    "tail_comm_ms", "exposed_comm_other_buckets_ms", "compute_only_ms_p5", "compute_only_ms_p95", "comm_alone_ms_p5",
+    "comm_alone_ms_p95", "bounds_allowance_ms", "grad_bytes", "n_buckets", "peak_mem_allocated_bytes", "peak_mem_reserved_bytes",
     "energy_j_per_step_median", "energy_j_per_1k_samples", "status", "message", "bounds_ok", "bounds_note",
 )
 SUMMARY_COLUMNS = KEYS + METRICS
@@ -66,8 +80,9 @@ PLAIN = "plain"  # the config label of DDP's defaults (distbench.training.plan.d
 WORKLOAD = ("backend", "model", "hidden_dim", "num_layers", "n_heads", "seq_len", "vocab_size", "lora_rank", "compile",
             "scaling", "dtype", "optimizer")
 
-NOISE_SPREAD_FACTOR = 2.0  # allowance: this many times the step's p95 − p5 spread ...
-NOISE_MIN_FRACTION = 0.02  # ... but at least this fraction of the step
+# The bounds allowance's floor, as a fraction of the step: timer granularity and the medians' own
+# jitter when the phases' spreads are (nearly) zero.
+NOISE_MIN_FRACTION = 0.02
 
 NAN = float("nan")
 
@@ -91,18 +106,77 @@ def _ms(x: float) -> str:
     return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
 
 
-def noise_allowance_ms(step_ms, p5_ms=None, p95_ms=None) -> float:
-    """max(NOISE_SPREAD_FACTOR × (p95 − p5), NOISE_MIN_FRACTION × step), in ms (the spread term
-    drops out when p5/p95 are missing)."""
-    step = _num(step_ms)
-    spread = _num(p95_ms) - _num(p5_ms)
-    floor = NOISE_MIN_FRACTION * step
-    return floor if math.isnan(spread) else max(NOISE_SPREAD_FACTOR * spread, floor)
+def spread_ms(p5_ms, p95_ms) -> float:
+    """p95 − p5 of one phase's step times, NaN when either is missing."""
+    return _num(p95_ms) - _num(p5_ms)
+
+
+def noise_allowance_ms(step_ms, compute_spread_ms=NAN, comm_spread_ms=NAN) -> float:
+    """√(compute_spread² + comm_spread²) + NOISE_MIN_FRACTION × step, in ms: the measured noise of
+    the phases the step is compared with, plus a floor (a missing spread counts as 0)."""
+    spreads = [x for x in (_num(compute_spread_ms), _num(comm_spread_ms)) if not math.isnan(x)]
+    return math.sqrt(sum(x * x for x in spreads)) + NOISE_MIN_FRACTION * _num(step_ms)
+
+
+def row_allowance_ms(row) -> float:
+    """noise_allowance_ms of one summary row, from its phases' p5/p95 (absent columns: the floor only)."""
+    get = row.get
+    return noise_allowance_ms(get("step_time_ms_median"),
+                              spread_ms(get("compute_only_ms_p5"), get("compute_only_ms_p95")),
+                              spread_ms(get("comm_alone_ms_p5"), get("comm_alone_ms_p95")))
+
+
+@dataclass(frozen=True)
+class StepSplit:
+    """One step's median split into parts that add up to it (ms); see the module docstring.
+    exposed_comm/other are NaN when unknown (no compute_only time, or no comm_alone time at world
+    size > 1); tail/other_buckets also without a last-bucket time."""
+
+    step: float
+    compute: float
+    beyond_compute: float  # step − compute, raw (exposed_comm_ms)
+    exposed_comm: float  # capped at the collectives alone (exposed_comm_capped_ms)
+    other: float  # neither compute nor the collectives (other_ms)
+    tail: float  # the last bucket's all-reduce after backward (tail_comm_ms)
+    other_buckets: float  # exposed_comm − tail (exposed_comm_other_buckets_ms)
+
+
+def step_split(step_ms, compute_ms, comm_alone_ms, last_bucket_ms, world_size) -> StepSplit:
+    """The split of a step: compute, exposed communication (never more than comm_alone), the rest."""
+    step, compute, comm, last = _num(step_ms), _num(compute_ms), _num(comm_alone_ms), _num(last_bucket_ms)
+    beyond = step - compute
+    if int(world_size) == 1:  # nothing to communicate: whatever is beyond compute is "other"
+        exposed = 0.0 if not math.isnan(beyond) else NAN
+    elif math.isnan(beyond) or math.isnan(comm):
+        exposed = NAN
+    else:
+        exposed = min(max(beyond, 0.0), max(comm, 0.0))
+    other = beyond - exposed
+    if exposed == 0.0:  # nothing exposed (or nothing to communicate): no tail either
+        tail = 0.0
+    else:
+        tail = min(last, exposed) if not (math.isnan(last) or math.isnan(exposed)) else NAN
+    return StepSplit(step, compute, beyond, exposed, other, tail, exposed - tail)
+
+
+def row_split(row) -> StepSplit:
+    """step_split of one summary row, from its medians."""
+    get = row.get
+    return step_split(get("step_time_ms_median"), get("compute_only_ms_median"), get("comm_alone_ms_median"),
+                      get("last_bucket_ms_median"), get("world_size"))
 
 
 def _median(s: pd.Series) -> float:
     s = pd.to_numeric(s, errors="coerce").dropna()
     return float(s.median()) if len(s) else NAN
+
+
+def _median_p5_p95(s: pd.Series) -> tuple[float, float, float]:
+    """(median, p5, p95), linear interpolation; NaNs when no value."""
+    s = pd.to_numeric(s, errors="coerce").dropna()
+    if not len(s):
+        return NAN, NAN, NAN
+    return float(s.median()), float(s.quantile(0.05)), float(s.quantile(0.95))
 
 
 def _max_int(s: pd.Series):
@@ -137,10 +211,13 @@ def check_bounds(step_ms, compute_ms, allreduce_ms, allowance_ms, world_size) ->
     notes = []
     if c > s + a:
         notes.append(f"step {_ms(s)} ms is faster than compute alone ({_ms(c)} ms) by {_ms(c - s)} ms, "
-                     f"more than the {_ms(a)} ms noise allowance")
+                     f"more than the {_ms(a)} ms noise allowance (the phases' p5-p95 spreads and "
+                     f"{NOISE_MIN_FRACTION:.0%} of the step)")
     if s > c + r + a:
         notes.append(f"step {_ms(s)} ms exceeds compute alone plus the all-reduce alone ({_ms(c)} + {_ms(r)} "
-                     f"= {_ms(c + r)} ms) by {_ms(s - c - r)} ms, more than the {_ms(a)} ms noise allowance")
+                     f"= {_ms(c + r)} ms) by {_ms(s - c - r)} ms, more than the {_ms(a)} ms noise allowance "
+                     f"(the phases' p5-p95 spreads and {NOISE_MIN_FRACTION:.0%} of the step): that much of the "
+                     f"step is neither compute nor the collectives")
     return (not notes), "; ".join(notes)
 
 
@@ -152,22 +229,19 @@ def _summarize_job(key: tuple, g: pd.DataFrame) -> dict:
     comp = ok[ok["phase"] == "compute_only"]
     ar = ok[ok["phase"] == "comm_alone"]
     t = pd.to_numeric(step_rows["step_time_ms"], errors="coerce").dropna()
-    step = float(t.median()) if len(t) else NAN
-    p5 = float(t.quantile(0.05)) if len(t) else NAN
-    p95 = float(t.quantile(0.95)) if len(t) else NAN
-    compute = _median(comp["step_time_ms"])
-    allreduce = _median(ar["step_time_ms"])
+    step, p5, p95 = _median_p5_p95(step_rows["step_time_ms"])
+    compute, compute_p5, compute_p95 = _median_p5_p95(comp["step_time_ms"])
+    allreduce, comm_p5, comm_p95 = _median_p5_p95(ar["step_time_ms"])
     last = _median(ar["last_bucket_ms"])
     ws = int(row["world_size"])
 
-    exposed = step - compute
+    split = step_split(step, compute, allreduce, last, ws)
+    exposed = split.beyond_compute
     if ws == 1 or math.isnan(allreduce) or allreduce <= 0 or math.isnan(exposed):
         overlap = NAN
     else:
         overlap = float(np.clip(1 - exposed / allreduce, 0.0, 1.0))
-    exposed_pos = max(exposed, 0.0) if not math.isnan(exposed) else NAN
-    tail = min(last, exposed_pos) if not (math.isnan(last) or math.isnan(exposed_pos)) else NAN
-    slowdown = exposed_pos - tail
+    allowance = noise_allowance_ms(step, compute_p95 - compute_p5, comm_p95 - comm_p5)
 
     energy = _median(step_rows["energy_j"])
     gbs = _num(row["global_batch_size"])
@@ -178,7 +252,7 @@ def _summarize_job(key: tuple, g: pd.DataFrame) -> dict:
     device = str(_first(g["device_name"]) or "")
     tflops, mfu_value, match = mfu(flops, sps_dev, device, str(row["dtype"])) if flops == flops and sps_dev == sps_dev \
         else (NAN, NAN, peak_for(device, str(row["dtype"])))
-    bounds_ok, note = check_bounds(step, compute, allreduce, noise_allowance_ms(step, p5, p95), ws)
+    bounds_ok, note = check_bounds(step, compute, allreduce, allowance, ws)
     worst = min(g["status"].fillna("ok"), key=lambda s: STATUS_SEVERITY.get(s, -1))
     messages = [m for m in g["message"].fillna("") if str(m).strip()]
     row.update({
@@ -205,9 +279,16 @@ def _summarize_job(key: tuple, g: pd.DataFrame) -> dict:
         "device_name": device,
         "attention_kernel": str(_first(g["attention_kernel"]) or ""),
         "exposed_comm_ms": exposed,
+        "exposed_comm_capped_ms": split.exposed_comm,
+        "other_ms": split.other,
         "overlap_fraction": overlap,
-        "tail_comm_ms": tail,
-        "compute_slowdown_ms": slowdown,
+        "tail_comm_ms": split.tail,
+        "exposed_comm_other_buckets_ms": split.other_buckets,
+        "compute_only_ms_p5": compute_p5,
+        "compute_only_ms_p95": compute_p95,
+        "comm_alone_ms_p5": comm_p5,
+        "comm_alone_ms_p95": comm_p95,
+        "bounds_allowance_ms": allowance,
         "grad_bytes": _first_int(g["grad_bytes"]),
         "n_buckets": _first_int(g["n_buckets"]),
         "peak_mem_allocated_bytes": _max_int(g["peak_mem_allocated_bytes"]),
