@@ -66,10 +66,10 @@ def comm_headlines(summary: pd.DataFrame, gpu_name: str | None = None, peak: dic
         elif peak_gbps:
             ok = bw >= LOW_PEAK_FRACTION * peak_gbps
             verdict = "healthy" if ok else "below expected"
-            reason = (f"{'at least' if ok else 'under'} {_pct(LOW_PEAK_FRACTION)} of the link peak; no published figure "
-                      "for this GPU and world size")
+            reason = (f"{'at least' if ok else 'under'} {_pct(LOW_PEAK_FRACTION)} of the link peak; no reference figure "
+                      "(published, or measured by us) for this GPU, world size and size")
         else:
             verdict, reason = "measured", ("no reference for Gloo (CPU processes over shared memory or TCP)"
-                                           if backend == "gloo" else "no link peak or published figure for this GPU")
+                                           if backend == "gloo" else "no link peak or reference figure for this GPU")
         out.append(Headline("communication", text, verdict, reason))
     return out
