@@ -119,3 +119,22 @@ def csv_text(rows, columns) -> str:
     w.writeheader()
     w.writerows([{k: csv_value(v) for k, v in r.items()} for r in rows])
     return buf.getvalue()
+
+
+def json_safe(v):
+    """A table cell as JSON can hold it: NaN/NA -> None, numpy scalars -> Python (summary.json, the
+    nccl-tests documents)."""
+    import math
+
+    import pandas as pd
+
+    if v is None:
+        return None
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    try:
+        if pd.isna(v):
+            return None
+    except (TypeError, ValueError):
+        pass
+    return v.item() if hasattr(v, "item") else v

@@ -11,37 +11,22 @@ that writes the document (a family adding a part adds its shape there).
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
 
-from distbench.core.io import atomic_write_text
+from distbench.core.io import atomic_write_text, json_safe
 from distbench.core.section import ReportInputs, Section, SummaryPart
 from distbench.report.sections import SECTIONS
 
 SCHEMA_PATH = Path(__file__).with_name("summary.schema.json")
 
 
-def _clean(v):
-    """JSON-safe: NaN/NA -> None, numpy scalars -> Python."""
-    if v is None:
-        return None
-    if isinstance(v, float) and math.isnan(v):
-        return None
-    try:
-        if pd.isna(v):
-            return None
-    except (TypeError, ValueError):
-        pass
-    return v.item() if hasattr(v, "item") else v
-
-
 def _records(df: pd.DataFrame, columns) -> list[dict]:
     cols = [c for c in columns if c in df.columns]
-    return [{c: _clean(r[c]) for c in cols} for _, r in df[cols].iterrows()]
+    return [{c: json_safe(r[c]) for c in cols} for _, r in df[cols].iterrows()]
 
 
 def _part(part: SummaryPart, df: pd.DataFrame | None) -> dict[str, list] | list[dict]:

@@ -37,21 +37,7 @@ import pandas as pd
 from distbench.comm.analysis.findings import normalise_summary
 from distbench.comm.spec import SPECS
 from distbench.core.choices import NCCL_TESTS_TYPES
-from distbench.core.io import atomic_write_text
-
-
-def _clean(v):
-    """JSON-safe: NaN/NA -> None, numpy scalars -> Python."""
-    if v is None:
-        return None
-    if isinstance(v, float) and math.isnan(v):
-        return None
-    try:
-        if pd.isna(v):
-            return None
-    except (TypeError, ValueError):
-        pass
-    return v.item() if hasattr(v, "item") else v
+from distbench.core.io import atomic_write_text, json_safe
 
 
 def _file_safe(text: str) -> str:
@@ -173,8 +159,8 @@ def nccl_tests_documents(comm_summary_csv, comm_ranks_csv=None,
                     continue
                 r = p.iloc[0]
                 ok = str(r["correct"]).lower() == "true"
-                rec[field] = {"time": _clean(r["time_us_median"]), "alg_bw": _clean(r["algbw_gbps_median"]),
-                              "bus_bw": _clean(r["busbw_gbps_median"]), "nwrong": 0 if ok else None}
+                rec[field] = {"time": json_safe(r["time_us_median"]), "alg_bw": json_safe(r["algbw_gbps_median"]),
+                              "bus_bw": json_safe(r["busbw_gbps_median"]), "nwrong": 0 if ok else None}
                 point = rank_points.get((str(backend), int(ws), str(op), str(traffic), str(dtype), str(env),
                                          str(timing), int(size), inplace))
                 block = per_iter_block(*point) if point else None
