@@ -5,7 +5,15 @@
 #
 # The source is a snapshot of github.com/NVIDIA/nccl-tests exported into .fetched/nccl-tests (its
 # VERSION.txt names the version and commit); it is copied to $BUILD_DIR first, so the carried tree
-# stays untouched. No MPI on the device image: MPI=0 (one process drives every GPU: -g N or -t N).
+# stays untouched.
+#
+# Two process layouts. The device image has no MPI, but PyPI's `mpich` wheel ships mpicc, mpiexec,
+# mpi.h and libmpi.so: with the wheel carried in .fetched/mpich/ (pip download mpich
+# --platform manylinux_2_28_x86_64 --only-binary=:all: --no-deps -d .fetched/mpich) the build is
+# MPI=1, and one binary runs both layouts:
+#   mpiexec -n 2 all_reduce_perf ...        one process per GPU, like torchrun (compare with this)
+#   mpiexec -n 1 all_reduce_perf -g 2 ...   one process drives both GPUs (nccl-tests' -g mode)
+# Without the wheel (or with NCCL_TESTS_MPI=0) the build is MPI=0: the one-process layout only.
 #
 # Environment (all optional):
 #   NCCL_TESTS_SRC   source tree               (default: <repo>/.fetched/nccl-tests)
@@ -15,9 +23,13 @@
 #   PYTHON           python with torch         (default: python3)
 #   MAKE_JOBS        (default 16)   NVCC_GENCODE (default sm_90 only: H100/H200)
 #   NCCL_TESTS_ALL=1 build every *_perf, not just all_reduce_perf
+#   NCCL_TESTS_OPS   space-separated ops to build, e.g. "all_reduce all_gather alltoall" (default all_reduce)
+#   MPICH_WHEEL      the mpich wheel           (default: <repo>/.fetched/mpich/mpich-*.whl if present)
+#   NCCL_TESTS_MPI=0 build without MPI even where the wheel is present
 #
 # Output: $BUILD_DIR/bin/all_reduce_perf and $BUILD_DIR/env.sh (exports LD_LIBRARY_PATH so the binary
-# loads torch's libnccl). Last line on stdout: NCCL_TESTS_BIN=<path of all_reduce_perf>.
+# loads torch's libnccl, and, for MPI builds, MPIEXEC and mpich's lib dir). Last lines on stdout:
+# NCCL_TESTS_MPI=<0|1>, MPIEXEC=<path or empty>, NCCL_TESTS_BIN=<path of all_reduce_perf>.
 # Exit status: 0 built; non-zero with a "nccl_tests_build: ERROR ..." line on stderr.
 set -euo pipefail
 
@@ -143,22 +155,44 @@ if [ ! -e "$CUDA_LIB/libcudart.so" ]; then
   CUDA_LIB=$NH/lib
 fi
 
-# --- 5. build a copy -----------------------------------------------------------------------------
+# --- 5. MPI from PyPI's mpich wheel (optional) ----------------------------------------------------
+MPI=0; MPI_HOME=""; MPIEXEC=""
+WHEEL=${MPICH_WHEEL:-$(ls "$REPO"/.fetched/mpich/mpich-*.whl 2>/dev/null | head -n1 || true)}
+if [ "${NCCL_TESTS_MPI:-1}" != 0 ] && [ -n "$WHEEL" ]; then
+  [ -f "$WHEEL" ] || die "MPICH_WHEEL=$WHEEL is not a file"
+  rm -rf "$BUILD_DIR/mpich"
+  "$PY" -m zipfile -e "$WHEEL" "$BUILD_DIR/mpich" || die "could not unzip $WHEEL"
+  MPI_HOME=$(ls -d "$BUILD_DIR"/mpich/mpich-*.data/data 2>/dev/null | head -n1)
+  [ -n "$MPI_HOME" ] && [ -f "$MPI_HOME/include/mpi.h" ] && [ -e "$MPI_HOME/lib/libmpi.so.12" ] \
+    || die "$WHEEL has no <name>.data/data/{include/mpi.h,lib/libmpi.so.12}"
+  chmod +x "$MPI_HOME"/bin/*   # zipfile drops the executable bits
+  MPIEXEC=$MPI_HOME/bin/mpiexec
+  MPI=1
+  log "MPI: $(basename "$WHEEL") -> $MPI_HOME ($("$MPI_HOME/bin/mpichversion" 2>/dev/null | head -n1 | tr -s ' \t' ' '))"
+else
+  log "MPI: none (${WHEEL:+NCCL_TESTS_MPI=0}${WHEEL:-no .fetched/mpich/mpich-*.whl}): one-process layout only (-g N / -t N)"
+fi
+
+# --- 6. build a copy -----------------------------------------------------------------------------
 cp -a "$SRC" "$BUILD_DIR/src"
 BIN=$BUILD_DIR/bin
-targets=("$BIN/all_reduce_perf")
+targets=()
+for op in ${NCCL_TESTS_OPS:-all_reduce}; do targets+=("$BIN/${op}_perf"); done
 [ "${NCCL_TESTS_ALL:-0}" = 1 ] && targets=(build)
-log "make -j$JOBS MPI=0 NCCL_HOME=$NH CUDA_HOME=$CUDA_HOME CUDA_LIB=$CUDA_LIB NVCC_GENCODE=\"$GENCODE\" BUILDDIR=$BIN ${targets[*]}"
+mpi_args=(MPI="$MPI")
+[ "$MPI" = 1 ] && mpi_args+=(MPI_HOME="$MPI_HOME")
+log "make -j$JOBS ${mpi_args[*]} NCCL_HOME=$NH CUDA_HOME=$CUDA_HOME CUDA_LIB=$CUDA_LIB NVCC_GENCODE=\"$GENCODE\" BUILDDIR=$BIN ${targets[*]}"
 t0=$(date +%s)
-make -C "$BUILD_DIR/src/src" -j"$JOBS" MPI=0 NCCL_HOME="$NH" CUDA_HOME="$CUDA_HOME" CUDA_LIB="$CUDA_LIB" \
+make -C "$BUILD_DIR/src/src" -j"$JOBS" "${mpi_args[@]}" NCCL_HOME="$NH" CUDA_HOME="$CUDA_HOME" CUDA_LIB="$CUDA_LIB" \
   NVCC_GENCODE="$GENCODE" BUILDDIR="$BIN" "${targets[@]}" > "$BUILD_DIR/make.log" 2>&1 \
   || { tail -n 40 "$BUILD_DIR/make.log" >&2; die "make failed (full log: $BUILD_DIR/make.log)"; }
 log "built in $(( $(date +%s) - t0 )) s"
 [ -x "$BIN/all_reduce_perf" ] || die "make succeeded but $BIN/all_reduce_perf is missing"
 
-# --- 6. run-time library path: torch's libnccl first ----------------------------------------------
+# --- 7. run-time library path: torch's libnccl first ----------------------------------------------
 cat > "$BUILD_DIR/env.sh" <<EOF
-export LD_LIBRARY_PATH="$NCCL_LIB_DIR:$(dirname "$CUDART")\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
+export LD_LIBRARY_PATH="$NCCL_LIB_DIR:$(dirname "$CUDART")${MPI_HOME:+:$MPI_HOME/lib}\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
+export MPIEXEC="$MPIEXEC"
 EOF
 # shellcheck disable=SC1091
 . "$BUILD_DIR/env.sh"
@@ -169,4 +203,10 @@ if [ "$(readlink -f "$resolved")" != "$(readlink -f "$TORCH_NCCL_LIB")" ]; then
 fi
 log "all_reduce_perf loads $(readlink -f "$resolved") (torch's, NCCL $TORCH_NCCL_VERSION); headers NCCL $NCCL_INC_VERSION"
 log "run with: . $BUILD_DIR/env.sh  (nccl-tests prints 'nccl-headers=... nccl-library=...' in its header)"
+if [ "$MPI" = 1 ]; then
+  ldd "$BIN/all_reduce_perf" | grep -q 'libmpi.so.12 => /' || die "all_reduce_perf cannot resolve libmpi.so.12"
+  log "MPI build: mpiexec -n 2 runs one process per GPU (like torchrun); mpiexec -n 1 ... -g 2 one process"
+fi
+echo "NCCL_TESTS_MPI=$MPI"
+echo "MPIEXEC=$MPIEXEC"
 echo "NCCL_TESTS_BIN=$BIN/all_reduce_perf"
