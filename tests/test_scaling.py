@@ -391,3 +391,63 @@ def test_a_tuning_point_with_nccl_settings_uses_its_ddp_knobs_one_rank_run():
                 job(2, "NCCL_MAX_CTAS=8", sps=1800, nccl_env="NCCL_MAX_CTAS=8"))
     assert one(s, 2, "bucket=100+NCCL_MAX_CTAS=8")["efficiency_vs_own_1gpu"] == pytest.approx(1710 / (2 * 900))
     assert one(s, 2, "NCCL_MAX_CTAS=8")["efficiency_vs_own_1gpu"] == pytest.approx(0.9)
+
+
+# ---------------------------------------------------------------- a CPU run never says GPU
+def _figure_texts(s: pd.DataFrame) -> dict[str, list[str]]:
+    """Every text of every training figure (titles, axis labels, tick labels, legends) drawn from s,
+    the MLP's figures from its rows and the language models' from the same rows relabelled as gpt."""
+    from matplotlib.text import Text
+
+    from distbench.training.analysis.plots import BUILDERS, plt
+
+    ok = s[s["status"] == "ok"]
+    lm = ok.assign(model="gpt", seq_len=32, tokens_per_s_median=ok["samples_per_s_median"] * 32)
+    texts = {}
+    for name, build in BUILDERS.items():
+        fig = build(lm if name == "training_lm_throughput" else ok)
+        assert fig is not None, name
+        texts[name] = [t.get_text() for t in fig.findobj(Text) if t.get_text()]
+        plt.close(fig)
+    return texts
+
+
+def _backend_jobs(backend: str):
+    device = "cpu" if backend == "gloo" else "NVIDIA H100 80GB HBM3"
+    jobs = (job(1, backend=backend), job(2, step=10.5, backend=backend), job(4, step=11.0, backend=backend),
+            job(4, "bucket=100", step=10.6, bucket_cap_mb=100.0, backend=backend))
+    return [[dict(r, device_name=device) for r in j] for j in jobs]
+
+
+def test_gloo_figures_and_section_never_say_gpu(tmp_path):
+    s = summary(*_backend_jobs("gloo"))
+    texts = _figure_texts(s)
+    for name, words in texts.items():
+        assert not [w for w in words if "GPU" in w], name
+    assert any("1 rank" in w for w in texts["training_efficiency"])
+    assert "world size (ranks, CPU processes under Gloo)" in texts["training_throughput"]
+    # the training section (findings, tables, note) on the same rows
+    from distbench.core.section import ReportInputs
+    from distbench.training.analysis.section import build
+
+    s.to_csv(tmp_path / "training_summary.csv", index=False)
+    part = build(ReportInputs(training_summary=tmp_path / "training_summary.csv"))
+    words = part["findings"] + [part["note"]] + part["table"]["headers"] + [c for r in part["table"]["rows"] for c in r]
+    assert not [w for w in words if "GPU" in str(w)]
+    assert "efficiency vs plain 1 rank" in part["table"]["headers"]
+
+
+def test_nccl_figures_say_one_gpu():
+    texts = _figure_texts(summary(*_backend_jobs("nccl")))
+    assert any("plain DDP on 1 GPU" in w for w in texts["training_efficiency"])
+    assert any("plain DDP on 1 GPU" in w for w in texts["training_tuning"])
+    assert any("on 1 GPU" in w for w in texts["training_lm_throughput"])
+    assert "world size (ranks, one GPU each)" in texts["training_step_breakdown"]
+
+
+def test_mixed_backends_name_both_baselines():
+    from distbench.training.analysis.findings import one_device_of
+
+    s = pd.concat([summary(*_backend_jobs("gloo")), summary(*_backend_jobs("nccl"))])
+    assert one_device_of(s) == "1 GPU (NCCL) or 1 rank (Gloo)"
+    assert one_device_of(s[s["backend"] == "gloo"]) == "1 rank" and one_device_of(s.drop(columns="backend")) == "1 GPU"

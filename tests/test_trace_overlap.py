@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -310,3 +311,115 @@ def test_real_trace_without_collectives_has_no_comm(gloo_traces, rank):
     o = tov.overlap_from_trace(gloo_traces / f"nocomm_rank{rank}.json.gz")  # gzip, as torch writes it
     assert o.source == "cpu_ops" and o.compute_us > 0
     assert o.n_comm_events == 0 and o.comm_us == 0 and math.isnan(o.overlap_fraction)
+
+
+# --- profiled steps against the unprofiled step time -----------------------------------------
+
+
+def _launch(ts, correlation):
+    return {**X("cudaLaunchKernel", ts, 5, cat="cuda_runtime", tid=3), "args": {"correlation": correlation}}
+
+
+def _kernel(name, ts, dur, correlation, stream=7):
+    return {**K(name, ts, dur, stream=stream), "args": {"correlation": correlation}}
+
+
+def gpu_steps(step_us: float, n: int = 3, span_us: float = 5000) -> list[dict]:
+    """A GPU rank as torch.profiler writes profile_pass: each step's CPU span (5 ms, back to back)
+    only launches its kernels (from another thread, as DDP's backward does); the GPU runs them
+    later, queued, each step's last kernel ending step_us after the previous one's. The CPU spans
+    alone would say 5 ms a step."""
+    events = []
+    for i in range(n):
+        start = i * (span_us + 100)
+        events += [X(f"distbench_step_{i}", start, span_us, cat="user_annotation"),
+                   X(f"distbench_step_{i}", (i + 1) * step_us - 10, 5, cat="gpu_user_annotation", pid=0, tid=7),
+                   _launch(start + 100, 10 * i + 1), _launch(start + 200, 10 * i + 2),
+                   _kernel("gemm", i * step_us + 500, step_us - 2500, 10 * i + 1),
+                   _kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", (i + 1) * step_us - 2000, 2000, 10 * i + 2,
+                           stream=20)]
+    return events
+
+
+def test_profiled_steps_end_with_their_last_gpu_kernel():
+    from distbench.traces.steps import profiled_steps
+
+    p = profiled_steps(gpu_steps(11_500))
+    assert p.step_ms == pytest.approx((11.5, 11.5, 11.5)) and p.median_ms == pytest.approx(11.5)
+    # CPU only: the spans, each from the end of the one before (the first from its start)
+    cpu = [X("distbench_step_0", 0, 2000, cat="user_annotation"), X("distbench_step_1", 2010, 3000,
+                                                                     cat="user_annotation"),
+           X("aten::mm", 10, 100)]
+    assert profiled_steps(cpu).step_ms == pytest.approx((2.0, 3.01))
+    assert profiled_steps([X("aten::mm", 0, 10)]).n_steps == 0
+
+
+def _profiled_job(tmp_path, step_us: float):
+    """A profiled 2-rank training job whose unprofiled median step is 10 ms, and its report inputs."""
+    import pandas as pd
+
+    from distbench.core.section import ReportInputs
+
+    d = _job_dir(tmp_path, "training/nccl/mlp/ws2/default", [gpu_steps(step_us), gpu_steps(step_us * 0.98)])
+    out = tmp_path / "trace_overlap.csv"
+    tov.write_overlap_table({d: {"family": "training", "job": "nccl/mlp/ws2/default"}}, out)
+    summary = tmp_path / "training_summary.csv"
+    pd.DataFrame([{"backend": "nccl", "model": "mlp", "strategy": "ddp", "world_size": 2, "config": "default",
+                   "step_time_ms_median": 10.0, "overlap_fraction": 0.5}]).to_csv(summary, index=False)
+    return out, ReportInputs(traces_csv=out, training_summary=summary)
+
+
+@pytest.mark.parametrize("step_us, slowdown, warned", [(11_500, "+15.0", True), (10_500, "+5.0", False)])
+def test_profiler_slowdown_flagged_above_ten_percent(tmp_path, step_us, slowdown, warned):
+    import pandas as pd
+
+    from distbench.report.render import _environment
+    from distbench.traces.section import TRACES, build
+
+    out, inputs = _profiled_job(tmp_path, step_us)
+    t = pd.read_csv(out)
+    assert list(t["profiled_step_ms"]) == pytest.approx([step_us / 1e3, step_us * 0.98 / 1e3])
+    assert list(t["n_profiled_steps"]) == [3, 3]
+    part = build(inputs)
+    headers, row = part["table"]["headers"], part["table"]["rows"][0]
+    cells = {h: row[headers.index(h)] for h in ("profiled step ms", "unprofiled step ms", "profiler slowdown %")}
+    assert cells["profiled step ms"] == f"{step_us / 1e3:.3g}"  # the slowest rank's median
+    assert cells["unprofiled step ms"] == "10.0"
+    assert cells["profiler slowdown %"].startswith(slowdown)
+    assert ("trace describes a different run" in cells["profiler slowdown %"]) == warned
+    assert len(part["warnings"]) == int(warned)
+    env = _environment((TRACES,))  # the section's own fragments, as the report renders them
+    for text in (env.get_template(f"traces.{ext}.j2").render(traces=part, figures={}) for ext in ("md", "html")):
+        assert "## Traces" in text or '<h2 id="traces">' in text
+        assert ("the profiler slowed the job by 15%" in text) == warned
+        assert ("describes a different run than the measured one" in text) == warned
+
+
+def test_comm_traces_get_no_slowdown(tmp_path):
+    from distbench.core.section import ReportInputs
+    from distbench.traces.section import build
+
+    d = _job_dir(tmp_path, "comm", [gpu_steps(50_000)])
+    out = tmp_path / "trace_overlap.csv"
+    tov.write_overlap_table({d: {"family": "comm", "job": "nccl/float32/ws1/default"}}, out)
+    part = build(ReportInputs(traces_csv=out))
+    headers, row = part["table"]["headers"], part["table"]["rows"][0]
+    assert row[headers.index("profiler slowdown %")] == "—" and part["warnings"] == []
+
+
+def test_real_h100_trace_profiled_step_matches_the_unprofiled_step():
+    """The committed H100 trace (mlp, 4 ranks, rank 0): its CPU spans are about 6 ms, half the step,
+    because a step only launches its GPU work; ended by its last GPU kernel, a profiled step is
+    within 1% of the same run's unprofiled median (training_summary.csv)."""
+    import pandas as pd
+
+    from distbench.traces.steps import profiled_steps
+
+    run = Path(__file__).resolve().parent.parent / "benchmarks/results/traces-h100x4-2026-11-26"
+    events = tov.load_trace(run / "mlp_ws4_rank0.json.gz")
+    spans = [e["dur"] / 1e3 for e in events if e["name"].startswith("distbench_step_") and e["cat"] == "user_annotation"]
+    s = pd.read_csv(run / "training_summary.csv")
+    unprofiled = float(s[(s["model"] == "mlp") & (s["world_size"] == 4)]["step_time_ms_median"].iloc[0])
+    p = profiled_steps(events)
+    assert p.n_steps == 3 and sorted(spans)[1] < 0.6 * unprofiled  # the median span
+    assert p.median_ms == pytest.approx(unprofiled, rel=0.01)

@@ -80,6 +80,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from distbench.traces.steps import profiled_steps
+
 Interval = tuple[float, float]
 
 # NCCL kernel names, as HTA recognises them (its rule: the name starts with "nccl" ... "Kernel").
@@ -294,8 +296,11 @@ def overlap_from_trace(path) -> Overlap:
 # breakdown's (HTA's computation kernels, over the GPU span). The breakdown columns are NaN on CPU.
 BREAKDOWN_COLUMNS = ("gpu_span_us", "idle_us", "compute_time_us", "non_compute_time_us", "idle_pct",
                      "compute_time_pct", "non_compute_time_pct")
+# The profiled steps (distbench.traces.steps): how many, and this rank's median step wall time, which
+# the report compares with the job's unprofiled step time (traces.section).
+STEP_COLUMNS = ("n_profiled_steps", "profiled_step_ms")
 TABLE_COLUMNS = ("family", "job", "mode", "rank", "trace", "source", "comm_us", "compute_us", "overlapped_us",
-                 "overlap_fraction", "n_comm_events", "note") + BREAKDOWN_COLUMNS
+                 "overlap_fraction", "n_comm_events", "note") + BREAKDOWN_COLUMNS + STEP_COLUMNS
 
 
 def breakdown_row(b: TemporalBreakdown) -> dict:
@@ -316,16 +321,19 @@ def overlap_table(trace_dirs: dict) -> list[dict]:
         base = {"family": about["family"], "job": about["job"], "mode": info.get("mode"), "note": info.get("note", "")}
         traces = sorted(directory.glob("trace_rank*.json.gz"), key=lambda p: int(re.sub(r"\D", "", p.name) or 0))
         for path in traces:
-            events = load_trace(path)  # read once, for both figures
+            events = load_trace(path)  # read once, for every figure
             o = overlap_from_events(events)
+            steps = profiled_steps(events)
             rows.append({**base, "rank": int(re.sub(r"\D", "", path.name.split(".")[0])), "trace": str(path),
                          "source": o.source, "comm_us": o.comm_us, "compute_us": o.compute_us,
                          "overlapped_us": o.overlapped_us, "overlap_fraction": o.overlap_fraction,
-                         "n_comm_events": o.n_comm_events, **breakdown_row(breakdown_from_events(events))})
+                         "n_comm_events": o.n_comm_events, **breakdown_row(breakdown_from_events(events)),
+                         "n_profiled_steps": steps.n_steps, "profiled_step_ms": steps.median_ms})
         if not traces:
             rows.append({**base, "rank": None, "trace": "", "source": "", "comm_us": math.nan, "compute_us": math.nan,
                          "overlapped_us": math.nan, "overlap_fraction": math.nan, "n_comm_events": 0,
-                         **{c: math.nan for c in BREAKDOWN_COLUMNS}})
+                         **{c: math.nan for c in BREAKDOWN_COLUMNS}, "n_profiled_steps": 0,
+                         "profiled_step_ms": math.nan})
     return rows
 
 

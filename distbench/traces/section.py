@@ -1,6 +1,9 @@
 """The traces' report section (config profile): per profiled job, where its traces are, the overlap
 and the temporal breakdown (idle / compute / non-compute GPU time) they show (distbench.traces.overlap),
-beside the training family's step-time overlap for the same job. Fragments: templates/traces.*.j2."""
+beside the training family's step-time overlap for the same job, and the profiled steps' time against
+the job's unprofiled step time, with a warning where the profiler slowed the job by more than
+SLOWDOWN_WARN (then the trace describes another run than the one measured). Fragments:
+templates/traces.*.j2."""
 
 from __future__ import annotations
 
@@ -9,8 +12,14 @@ from pathlib import Path
 import pandas as pd
 
 from distbench.core.section import ReportInputs, Section, pct_cell, table
+from distbench.core.units import sig3
 
 TEMPLATES = Path(__file__).parent / "templates"
+
+# profiled / unprofiled step time above which the trace is said to describe a different run: the
+# profiler's own cost (recording every op and kernel) beyond this is more than step-to-step noise
+# (the issue's threshold, 10%).
+SLOWDOWN_WARN = 1.10
 
 
 def _read_traces(path) -> pd.DataFrame:
@@ -32,6 +41,30 @@ def _breakdown_cell(traced: pd.DataFrame) -> str | None:
     return " / ".join(pct_cell(p.median() / 100) for p in parts)
 
 
+def _job_key(r) -> str:
+    """A training summary row's job, as traces.overlap names it (its directory under training/)."""
+    return f"{r['backend']}/{r['model']}/ws{int(r['world_size'])}/{r['config']}"
+
+
+def profiled_step_ms(traced: pd.DataFrame) -> float | None:
+    """The profiled step time of one job (ms): the slowest rank's median, since the training table's
+    step time is the slowest rank's too (each step's max over ranks); None without step spans."""
+    if "profiled_step_ms" not in traced.columns:  # a table written before the steps were read
+        return None
+    per_rank = pd.to_numeric(traced["profiled_step_ms"], errors="coerce").dropna()
+    return float(per_rank.max()) if len(per_rank) else None
+
+
+def slowdown_warning(job: str, profiled_ms: float, unprofiled_ms: float) -> str | None:
+    """What the report says when the profiled steps ran more than SLOWDOWN_WARN times slower than
+    the job's measured (unprofiled) steps, else None."""
+    if not (unprofiled_ms > 0) or not (profiled_ms / unprofiled_ms > SLOWDOWN_WARN):
+        return None
+    return (f"{job}: the profiler slowed the job by {100 * (profiled_ms / unprofiled_ms - 1):.0f}% (profiled step "
+            f"{profiled_ms:.3g} ms against {unprofiled_ms:.3g} ms unprofiled), so its trace describes a different "
+            "run than the measured one: read its overlap and breakdown with care.")
+
+
 def build(inputs: ReportInputs) -> dict | None:
     """Traces on request (config profile): per profiled job, where its traces are and the overlap
     they show (HTA's definition, distbench.traces.overlap), beside the training family's own
@@ -39,23 +72,38 @@ def build(inputs: ReportInputs) -> dict | None:
     t = inputs.table("traces_csv", _read_traces)
     if t is None or t.empty:
         return None
-    step_overlap = {}
+    step_overlap, step_ms = {}, {}
     s = inputs.table("training_summary")
-    if s is not None:
-        step_overlap = {f"{r['backend']}/{r['model']}/ws{int(r['world_size'])}/{r['config']}": r["overlap_fraction"]
-                        for _, r in s.iterrows()} if {"model", "config"} <= set(s.columns) else {}
+    if s is not None and {"model", "config"} <= set(s.columns):
+        step_overlap = {_job_key(r): r["overlap_fraction"] for _, r in s.iterrows()}
+        if "step_time_ms_median" in s.columns:
+            step_ms = {_job_key(r): r["step_time_ms_median"] for _, r in s.iterrows()}
     headers = ["family", "job", "mode", "ranks traced", "overlap in the trace (median over ranks)",
-               "overlap by step times", "GPU time: idle / compute / non-compute (median over ranks)", "traces"]
-    rows = []
+               "overlap by step times", "GPU time: idle / compute / non-compute (median over ranks)",
+               "profiled step ms", "unprofiled step ms", "profiler slowdown %", "traces"]
+    rows, warnings = [], []
     for (family, job), g in t.groupby(["family", "job"], sort=True):
         traced = g[g["trace"].fillna("") != ""]
         ov = traced["overlap_fraction"].dropna()
         files = [f"../{p}" for p in traced["trace"]]
+        # only a training job has an unprofiled step time to compare with (a comm job's profiled
+        # "steps" are single ops at one size)
+        profiled = profiled_step_ms(traced) if family == "training" else None
+        unprofiled = step_ms.get(job) if family == "training" else None
+        unprofiled = None if unprofiled is None or pd.isna(unprofiled) else float(unprofiled)
+        slowdown = warning = None
+        if profiled is not None and unprofiled:
+            slowdown = f"{100 * (profiled / unprofiled - 1):+.1f}"
+            warning = slowdown_warning(job, profiled, unprofiled)
+            if warning:
+                warnings.append(warning)
+                slowdown += " (profiler slowed the job; the trace describes a different run)"
         rows.append([family, job, g["mode"].iloc[0], len(traced), pct_cell(ov.median()) if len(ov) else None,
                      pct_cell(step_overlap.get(job)) if family == "training" and job in step_overlap else None,
-                     _breakdown_cell(traced),
+                     _breakdown_cell(traced), None if profiled is None else sig3(profiled),
+                     None if unprofiled is None else sig3(unprofiled), slowdown,
                      " ".join(files) if files else (g["note"].iloc[0] or None)])
-    return {"table": table(headers, rows),
+    return {"table": table(headers, rows), "warnings": warnings,
             "note": ("Each trace is a short extra pass after the job's timed passes (never inside them); open it at "
                      "ui.perfetto.dev. Overlap in the trace = time computing while communicating / time communicating "
                      "(Holistic Trace Analysis' definition; GPU: NCCL kernels, ncclDevKernel_* and older names, "
@@ -63,7 +111,10 @@ def build(inputs: ReportInputs) -> dict | None:
                      "times = 1 - exposed communication / the gradient all-reduce alone (the training table). GPU time "
                      "(Holistic Trace Analysis' temporal breakdown) splits the span from the first GPU kernel, copy or "
                      "set to the last into idle (none running), compute (a computation kernel running) and "
-                     "non-compute (only NCCL or memory kernels running); a CPU trace has no such timeline.")}
+                     "non-compute (only NCCL or memory kernels running); a CPU trace has no such timeline. Profiled step = "
+                     "the slowest rank's median wall time of the traced training steps, each from the end of the one "
+                     "before to the end of its last GPU kernel (its CPU span on CPU), against the job's unprofiled "
+                     "median step time (the training table); a slowdown above 10% is flagged.")}
 
 
 TRACES = Section("traces", "Traces", TEMPLATES, build)

@@ -46,6 +46,17 @@ def one_device(row) -> str:
     return "1 rank" if str(row.get("backend")) == "gloo" else "1 GPU"
 
 
+def one_device_of(rows: pd.DataFrame) -> str:
+    """What the efficiency baselines of several rows (a table, a figure) ran on: '1 rank' when every
+    row ran on Gloo, '1 GPU' when none did (and for a table without a backend column, written before
+    CPU runs existed), and both, each with its backend, when a run mixes the two; so a CPU run's
+    labels never say GPU."""
+    backends = set(rows["backend"].astype(str)) if "backend" in rows and len(rows) else set()
+    if not backends or "gloo" not in backends:
+        return "1 GPU"
+    return "1 rank" if backends == {"gloo"} else "1 GPU (NCCL) or 1 rank (Gloo)"
+
+
 def crowded(row) -> str | None:
     """'6 ranks on 2 cores' when the row's Gloo ranks outnumbered its host's cores, else None."""
     x = row.get("oversubscribed")

@@ -21,11 +21,17 @@ import seaborn as sns  # noqa: E402
 
 from distbench.core import palette  # noqa: E402
 from distbench.core.figures import time_unit, write_figures  # noqa: E402
+from distbench.training.analysis.findings import one_device_of  # noqa: E402
 from distbench.training.analysis.summary import PLAIN, add_scaling, row_split  # noqa: E402
 
 FIGURES = ("training_throughput", "training_lm_throughput", "training_efficiency", "training_step_breakdown",
            "training_tuning")
-WS_LABEL = "world size (ranks, one GPU each under NCCL)"
+
+
+def ws_label(df: pd.DataFrame) -> str:
+    """The world-size axis: a Gloo (CPU) run's ranks are processes, never GPUs (findings.one_device_of)."""
+    labels = {"1 rank": "world size (ranks, CPU processes under Gloo)", "1 GPU": "world size (ranks, one GPU each)"}
+    return labels.get(one_device_of(df), "world size (ranks, one GPU each under NCCL)")
 
 
 def _mlp(ok: pd.DataFrame) -> pd.DataFrame:
@@ -81,7 +87,7 @@ def _legend_outside(ax) -> None:
 def _ws_ticks(ax, df) -> None:
     ws = sorted(int(w) for w in df["world_size"].unique())
     ax.set_xticks(ws)
-    ax.set_xlabel(WS_LABEL)
+    ax.set_xlabel(ws_label(df))
     ax.grid(True, alpha=0.3)
 
 
@@ -98,7 +104,7 @@ def fig_throughput(ok: pd.DataFrame) -> plt.Figure | None:
     base = d["plain_1gpu_samples_per_s"].dropna()
     if len(base):
         ws = np.array(sorted(int(w) for w in d["world_size"].unique()))
-        _ideal(ax, ws, ws * float(base.iloc[0]), "ideal: N × plain 1-GPU throughput")
+        _ideal(ax, ws, ws * float(base.iloc[0]), f"ideal: N × plain DDP's throughput on {one_device_of(d)}")
     _legend_outside(ax)
     ax.set_ylim(bottom=0)
     _ws_ticks(ax, d)
@@ -119,11 +125,11 @@ def fig_lm_throughput(ok: pd.DataFrame) -> plt.Figure | None:
     sns.lineplot(data=d.sort_values("world_size"), x="world_size", y="tokens_per_s_median", hue="series",
                  hue_order=order, palette={s: colors[s] for s in order}, marker="o", errorbar=None, ax=ax)
     ws = np.array(sorted(int(w) for w in d["world_size"].unique()))
-    for model, g in d.groupby("model"):  # ideal: N x the model's plain 1-GPU run
+    for model, g in d.groupby("model"):  # ideal: N x the model's plain 1-rank run
         base = (g["plain_1gpu_samples_per_s"] * g["seq_len"]).dropna()
         if len(base):
             _ideal(ax, ws, ws * float(base.iloc[0]))
-    _ideal(ax, [], [], "ideal: N × plain DDP on 1 GPU (per model)")
+    _ideal(ax, [], [], f"ideal: N × plain DDP on {one_device_of(d)} (per model)")
     _legend_outside(ax)
     ax.set_ylim(bottom=0)
     _ws_ticks(ax, d)
@@ -147,8 +153,9 @@ def fig_efficiency(ok: pd.DataFrame) -> plt.Figure | None:
     _legend_outside(ax)
     _ws_ticks(ax, d)
     ax.set_ylim(0, max(105, float(d["efficiency_pct"].max()) * 1.05))
-    ax.set_ylabel("scaling efficiency vs plain 1-GPU run (%)")
-    ax.set_title("Scaling efficiency: throughput(N) / (N × plain 1-GPU throughput)", fontsize=9)
+    one = one_device_of(d)
+    ax.set_ylabel(f"scaling efficiency vs plain DDP on {one} (%)")
+    ax.set_title(f"Scaling efficiency: throughput(N) / (N × plain DDP's throughput on {one})", fontsize=9)
     return fig
 
 
@@ -197,7 +204,7 @@ def fig_step_breakdown(ok: pd.DataFrame) -> plt.Figure | None:
     ax.set_yscale("linear")  # bars compare lengths
     ax.set_ylim(bottom=0)
     ax.set_xticks(x, [str(int(w)) for w in d["world_size"]])
-    ax.set_xlabel(WS_LABEL)
+    ax.set_xlabel(ws_label(d))
     ax.set_ylabel(f"step time ({unit}, median)")
     ax.set_title(f"Where an MLP DDP step's time goes ({'plain DDP' if config == PLAIN else config})", fontsize=9)
     ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
@@ -233,7 +240,7 @@ def fig_tuning(ok: pd.DataFrame) -> plt.Figure | None:
     for y, v in enumerate(d["efficiency_pct"]):
         ax.text(v, y, f" {v:.1f}%", va="center", fontsize=7)
     ax.axvline(100, ls=palette.IDEAL_LINESTYLE, color=palette.IDEAL_COLOR, lw=1)
-    ax.set_xlabel(f"scaling efficiency at world size {ws} vs plain 1-GPU run (%)")
+    ax.set_xlabel(f"scaling efficiency at world size {ws} vs plain DDP on {one_device_of(d)} (%)")
     ax.set_ylabel("DDP configuration")
     ax.set_title(f"Tuning results at world size {ws} (plain DDP highlighted)", fontsize=9)
     ax.grid(True, axis="x", alpha=0.3)

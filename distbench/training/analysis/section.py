@@ -18,7 +18,7 @@ from distbench.core.section import (
 from distbench.core.units import human_time_us
 from distbench.core.units import pct as _pct
 from distbench.launch.cluster import job_layout
-from distbench.training.analysis.findings import bottleneck, one_device, training_findings
+from distbench.training.analysis.findings import bottleneck, one_device, one_device_of, training_findings
 from distbench.training.analysis.summary import row_split
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -45,14 +45,8 @@ def with_host(summary: pd.DataFrame | None, inputs: ReportInputs) -> pd.DataFram
                                           for ws, b in zip(summary["world_size"], summary["backend"], strict=True)])
 
 
-def _one(rows: pd.DataFrame) -> str:
-    """The 1-rank baseline's name in a table's headers: '1 rank' when every row ran on Gloo."""
-    gloo = "backend" in rows and len(rows) and (rows["backend"].astype(str) == "gloo").all()
-    return "1 rank" if gloo else "1 GPU"
-
-
 def _lm_table(lm: pd.DataFrame):
-    one = _one(lm)
+    one = one_device_of(lm)
     headers = ["model", "strategy", "ws", "tokens/s", "tokens/s per device", "TFLOP/s per device", "MFU", "peak",
                f"efficiency vs plain {one}", "exposed comm ms", "other ms", "overlap", "trainable params", "grad MB per step",
                "attention", "compile", "status"]
@@ -75,7 +69,7 @@ def build(inputs: ReportInputs) -> dict | None:
     s = with_host(inputs.table("training_summary"), inputs)
     if s is None or s.empty:
         return None
-    one = _one(s)
+    one = one_device_of(s)
     if "model" not in s:
         s = s.assign(model="mlp")
     s = s.assign(_not_plain=s["config"] != "plain").sort_values(["model", "_not_plain", "config", "world_size"])  # plain first
