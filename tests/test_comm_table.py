@@ -28,6 +28,8 @@ def test_the_live_table_follows_nccl_tests_columns_and_the_csv(tmp_path):
     printed = [float(x[5]) for x in rows]
     assert len(printed) == len(med) and all(abs(p - m) <= 0.0051 + 1e-9 for p, m in zip(printed, med))
     assert all(x[8] == "0" and x[-1] == "ok" for x in rows)  # checked exactly: no wrong elements
+    # Gloo times with the host clock: there is no separate issue time, so nothing is host-bound
+    assert "host_issue_us" in df and df["host_issue_us"].isna().all() and "host-bound" not in r.stdout
 
 
 def test_a_point_that_did_not_run_says_why_in_its_line():

@@ -10,7 +10,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from distbench.comm.contract import COMM_COLUMN_NAMES, COMM_RANK_COLUMN_NAMES, PAIRS_COLUMN_NAMES
+from distbench.comm.contract import (
+    COMM_COLUMN_NAMES, COMM_RANK_COLUMN_NAMES, HOST_BOUND_FACTOR, PAIRS_COLUMN_NAMES, host_bound,
+)
 from distbench.comm.harness import DEFAULT_ROTATE_BYTES, Harness, job_timings, plan_points, profile_ops
 from distbench.comm.spec import OPS, SPECS
 from distbench.core.choices import BACKENDS, DTYPES, NCCL_TESTS_TYPES, RANK_AGGS, TIMINGS
@@ -94,13 +96,17 @@ def parse_args(argv=None):
 TABLE_HEADER = (f"#{'size':>11} {'count':>12} {'type':>8} {'redop':>6} {'root':>5} {'time':>9} {'algbw':>8} "
                 f"{'busbw':>8} {'#wrong':>6}  {'timing':>6} {'place':>7} {'size':>9} {'time':>9}  status\n"
                 f"#{'(B)':>11} {'(elements)':>12} {'':>8} {'':>6} {'':>5} {'(us)':>9} {'(GB/s)':>8} {'(GB/s)':>8}")
+# Under the header of a device-timed job: what the mark after a line's status means.
+HOST_BOUND_LEGEND = (f"# host-bound (issue X): time <= {HOST_BOUND_FACTOR:g} x the host's time to issue one op (X): the GPU "
+                     "waited for the host, so the time is torch's per-call host cost, not link latency (see graph timing)")
 
 
 def table_line(rows: list[dict]) -> str:
     """One point as a line of nccl-tests' table (its column order; median over the trials, as our
     CSV's summary), then our timing mode, in/out of place, the size and time as the report writes
     them (distbench.core.units) and the status. #wrong: 0 when the exact check passed, 'wrong' when it
-    failed, N/A when not checked."""
+    failed, N/A when not checked. A host-bound point (distbench.comm.contract.host_bound) ends with
+    "host-bound (issue X)", X the host's time to issue one op."""
     from distbench.core.units import human_bytes, human_time_us
 
     r = rows[0]
@@ -116,8 +122,10 @@ def table_line(rows: list[dict]) -> str:
 
     wrong = {True: "0", False: "wrong"}.get(r["correct"], "N/A")
     t = med("time_us")
+    issue = med("host_issue_us")
+    bound = f"  host-bound (issue {human_time_us(issue)})" if host_bound(t, issue) else ""
     return (f"{head} {t:>9.2f} {med('algbw_gbps'):>8.2f} {med('busbw_gbps'):>8.2f} {wrong:>6}  "
-            f"{tail} {human_time_us(t):>9}  {r['status']}")
+            f"{tail} {human_time_us(t):>9}  {r['status']}{bound}")
 
 
 def _median_text(rows: list[dict]) -> str:
@@ -158,7 +166,7 @@ def main(argv=None) -> int:
                 traffic = "" if rows[0]["traffic"] == "none" else f" (traffic {rows[0]['traffic']})"
                 print(f"#\n# {rows[0]['op']}{traffic}, {rows[0]['dtype']}, {h.world_size} rank(s), {args.backend}, "
                       f"time = median over {args.trials} trials of the per-op time ({args.rank_agg} over ranks)\n"
-                      f"{TABLE_HEADER}", flush=True)
+                      f"{TABLE_HEADER}" + (f"\n{HOST_BOUND_LEGEND}" if args.backend != "gloo" else ""), flush=True)
             print(table_line(rows), flush=True)
 
     for point in plan_points(args.ops, args.sizes, args.timing, args.inplace, args.traffic):

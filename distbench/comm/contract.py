@@ -14,6 +14,25 @@ from distbench.core.contract import (
 
 PAIR_MODES = ("uni", "bi")  # GPU-pair matrix: one direction at a time, or both at once
 
+# A device-timed point is host-bound when its time per op is no more than this times the host's time
+# to issue one op. When the GPU finishes each op before the host has issued the next, the elapsed
+# time between the CUDA events is the issuing itself plus the last op's run, so the two agree to within
+# a few percent; a GPU-bound point's events span the ops' execution while the host has long finished
+# issuing (time >> issue). The 5% is room for that last op and for the two clocks' granularity. (A
+# host that blocks because the launch queue is full, about a thousand pending launches, would look
+# host-bound too; a trial's iters is far below that at the default 20.)
+HOST_BOUND_FACTOR = 1.05
+
+
+def host_bound(time_us: float, host_issue_us: float) -> bool:
+    """Whether a time per op is the host's per-call cost rather than the GPU's (False when the issue
+    time was not measured: host timing, Gloo, CSVs written before host_issue_us)."""
+    try:
+        t, issue = float(time_us), float(host_issue_us)
+    except (TypeError, ValueError):  # None, pd.NA
+        return False
+    return issue > 0 and t <= HOST_BOUND_FACTOR * issue  # NaN compares False
+
 
 COMM_COLUMNS: tuple[Column, ...] = (
     Column("backend", "string", "nccl or gloo"),
@@ -37,6 +56,7 @@ COMM_COLUMNS: tuple[Column, ...] = (
     Column("slowest_rank", "Int64", "rank with the largest time in this trial"),
     Column("arrival_skew_us", "float64", "how long the first rank waited for the last at the start of the trial: the spread of the ranks' wall-clock times when each was ready to issue the trial's first op (one host: one clock; across nodes it includes the hosts' clock offset)"),
     Column("last_rank", "Int64", "the rank that was ready last in this trial (a rank that is consistently last is a straggler)"),
+    Column("host_issue_us", "float64", "events and graph timing: how long the host took to issue the trial's ops, per op in microseconds (host clock from just after the start event is recorded to just before the end event; the launches only, no synchronisation), the slowest rank's; empty for host timing (there the host clock is the measurement) and so for Gloo. time_us <= HOST_BOUND_FACTOR x this: the GPU waited for the host, so time_us is torch's per-call host cost, not link latency (comm_summary.csv's host_bound)"),
     Column("algbw_gbps", "float64", "size_bytes / time, in GB/s (1e9 B/s); empty for barrier"),
     Column("busbw_gbps", "float64", "algbw x the op's nccl-tests bus factor, in GB/s; empty for barrier"),
     Column("busiest_rank", "Int64", "all_to_all_v: the rank that sends or receives the most over its links (the diagonal excluded); empty for other ops"),
@@ -55,6 +75,7 @@ COMM_RANK_COLUMNS: tuple[Column, ...] = tuple(c for c in COMM_COLUMNS if c.name 
     Column("rank", "int64", "global rank"),
     Column("time_us", "float64", "this rank's time per op in this trial (its elapsed / iters)"),
     Column("arrival_us", "float64", "when this rank was ready to issue the trial's first op, after the first rank (µs, wall clock)"),
+    Column("host_issue_us", "float64", "events and graph timing: how long this rank's host took to issue the trial's ops, per op in microseconds (no synchronisation inside); empty for host timing"),
 )
 COMM_RANK_COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in COMM_RANK_COLUMNS)
 
@@ -86,12 +107,12 @@ PAIRS_COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in PAIRS_COLUMNS)
 COMM = Contract("comm", COMM_COLUMNS, (("status", STATUSES), ("timing", TIMINGS), ("rank_agg", RANK_AGGS)),
                 positive_when_ok="time_us",
                 filled_when_missing=(("nodes", 1), ("traffic", "none"), ("requested_bytes", SameAs("size_bytes")),
-                                     ("arrival_skew_us", None), ("last_rank", None),
+                                     ("arrival_skew_us", None), ("last_rank", None), ("host_issue_us", None),
                                      ("busiest_rank", None), ("busiest_rank_bytes", None),
                                      ("busiest_rank_time_us", None)), job_rule="comm_job")
 COMM_RANKS = Contract("comm_ranks", COMM_RANK_COLUMNS, (("timing", TIMINGS),), positive_when_ok="time_us",
                       filled_when_missing=(("traffic", "none"), ("requested_bytes", SameAs("size_bytes")),
-                                          ("arrival_us", None)), job_rule="comm_job")
+                                          ("arrival_us", None), ("host_issue_us", None)), job_rule="comm_job")
 PAIRS = Contract("pairs", PAIRS_COLUMNS, (("status", STATUSES), ("mode", PAIR_MODES)), positive_when_ok="time_us")
 
 

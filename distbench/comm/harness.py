@@ -12,6 +12,11 @@ What one trial measures, per timing mode (CSV column `timing`):
   time per op = elapsed / (iters x graph_launches).
 - host:   host clock around every single op followed by a device synchronisation (what a naive
   loop sees); time per op = the mean of those. Gloo (CPU) only has this mode.
+events and graph trials also take the host clock around the issuing loop alone (after the start
+event is recorded, before the end event; nothing waits inside): `host_issue_us`, the host's time to
+issue one op. Where the GPU runs each op faster than the host issues the next, the events measure
+that issuing (torch's per-call host cost at small sizes, not link latency): such a point is
+host-bound (distbench.comm.contract.host_bound), and the report and the live table say so.
 Each rank times its own ops; every rank's time per trial is kept (comm_ranks.csv) and the row's
 `time_us` aggregates them as `rank_agg` says: `max` (default: the slowest rank bounds the step of
 a synchronous job), or nccl-tests' `avg`, `min`, `rank0`.
@@ -94,6 +99,7 @@ def base_row(args, point: Point, count: int, size_bytes: int) -> dict:
         "size_bytes": size_bytes, "requested_bytes": point.size_bytes, "count": count, "trial": 0, "iters": ops_per_trial(args, point.timing),
         "rank_agg": args.rank_agg, "time_us": math.nan, "time_us_rank_min": math.nan,
         "time_us_rank_max": math.nan, "slowest_rank": None, "arrival_skew_us": math.nan, "last_rank": None,
+        "host_issue_us": math.nan,
         "algbw_gbps": math.nan, "busbw_gbps": math.nan,
         "busiest_rank": None, "busiest_rank_bytes": None, "busiest_rank_time_us": math.nan,
         "correct": None, "status": "ok", "message": "",
@@ -152,7 +158,7 @@ class Harness(RankContext):
         count = element_count(spec, point.size_bytes, self.elem_bytes, self.world_size)
         size_bytes = count * self.elem_bytes if spec.moves_data else 0
         row = base_row(args, point, count, size_bytes if spec.moves_data and count else point.size_bytes)
-        self.arrivals_us = []
+        self.arrivals_us, self.issue_us = [], []
 
         def emit_status(status, message):
             emit([{**row, "trial": t, "status": status, "message": message} for t in range(args.trials)], [])
@@ -208,17 +214,20 @@ class Harness(RankContext):
             return emit_status(*(err or ("failed", "another rank failed this measurement")))
 
         code = {None: -1.0, True: 1.0, False: 0.0}
-        # One gather: [check before, check after, trial times..., trial arrivals...] from every rank.
+        # One gather: [check before, check after, trial times..., trial arrivals..., trial issue times...]
+        # from every rank.
         trials = args.trials
         # when each rank was ready to start each trial (NaN where a timing path records none)
         arrivals_us = self.arrivals_us if len(self.arrivals_us) == trials else [math.nan] * trials
-        per_rank = self.gather_rows([code[before], code[after], *times_us, *arrivals_us])
+        issue_us = self.issue_us if len(self.issue_us) == trials else [math.nan] * trials
+        per_rank = self.gather_rows([code[before], code[after], *times_us, *arrivals_us, *issue_us])
         correct, message = self._verdict(per_rank, point.timing)
         factor = spec.bus_factor(self.world_size)
         rows, rank_rows = [], []
         for t in range(trials):
             trial_times = [r[2 + t] for r in per_rank]
             arrivals = [r[2 + trials + t] for r in per_rank]
+            issues = [r[2 + 2 * trials + t] for r in per_rank]
             first = min(arrivals)
             time_us = aggregate_over_ranks(trial_times, args.rank_agg)
             algbw, busbw = bandwidths(size_bytes, time_us, factor)
@@ -228,11 +237,14 @@ class Harness(RankContext):
                          "time_us_rank_max": max(trial_times),
                          "slowest_rank": max(range(self.world_size), key=trial_times.__getitem__),
                          "arrival_skew_us": max(arrivals) - first,
+                         # the slowest host: in a collective every rank waits for the last op it issues
+                         "host_issue_us": math.nan if any(math.isnan(x) for x in issues) else max(issues),
                          "last_rank": None if math.isnan(first) else max(range(self.world_size), key=arrivals.__getitem__),
                          "algbw_gbps": algbw, "busbw_gbps": busbw, "correct": correct,
                          "status": "ok" if correct is not False else "wrong", "message": message})
             rank_rows += [{k: row[k] for k in COMM_RANK_COLUMN_NAMES if k in row}
-                          | {"trial": t, "rank": r, "time_us": tr, "arrival_us": arrivals[r] - first}
+                          | {"trial": t, "rank": r, "time_us": tr, "arrival_us": arrivals[r] - first,
+                             "host_issue_us": issues[r]}
                           for r, tr in enumerate(trial_times)]
         emit(rows, rank_rows)
 
@@ -293,7 +305,7 @@ class Harness(RankContext):
             graph = self._capture(stream, [lambda j=j: run(j) for j in range(args.iters)])
             graph.replay()
             self.sync()
-        times, self.arrivals_us = [], []
+        times, self.arrivals_us, self.issue_us = [], [], []
         for _ in range(args.trials):
             run(0)  # one un-timed op aligns the ranks before the clock starts
             self.sync()
@@ -311,18 +323,24 @@ class Harness(RankContext):
                     self.sync()
                     total += time.perf_counter() - t0
                 times.append(total / args.iters * 1e6)
+                self.issue_us.append(math.nan)  # the host clock is the measurement itself
                 continue
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
+            # The host's time to issue the timed ops (no synchronisation inside): when the events'
+            # time per op is no more than this, the GPU was waiting for the host.
+            t0 = time.perf_counter()
             if graph is not None:
                 for _ in range(args.graph_launches):
                     graph.replay()
             else:
                 for j in range(args.iters):
                     run(j)
+            issued = time.perf_counter() - t0
             end.record()
             end.synchronize()
             times.append(start.elapsed_time(end) * 1e3 / ops_per_trial(args, timing))
+            self.issue_us.append(issued * 1e6 / ops_per_trial(args, timing))
 
         # Check what was timed, outside the timed region.
         if graph is not None:

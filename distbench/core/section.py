@@ -134,6 +134,9 @@ class SummaryPart:
     order: tuple[str, ...] = ()  # within a group, records sorted by these columns
     # the document's `config` keys this family sets, from its table (None when absent) and the config
     settings: Callable[[pd.DataFrame | None, dict], dict] | None = None
+    # how the table is read: the family's own reader where its derived columns must be there (comm's
+    # host_bound, from a summary written before it)
+    reader: Callable[[Path], pd.DataFrame] = pd.read_csv
 
 
 @dataclass(frozen=True)

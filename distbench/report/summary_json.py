@@ -43,7 +43,7 @@ def summary_document(inputs: ReportInputs, config: dict, name: str | None = None
                      sections: Sequence[Section] = SECTIONS) -> dict:
     """The document from the run's tables (inputs: each part's table by its ReportInputs field, and env)."""
     parts = [s.summary for s in sections if s.summary]
-    tables = {p.key: inputs.table(p.input) for p in parts}
+    tables = {p.key: inputs.table(p.input, p.reader) for p in parts}
     env = inputs.env_dict()
     sizes = [int(w) for df in tables.values() if df is not None and len(df) for w in df["world_size"]]
     world = max(sizes) if sizes else 0

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from distbench.comm.analysis import peak as peak_mod
+from distbench.core.contract import to_bool
 from distbench.core.sizes import human_bytes
 
 # busbw below this share of the link peak at the largest size is suspicious. Healthy NVLink runs
@@ -239,11 +240,18 @@ def rule_host_overhead(ctx: _Ctx) -> list[dict]:
     if both.empty:
         return []
     r = both.loc[(both["host"] / both["events"]).idxmax()]
+    ev = df[df["timing"] == "events"].set_index(key)
+    # a host-bound events figure already is the launch cost (distbench.comm.contract.host_bound)
+    ev_bound = "host_bound" in ev and to_bool(ev.loc[tuple(r[k] for k in key), "host_bound"]) is True
+    why = ("the events figure is itself host-bound (torch's per-call host cost, not link latency), so the "
+           "difference is the synchronisation after every op; CUDA graphs leave both out" if ev_bound else
+           "the difference is kernel launch and Python/framework dispatch overhead, which events (and CUDA graphs) "
+           "leave out")
     return [_item(
         "info",
         f"At small sizes host timing is much slower than CUDA events: {r['op']} at {human_bytes(r['size_bytes'])} "
-        f"takes {r['host']:.1f} us by the host clock but {r['events']:.1f} us on the GPU; the difference is kernel "
-        f"launch and Python/framework dispatch overhead, which events (and CUDA graphs) leave out.",
+        f"takes {r['host']:.1f} us by the host clock but {r['events']:.1f} us "
+        f"{'with CUDA events' if ev_bound else 'on the GPU'}; {why}.",
         op=r["op"], size_bytes=int(r["size_bytes"]), host_us=float(r["host"]), events_us=float(r["events"]),
         cases=int(len(both)))]
 

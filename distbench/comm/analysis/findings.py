@@ -16,6 +16,7 @@ from distbench.core.units import human_bytes, human_time_us, sig3 as _sig3  # no
 
 from distbench.core.choices import backend_name  # noqa: F401 - used here and by the comm plots
 from distbench.comm.analysis.summary import SUMMARY_COLUMNS  # the summary's columns, in its order
+from distbench.comm.contract import host_bound
 from distbench.core.contract import to_bool
 from distbench.core.section import SMOKE_TEST, oversubscribed
 
@@ -63,8 +64,16 @@ def normalise_summary(df: pd.DataFrame) -> pd.DataFrame:
     if "inplace" in df:
         df["inplace"] = df["inplace"].fillna(False)
     for col in SUMMARY_COLUMNS:
-        if col.startswith(("time_us", "algbw", "busbw", "rank_spread")) and col in df:
+        if col.startswith(("time_us", "algbw", "busbw", "rank_spread", "host_issue")) and col in df:
             df[col] = pd.to_numeric(df[col], errors="coerce").astype("float64")
+    if "time_us_median" in df:
+        # summaries from before the host's issue time: not measured, so no point is called host-bound
+        if "host_issue_us_median" not in df:
+            df.insert(min(list(SUMMARY_COLUMNS).index("host_issue_us_median"), len(df.columns)),
+                      "host_issue_us_median", float("nan"))
+        # derived, so recomputed: one definition (distbench.comm.contract.host_bound) for every reader
+        df["host_bound"] = pd.Series([host_bound(t, i) for t, i in zip(df["time_us_median"], df["host_issue_us_median"])],
+                                     index=df.index, dtype="bool")
     return df
 
 
@@ -136,6 +145,54 @@ def _one(df: pd.DataFrame, **eq):
     return df.iloc[0] if len(df) else None
 
 
+# ---------------------------------------------------------------- host-bound points
+HOST_BOUND = "host-bound"
+HOST_COST = "torch's per-call host cost, not link latency"
+
+
+def is_host_bound(r) -> bool:
+    """A summary row whose time is the host's per-call cost (normalise_summary's host_bound)."""
+    return to_bool(r.get("host_bound")) is True
+
+
+def time_text(r) -> str:
+    """A row's median time as a sentence quotes it, labelled when it is the host's cost, not the GPU's."""
+    text = human_time_us(r["time_us_median"])
+    return f"{text} ({HOST_BOUND})" if is_host_bound(r) else text
+
+
+def host_bound_findings(summary: pd.DataFrame) -> list[str]:
+    """Per backend, timing and world size: the device-timed points whose time per op is no more than
+    the host's time to issue one (distbench.comm.contract.host_bound), up to which size, with an
+    example and the graph timing of the same point where it was measured and is not host-bound."""
+    p = primary_rows(summary, vary=("timing",))
+    if p.empty or "host_bound" not in p:
+        return []
+    out = []
+    keys = ["backend", "timing", "world_size", "nodes"]
+    for (backend, timing, ws, nodes), g in p.groupby(keys, sort=True):
+        hb = g[g["host_bound"]]
+        if hb.empty:
+            continue
+        op = pick_op(hb["op"].unique())
+        r = hb[hb["op"] == op].sort_values("size_bytes").iloc[0]
+        where = f"world size {ws}" + (f" on {nodes} nodes" if nodes > 1 else "")
+        text = (f"{backend_name(backend)} {timing} timing is {HOST_BOUND} up to {human_bytes(int(hb['size_bytes'].max()))} "
+                f"({len(hb)} of {len(g)} points, {where}; e.g. {op} at {human_bytes(int(r['size_bytes']))}: "
+                f"{human_time_us(r['time_us_median'])} per op, and the host took "
+                f"{human_time_us(r['host_issue_us_median'])} to issue each): those times are {HOST_COST}")
+        graph = p[(p["timing"] == "graph") & (p["backend"] == backend) & (p["world_size"] == ws)
+                  & (p["nodes"] == nodes) & (p["op"] == op) & (p["size_bytes"] == r["size_bytes"])]
+        if timing != "graph" and len(graph) and not graph["host_bound"].iloc[0]:
+            text += f"; graph timing there: {human_time_us(graph['time_us_median'].iloc[0])}."
+        elif timing != "graph":
+            text += "; graph timing (config comm.timing) measures the GPU's side."
+        else:
+            text += "; more ops per graph (iters) or graph_launches amortise the launch."
+        out.append(text)
+    return out
+
+
 # ---------------------------------------------------------------- sentences
 def _backend_ratio(p: pd.DataFrame) -> list[str]:
     if p["backend"].nunique() < 2:
@@ -156,11 +213,11 @@ def _backend_ratio(p: pd.DataFrame) -> list[str]:
     if size is None:
         return []
     ws = max(w for w, s in common if s == size)  # most ranks: closest to the use case
-    ta = _one(q, backend=a, world_size=ws, size_bytes=size)["time_us_median"]
-    tb = _one(q, backend=b, world_size=ws, size_bytes=size)["time_us_median"]
-    (fast, tf), (slow, ts) = sorted([(a, ta), (b, tb)], key=lambda x: x[1])
+    ra, rb = _one(q, backend=a, world_size=ws, size_bytes=size), _one(q, backend=b, world_size=ws, size_bytes=size)
+    (fast, rf), (slow, rs) = sorted([(a, ra), (b, rb)], key=lambda x: x[1]["time_us_median"])
+    tf, ts = rf["time_us_median"], rs["time_us_median"]
     return [f"{backend_name(fast)} is {ts / tf:.1f}× faster than {backend_name(slow)} for {op} at "
-            f"{human_bytes(size)} (world size {ws}: {human_time_us(tf)} vs {human_time_us(ts)})."]
+            f"{human_bytes(size)} (world size {ws}: {time_text(rf)} vs {time_text(rs)})."]
 
 
 def _peak_busbw(p: pd.DataFrame, peak: dict | None) -> list[str]:
@@ -200,13 +257,13 @@ def _scaling(p: pd.DataFrame, env: dict | None = None) -> list[str]:
                             & set(g.loc[g["world_size"] == hi, "requested_bytes"]))
         if size is None:
             continue
-        t_lo = _one(g, world_size=lo, requested_bytes=size)["time_us_median"]
-        t_hi = _one(g, world_size=hi, requested_bytes=size)["time_us_median"]
+        r_lo, r_hi = _one(g, world_size=lo, requested_bytes=size), _one(g, world_size=hi, requested_bytes=size)
+        t_lo, t_hi = r_lo["time_us_median"], r_hi["time_us_median"]
         r = t_hi / t_lo
         change = f"grows {r:.1f}×" if r >= 1 else f"falls {1 / r:.1f}×"
         crowded = oversubscribed(ranks_per_host(g, hi), str(backend), env or {})
         out.append(f"{backend_name(backend)} {op} time {change} from {lo} to {hi} ranks at "
-                   f"{human_bytes(size)} ({human_time_us(t_lo)} vs {human_time_us(t_hi)})"
+                   f"{human_bytes(size)} ({time_text(r_lo)} vs {time_text(r_hi)})"
                    + (f"; {SMOKE_TEST.format(crowded)}." if crowded else "."))
     return out
 
@@ -229,16 +286,16 @@ def _timing_overhead(summary: pd.DataFrame) -> list[str]:
             if not common:
                 continue
             ws, size = min(common, key=lambda k: (k[1], k[0]))
-            te = _one(ev, world_size=ws, size_bytes=size)["time_us_median"]
-            to = _one(ot, world_size=ws, size_bytes=size)["time_us_median"]
+            re_, ro = _one(ev, world_size=ws, size_bytes=size), _one(ot, world_size=ws, size_bytes=size)
+            te, to = re_["time_us_median"], ro["time_us_median"]
             d = te - to if other == "graph" else to - te
             if d <= 0:  # say so rather than print a negative saving
                 out.append(f"{other.capitalize()} timing shows no overhead difference from events at "
-                           f"{human_bytes(size)} (events {human_time_us(te)} vs {other} {human_time_us(to)}; "
+                           f"{human_bytes(size)} (events {time_text(re_)} vs {other} {time_text(ro)}; "
                            f"{backend_name(backend)} {op}, world size {ws}).")
                 continue
             out.append(template.format(verb="removes", d=human_time_us(d), size=human_bytes(size),
-                                       te=human_time_us(te), to=human_time_us(to),
+                                       te=time_text(re_), to=time_text(ro),
                                        where=f"{backend_name(backend)} {op}, world size {ws}"))
     return out
 
@@ -287,7 +344,8 @@ def compute_findings(summary_df: pd.DataFrame, plan: dict | None = None, *, peak
     out += [f"Not measured: {s['what']} — {s['why']}." for s in plan.get("skipped") or []
             if str(s.get("what", "")).startswith("backend ")]
     if not p.empty:
-        out += _backend_ratio(p) + _peak_busbw(p, peak) + _scaling(p, env) + _timing_overhead(summary)
+        out += (_backend_ratio(p) + _peak_busbw(p, peak) + _scaling(p, env) + _timing_overhead(summary)
+                + host_bound_findings(summary))
     return out + traffic_findings(summary)
 
 

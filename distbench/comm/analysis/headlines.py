@@ -3,14 +3,17 @@ all_reduce at its largest size measured ok (primary timing), against the publish
 this GPU, world size and op (distbench.comm.analysis.peak.expected_for: healthy from
 HEALTHY_OF_PUBLISHED of its low end), else the link peak (healthy from
 distbench.comm.analysis.advice.LOW_PEAK_FRACTION of it). With more Gloo ranks on a host than it has cores
-(env.json; distbench.core.section.oversubscribed) the run is a smoke test: "measured"."""
+(env.json; distbench.core.section.oversubscribed) the run is a smoke test: "measured"; so is a
+host-bound point (only small sizes ran, and the GPU waited for the host: distbench.comm.contract.host_bound)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from distbench.comm.analysis.advice import LOW_PEAK_FRACTION
-from distbench.comm.analysis.findings import normalise_summary, primary_rows, ranks_per_host
+from distbench.comm.analysis.findings import (
+    HOST_BOUND, HOST_COST, is_host_bound, normalise_summary, primary_rows, ranks_per_host,
+)
 from distbench.comm.analysis.peak import expected_for, reference_text
 from distbench.core.choices import backend_name
 from distbench.core.section import Headline, oversubscribed
@@ -55,6 +58,10 @@ def comm_headlines(summary: pd.DataFrame, gpu_name: str | None = None, peak: dic
         crowded = oversubscribed(ranks_per_host(p, ws), str(backend), env or {})
         if len(wrong):
             verdict, reason = "failing", f"{len(wrong)} measurement(s) returned wrong results"
+        elif is_host_bound(r):  # only small sizes ran: the figure is the host's, not the link's
+            verdict, reason = "measured", (f"{HOST_BOUND}: at {human_bytes(size)} the {r['timing']} time per op is "
+                                           f"{HOST_COST} (the host took {sig3(r['host_issue_us_median'])} µs to "
+                                           "issue each op), so it is not judged")
         elif crowded:
             verdict, reason = "measured", (f"smoke test: {crowded}: the ranks time-share the host, so this "
                                            "bandwidth measures that contention and is not judged")

@@ -10,8 +10,8 @@ from pathlib import Path
 import pandas as pd
 
 from distbench.comm.analysis.findings import (
-    SUMMARY_COLUMNS, TIMING_PREFERENCE, compute_findings, human_bytes, normalise_summary, primary_rows, read_summary,
-    skipped_points, straggler_findings,
+    HOST_BOUND, HOST_COST, SUMMARY_COLUMNS, TIMING_PREFERENCE, compute_findings, human_bytes, human_time_us,
+    is_host_bound, normalise_summary, primary_rows, read_summary, skipped_points, straggler_findings,
 )
 from distbench.comm.analysis.headlines import comm_headlines
 from distbench.comm.analysis.pairs import pair_findings
@@ -78,6 +78,37 @@ class Rounded:
         return f"{ROUNDED_MARK} measured at a smaller size than the row's: " + "; ".join(parts) + "." if parts else ""
 
 
+HOST_BOUND_MARK = "†"
+
+
+class HostBound:
+    """One table's cells whose time is the host's per-call cost (distbench.comm.contract.host_bound):
+    `mark` flags such a cell with HOST_BOUND_MARK, `footnote` says so with the host's issue time, so
+    nobody reads an eager small-size figure as link latency."""
+
+    def __init__(self):
+        self.seen: dict[str, list[tuple[int, float]]] = {}  # timing -> [(requested size, host issue µs)]
+
+    def mark(self, r, text):
+        if not is_host_bound(r):
+            return text
+        self.seen.setdefault(str(r["timing"]), []).append((int(r["requested_bytes"]), float(r["host_issue_us_median"])))
+        return f"{text} {HOST_BOUND_MARK}" if text else HOST_BOUND_MARK
+
+    def footnote(self) -> str:
+        def span(values, fmt):
+            lo, hi = min(values), max(values)
+            return fmt(lo) if fmt(lo) == fmt(hi) else f"{fmt(lo)}–{fmt(hi)}"
+
+        parts = [f"{timing} timing at {span([s for s, _ in seen], human_bytes)} (the host took "
+                 f"{span([i for _, i in seen], human_time_us)} to issue each op)" for timing, seen in self.seen.items()]
+        if not parts:
+            return ""
+        graph = "; graph timing shows the GPU's side" if set(self.seen) - {"graph"} else ""
+        return (f"{HOST_BOUND_MARK} {HOST_BOUND}: {'; '.join(parts)}: the time per op is no more than the host's time "
+                f"to issue one, so it is {HOST_COST}{graph}.")
+
+
 def _comm_table(inputs: ReportInputs, key: str) -> pd.DataFrame:
     """comm summary or largest table, normalised (read once); an empty one when missing."""
     t = inputs.table(key, read_summary)
@@ -102,21 +133,21 @@ def _largest_table(largest: pd.DataFrame, peak: dict | None) -> dict:
         headers.append("rank spread %")
     if peak_gbps:
         headers.append("% of link peak")
-    rows, rounded = [], Rounded()
+    rows, rounded, host = [], Rounded(), HostBound()
     for _, r in largest.sort_values(keys).iterrows():
-        row = [r[k] for k in keys] + [rounded.mark(r, human_bytes(r["requested_bytes"])), time_cell(r["time_us_median"]),
-                                      gbps_cell(r["busbw_gbps_median"])]
+        row = [r[k] for k in keys] + [rounded.mark(r, human_bytes(r["requested_bytes"])),
+                                      host.mark(r, time_cell(r["time_us_median"])), gbps_cell(r["busbw_gbps_median"])]
         if spread:
             row.append(r["rank_spread_pct_median"])
         if peak_gbps:  # the link peak describes GPU links: meaningless for Gloo over TCP/shared memory
             bw = r["busbw_gbps_median"]
             row.append(f"{100 * bw / peak_gbps:.0f}%" if r["backend"] == "nccl" and pd.notna(bw) else None)
         rows.append(row)
-    return _with_footnote(table(headers, rows), rounded)
+    return _with_footnote(table(headers, rows), rounded, host)
 
 
-def _with_footnote(t: dict, rounded: Rounded) -> dict:
-    t["footnote"] = rounded.footnote()
+def _with_footnote(t: dict, rounded: Rounded, host: HostBound | None = None) -> dict:
+    t["footnote"] = " ".join(f for f in (rounded.footnote(), host.footnote() if host else "") if f)
     return t
 
 
@@ -141,7 +172,7 @@ def _compact_table(summary: pd.DataFrame, primary: bool = True) -> dict:
     cell = {(r["op"], r["requested_bytes"], r["backend"], r["world_size"], r["nodes"]): r for _, r in p.iterrows()}
     timing = {b: g["timing"].iloc[0] for b, g in p.groupby("backend")}
     headers = ["op", "size"] + [f"{b} ws{w}{f' on {n} nodes' if n > 1 else ''} ({timing[b]})" for b, w, n in cols]
-    rows, total, rounded = [], 0, Rounded()
+    rows, total, rounded, host = [], 0, Rounded(), HostBound()
     for op in dict.fromkeys(p["op"]):
         sizes = sorted(set(p.loc[p["op"] == op, "requested_bytes"]))
         total += len(sizes)
@@ -153,9 +184,10 @@ def _compact_table(summary: pd.DataFrame, primary: bool = True) -> dict:
                     row.append(None)
                     continue
                 bw = r["busbw_gbps_median"]
-                row.append(rounded.mark(r, time_cell(r["time_us_median"]) + (f" · {human_gbps(bw)}" if pd.notna(bw) else "")))
+                text = host.mark(r, time_cell(r["time_us_median"])) + (f" · {human_gbps(bw)}" if pd.notna(bw) else "")
+                row.append(rounded.mark(r, text))
             rows.append(row)
-    t = _with_footnote(table(headers, rows), rounded)
+    t = _with_footnote(table(headers, rows), rounded, host)
     t["note"] = f"{len(rows)} of {total} op × size rows shown" if len(rows) < total else ""
     return t
 
@@ -188,13 +220,13 @@ def _nodes_table(largest: pd.DataFrame) -> dict | None:
     if p.empty or "nodes" not in p or not (p["nodes"] > 1).any():
         return None
     headers = ["op", "backend", "ranks", "nodes × ranks per node", "links crossed", "size", "time", "busbw GB/s"]
-    rows, rounded = [], Rounded()
+    rows, rounded, host = [], Rounded(), HostBound()
     for _, r in p.sort_values(["op", "backend", "nodes", "world_size"]).iterrows():
         n = int(r["nodes"])
         rows.append([r["op"], r["backend"], int(r["world_size"]), f"{n} × {int(r['world_size']) // n}",
                      "inter-node (network)" if n > 1 else "intra-node", rounded.mark(r, human_bytes(r["requested_bytes"])),
-                     time_cell(r["time_us_median"]), gbps_cell(r["busbw_gbps_median"])])
-    return _with_footnote(table(headers, rows), rounded)
+                     host.mark(r, time_cell(r["time_us_median"])), gbps_cell(r["busbw_gbps_median"])])
+    return _with_footnote(table(headers, rows), rounded, host)
 
 
 def _traffic_table(largest: pd.DataFrame) -> dict | None:
@@ -288,10 +320,12 @@ def summary_settings(comm: pd.DataFrame | None, config: dict) -> dict:
 
 # summary.json's results.communication: per op, one record per point
 SUMMARY_FIELDS = ("backend", "world_size", "nodes", "traffic", "dtype", "nccl_env", "timing", "inplace", "size_bytes",
-                  "requested_bytes", "time_us_median", "time_us_p5", "time_us_p95", "algbw_gbps_median", "busbw_gbps_median",
+                  "requested_bytes", "time_us_median", "time_us_p5", "time_us_p95", "host_issue_us_median", "host_bound",
+                  "algbw_gbps_median", "busbw_gbps_median",
                   "busiest_rank", "busiest_rank_bytes", "busiest_rank_time_us_median", "correct", "status")
 SUMMARY = SummaryPart("communication", "summary", SUMMARY_FIELDS, by="op",
-                      order=("backend", "world_size", "dtype", "timing", "size_bytes"), settings=summary_settings)
+                      order=("backend", "world_size", "dtype", "timing", "size_bytes"), settings=summary_settings,
+                      reader=read_summary)
 
 COMMUNICATION = Section("communication", "Communication", TEMPLATES, build, headlines=headlines, findings=findings,
                         skipped=skipped, figure_dirs=("figures", "figures_pairs"), figure_titles=FIGURE_TITLES,

@@ -10,7 +10,7 @@ import pandas as pd
 
 from distbench.core.choices import STATUS_SEVERITY
 from distbench.core.io import atomic_write_csv
-from distbench.comm.contract import COMM, COMM_RANKS
+from distbench.comm.contract import COMM, COMM_RANKS, host_bound
 from distbench.core.tables import JobCsvError, combine
 
 # One row per requested size: a split op's size_bytes is rounded to the world size, so the requested
@@ -21,6 +21,7 @@ SERIES = [k for k in KEYS if k not in ("size_bytes", "requested_bytes")]
 # Worst first: a point's status is the worst over its trials.
 SUMMARY_COLUMNS = KEYS + [
     "n_trials", "rank_agg", "time_us_median", "time_us_p5", "time_us_p95", "time_us_min", "time_us_cv",
+    "host_issue_us_median", "host_bound",
     "algbw_gbps_median", "busbw_gbps_median", "busbw_gbps_max", "rank_spread_pct_median",
     "busiest_rank", "busiest_rank_bytes", "busiest_rank_time_us_median", "correct", "status", "message",
 ]
@@ -35,10 +36,13 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
     """Statistics over trials per measurement point (outlier trials stay in the raw table)."""
     if "requested_bytes" not in df:  # a frame not read through the contract, from before the column
         df = df.assign(requested_bytes=df["size_bytes"])
+    if "host_issue_us" not in df:  # likewise, from before the host's issue time was taken
+        df = df.assign(host_issue_us=float("nan"))
     rows = []
     for key, g in df.groupby(KEYS, sort=True, dropna=False):
         ok = g[g["status"] == "ok"]
         t = ok["time_us"]
+        issue = ok["host_issue_us"].median() if len(ok) else float("nan")
         worst = min(g["status"], key=STATUS_SEVERITY.__getitem__)
         corr = g["correct"].dropna()
         rows.append({
@@ -50,6 +54,9 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
             "time_us_p95": t.quantile(0.95) if len(t) else float("nan"),
             "time_us_min": t.min() if len(t) else float("nan"),
             "time_us_cv": (t.std(ddof=0) / t.mean()) if len(t) > 1 and t.mean() > 0 else float("nan"),
+            # the GPU waited for the host: the median time is torch's per-call host cost, not the link's
+            "host_issue_us_median": issue,
+            "host_bound": host_bound(t.median(), issue) if len(t) else False,
             "algbw_gbps_median": ok["algbw_gbps"].median() if len(ok) else float("nan"),
             "busbw_gbps_median": ok["busbw_gbps"].median() if len(ok) else float("nan"),
             "busbw_gbps_max": ok["busbw_gbps"].max() if len(ok) else float("nan"),
