@@ -79,9 +79,9 @@ done
 
 stamp "small messages: raw-NCCL control"
 if [ "$NCCL_LIB" != "-" ] && [ "$CUDART_LIB" != "-" ]; then
-  RAW=(python3 $GL/raw_nccl_ctypes.py --nccl-lib "$NCCL_LIB" --cudart-lib "$CUDART_LIB" --out "$W/raw")
+  RAW=($GL/raw_nccl_ctypes.py --nccl-lib "$NCCL_LIB" --cudart-lib "$CUDART_LIB" --out "$W/raw")
   timeout 90 "${TR[@]}" "${RAW[@]}" --label torchrun_plain > "$W/raw/torchrun_plain.log" 2>&1; echo "  torchrun_plain rc=$?"
-  [ -n "$MPIEXEC" ] && { timeout 90 "$MPIEXEC" -n 2 "${RAW[@]}" --label mpiexec_plain > "$W/raw/mpiexec_plain.log" 2>&1; echo "  mpiexec_plain rc=$?"; }
+  [ -n "$MPIEXEC" ] && { timeout 90 "$MPIEXEC" -n 2 python3 "${RAW[@]}" --label mpiexec_plain > "$W/raw/mpiexec_plain.log" 2>&1; echo "  mpiexec_plain rc=$?"; }
   timeout 120 "${TR[@]}" "${RAW[@]}" --label torchrun_with_torch --with-torch > "$W/raw/torchrun_with_torch.log" 2>&1; echo "  torchrun_with_torch rc=$?"
   grep -h "rank 0" "$W"/raw/*.log | grep -v Warning
 fi

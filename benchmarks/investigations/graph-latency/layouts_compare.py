@@ -79,7 +79,7 @@ def main(dir_: str) -> None:
     d = Path(dir_)
     nt = {p.stem: nccl_tests(p) for p in sorted(d.glob("nt/*.txt"))}
     r = raw(d)
-    small = {name: ours(d / "ours" / f"small_{name}.csv") for name in ("torchrun", "norotate", "mpiexec")}
+    small = {name: ours(d / "ours" / f"small_{name}.csv") for name in ("torchrun", "norotate", "mpiexec", "torchrun_mix0")}
     empty = pd.DataFrame(columns=["time_us", "busbw_gbps"])
 
     def nt_t(name, size):
@@ -117,6 +117,23 @@ def main(dir_: str) -> None:
           ["size B", "nccl-tests mpiexec -n 2 -G 0", "nccl-tests -g 2 -G 0", "raw NCCL (ctypes), torchrun",
            "raw NCCL: host issue per call", "ours events, torchrun", "ours: host issue per call",
            "ours events, mpiexec"], body)
+
+    if len(small["torchrun_mix0"]) or "mpi2_all_reduce_G10_mix0" in nt:
+        body = []
+        for s in SMALL:
+            pairs = [(nt_t("mpi2_all_reduce_G10", s), nt_t("mpi2_all_reduce_G10_mix0", s)),
+                     (raw_t("torchrun_plain", "graph", s), raw_t("torchrun_plain_mix0", "graph", s)),
+                     (raw_t("mpiexec_plain", "graph", s), raw_t("mpiexec_plain_mix0", "graph", s)),
+                     (raw_t("torchrun_with_torch", "graph", s), raw_t("torchrun_with_torch_mix0", "graph", s)),
+                     (raw_t("torchrun_with_torch", "torch_graph", s), raw_t("torchrun_with_torch_mix0", "torch_graph", s)),
+                     (our_t("torchrun", "graph", s), our_t("torchrun_mix0", "graph", s))]
+            ref = pairs[0][0]
+            body.append([str(s)] + [f"{fmt(a)} / {fmt(b)}" for a, b in pairs]
+                        + [fmt(pairs[-1][0] / ref), fmt(pairs[-1][1] / ref)])
+        table("CUDA graph, µs per op: NCCL_GRAPH_MIXING_SUPPORT unset (NCCL's default 1) / =0",
+              ["size B", "nccl-tests mpiexec -n 2 -G 10", "raw NCCL, torchrun", "raw NCCL, mpiexec",
+               "raw NCCL + torch in process", "raw NCCL, torch.cuda.graph capture", "ours (c10d), torchrun",
+               "ours / nccl-tests (default)", "ours mixing=0 / nccl-tests default"], body)
 
     large = ours(d / "ours" / "large.csv")
     body = []

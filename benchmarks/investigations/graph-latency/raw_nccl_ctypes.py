@@ -67,6 +67,25 @@ class Cuda:
         return call
 
 
+NODE_TYPES = {0: "kernel", 1: "memcpy", 2: "memset", 3: "host", 4: "child_graph", 5: "empty", 6: "wait_event",
+              7: "event_record", 8: "ext_sem_signal", 9: "ext_sem_wait", 10: "mem_alloc", 11: "mem_free",
+              12: "batch_mem_op", 13: "conditional"}
+
+
+def graph_nodes(rt, graph) -> dict:
+    """A captured cudaGraph_t's nodes counted by type (CUDA runtime graph API)."""
+    num = ctypes.c_size_t(0)
+    check(rt.cudaGraphGetNodes(graph, None, ctypes.byref(num)), "cudaGraphGetNodes")
+    nodes = (ctypes.c_void_p * num.value)()
+    check(rt.cudaGraphGetNodes(graph, nodes, ctypes.byref(num)), "cudaGraphGetNodes")
+    kinds = {}
+    for node in nodes:
+        t = ctypes.c_int(-1)
+        rt.cudaGraphNodeGetType(ctypes.c_void_p(node), ctypes.byref(t))
+        kinds[NODE_TYPES.get(t.value, str(t.value))] = kinds.get(NODE_TYPES.get(t.value, str(t.value)), 0) + 1
+    return kinds
+
+
 def exchange_uid(lib, rank: int, rdzv: Path) -> UniqueId:
     """Rank 0 writes NCCL's unique id to a file (atomically); the others poll for it."""
     uid, path = UniqueId(), rdzv / "nccl_uid.bin"
@@ -148,7 +167,8 @@ def main():
     def allreduce(send, recv, count):
         check(lib.ncclAllReduce(send, recv, count, NCCL_FLOAT32, NCCL_SUM, comm, stream), "ncclAllReduce")
 
-    rows = []
+    rows, node_lines = [], []
+    mixing = os.environ.get("NCCL_GRAPH_MIXING_SUPPORT", "default")
     for size in SIZES:
         count = size // 4
         send, recv = ctypes.c_void_p(), ctypes.c_void_p()
@@ -168,17 +188,30 @@ def main():
         for _ in range(OPS):
             allreduce(send, recv, count)
         cuda.cudaStreamEndCapture(stream, ctypes.byref(graph))
+        if size == SIZES[0]:
+            node_lines.append(f"{a.label} rank {rank} graph (cudaStreamBeginCapture, {OPS} ops): {graph_nodes(cuda.rt, graph)}")
         cuda.cudaGraphInstantiateWithFlags(ctypes.byref(exe), graph, 0)
         cuda.cudaGraphLaunch(exe, stream)
         cuda.cudaStreamSynchronize(stream)
         modes = ["graph", "eager"]
         if a.with_torch:
             side = torch.cuda.Stream()
-            tgraph = torch.cuda.CUDAGraph()
+            try:
+                tgraph = torch.cuda.CUDAGraph(keep_graph=True)  # keep the cudaGraph_t to count its nodes
+            except TypeError:  # torch < 2.8
+                tgraph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(tgraph, stream=side):
                 for _ in range(OPS):
                     check(lib.ncclAllReduce(send, recv, count, NCCL_FLOAT32, NCCL_SUM, comm, side.cuda_stream),
                           "ncclAllReduce (torch capture)")
+            if size == SIZES[0] and hasattr(tgraph, "raw_cuda_graph"):
+                try:
+                    node_lines.append(f"{a.label} rank {rank} torch_graph (torch.cuda.graph, {OPS} ops): "
+                                      f"{graph_nodes(cuda.rt, ctypes.c_void_p(tgraph.raw_cuda_graph()))}")
+                except Exception as e:  # noqa: BLE001 - counting nodes is a bonus; the timing goes on
+                    node_lines.append(f"{a.label} rank {rank} torch_graph nodes: {e!r}")
+            if hasattr(tgraph, "instantiate"):
+                tgraph.instantiate()
             tgraph.replay()
             torch.cuda.synchronize()
             modes.append("torch_graph")
@@ -208,7 +241,7 @@ def main():
                 t1 = time.perf_counter()
                 ms = ctypes.c_float()
                 cuda.cudaEventElapsedTime(ctypes.byref(ms), ev0, ev1)
-                rows.append({"label": a.label, "launcher": "torchrun" if "TORCHELASTIC_RUN_ID" in os.environ else "mpiexec",
+                rows.append({"label": a.label, "graph_mixing": mixing, "launcher": "torchrun" if "TORCHELASTIC_RUN_ID" in os.environ else "mpiexec",
                              "with_torch": a.with_torch, "nccl_version": version.value, "rank": rank, "world_size": n,
                              "size_bytes": size, "mode": mode, "trial": trial, "ops": ops,
                              "host_clock_us": (t1 - t0) / ops * 1e6, "events_us": ms.value * 1e3 / ops,
@@ -226,6 +259,9 @@ def main():
         w.writeheader()
         w.writerows(rows)
     path.with_suffix(".tmp").replace(path)
+    for line in node_lines:
+        print(f"raw_nccl[{a.label}] nodes: {line}", flush=True)
+    (a.out / f"{a.label}_rank{rank}_nodes.txt").write_text("\n".join(node_lines) + "\n")
     for size in SIZES:
         for mode in sorted({r["mode"] for r in rows}):
             vals = [r["host_clock_us"] for r in rows if r["size_bytes"] == size and r["mode"] == mode]
