@@ -191,3 +191,16 @@ def test_percent_of_peak():
     assert math.isnan(out["pct_of_link_peak"].iloc[1])
     assert "pct_of_link_peak" not in s
     assert percent_of_peak(s, None)["pct_of_link_peak"].isna().all()
+
+
+def test_graph_mixing_measured_side_by_side_or_suggested():
+    graph = dict(timing="graph", size_bytes=8, busbw_gbps_median=float("nan"))
+    both = frame(row(**graph, time_us_median=10.7), row(**graph, time_us_median=5.0, nccl_env="NCCL_GRAPH_MIXING_SUPPORT=0"))
+    info = texts(advise(both), "info")
+    assert any("10.7 us per op with NCCL's graph mixing on" in t and "5.0 us with NCCL_GRAPH_MIXING_SUPPORT=0" in t
+               and "5.7 us difference" in t for t in info)
+    only_default = texts(advise(frame(row(**graph, time_us_median=10.7))), "info")
+    assert any("add {NCCL_GRAPH_MIXING_SUPPORT: 0} to comm.nccl_env" in t for t in only_default)
+    # no graph timing, or only large sizes: nothing to say
+    assert not [t for t in texts(advise(frame(row()))) if "graph mixing" in t]
+    assert not [t for t in texts(advise(frame(row(timing="graph", size_bytes=GiB)))) if "graph mixing" in t]

@@ -11,7 +11,10 @@
 #    $OUT/nccl_tests_G0.txt;
 # 4. prints our baseline / best variant next to nccl-tests' out-of-place time at each size.
 #
-# nccl-tests is built with MPI=0 (the image has no MPI library), so ONE process drives both GPUs:
+# Superseded by nccl_layouts_run.sh and graph_mixing_run.sh (issue 24), which build nccl-tests with MPI
+# from PyPI's mpich wheel and compare in our own layout (mpiexec -n 2). Kept to rerun the earlier
+# one-process comparison: it forces NCCL_TESTS_MPI=0 below.
+# nccl-tests is built with MPI=0 here, so ONE process drives both GPUs:
 # `-g 2` (one thread, both GPUs, launches grouped with ncclGroupStart/End). That is not how torchrun
 # runs (one process per GPU), and nccl-tests' multi-GPU-per-process mode is known to slow small
 # messages (the issue notes it): it is the comparison we can make without MPI. `-t 2 -g 1` (two
@@ -37,7 +40,7 @@ stamp "machine"
 # --- 1. nccl-tests --------------------------------------------------------------------------------
 stamp "building nccl-tests (log: $OUT/nccl_tests_build.log)"
 BIN=""
-if timeout 150 bash tools/nccl_tests_build.sh > "$OUT/nccl_tests_build.log" 2>&1; then
+if NCCL_TESTS_MPI=0 timeout 150 bash tools/nccl_tests_build.sh > "$OUT/nccl_tests_build.log" 2>&1; then
   BIN=$(sed -n 's/^NCCL_TESTS_BIN=//p' "$OUT/nccl_tests_build.log" | tail -n1)
   grep '^nccl_tests_build:' "$OUT/nccl_tests_build.log"
   # LD_LIBRARY_PATH with torch's libnccl first, for the nccl-tests runs only (torch keeps its own).
