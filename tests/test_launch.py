@@ -49,7 +49,7 @@ def _swap_entry_point(monkeypatch, helper, module="distbench.comm"):
     from distbench.launch import torchrun as launch
     from tests.conftest import REPO
 
-    real = launch.torchrun_command
+    real = launch.worker_command
 
     def command(*a, **kw):
         cmd = real(*a, **kw)
@@ -57,7 +57,7 @@ def _swap_entry_point(monkeypatch, helper, module="distbench.comm"):
         wrapped = [module] if helper == "shared_gpu.py" else []
         return cmd[: i - 1] + [str(REPO / "tests/helpers" / helper), *wrapped] + cmd[i + 1:]
 
-    monkeypatch.setattr(launch, "torchrun_command", command)
+    monkeypatch.setattr(launch, "worker_command", command)
 
 
 def test_a_hung_job_is_killed_in_bounded_time_and_keeps_finished_rows(tmp_path, monkeypatch):

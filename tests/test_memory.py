@@ -167,14 +167,14 @@ def test_a_job_that_dies_keeps_its_rows_and_marks_the_rest(tmp_path, monkeypatch
     from distbench.memory.job import run_memory_job
     from distbench.memory.plan import MemoryJob, memory_params
 
-    real = launch.torchrun_command
+    real = launch.worker_command
 
     def command(*a, **kw):  # the real launcher, with a harness whose rank 1 dies at the second batch
         cmd = real(*a, **kw)
         i = cmd.index("distbench.memory")
         return cmd[: i - 1] + [str(REPO / "tests/helpers/memory_crash.py")] + cmd[i + 1:]
 
-    monkeypatch.setattr(launch, "torchrun_command", command)
+    monkeypatch.setattr(launch, "worker_command", command)
     cfg = check_config({"memory": {"models": ["mlp"], "world_sizes": [2]}})
     job = MemoryJob("gloo", 2, "mlp", "ddp", "ddp", False)
     params = {**memory_params(cfg, job), "job_timeout_s": 120}

@@ -19,6 +19,7 @@ from distbench.core.choices import BACKENDS, DTYPES, NCCL_TESTS_TYPES, RANK_AGGS
 from distbench.core.io import PartialCsvs
 from distbench.core.sizes import parse_size
 from distbench.launch.placement import gather_and_check
+from distbench.launch.timeline import mark
 
 
 def ranks_path(out: Path) -> Path:
@@ -169,6 +170,7 @@ def main(argv=None) -> int:
                       f"{TABLE_HEADER}" + (f"\n{HOST_BOUND_LEGEND}" if args.backend != "gloo" else ""), flush=True)
             print(table_line(rows), flush=True)
 
+    mark("measure_start")
     for point in plan_points(args.ops, args.sizes, args.timing, args.inplace, args.traffic):
         if h.rank == 0:
             print(f"distbench: measuring {point.op} {point.size_bytes} B {point.timing}{' in-place' if point.inplace else ''}"
@@ -189,8 +191,10 @@ def main(argv=None) -> int:
     if args.profile_dir:
         profile_ops(h, args)
     h.dist.barrier(group=h.ctrl)
+    mark("measure_end")
     if writer is not None:
         writer.close()
+    mark("written")
     h.dist.destroy_process_group()
     return 0
 

@@ -42,8 +42,13 @@ def node_count() -> int:
 
 class RankContext:
     def __init__(self, backend: str, op_timeout_s: int, ctrl_on_gloo_too: bool = False):
+        from distbench.launch.timeline import mark
+
+        mark("torch_import")
         import torch
         import torch.distributed as dist
+
+        mark("torch_imported")
 
         self.torch, self.dist = torch, dist
         self.rank = int(os.environ.get("RANK", 0))
@@ -62,14 +67,17 @@ class RankContext:
             torch.cuda.set_device(self.device)
         else:
             self.device = torch.device("cpu")
+        mark("device_set")
         kw = {"device_id": self.device} if backend == "nccl" else {}
         dist.init_process_group(backend, timeout=dt.timedelta(seconds=op_timeout_s), **kw)
+        mark("pg_ready")
         # Bookkeeping (placement, agreement, per-rank times) runs on a separate Gloo group, as
         # nccl-tests uses MPI for it: it must not depend on the NCCL settings under test (with
         # NCCL_ALGO=Tree, NCCL has no algorithm for all_gather) nor add traffic to the timed comm.
         # Under Gloo the default group serves, unless a family asks for its own (see the training
         # harness: a rank failing mid-step must not pair its vote with another rank's collective).
         self.ctrl = dist.new_group(backend="gloo") if backend == "nccl" or ctrl_on_gloo_too else None
+        mark("ctrl_ready")
         self.cuda = self.device.type == "cuda"
 
     def agree(self, ok: bool) -> bool:

@@ -29,6 +29,8 @@ from typing import Callable
 
 from distbench.launch.cluster import Launch, agent_commands, agent_environment
 from distbench.core.io import atomic_write_json, partial_path
+from distbench.launch.timeline import ENV as TIMELINE_ENV
+from distbench.launch.timeline import Breakdown, breakdown, read_marks
 
 
 @dataclass
@@ -46,22 +48,64 @@ class TorchrunJob:
     wrapper: tuple[str, ...] = ()  # put before a one-node job's torchrun (nsys profile ...: distbench.launch.profiling)
 
 
+# One-node jobs start their ranks directly (one process per rank, torchrun's environment set by the
+# launcher): torchrun's agent costs a second `import torch` before the ranks start and seconds after
+# they exit (distbench.launch.timeline measures both). DISTBENCH_ONE_NODE_LAUNCH=torchrun in the
+# launcher's environment brings the agent back; jobs over several nodes always use torchrun agents.
+ONE_NODE_LAUNCH_ENV = "DISTBENCH_ONE_NODE_LAUNCH"
+ONE_NODE_LAUNCHES = ("direct", "torchrun")
+
+
+def one_node_launch(job: TorchrunJob, env: dict | None = None) -> str | None:
+    """'direct' or 'torchrun' for a one-node job, None for a job over several nodes."""
+    launch = job.launch or Launch(1, job.world_size)
+    if launch.nodes != 1:
+        return None
+    if job.wrapper:  # nsys profile wraps one process tree: torchrun's
+        return "torchrun"
+    value = (os.environ if env is None else env).get(ONE_NODE_LAUNCH_ENV, "direct")
+    if value not in ONE_NODE_LAUNCHES:
+        raise ValueError(f"{ONE_NODE_LAUNCH_ENV}={value!r}: allowed {', '.join(ONE_NODE_LAUNCHES)}")
+    return value
+
+
 def torchrun_commands(job: TorchrunJob) -> list[list[str]]:
     """Argument lists (never shell strings, so config values cannot be interpreted by a shell):
-    one torchrun on one node; for several nodes one agent per node, or one srun that starts them
-    (distbench.launch.cluster.agent_commands)."""
+    on one node, one command per rank (direct) or one torchrun; for several nodes one agent per
+    node, or one srun that starts them (distbench.launch.cluster.agent_commands)."""
     launch = job.launch or Launch(1, job.world_size)
     if launch.nodes * launch.ranks_per_node != job.world_size:
         raise ValueError(f"layout {launch.nodes} node(s) x {launch.ranks_per_node} ranks is not world size {job.world_size}")
-    if launch.nodes == 1:
+    mode = one_node_launch(job)
+    if mode == "direct":
+        return [worker_command(job) for _ in range(job.world_size)]
+    if mode == "torchrun":
         return [[*job.wrapper, *torchrun_command(job)]]
     run_id = f"distbench-{os.getpid()}-{time.time_ns()}"
     return agent_commands(sys.executable, job.module, job.args, launch, run_id, job.env, os.getcwd())
 
 
+def worker_command(job: TorchrunJob) -> list[str]:
+    """What every rank runs (torchrun runs the same after its own options)."""
+    return [sys.executable, "-m", job.module, *job.args]
+
+
 def torchrun_command(job: TorchrunJob) -> list[str]:
-    """The command of a one-node job."""
-    return agent_commands(sys.executable, job.module, job.args, Launch(1, job.world_size), "", job.env, "")[0]
+    """The torchrun command of a one-node job."""
+    agent = agent_commands(sys.executable, job.module, job.args, Launch(1, job.world_size), "", job.env, "")[0]
+    return agent[: agent.index("-m", 3)] + worker_command(job)[1:]
+
+
+def direct_rank_envs(world_size: int) -> list[dict]:
+    """The environment torchrun would give each rank of a one-node job (env:// rendezvous on a free
+    port of this host, rank 0 hosting the store)."""
+    from distbench.launch.cluster import free_port
+
+    port = str(free_port())
+    return [{"RANK": str(r), "LOCAL_RANK": str(r), "WORLD_SIZE": str(world_size), "LOCAL_WORLD_SIZE": str(world_size),
+             "GROUP_RANK": "0", "GROUP_WORLD_SIZE": "1", "ROLE_RANK": str(r), "ROLE_WORLD_SIZE": str(world_size),
+             "ROLE_NAME": "default", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}
+            for r in range(world_size)]
 
 
 def job_environment(job_env: dict, nccl_env: dict, base: dict | None = None) -> dict:
@@ -108,7 +152,7 @@ class JobInterrupted(Exception):
 
 INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 SIGNAL_GRACE_S = 5  # SIGTERM to the job's process group, then SIGKILL after this long
-POLL_S = 0.5  # how often the launcher looks at its job and at its own parent
+POLL_S = 0.1  # how often the launcher looks at its job and at its own parent
 
 
 def _die_with_parent() -> None:
@@ -132,6 +176,7 @@ def run_torchrun_job(job: TorchrunJob) -> str:
         for stale in (path, partial_path(path)):
             stale.unlink(missing_ok=True)
     cmds = torchrun_commands(job)
+    direct = one_node_launch(job) == "direct"
     t0 = time.monotonic()
     started = datetime.now(timezone.utc)
     received: list[int] = []
@@ -147,7 +192,11 @@ def run_torchrun_job(job: TorchrunJob) -> str:
     # A temporary directory of the job's own (torchrun's agent leaves torchelastic_* folders in
     # TMPDIR after every job): removed when the job ends, however it ends.
     scratch = tempfile.mkdtemp(prefix="distbench-job-")
-    env = agent_environment(cmds, {**job.env, "TMPDIR": scratch})
+    # Every rank writes its phase marks here (distbench.launch.timeline): the job's fixed cost by piece.
+    timeline_dir = os.path.join(scratch, "timeline")
+    env = agent_environment(cmds, {**job.env, "TMPDIR": scratch, TIMELINE_ENV: timeline_dir})
+    launch_t = time.time()
+    timeline = None
     try:
         with open(job.log_path, "w") as log:
             for cmd in cmds:
@@ -155,13 +204,21 @@ def run_torchrun_job(job: TorchrunJob) -> str:
             log.flush()
             # Each agent (or srun) in its own process group, so a timeout or an interrupt reaches
             # every rank; and the kernel ends them if this launcher is killed outright.
-            procs = [subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                      start_new_session=True, preexec_fn=_die_with_parent) for cmd in cmds]
+            rank_envs = direct_rank_envs(job.world_size) if direct else [{}] * len(cmds)
+            procs = [subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env={**env, **rank_env},
+                                      start_new_session=True, preexec_fn=_die_with_parent)
+                     for cmd, rank_env in zip(cmds, rank_envs)]
+            # When each process ended (a waiter thread per process): with ranks started directly,
+            # the rank that ended first with an error is the root cause (torchrun's agent names it itself).
+            ended: dict[int, float] = {}
+            for i, p in enumerate(procs):
+                threading.Thread(target=lambda i=i, p=p: (p.wait(), ended.setdefault(i, time.monotonic())),
+                                 daemon=True).start()
             rc, reason = None, None
             while rc is None:
                 codes = [p.poll() for p in procs]
                 failed = [c for c in codes if c]
-                if failed:  # one agent failed: the others would wait for it until the rendezvous timeout
+                if failed:  # one rank (or agent) failed: the others would wait for it in a collective
                     rc = failed[0]
                     for p in procs:
                         _kill_group(p, SIGNAL_GRACE_S)
@@ -180,7 +237,8 @@ def run_torchrun_job(job: TorchrunJob) -> str:
                         _kill_group(p, 10)
                     rc, reason = -1, f"job killed after {job.timeout_s} s (job time limit): a rank hung or was lost"
             if rc and reason is None:
-                reason = f"torchrun exited with code {rc}"
+                reason = _first_failure(procs, ended) if direct else f"torchrun exited with code {rc}"
+        timeline = breakdown(read_marks(timeline_dir), launch_t, time.time())
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -188,9 +246,14 @@ def run_torchrun_job(job: TorchrunJob) -> str:
     wall_s = time.monotonic() - t0
     log_text = job.log_path.read_text(errors="replace")
     timed_out = reason is not None and reason.startswith("job killed after")
-    if interrupted is None and not timed_out and rc != 0 and _killed_by_signal(log_text):
+    # A rank started directly that a SIGINT/SIGTERM/SIGHUP ended (we only send those after a timeout
+    # or our own interrupt) was stopped from outside, as torchrun's SignalException says under torchrun.
+    signalled = direct and rc is not None and rc < 0 and -rc in INTERRUPT_SIGNALS
+    if interrupted is None and not timed_out and rc != 0 and (signalled or _killed_by_signal(log_text)):
         interrupted = "interrupted: the job's processes received a termination signal"
     with open(job.log_path, "a") as log:
+        if timeline is not None:
+            log.write(f"# distbench: {timeline.text()}\n")
         log.write(f"# distbench: exit {rc} after {wall_s:.1f} s{'; ' + interrupted if interrupted else ''}\n")
     if interrupted:
         for path in job.outputs:
@@ -200,7 +263,7 @@ def run_torchrun_job(job: TorchrunJob) -> str:
         raise JobInterrupted(f"{interrupted} after {wall_s:.1f} s; nothing of this job is kept, "
                              "and the next run starts it again", code)
     if reason is None and all(p.exists() for p in job.outputs):
-        record_provenance(job.placement_json, started, wall_s, "ok", cmds)
+        record_provenance(job.placement_json, started, wall_s, "ok", cmds, timeline)
         return "ok"
     if reason is None:
         reason = "torchrun exited 0 but left no complete output"
@@ -210,12 +273,12 @@ def run_torchrun_job(job: TorchrunJob) -> str:
         partial_path(path).unlink(missing_ok=True)
     if not Path(job.placement_json).exists():  # torchrun never got a rank as far as the placement check
         atomic_write_json(job.placement_json, {"ranks": [], "error": message})
-    record_provenance(job.placement_json, started, wall_s, message, cmds)
+    record_provenance(job.placement_json, started, wall_s, message, cmds, timeline)
     return message
 
 
 def record_provenance(placement_json, started: datetime, wall_s: float, outcome: str,
-                      commands: list[list[str]] = ()) -> None:
+                      commands: list[list[str]] = (), timeline: Breakdown | None = None) -> None:
     """Add to the job's placement file (one of its outputs) what made the results: the workflow's
     git commit, the host, when the job started and ended, and its outcome. The report's cache
     state reads it to tell reused results from this run's."""
@@ -233,7 +296,20 @@ def record_provenance(placement_json, started: datetime, wall_s: float, outcome:
                           "wall_s": round(wall_s, 1), "outcome": outcome,
                           # what ran, as a shell would read it (the launcher itself runs argument lists)
                           "commands": [shlex.join(c) for c in commands]}
+    if timeline is not None:  # where the job's time went (distbench.launch.timeline)
+        data["provenance"]["timeline"] = timeline.as_dict()
     atomic_write_json(path, data)
+
+
+def _first_failure(procs: list[subprocess.Popen], ended: dict[int, float]) -> str:
+    """'rank 1 exited with code 17' for the rank (ranks started directly: process i is rank i) that
+    ended first with an error, as torchrun's root cause names it."""
+    time.sleep(POLL_S)  # let the waiter threads record the exits that were just seen
+    failed = [i for i, p in enumerate(procs) if p.returncode]
+    first = min(failed, key=lambda i: ended.get(i, float("inf")))
+    code = procs[first].returncode
+    sig = f" ({signal.Signals(-code).name})" if code < 0 and -code in signal.Signals._value2member_map_ else ""
+    return f"rank {first} exited with code {code}{sig}"
 
 
 def _killed_by_signal(log_text: str) -> bool:

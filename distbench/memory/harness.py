@@ -39,6 +39,7 @@ import math
 import sys
 from pathlib import Path
 
+from distbench.launch.timeline import mark
 from distbench.core.choices import BACKENDS, OPTIMIZERS, TRAINING_DTYPES
 from distbench.launch.failure import unreached_rows
 from distbench.launch.ranks import RankContext, failure_status, first_line
@@ -255,6 +256,7 @@ def main(argv=None) -> int:
         unavailable = isinstance(e, FSDPUnavailable)
         err = ("skipped" if unavailable else failure_status(e),
                f"{'FSDP2 (fully_shard) cannot run here: ' if unavailable else 'building the model: '}{first_line(e)}")
+    mark("measure_start")  # the model is built: the warm-up step and the measured batches begin
     if h.agree(err is None):
         try:
             h.measure(a.batch_sizes[0])  # warm-up: optimizer state exists, DDP's buckets rebuilt
@@ -291,8 +293,10 @@ def main(argv=None) -> int:
             break
         search(a, h, write, say)
     h.dist.barrier(group=h.ctrl)
+    mark("measure_end")
     if writer is not None:
         writer.close()
+    mark("written")
     h.wrapped = h.model = h.opt = None
     gc.collect()
     h.dist.barrier(group=h.ctrl)

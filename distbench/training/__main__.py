@@ -1,6 +1,7 @@
 import os
 import sys
 
+from distbench.launch.timeline import finish
 from distbench.training.harness import main
 
 code = main()
@@ -8,6 +9,7 @@ code = main()
 # interpreter's teardown: with Gloo, a background thread of torch's occasionally aborts the process
 # there ("terminate called without an active exception", exit -6), which would turn a complete job
 # into a failed one (seen once in CI-like runs of tests/test_training_harness.py).
+finish()  # this rank's phase marks (distbench.launch.timeline): os._exit runs no atexit
 sys.stdout.flush()
 sys.stderr.flush()
 os._exit(code)

@@ -54,6 +54,7 @@ from distbench.core.choices import BACKENDS, COMM_HOOKS, OPTIMIZERS, SCALINGS
 from distbench.core.choices import TRAINING_DTYPES as TRAIN_DTYPES
 from distbench.training.contract import TRAINING_COLUMN_NAMES, TRAINING_PHASES
 from distbench.launch.ranks import failure_status, first_line, ranks_text
+from distbench.launch.timeline import mark
 from distbench.training.phases import phase_rows, run_phase, status_rows, window_lines
 from distbench.training.wrap import DDP_DEFAULT_BUCKET_CAP_MB, PhaseError, TrainingHarness
 from distbench.workloads.cli import add_model_args, resolve_model_args
@@ -163,6 +164,7 @@ def main(argv=None) -> int:
         if not h.agree(build_err is None):
             build_err = build_err or ("failed", f"another rank failed {what}")
             break
+    mark("measure_start")  # the model is built and wrapped: the phases (their warm-up included) begin
     if getattr(h, "param_bytes", None):
         h.grad_bytes = sum(h.param_bytes) // (2 if args.comm_hook != "none" else 1)
     if build_err:
@@ -216,8 +218,10 @@ def main(argv=None) -> int:
     if args.profile_dir and not build_err:
         profile_steps(h, args)
     h.dist.barrier(group=h.ctrl)
+    mark("measure_end")
     if writer is not None:
         writer.close()
+    mark("written")
     # Drop DDP (its reducer holds Gloo/NCCL work) before the groups go, so nothing of it is torn
     # down at interpreter exit.
     h.wrapped = h.model = h.opt = None
