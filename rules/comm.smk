@@ -14,6 +14,9 @@ rule comm_job:
         pairs=f"{COMM_DIR}/pairs.csv",
     log:
         results("logs/comm/{backend}/{dtype}/ws{world_size}/{nccl_env}.log"),
+    # Each job's wall time (column s): the estimate printed before a run (distbench.pipeline.estimate).
+    benchmark:
+        results(BENCHMARKS["comm"])
     conda:
         "../envs/distbench.yaml"
     # All cores: two benchmark jobs must never run at the same time and disturb each other.

@@ -1,5 +1,6 @@
 # Config validation and the job plan. The logic lives in the distbench package; this file wires it.
 import glob
+import sys
 
 from snakemake.exceptions import WorkflowError
 
@@ -10,6 +11,7 @@ from distbench.launch.profiling import family_mode
 from distbench.core.run_label import resolve_label
 from distbench.comm.plan import job_params, pairs_job
 from distbench.memory.plan import memory_params
+from distbench.pipeline.estimate import BENCHMARKS, estimate
 from distbench.pipeline.plan import (
     job_launch,
     job_resources,
@@ -55,6 +57,20 @@ MEMORY_JOBS = {
 MEMORY_DIR = results("memory/{backend}/{model}/ws{world_size}/{config}")
 # Traces on request (config `profile`, per family): off, torch or nsys (distbench.launch.profiling).
 PROFILE = {family: family_mode(config, family) for family in ("comm", "training")}
+# The NCCL probe is a torchrun job of its own at this world size (0: none on this plan).
+PROBE_WORLD_SIZE = nccl_probe_params(config, PLAN)["world_size"]
+PROBE_BENCHMARK = BENCHMARKS["probe"].format(
+    backend="nccl", world_size=PROBE_WORLD_SIZE
+)
+
+# Before the first job: how many benchmark jobs will run and about how long (from the job times of
+# earlier runs, else stated defaults). Only in the main Snakemake process (a dry run included): a
+# cluster executor's job re-parses this file in a process of its own (exec mode remote/subprocess).
+if workflow.is_main_process:
+    print(
+        estimate(PLAN, "results", RUN_LABEL, PROBE_WORLD_SIZE).message(),
+        file=sys.stderr,
+    )
 
 
 wildcard_constraints:

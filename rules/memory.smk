@@ -8,6 +8,9 @@ rule memory_job:
         placement=f"{MEMORY_DIR}/placement.json",
     log:
         results("logs/memory/{backend}/{model}/ws{world_size}/{config}.log"),
+    # Each job's wall time (column s): the estimate printed before a run (distbench.pipeline.estimate).
+    benchmark:
+        results(BENCHMARKS["memory"])
     conda:
         "../envs/distbench.yaml"
     # All cores: two benchmark jobs must never run at the same time (one would take the other's memory).

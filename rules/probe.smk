@@ -48,6 +48,9 @@ rule probe_nccl:
         logs=directory(results("probe/nccl_logs")),
     log:
         results("logs/probe/nccl.log"),
+    # Its wall time (column s): the estimate printed before a run (distbench.pipeline.estimate).
+    benchmark:
+        results(PROBE_BENCHMARK)
     conda:
         "../envs/distbench.yaml"
     threads: workflow.cores

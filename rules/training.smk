@@ -10,6 +10,9 @@ rule training_job:
         placement=f"{TRAINING_DIR}/placement.json",
     log:
         results("logs/training/{backend}/{model}/ws{world_size}/{config}.log"),
+    # Each job's wall time (column s): the estimate printed before a run (distbench.pipeline.estimate).
+    benchmark:
+        results(BENCHMARKS["training"])
     conda:
         "../envs/distbench.yaml"
     # All cores: two benchmark jobs must never run at the same time and disturb each other.

@@ -1,0 +1,228 @@
+"""How many benchmark jobs a run will start and about how long they will take, printed before the
+first job (rules/common.smk), so a user knows whether to wait or to come back later.
+
+Each benchmark rule records its job's wall time with Snakemake's `benchmark:` directive (a tsv whose
+column `s` is seconds) under results/<label>/benchmarks/ (BENCHMARKS). A job's estimate is the median
+of those earlier times for the same job (any run label), else the median of its family and backend
+in the history, else a stated default (DEFAULTS). The benchmark rules take all cores, so the jobs run
+one after another and the run's time is their sum. Torch-free and pandas-free: the Snakefile calls
+this on every parse, the no-op rerun included.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+# Where each family's rule writes its benchmark tsv (under results/<label>/); the rules use these
+# templates, so the estimate reads exactly what they write.
+BENCHMARKS = {
+    "comm": "benchmarks/comm/{backend}/{dtype}/ws{world_size}/{nccl_env}.tsv",
+    "training": "benchmarks/training/{backend}/{model}/ws{world_size}/{config}.tsv",
+    "memory": "benchmarks/memory/{backend}/{model}/ws{world_size}/{config}.tsv",
+    "probe": "benchmarks/probe/{backend}/ws{world_size}.tsv",
+}
+# A job's output that Snakemake finds in place when the job is cached (rules/common.smk's *_DIR).
+OUTPUTS = {
+    "comm": "comm/{backend}/{dtype}/ws{world_size}/{nccl_env}/comm.csv",
+    "training": "training/{backend}/{model}/ws{world_size}/{config}/training.csv",
+    "memory": "memory/{backend}/{model}/ws{world_size}/{config}/memory.csv",
+    "probe": "probe/nccl.json",
+}
+FAMILIES = tuple(BENCHMARKS)
+
+
+@dataclass(frozen=True)
+class Default:
+    """A stated figure for a job nothing in the history matches: fixed seconds plus seconds per rank
+    (per_rank_s only where measurements at several world sizes show the growth)."""
+
+    seconds: float
+    per_rank_s: float = 0.0
+    source: str = ""
+
+    def at(self, world_size: int) -> float:
+        return self.seconds + self.per_rank_s * world_size
+
+
+# Default per-job wall time, keyed by (host, family, backend); host is "gpu" when the plan has GPUs.
+# gpu: measured on a 2x H200 host, 2026-11-26, default config (issue 25): memory jobs 20-29 s,
+#   training jobs 15-27 s, the NCCL comm job (2 ranks) 28 s, the Gloo comm job at 2 ranks 86 s (92 s at
+#   6 ranks on the same host kind, benchmarks/results/cpu-2core-2026-11-26: too little growth to scale).
+#   The NCCL probe was not timed: assumed like the NCCL comm job (one torchrun job of the same ops).
+#   Other world sizes: default (not scaled; no measurements of the growth).
+# cpu: the project's 2-core machine. Gloo comm: 48.3 / 102.0 / 151.3 s at 2 / 4 / 6 ranks
+#   (benchmarks/results/cpu-2core-2026-11-26), about 25 s per rank. Training and memory: measured
+#   for this table on 2026-11-27 with `snakemake --cores 1 -j1` on four default-config jobs, the
+#   machine shared (load ~5): training gpt ws2 plain 9.7 s, mlp ws1 plain 11.9 s (the first job,
+#   cold caches); memory mlp ws1 ddp 7.3 s, gpt ws2 fsdp 15.9 s. The mean of each pair, not scaled
+#   with world size (default: too few sizes measured).
+DEFAULTS = {
+    ("gpu", "memory", "nccl"): Default(25.0, source="2x H200: 20-29 s"),
+    ("gpu", "training", "nccl"): Default(21.0, source="2x H200: 15-27 s"),
+    ("gpu", "comm", "nccl"): Default(28.0, source="2x H200, 2 ranks: 28 s"),
+    ("gpu", "comm", "gloo"): Default(86.0, source="2x H200, 2 ranks: 86 s"),
+    ("gpu", "probe", "nccl"): Default(28.0, source="not measured: as the NCCL comm job"),
+    ("cpu", "comm", "gloo"): Default(0.0, per_rank_s=25.0, source="2 cores: 48/102/151 s at 2/4/6 ranks"),
+    ("cpu", "training", "gloo"): Default(11.0, source="2 cores: 9.7 and 11.9 s"),
+    ("cpu", "memory", "gloo"): Default(12.0, source="2 cores: 7.3 and 15.9 s"),
+}
+
+
+@dataclass(frozen=True)
+class JobKey:
+    family: str
+    backend: str
+    world_size: int
+    model: str = ""  # training, memory
+    config: str = ""  # training/memory config label, or the comm job's NCCL settings label
+    dtype: str = ""  # comm
+
+    @property
+    def wildcards(self) -> dict:
+        return {"backend": self.backend, "world_size": self.world_size, "model": self.model,
+                "config": self.config, "nccl_env": self.config, "dtype": self.dtype}
+
+
+@dataclass(frozen=True)
+class JobEstimate:
+    key: JobKey
+    cached: bool
+    seconds: float  # 0 for a cached job
+    source: str  # "job history", "family history", "default"; "cached" for a cached job
+
+
+@dataclass(frozen=True)
+class Estimate:
+    jobs: tuple[JobEstimate, ...]
+
+    @property
+    def to_run(self) -> list[JobEstimate]:
+        return [j for j in self.jobs if not j.cached]
+
+    @property
+    def cached(self) -> int:
+        return sum(j.cached for j in self.jobs)
+
+    @property
+    def seconds(self) -> float:
+        """Sequential: every benchmark rule takes all cores, so its jobs never overlap."""
+        return sum(j.seconds for j in self.to_run)
+
+    @property
+    def from_history(self) -> int:
+        return sum(j.source in ("job history", "family history") for j in self.to_run)
+
+    @property
+    def from_defaults(self) -> int:
+        return sum(j.source == "default" for j in self.to_run)
+
+    def per_family(self) -> dict[str, tuple[int, float]]:
+        """{family: (jobs to run, seconds)}, families with jobs to run only."""
+        out: dict[str, tuple[int, float]] = {}
+        for j in self.to_run:
+            n, s = out.get(j.key.family, (0, 0.0))
+            out[j.key.family] = (n + 1, s + j.seconds)
+        return out
+
+    def message(self) -> str:
+        total = len(self.jobs)
+        head = f"distbench: {total} benchmark jobs planned, {self.cached} cached, {len(self.to_run)} to run"
+        if not self.to_run:
+            return head + "."
+        head += (f", about {human_duration(self.seconds)} one after another ({self.from_history} from earlier "
+                 f"runs, {self.from_defaults} by default figures)")
+        parts = [f"{fam} {n} ({human_duration(s)})" for fam, (n, s) in self.per_family().items()]
+        return head + "\ndistbench: to run: " + ", ".join(parts)
+
+
+def human_duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{round(seconds)} s"
+    minutes = seconds / 60
+    return f"{round(minutes)} min" if minutes < 120 else f"{minutes / 60:.1f} h"
+
+
+def plan_keys(plan: dict, probe_world_size: int = 0) -> list[JobKey]:
+    """Every benchmark job of the plan (make_plan's output), and the NCCL probe where it launches one
+    (probe_world_size >= 2: nccl_probe_params)."""
+    keys = [JobKey("comm", j.backend, j.world_size, config=j.nccl_env_label, dtype=j.dtype)
+            for j in plan["comm_jobs"]]
+    for family in ("training", "memory"):
+        keys += [JobKey(family, j.backend, j.world_size, model=j.model, config=j.config_label)
+                 for j in plan.get(f"{family}_jobs", [])]
+    if probe_world_size >= 2:
+        keys.append(JobKey("probe", "nccl", probe_world_size))
+    return keys
+
+
+def read_seconds(tsv: Path) -> float | None:
+    """The mean of a Snakemake benchmark tsv's `s` column (one row per repeat); None if unreadable."""
+    try:
+        lines = tsv.read_text().splitlines()
+        col = lines[0].split("\t").index("s")
+        values = [float(line.split("\t")[col]) for line in lines[1:] if line.strip()]
+    except (OSError, ValueError, IndexError):
+        return None
+    return sum(values) / len(values) if values else None
+
+
+def key_of(family: str, rel: tuple[str, ...]) -> JobKey | None:
+    """A job's key from its tsv's path below benchmarks/<family>/ (BENCHMARKS), or None."""
+    if family == "probe" and len(rel) == 2:
+        backend, ws = rel[0], rel[1].removesuffix(".tsv")
+        middle, last = "", ""
+    elif family != "probe" and len(rel) == 4:
+        backend, middle, ws, last = rel[0], rel[1], rel[2], rel[3].removesuffix(".tsv")
+    else:
+        return None
+    if not (ws.startswith("ws") and ws[2:].isdigit()):
+        return None
+    if family == "comm":
+        return JobKey(family, backend, int(ws[2:]), config=last, dtype=middle)
+    return JobKey(family, backend, int(ws[2:]), model=middle, config=last)
+
+
+def history(results_dir: Path) -> dict[JobKey, list[float]]:
+    """Every recorded job time under results/*/benchmarks/ (any run label), by job key."""
+    out: dict[JobKey, list[float]] = defaultdict(list)
+    for family in FAMILIES:
+        for tsv in sorted(Path(results_dir).glob(f"*/benchmarks/{family}/**/*.tsv")):
+            rel = tsv.relative_to(results_dir).parts[3:]  # below <label>/benchmarks/<family>/
+            key, seconds = key_of(family, rel), read_seconds(tsv)
+            if key is not None and seconds is not None:
+                out[key].append(seconds)
+    return out
+
+
+def default_seconds(key: JobKey, gpus: int) -> float:
+    """The stated figure of the job's host, family and backend; for a pair the table lacks (e.g. Gloo
+    training on a GPU host), the slowest figure of that host: a guess, counted among the defaults."""
+    host = "gpu" if gpus else "cpu"
+    d = DEFAULTS.get((host, key.family, key.backend))
+    if d is not None:
+        return d.at(key.world_size)
+    return max(d.at(key.world_size) for (h, _, _), d in DEFAULTS.items() if h == host)
+
+
+def estimate(plan: dict, results_dir: str | Path, label: str, probe_world_size: int = 0) -> Estimate:
+    """The plan's benchmark jobs, which are cached under results/<label>/, and the time of the rest."""
+    results_dir = Path(results_dir)
+    past = history(results_dir)
+    by_family: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for key, times in past.items():
+        by_family[(key.family, key.backend)] += times
+    jobs = []
+    for key in plan_keys(plan, probe_world_size):
+        if (results_dir / label / OUTPUTS[key.family].format(**key.wildcards)).exists():
+            jobs.append(JobEstimate(key, True, 0.0, "cached"))
+        elif past.get(key):
+            jobs.append(JobEstimate(key, False, statistics.median(past[key]), "job history"))
+        elif by_family.get((key.family, key.backend)):
+            jobs.append(JobEstimate(key, False, statistics.median(by_family[(key.family, key.backend)]),
+                                    "family history"))
+        else:
+            jobs.append(JobEstimate(key, False, default_seconds(key, plan["gpus"]), "default"))
+    return Estimate(tuple(jobs))

@@ -1,0 +1,146 @@
+"""The estimate printed before a run (distbench.pipeline.estimate): job counts and the arithmetic of
+the seconds on crafted plans (6 and 8 GPUs) and a crafted results tree, and the message in a dry run."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from distbench.pipeline.config import check_config
+from distbench.pipeline.estimate import DEFAULTS, estimate, read_seconds
+from distbench.pipeline.plan import make_plan, nccl_probe_params
+from tests.conftest import RUN, snakemake
+
+HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+
+
+def _config(gpus: int) -> dict:
+    # Everything that sets the job count pinned, so a change of the defaults does not move the counts.
+    return check_config({"gpus": gpus, "backends": ["nccl", "gloo"], "world_sizes": [2, 4, 6, 8],
+                         "comm": {"dtypes": ["float32"], "nccl_env": [{}]},
+                         "training": {"models": ["mlp"]},
+                         "memory": {"models": ["mlp"], "world_sizes": [1, 2], "gradient_as_bucket_view": [False, True]}})
+
+
+def _tsv(root: Path, label: str, rel: str, *seconds: float) -> None:
+    path = root / label / "benchmarks" / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(HEADER + "".join(f"{s}\t0:00:00\t1\t1\t1\t1\t0\t0\t50\t1\n" for s in seconds))
+
+
+@pytest.fixture
+def results(tmp_path) -> Path:
+    """Three earlier runs' job times, and two jobs of this run ('now') already done."""
+    root = tmp_path / "results"
+    # NCCL comm at 2 ranks three times (median 50, mean 60), at 8 ranks once: the family's median is 75
+    for label, s in (("a", 30), ("b", 100), ("c", 50)):
+        _tsv(root, label, "comm/nccl/float32/ws2/default.tsv", s)
+    _tsv(root, "a", "comm/nccl/float32/ws8/default.tsv", 200)
+    # Gloo comm at 2 and 4 ranks (family median 70); the file with two repeats counts as their mean
+    _tsv(root, "a", "comm/gloo/float32/ws2/default.tsv", 60)
+    _tsv(root, "b", "comm/gloo/float32/ws4/default.tsv", 70, 90)
+    # memory: one planned job (10 s) and one not planned (30 s): the family median is 20
+    _tsv(root, "a", "memory/nccl/mlp/ws1/ddp.tsv", 10)
+    _tsv(root, "b", "memory/nccl/gpt/ws2/fsdp.tsv", 30)
+    # not a benchmark tsv: ignored
+    (root / "c/benchmarks/memory/nccl/mlp/ws2").mkdir(parents=True)
+    (root / "c/benchmarks/memory/nccl/mlp/ws2/ddp.tsv").write_text("no header\n")
+    # done in this run: skipped; an output of another run is not this run's cache
+    for rel in ("comm/gloo/float32/ws8/default/comm.csv", "training/nccl/mlp/ws1/plain/training.csv"):
+        (root / "now" / rel).parent.mkdir(parents=True)
+        (root / "now" / rel).write_text("x\n")
+    (root / "a/comm/nccl/float32/ws2/default").mkdir(parents=True)
+    (root / "a/comm/nccl/float32/ws2/default/comm.csv").write_text("x\n")
+    return root
+
+
+def _estimate(gpus: int, root: Path):
+    cfg = _config(gpus)
+    plan = make_plan(cfg)
+    return estimate(plan, root, "now", nccl_probe_params(cfg, plan)["world_size"])
+
+
+def _seconds(est) -> dict:
+    return {(j.key.family, j.key.backend, j.key.world_size, j.key.config): (j.seconds, j.source)
+            for j in est.jobs}
+
+
+def test_six_gpus_counts_and_seconds(results):
+    est = _estimate(6, results)
+    # comm: NCCL at 2/4/6 (8 > gpus), Gloo at 2/4/6/8; training 1/2/4/6; memory 2 sizes x 2 views; the probe at 6
+    assert (len(est.jobs), est.cached, len(est.to_run)) == (16, 2, 14)
+    s = _seconds(est)
+    assert s[("comm", "nccl", 2, "default")] == (50, "job history")  # the median, not the mean (60)
+    assert s[("comm", "nccl", 4, "default")] == (75, "family history")
+    assert s[("comm", "gloo", 4, "default")] == (80, "job history")
+    assert s[("comm", "gloo", 6, "default")] == (70, "family history")
+    assert s[("comm", "gloo", 8, "default")] == (0, "cached")
+    assert s[("training", "nccl", 1, "plain")] == (0, "cached")
+    assert s[("training", "nccl", 2, "plain")] == (21, "default")
+    assert s[("memory", "nccl", 1, "ddp")] == (10, "job history")
+    assert s[("memory", "nccl", 2, "ddp")] == (20, "family history")  # the unreadable tsv is ignored
+    assert s[("probe", "nccl", 6, "")] == (28, "default")
+    # 50+75+75 + 60+80+70 + 3 x 21 + 10+3 x 20 + 28
+    assert est.seconds == 571
+    assert (est.from_history, est.from_defaults) == (10, 4)
+    assert est.per_family() == {"comm": (6, 410), "training": (3, 63), "memory": (4, 70), "probe": (1, 28)}
+    assert est.message().startswith("distbench: 16 benchmark jobs planned, 2 cached, 14 to run, about 10 min")
+    assert "(10 from earlier runs, 4 by default figures)" in est.message()
+
+
+def test_eight_gpus_adds_the_eight_rank_jobs(results):
+    est = _estimate(8, results)
+    assert (len(est.jobs), est.cached, len(est.to_run)) == (18, 2, 16)
+    s = _seconds(est)
+    assert s[("comm", "nccl", 8, "default")] == (200, "job history")
+    assert s[("training", "nccl", 8, "plain")] == (21, "default")
+    assert s[("probe", "nccl", 8, "")] == (28, "default")
+    # NCCL comm 50+75+75+200, Gloo 60+80+70, training 4 x 21, memory 70, probe 28
+    assert est.seconds == 792
+    assert (est.from_history, est.from_defaults) == (11, 5)
+
+
+def test_no_history_uses_the_hosts_defaults(tmp_path):
+    gpu = _estimate(8, tmp_path)
+    assert gpu.cached == 0 and gpu.from_history == 0
+    assert gpu.seconds == 4 * 28 + 4 * 86 + 5 * 21 + 4 * 25 + 28
+    # CPU: no NCCL and no probe; Gloo comm grows 25 s a rank (measured at 2, 4 and 6 ranks); one memory view
+    cpu = _estimate(0, tmp_path)
+    assert len(cpu.jobs) == 4 + 5 + 2
+    assert cpu.seconds == 25 * (2 + 4 + 6 + 8) + 5 * 11 + 2 * 12
+    assert DEFAULTS[("cpu", "comm", "gloo")].at(6) == 150
+
+
+def test_nothing_to_run(tmp_path):
+    cfg = check_config({"gpus": 0, "backends": ["gloo"], "world_sizes": [2], "training": {"enabled": False},
+                        "memory": {"enabled": False}})
+    out = tmp_path / "now/comm/gloo/float32/ws2/default/comm.csv"
+    out.parent.mkdir(parents=True)
+    out.write_text("x\n")
+    est = estimate(make_plan(cfg), tmp_path, "now")
+    assert est.seconds == 0 and est.message() == "distbench: 1 benchmark jobs planned, 1 cached, 0 to run."
+
+
+def test_read_seconds_takes_the_mean_of_repeats(tmp_path):
+    _tsv(tmp_path, "x", "t.tsv", 1.5, 2.5)
+    assert read_seconds(tmp_path / "x/benchmarks/t.tsv") == 2.0
+    assert read_seconds(tmp_path / "missing.tsv") is None
+
+
+def test_dry_run_prints_the_estimate_once_and_a_cluster_job_does_not(workflow_dir):
+    # a job of this run in place (cached) and an earlier run's time of a Gloo comm job
+    done = workflow_dir / RUN / "comm/gloo/float32/ws2/default/comm.csv"
+    done.parent.mkdir(parents=True)
+    done.write_text("x\n")
+    _tsv(workflow_dir / "results", "earlier", "comm/gloo/float32/ws4/default.tsv", 40)
+    r = snakemake(workflow_dir, "-n")
+    assert r.returncode == 0, r.stderr[-2000:]
+    found = re.findall(r"distbench: (\d+) benchmark jobs planned, (\d+) cached, (\d+) to run, about .+ "
+                       r"\((\d+) from earlier runs, (\d+) by default figures\)", r.stderr)
+    assert len(found) == 1, r.stderr[-2000:]
+    planned, cached, to_run, history, defaults = map(int, found[0])
+    assert cached == 1 and planned == cached + to_run and history >= 1 and history + defaults == to_run
+    # a cluster executor's job runs Snakemake in remote mode: it re-parses the workflow, silently
+    r = snakemake(workflow_dir, "-n", "--mode", "remote", str(done.relative_to(workflow_dir)))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "benchmark jobs planned" not in r.stdout + r.stderr
