@@ -2,6 +2,7 @@
 #   snakemake --cores 1                         # everything (Gloo on CPU; NCCL where GPUs exist)
 #   snakemake --cores 1 --config gpus=6         # declare 6 GPUs per node
 #   snakemake --cores 1 report                  # the report from cached tables/CSVs
+#   snakemake --cores 1 quick                   # a verdict from a few of the jobs (report/quick.md)
 from snakemake.utils import min_version
 
 min_version("9.0")
@@ -87,3 +88,4 @@ include: "rules/memory.smk"
 include: "rules/predict.smk"
 include: "rules/traces.smk"
 include: "rules/report.smk"
+include: "rules/quick.smk"

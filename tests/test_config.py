@@ -14,18 +14,18 @@ def test_default_config_is_valid_and_defaults_fill_in():
     cfg = check_config(yaml.safe_load((REPO / "config.yaml").read_text()))
     assert cfg["world_sizes"] == [2, 4, 6]
     minimal = check_config({})
-    assert minimal["comm"]["iters"] == 20 and minimal["comm"]["gloo"]["max_bytes"] == "128MiB"
+    assert minimal["comm"]["iters"] == 20 and minimal["comm"]["gloo"]["max_bytes"] == "16MiB"
     assert minimal["job_env"]["NCCL_NVLS_ENABLE"] == "0"
 
 
 # Defaults come from snakemake.utils.validate(set_default=True); these fail if nested ones stop filling.
 def test_nested_defaults_fill_in_every_comm_default():
     comm = check_config({"comm": {}})["comm"]
-    assert {"max_bytes": "128MiB", "warmup": 1, "iters": 5, "trials": 3}.items() <= comm["gloo"].items()
+    assert {"max_bytes": "16MiB", "warmup": 1, "iters": 5, "trials": 3}.items() <= comm["gloo"].items()
     assert comm["sizes"] == {"min_bytes": 8, "max_bytes": "1GiB", "step_factor": 2}
     assert comm["iters"] == 20 and comm["job_timeout_s"] == 1800 and comm["nccl_env"] == [{}]
     partial = check_config({"comm": {"gloo": {"iters": 9}}})["comm"]["gloo"]
-    assert {"max_bytes": "128MiB", "warmup": 1, "iters": 9, "trials": 3}.items() <= partial.items()
+    assert {"max_bytes": "16MiB", "warmup": 1, "iters": 9, "trials": 3}.items() <= partial.items()
 
 
 def test_a_sweep_without_step_factor_gets_the_default():

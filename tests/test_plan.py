@@ -31,7 +31,7 @@ def test_env_labels_are_stable_and_path_safe():
 def test_gloo_params_cap_sizes_and_use_host_timing():
     cfg = check_config({})
     g, n = job_params(cfg, "gloo"), job_params(cfg, "nccl")
-    assert max(g["sizes"]) == 128 * 2**20 and max(n["sizes"]) == 2**30
+    assert max(g["sizes"]) == 16 * 2**20 and max(n["sizes"]) == 2**30
     assert g["timing"] == ["host"] and n["timing"] == ["events", "graph"]
     assert g["iters"] == 5 and n["iters"] == 20
 

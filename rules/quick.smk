@@ -1,0 +1,97 @@
+# The quick answer: `snakemake --cores 1 quick` runs a few of the full plan's own jobs (the same outputs
+# and params, distbench.pipeline.quick) and renders the Verdict from them to report/quick.md. A later
+# `snakemake --cores 1` reuses those jobs; the quick tables stay apart (results/<label>/quick/), so the
+# full run's tables are built from every job.
+from distbench.pipeline.quick import quick_jobs, quick_summary
+
+QUICK = quick_jobs(PLAN, config)
+QUICK_TABLES = results("quick/tables")
+
+
+localrules:
+    quick,
+    quick_aggregate_comm,
+    quick_diagnose,
+    quick_aggregate_training,
+    quick_report,
+
+
+# No output: it prints the verdict every time it is asked for (cached jobs are not rerun).
+rule quick:
+    input:
+        "report/quick.md",
+    shell:
+        "cat {input}"
+
+
+def quick_comm(name):
+    return lambda wc: [f"{COMM_DIR}/{name}".format(**j.wildcards) for j in QUICK["comm_jobs"]]
+
+
+def quick_training_inputs(wildcards=None):
+    if not QUICK["training_jobs"]:
+        return {}
+    return {"training_summary": f"{QUICK_TABLES}/training_summary.csv"}
+
+
+use rule aggregate_comm as quick_aggregate_comm with:
+    input:
+        jobs=quick_comm("comm.csv"),
+        ranks=quick_comm("comm_ranks.csv"),
+    output:
+        raw=f"{QUICK_TABLES}/comm.csv",
+        ranks=f"{QUICK_TABLES}/comm_ranks.csv",
+        summary=f"{QUICK_TABLES}/comm_summary.csv",
+        largest=f"{QUICK_TABLES}/comm_largest.csv",
+        stragglers=f"{QUICK_TABLES}/comm_stragglers.csv",
+    log:
+        results("logs/quick/aggregate_comm.log"),
+
+
+use rule diagnose as quick_diagnose with:
+    input:
+        summary=f"{QUICK_TABLES}/comm_summary.csv",
+        env=results("probe/env.json"),
+        topology=results("probe/topology.json"),
+        nccl=results("probe/nccl.json"),
+        placement=quick_comm("placement.json"),
+    output:
+        table=f"{QUICK_TABLES}/comm_diagnosed.csv",
+        advice=results("quick/advice.json"),
+    log:
+        results("logs/quick/diagnose.log"),
+
+
+use rule aggregate_training as quick_aggregate_training with:
+    input:
+        jobs=lambda wc: [
+            f"{TRAINING_DIR}/training.csv".format(**j.wildcards)
+            for j in QUICK["training_jobs"]
+        ],
+    output:
+        raw=f"{QUICK_TABLES}/training.csv",
+        summary=f"{QUICK_TABLES}/training_summary.csv",
+    log:
+        results("logs/quick/aggregate_training.log"),
+
+
+rule quick_report:
+    input:
+        unpack(quick_training_inputs),
+        summary=f"{QUICK_TABLES}/comm_diagnosed.csv",
+        largest=f"{QUICK_TABLES}/comm_largest.csv",
+        env=results("probe/env.json"),
+        advice=results("quick/advice.json"),
+    output:
+        md="report/quick.md",
+    log:
+        results("logs/quick/report.log"),
+    conda:
+        "../envs/distbench.yaml"
+    params:
+        plan=plan_summary(PLAN),
+        config=config,
+        run_label=RUN_LABEL,
+        quick=quick_summary(PLAN, QUICK),
+    script:
+        "../workflow/scripts/render_quick.py"
