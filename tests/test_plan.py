@@ -110,3 +110,19 @@ def test_language_model_jobs_per_model_strategy_and_world_size():
     assert "lora_rank" not in training_params(cfg, next(j for j in jobs if j.model == "gpt"))
     gpu = training_params(cfg, training_jobs(check_config({**cfg, "backends": ["nccl"]}), gpus=2)[0][0])
     assert (gpu["size"], gpu["seq_len"], gpu["dtype"]) == ("1.3b", 1024, "bfloat16")
+
+
+def test_gloo_size_stride_keeps_every_nth_size_and_the_largest_and_says_what_it_drops():
+    from distbench.comm.plan import job_params, strided
+
+    assert strided([8, 16, 32, 64, 128], 2) == [8, 32, 128]
+    assert strided([8, 16, 32, 64], 2) == [8, 32, 64]        # the largest always
+    assert strided([8, 16, 32], 1) == [8, 16, 32]
+    cfg = check_config({"backends": ["gloo"], "comm": {"sizes": {"min_bytes": 8, "max_bytes": "64MiB", "step_factor": 2},
+                                                       "gloo": {"max_bytes": "1KiB"}}})
+    assert job_params(cfg, "gloo")["sizes"] == [8, 32, 128, 512, 1024]
+    assert len(job_params(cfg, "nccl")["sizes"]) == 24    # NCCL keeps the whole sweep
+    skipped = make_plan(cfg, detected=(0, "test"))["skipped"]
+    assert any("gloo sizes between those measured (3 of 8" in s["what"] and "size_stride: 1" in s["why"] for s in skipped)
+    full = check_config({"backends": ["gloo"], "comm": {"gloo": {"size_stride": 1}}})
+    assert not any("between those measured" in s["what"] for s in make_plan(full, detected=(0, "t"))["skipped"])

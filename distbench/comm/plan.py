@@ -51,6 +51,14 @@ def comm_jobs(config: dict, gpus: int, gpus_source: str) -> tuple[list[CommJob],
         if above:
             skipped.append({"what": f"gloo sizes above {human_bytes(cap)} ({len(above)} sizes up to {human_bytes(max(above))})",
                             "why": "comm.gloo.max_bytes keeps CPU runs short"})
+        within = [s for s in sizes_from_config(comm) if s <= cap]
+        between = [s for s in within if s not in strided(within, comm["gloo"]["size_stride"])]
+        if between:
+            skipped.append({"what": f"gloo sizes between those measured ({len(between)} of {len(within)} up to "
+                                    f"{human_bytes(cap)}, e.g. {human_bytes(between[0])})",
+                            "why": f"comm.gloo.size_stride {comm['gloo']['size_stride']} measures every "
+                                   f"{comm['gloo']['size_stride']}th size to keep CPU runs short; a full run: "
+                                   "--config comm='{gloo: {size_stride: 1}}'"})
     return jobs, skipped, world_sizes
 
 
@@ -62,6 +70,12 @@ def _unique_envs(envs: list[dict]) -> list[dict]:
             seen.add(label)
             out.append(env)
     return out
+
+
+def strided(sizes: list[int], stride: int) -> list[int]:
+    """Every `stride`-th size from the smallest, and the largest always (comm.gloo.size_stride)."""
+    keep = sizes[::stride]
+    return keep + ([sizes[-1]] if sizes and keep[-1] != sizes[-1] else [])
 
 
 def job_params(config: dict, backend: str, nccl_env: str = "default") -> dict:
@@ -79,7 +93,7 @@ def job_params(config: dict, backend: str, nccl_env: str = "default") -> dict:
     if backend == "gloo":
         g = comm["gloo"]
         cap = parse_size(g["max_bytes"])
-        sizes = [s for s in sizes if s <= cap]
+        sizes = strided([s for s in sizes if s <= cap], g["size_stride"])
         pairs = [min(s, cap) for s in pairs]
         p.update(warmup=g["warmup"], iters=g["iters"], trials=g["trials"], timing=["host"])
     p["sizes"] = sizes
