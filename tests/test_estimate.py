@@ -65,6 +65,10 @@ def _seconds(est) -> dict:
             for j in est.jobs}
 
 
+D = {k: v.seconds for k, v in DEFAULTS.items() if not v.per_rank_s}  # the flat defaults, by key
+TRAIN, PROBE = D[("gpu", "training", "nccl")], D[("gpu", "probe", "nccl")]
+
+
 def test_six_gpus_counts_and_seconds(results):
     est = _estimate(6, results)
     # comm: NCCL at 2/4/6 (8 > gpus), Gloo at 2/4/6/8; training 1/2/4/6; memory 2 sizes x 2 views; the probe at 6
@@ -76,15 +80,16 @@ def test_six_gpus_counts_and_seconds(results):
     assert s[("comm", "gloo", 6, "default")] == (70, "family history")
     assert s[("comm", "gloo", 8, "default")] == (0, "cached")
     assert s[("training", "nccl", 1, "plain")] == (0, "cached")
-    assert s[("training", "nccl", 2, "plain")] == (21, "default")
+    assert s[("training", "nccl", 2, "plain")] == (TRAIN, "default")
     assert s[("memory", "nccl", 1, "ddp")] == (10, "job history")
     assert s[("memory", "nccl", 2, "ddp")] == (20, "family history")  # the unreadable tsv is ignored
-    assert s[("probe", "nccl", 6, "")] == (28, "default")
-    # 50+75+75 + 60+80+70 + 3 x 21 + 10+3 x 20 + 28
-    assert est.seconds == 571
+    assert s[("probe", "nccl", 6, "")] == (PROBE, "default")
+    # 50+75+75 + 60+80+70 + 3 x training default + 10+3 x 20 + the probe's default
+    assert est.seconds == 410 + 3 * TRAIN + 70 + PROBE
     assert (est.from_history, est.from_defaults) == (10, 4)
-    assert est.per_family() == {"comm": (6, 410), "training": (3, 63), "memory": (4, 70), "probe": (1, 28)}
-    assert est.message().startswith("distbench: 16 benchmark jobs planned, 2 cached, 14 to run, about 10 min")
+    assert est.per_family() == {"comm": (6, 410), "training": (3, 3 * TRAIN), "memory": (4, 70), "probe": (1, PROBE)}
+    minutes = round((410 + 3 * TRAIN + 70 + PROBE) / 60)
+    assert est.message().startswith(f"distbench: 16 benchmark jobs planned, 2 cached, 14 to run, about {minutes} min")
     assert "(10 from earlier runs, 4 by default figures)" in est.message()
 
 
@@ -93,22 +98,25 @@ def test_eight_gpus_adds_the_eight_rank_jobs(results):
     assert (len(est.jobs), est.cached, len(est.to_run)) == (18, 2, 16)
     s = _seconds(est)
     assert s[("comm", "nccl", 8, "default")] == (200, "job history")
-    assert s[("training", "nccl", 8, "plain")] == (21, "default")
-    assert s[("probe", "nccl", 8, "")] == (28, "default")
-    # NCCL comm 50+75+75+200, Gloo 60+80+70, training 4 x 21, memory 70, probe 28
-    assert est.seconds == 792
+    assert s[("training", "nccl", 8, "plain")] == (TRAIN, "default")
+    assert s[("probe", "nccl", 8, "")] == (PROBE, "default")
+    # NCCL comm 50+75+75+200, Gloo 60+80+70, training 4 x default, memory 70, the probe's default
+    assert est.seconds == 400 + 210 + 4 * TRAIN + 70 + PROBE
     assert (est.from_history, est.from_defaults) == (11, 5)
 
 
 def test_no_history_uses_the_hosts_defaults(tmp_path):
     gpu = _estimate(8, tmp_path)
     assert gpu.cached == 0 and gpu.from_history == 0
-    assert gpu.seconds == 4 * 28 + 4 * 86 + 5 * 21 + 4 * 25 + 28
-    # CPU: no NCCL and no probe; Gloo comm grows 25 s a rank (measured at 2, 4 and 6 ranks); one memory view
+    assert gpu.seconds == (4 * D[("gpu", "comm", "nccl")] + 4 * D[("gpu", "comm", "gloo")] + 5 * TRAIN
+                           + 4 * D[("gpu", "memory", "nccl")] + PROBE)
+    # CPU: no NCCL and no probe; Gloo comm, training and memory grow with the ranks (measured at several)
     cpu = _estimate(0, tmp_path)
     assert len(cpu.jobs) == 4 + 5 + 2
-    assert cpu.seconds == 25 * (2 + 4 + 6 + 8) + 5 * 11 + 2 * 12
-    assert DEFAULTS[("cpu", "comm", "gloo")].at(6) == 150
+    at = {f: DEFAULTS[("cpu", f, "gloo")].at for f in ("comm", "training", "memory")}
+    assert cpu.seconds == pytest.approx(sum(at["comm"](w) for w in (2, 4, 6, 8))
+                                        + sum(at["training"](w) for w in (1, 2, 4, 6, 8)) + at["memory"](1) + at["memory"](2))
+    assert DEFAULTS[("cpu", "comm", "gloo")].at(6) == pytest.approx(6 * 7.4)
 
 
 def test_nothing_to_run(tmp_path):

@@ -48,26 +48,25 @@ class Default:
 
 
 # Default per-job wall time, keyed by (host, family, backend); host is "gpu" when the plan has GPUs.
-# gpu: measured on a 2x H200 host, 2026-11-26, default config (issue 25): memory jobs 20-29 s,
-#   training jobs 15-27 s, the NCCL comm job (2 ranks) 28 s, the Gloo comm job at 2 ranks 86 s (92 s at
-#   6 ranks on the same host kind, benchmarks/results/cpu-2core-2026-11-26: too little growth to scale).
-#   The NCCL probe was not timed: assumed like the NCCL comm job (one torchrun job of the same ops).
-#   Other world sizes: default (not scaled; no measurements of the growth).
-# cpu: the project's 2-core machine. Gloo comm: 48.3 / 102.0 / 151.3 s at 2 / 4 / 6 ranks
-#   (benchmarks/results/cpu-2core-2026-11-26), about 25 s per rank. Training and memory: measured
-#   for this table on 2026-11-27 with `snakemake --cores 1 -j1` on four default-config jobs, the
-#   machine shared (load ~5): training gpt ws2 plain 9.7 s, mlp ws1 plain 11.9 s (the first job,
-#   cold caches); memory mlp ws1 ddp 7.3 s, gpt ws2 fsdp 15.9 s. The mean of each pair, not scaled
-#   with world size (default: too few sizes measured).
+# Measured after one-node jobs started their ranks directly (distbench.launch.torchrun), default
+# config, Snakemake's benchmark files (benchmarks/results/time-to-answer-2026-11-27):
+# gpu: 2x H200, 2026-11-27: memory jobs 14.4-23.8 s (median 20), training 10.1-21.9 s (median 19),
+#   the NCCL comm job at 2 ranks 24.9 s, the Gloo comm job 16.3 / 19.0 / 19.4 s at 2 / 4 / 6 ranks
+#   (32 cores: flat), the NCCL probe 10.8 s. Not scaled with world size (2 GPUs: too few sizes).
+# cpu: the project's 2-core machine, unloaded, 2026-11-27: Gloo comm 12.3 / 25.3 / 44.7 s at 2 / 4 / 6
+#   ranks (7.4 s per rank); training 2.9-4.0 s at 1 rank, 3.7-4.6 at 2, 6.5-9.6 at 4, 9.0-15.1 at 6
+#   (1.3 s + 1.8 s per rank); memory 3.4-4.3 s at 1 rank, 4.2-5.9 at 2 (2.8 s + 1.0 s per rank); the NCCL
+#   probe on a host without GPUs only writes why it did not run (0.1 s).
 DEFAULTS = {
-    ("gpu", "memory", "nccl"): Default(25.0, source="2x H200: 20-29 s"),
-    ("gpu", "training", "nccl"): Default(21.0, source="2x H200: 15-27 s"),
-    ("gpu", "comm", "nccl"): Default(28.0, source="2x H200, 2 ranks: 28 s"),
-    ("gpu", "comm", "gloo"): Default(86.0, source="2x H200, 2 ranks: 86 s"),
-    ("gpu", "probe", "nccl"): Default(28.0, source="not measured: as the NCCL comm job"),
-    ("cpu", "comm", "gloo"): Default(0.0, per_rank_s=25.0, source="2 cores: 48/102/151 s at 2/4/6 ranks"),
-    ("cpu", "training", "gloo"): Default(11.0, source="2 cores: 9.7 and 11.9 s"),
-    ("cpu", "memory", "gloo"): Default(12.0, source="2 cores: 7.3 and 15.9 s"),
+    ("gpu", "memory", "nccl"): Default(20.0, source="2x H200: 14-24 s"),
+    ("gpu", "training", "nccl"): Default(19.0, source="2x H200: 10-22 s"),
+    ("gpu", "comm", "nccl"): Default(25.0, source="2x H200, 2 ranks: 25 s"),
+    ("gpu", "comm", "gloo"): Default(18.0, source="2x H200 host, 2-6 ranks: 16-19 s"),
+    ("gpu", "probe", "nccl"): Default(11.0, source="2x H200: 10.8 s"),
+    ("cpu", "comm", "gloo"): Default(0.0, per_rank_s=7.4, source="2 cores: 12/25/45 s at 2/4/6 ranks"),
+    ("cpu", "training", "gloo"): Default(1.3, per_rank_s=1.8, source="2 cores: 3-4 s at 1 rank, 9-15 s at 6"),
+    ("cpu", "memory", "gloo"): Default(2.8, per_rank_s=1.0, source="2 cores: 3-4 s at 1 rank, 4-6 s at 2"),
+    ("cpu", "probe", "nccl"): Default(0.2, source="no GPU: the probe writes why it did not run"),
 }
 
 
