@@ -74,23 +74,26 @@ def test_six_gpus_counts_and_seconds(results):
     # comm: NCCL at 2/4/6 (8 > gpus), Gloo at 2/4/6/8; training 1/2/4/6; memory 2 sizes x 2 views; the probe at 6
     assert (len(est.jobs), est.cached, len(est.to_run)) == (16, 2, 14)
     s = _seconds(est)
+    nccl, gloo = D[("gpu", "comm", "nccl")], D[("gpu", "comm", "gloo")]
     assert s[("comm", "nccl", 2, "default")] == (50, "job history")  # the median, not the mean (60)
-    assert s[("comm", "nccl", 4, "default")] == (75, "family history")
+    # no history at 4 or 6 ranks: the default, not the 2- and 8-rank jobs' times (a job grows with its ranks)
+    assert s[("comm", "nccl", 4, "default")] == (nccl, "default")
     assert s[("comm", "gloo", 4, "default")] == (80, "job history")
-    assert s[("comm", "gloo", 6, "default")] == (70, "family history")
+    assert s[("comm", "gloo", 6, "default")] == (gloo, "default")
     assert s[("comm", "gloo", 8, "default")] == (0, "cached")
     assert s[("training", "nccl", 1, "plain")] == (0, "cached")
     assert s[("training", "nccl", 2, "plain")] == (TRAIN, "default")
     assert s[("memory", "nccl", 1, "ddp")] == (10, "job history")
-    assert s[("memory", "nccl", 2, "ddp")] == (20, "family history")  # the unreadable tsv is ignored
+    assert s[("memory", "nccl", 1, "ddp+gbv")] == (10, "family history")  # another job at the same world size
+    assert s[("memory", "nccl", 2, "ddp")] == (30, "family history")  # the unreadable tsv is ignored
     assert s[("probe", "nccl", 6, "")] == (PROBE, "default")
-    # 50+75+75 + 60+80+70 + 3 x training default + 10+3 x 20 + the probe's default
-    assert est.seconds == 410 + 3 * TRAIN + 70 + PROBE
-    assert (est.from_history, est.from_defaults) == (10, 4)
-    assert est.per_family() == {"comm": (6, 410), "training": (3, 3 * TRAIN), "memory": (4, 70), "probe": (1, PROBE)}
-    minutes = round((410 + 3 * TRAIN + 70 + PROBE) / 60)
+    comm = 50 + 2 * nccl + 60 + 80 + gloo
+    assert est.seconds == comm + 3 * TRAIN + 10 + 10 + 30 + 30 + PROBE
+    assert (est.from_history, est.from_defaults) == (7, 7)
+    assert est.per_family() == {"comm": (6, comm), "training": (3, 3 * TRAIN), "memory": (4, 80), "probe": (1, PROBE)}
+    minutes = round(est.seconds / 60)
     assert est.message().startswith(f"distbench: 16 benchmark jobs planned, 2 cached, 14 to run, about {minutes} min")
-    assert "(10 from earlier runs, 4 by default figures)" in est.message()
+    assert "(7 from earlier runs, 7 by default figures)" in est.message()
 
 
 def test_eight_gpus_adds_the_eight_rank_jobs(results):
@@ -100,9 +103,10 @@ def test_eight_gpus_adds_the_eight_rank_jobs(results):
     assert s[("comm", "nccl", 8, "default")] == (200, "job history")
     assert s[("training", "nccl", 8, "plain")] == (TRAIN, "default")
     assert s[("probe", "nccl", 8, "")] == (PROBE, "default")
-    # NCCL comm 50+75+75+200, Gloo 60+80+70, training 4 x default, memory 70, the probe's default
-    assert est.seconds == 400 + 210 + 4 * TRAIN + 70 + PROBE
-    assert (est.from_history, est.from_defaults) == (11, 5)
+    # NCCL comm 50 + 2 defaults + 200, Gloo 60 + 80 + a default, training 4 defaults, memory 80, the probe
+    nccl, gloo = D[("gpu", "comm", "nccl")], D[("gpu", "comm", "gloo")]
+    assert est.seconds == 50 + 2 * nccl + 200 + 60 + 80 + gloo + 4 * TRAIN + 80 + PROBE
+    assert (est.from_history, est.from_defaults) == (8, 8)
 
 
 def test_no_history_uses_the_hosts_defaults(tmp_path):

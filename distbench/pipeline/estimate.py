@@ -210,18 +210,21 @@ def estimate(plan: dict, results_dir: str | Path, label: str, probe_world_size: 
     """The plan's benchmark jobs, which are cached under results/<label>/, and the time of the rest."""
     results_dir = Path(results_dir)
     past = history(results_dir)
-    by_family: dict[tuple[str, str], list[float]] = defaultdict(list)
+    # The family's history at the job's own world size: a job's time grows with its ranks (7 s per
+    # Gloo rank on 2 cores), so another world size's history would mislead (a quick run's 2-rank jobs
+    # once made a full run's estimate 2 min for 4.5 min of jobs). Without it, the default, which scales.
+    by_family: dict[tuple[str, str, int], list[float]] = defaultdict(list)
     for key, times in past.items():
-        by_family[(key.family, key.backend)] += times
+        by_family[(key.family, key.backend, key.world_size)] += times
     jobs = []
     for key in plan_keys(plan, probe_world_size):
+        same_size = by_family.get((key.family, key.backend, key.world_size))
         if (results_dir / label / OUTPUTS[key.family].format(**key.wildcards)).exists():
             jobs.append(JobEstimate(key, True, 0.0, "cached"))
         elif past.get(key):
             jobs.append(JobEstimate(key, False, statistics.median(past[key]), "job history"))
-        elif by_family.get((key.family, key.backend)):
-            jobs.append(JobEstimate(key, False, statistics.median(by_family[(key.family, key.backend)]),
-                                    "family history"))
+        elif same_size:
+            jobs.append(JobEstimate(key, False, statistics.median(same_size), "family history"))
         else:
             jobs.append(JobEstimate(key, False, default_seconds(key, plan["gpus"]), "default"))
     return Estimate(tuple(jobs))
