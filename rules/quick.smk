@@ -25,7 +25,9 @@ rule quick:
 
 
 def quick_comm(name):
-    return lambda wc: [f"{COMM_DIR}/{name}".format(**j.wildcards) for j in QUICK["comm_jobs"]]
+    return lambda wc: [
+        f"{COMM_DIR}/{name}".format(**j.wildcards) for j in QUICK["comm_jobs"]
+    ]
 
 
 def quick_training_inputs(wildcards=None):
