@@ -12,6 +12,7 @@ from distbench.core.run_label import resolve_label
 from distbench.comm.plan import job_params, pairs_job
 from distbench.memory.plan import memory_params
 from distbench.pipeline.estimate import BENCHMARKS, estimate
+from distbench.pipeline.quick import quick_jobs, quick_summary
 from distbench.pipeline.plan import (
     job_launch,
     job_resources,
@@ -267,3 +268,20 @@ def other_runs(wildcards=None):
         for p in glob.glob("results/*/tables/comm_summary.csv")
         if p.split("/")[1] != RUN_LABEL
     )
+
+
+# The quick answer (rules/quick.smk): a few of the full plan's own jobs (distbench.pipeline.quick).
+QUICK = quick_jobs(PLAN, config)
+QUICK_TABLES = results("quick/tables")
+
+
+def quick_comm(name):
+    return lambda wc: [
+        f"{COMM_DIR}/{name}".format(**j.wildcards) for j in QUICK["comm_jobs"]
+    ]
+
+
+def quick_training_inputs(wildcards=None):
+    if not QUICK["training_jobs"]:
+        return {}
+    return {"training_summary": f"{QUICK_TABLES}/training_summary.csv"}

@@ -2,12 +2,6 @@
 # and params, distbench.pipeline.quick) and renders the Verdict from them to report/quick.md. A later
 # `snakemake --cores 1` reuses those jobs; the quick tables stay apart (results/<label>/quick/), so the
 # full run's tables are built from every job.
-from distbench.pipeline.quick import quick_jobs, quick_summary
-
-QUICK = quick_jobs(PLAN, config)
-QUICK_TABLES = results("quick/tables")
-
-
 localrules:
     quick,
     quick_aggregate_comm,
@@ -20,20 +14,12 @@ localrules:
 rule quick:
     input:
         "report/quick.md",
+    log:
+        results("logs/quick/quick.log"),
+    conda:
+        "../envs/distbench.yaml"
     shell:
-        "cat {input}"
-
-
-def quick_comm(name):
-    return lambda wc: [
-        f"{COMM_DIR}/{name}".format(**j.wildcards) for j in QUICK["comm_jobs"]
-    ]
-
-
-def quick_training_inputs(wildcards=None):
-    if not QUICK["training_jobs"]:
-        return {}
-    return {"training_summary": f"{QUICK_TABLES}/training_summary.csv"}
+        "cat {input} | tee {log}"
 
 
 use rule aggregate_comm as quick_aggregate_comm with:
