@@ -11,7 +11,7 @@ from distbench.launch.profiling import family_mode
 from distbench.core.run_label import resolve_label
 from distbench.comm.plan import job_params, pairs_job
 from distbench.memory.plan import memory_params
-from distbench.pipeline.estimate import BENCHMARKS, estimate
+from distbench.pipeline.estimate import BENCHMARKS, estimate, probe_benchmark
 from distbench.pipeline.quick import quick_jobs, quick_summary
 from distbench.pipeline.plan import (
     job_launch,
@@ -60,9 +60,7 @@ MEMORY_DIR = results("memory/{backend}/{model}/ws{world_size}/{config}")
 PROFILE = {family: family_mode(config, family) for family in ("comm", "training")}
 # The NCCL probe is a torchrun job of its own at this world size (0: none on this plan).
 PROBE_WORLD_SIZE = nccl_probe_params(config, PLAN)["world_size"]
-PROBE_BENCHMARK = BENCHMARKS["probe"].format(
-    backend="nccl", world_size=PROBE_WORLD_SIZE
-)
+PROBE_BENCHMARK = probe_benchmark(PROBE_WORLD_SIZE)
 
 # Before the first job: how many benchmark jobs will run and about how long (from the job times of
 # earlier runs, else stated defaults). Only in the main Snakemake process (a dry run included): a

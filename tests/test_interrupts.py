@@ -148,9 +148,12 @@ except JobInterrupted as e:
     marker = str(tmp_path)
     partial = tmp_path / "c.csv.partial"
     assert _wait_for(lambda: partial.exists() and partial.read_text().count("\n") > 1, 180)
+    # one-node jobs start their ranks directly (no torchrun agent): the signal goes to rank 0's
+    # process group, as a scheduler's or a user's kill would; under torchrun, to the agent's group
+    ranks = [p for p in _job_processes(marker) if "distbench.comm" in _cmdline(p) and "-c" not in _cmdline(p).split()[:2]]
     torchrun = [p for p in _job_processes(marker) if "torch.distributed.run" in _cmdline(p)]
-    assert torchrun
-    os.killpg(os.getpgid(torchrun[0]), signal.SIGTERM)
+    assert ranks or torchrun
+    os.killpg(os.getpgid((torchrun or ranks)[0]), signal.SIGTERM)
     out, _ = launcher.communicate(timeout=90)
     assert launcher.returncode != 0 and "INTERRUPTED" in out, out[-2000:]
     assert not (tmp_path / "c.csv").exists() and not partial.exists()

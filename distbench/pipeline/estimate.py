@@ -34,6 +34,11 @@ OUTPUTS = {
 FAMILIES = tuple(BENCHMARKS)
 
 
+def probe_benchmark(world_size: int) -> str:
+    """The NCCL probe job's benchmark tsv (under results/<label>/): the probe runs NCCL only."""
+    return BENCHMARKS["probe"].format(backend="nccl", world_size=world_size)
+
+
 @dataclass(frozen=True)
 class Default:
     """A stated figure for a job nothing in the history matches: fixed seconds plus seconds per rank
