@@ -11,6 +11,17 @@ min_version("9.0")
 configfile: "config.yaml"
 
 
+# Every config file Snakemake loaded (config.yaml, --configfile), read again: a key given twice is
+# refused with its name (Snakemake's YAML loader silently keeps the last one).
+from snakemake.exceptions import WorkflowError
+from distbench.pipeline.config import ConfigError, check_config_files
+
+try:
+    check_config_files(workflow.configfiles)
+except ConfigError as e:
+    raise WorkflowError(str(e))
+
+
 report: "workflow/report/workflow.rst"
 
 

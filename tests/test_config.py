@@ -51,7 +51,7 @@ def test_a_sweep_without_step_factor_gets_the_default():
     ({"comm": {"sizes": {"min_bytes": 1, "max_bytes": 2, "step": 2}}}, ["comm.sizes.step", "step_factor"]),
     ({"world_sizes": [2000]}, ["world_sizes[0]", "<= 1024"]),
     ({"comm": {"sizes": {"min_bytes": "1GB", "max_bytes": "1MB"}}}, ["comm.sizes", "larger than"]),
-    ({"comm": {"nccl_env": [{"NCCL_DEBUG": "INFO"}]}}, ["comm.nccl_env[0].NCCL_DEBUG", "NCCL_ALGO"]),
+    ({"comm": {"nccl_env": [{"NCCL_DEBUG": "INFO"}]}}, ["comm.nccl_env[0].NCCL_DEBUG", "distorts timed runs"]),
     ({"comm": {"nccl_env": [{"NCCL_ALGO": "Ring; rm -rf /"}]}}, ["comm.nccl_env[0].NCCL_ALGO", "Ring"]),
     ({"comm": {"nccl_env": [{"NCCL_PROTO": "Fast"}]}}, ["NCCL_PROTO", "LL128"]),
     ({"job_env": {"NCCL_X": "a b"}}, ["job_env.NCCL_X"]),

@@ -33,9 +33,16 @@ def comm_jobs(config: dict, gpus: int, gpus_source: str) -> tuple[list[CommJob],
     """The comm jobs, what was skipped (and why), and the world sizes run per backend."""
     comm = config["comm"]
     skipped, jobs, world_sizes = [], [], {}
+    gloo_cap = parse_size(comm["gloo"]["max_bytes"])
     for backend in config["backends"]:
         if backend == "nccl" and gpus == 0:
             skipped.append({"what": "backend nccl", "why": f"no GPU on this host ({gpus_source})"})
+            continue
+        if backend == "gloo" and not any(s <= gloo_cap for s in sizes_from_config(comm)):
+            # a Gloo job with no size would measure nothing (and its pairs no size either)
+            skipped.append({"what": "gloo comm jobs",
+                            "why": f"every size of comm.sizes is above comm.gloo.max_bytes ({human_bytes(gloo_cap)}): "
+                                   "nothing to measure; add a smaller size or raise comm.gloo.max_bytes"})
             continue
         sizes, why = placeable(config, backend, gpus, list(config["world_sizes"]), f"{backend} world sizes")
         skipped += why
@@ -45,8 +52,8 @@ def comm_jobs(config: dict, gpus: int, gpus_source: str) -> tuple[list[CommJob],
             for ws in sizes:
                 for env in _unique_envs(envs):
                     jobs.append(CommJob(backend, dtype, ws, nccl_env_label(env), {k: str(v) for k, v in env.items()}))
-    if "gloo" in config["backends"]:
-        cap = parse_size(comm["gloo"]["max_bytes"])
+    if "gloo" in world_sizes:
+        cap = gloo_cap
         above = [s for s in sizes_from_config(comm) if s > cap]
         if above:
             skipped.append({"what": f"gloo sizes above {human_bytes(cap)} ({len(above)} sizes up to {human_bytes(max(above))})",

@@ -21,6 +21,8 @@ from __future__ import annotations
 import csv
 import functools
 import math
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,53 +54,99 @@ def parse_traffic(spec: str) -> Traffic:
     """`uniform`, `zipf:S` or `file:PATH`; a TrafficError names what is wrong."""
     kind, _, arg = str(spec).partition(":")
     if kind not in TRAFFIC_KINDS:
-        raise TrafficError(f"traffic {spec!r}: unknown pattern {kind!r}; allowed: uniform, zipf:S (S > 0), file:PATH")
+        raise TrafficError(f"traffic {shown(repr(spec))}: unknown pattern {shown(repr(kind))}; allowed: uniform, zipf:S (S > 0), file:PATH")
     if kind == "uniform":
         if arg:
-            raise TrafficError(f"traffic {spec!r}: uniform takes no argument")
+            raise TrafficError(f"traffic {shown(repr(spec))}: uniform takes no argument")
         return Traffic("uniform")
     if kind == "zipf":
         try:
             s = float(arg)
         except ValueError:
-            raise TrafficError(f"traffic {spec!r}: zipf needs a number, e.g. zipf:1.2") from None
+            raise TrafficError(f"traffic {shown(repr(spec))}: zipf needs a number, e.g. zipf:1.2") from None
         if not (s > 0 and math.isfinite(s)):
-            raise TrafficError(f"traffic {spec!r}: the zipf exponent must be a positive number")
+            raise TrafficError(f"traffic {shown(repr(spec))}: the zipf exponent must be a positive number")
         return Traffic("zipf", exponent=s)
     if not arg:
-        raise TrafficError(f"traffic {spec!r}: file needs a path, e.g. file:traffic/moe8.csv")
+        raise TrafficError(f"traffic {shown(repr(spec))}: file needs a path, e.g. file:traffic/moe8.csv")
     return Traffic("file", path=arg)
 
 
-def read_matrix(path: str | Path) -> list[list[float]]:
-    """A square matrix of non-negative weights (CSV or whitespace-separated; '#' starts a comment)."""
-    path = Path(path)
+# A matrix file is read whole at config check time and in every job: 1 MiB holds a 1,024 x 1,024
+# matrix of short weights ('0.5,'), the largest world size the config allows. A larger file (or
+# /dev/zero) is refused before it is read, and no more than this is ever read.
+MAX_MATRIX_BYTES = 2**20
+_SHOWN = 120  # characters of a path (user input) an error message shows
+
+
+def shown(text: str) -> str:
+    """User input in a message, cut short: a message stays short whatever the config holds."""
+    text = str(text)
+    return text if len(text) <= _SHOWN else f"{text[:_SHOWN]}... ({len(text):,} characters)"
+
+
+def _read_text(path: Path) -> str:
+    """The file's text, read only when it is a regular file of at most MAX_MATRIX_BYTES (never more)."""
+    where = f"traffic matrix {shown(path)}"
     try:
-        text = path.read_text()
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a named pipe" if stat.S_ISFIFO(st.st_mode)
+                    else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "not a plain file")
+            raise TrafficError(f"{where}: is {kind}; give a regular file")
+        if st.st_size > MAX_MATRIX_BYTES:
+            raise TrafficError(f"{where}: {st.st_size:,} bytes; at most {MAX_MATRIX_BYTES:,} (1 MiB) are read")
+        # O_NONBLOCK: should the path have become a pipe since the stat, opening it does not wait
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise TrafficError(f"{where}: is not a regular file; give a regular file")
+            data = f.read(MAX_MATRIX_BYTES + 1)
     except OSError as e:
-        raise TrafficError(f"traffic matrix {path}: cannot be read ({e.strerror or e})") from None
+        raise TrafficError(f"{where}: cannot be read ({e.strerror or type(e).__name__})") from None
+    if len(data) > MAX_MATRIX_BYTES:
+        raise TrafficError(f"{where}: more than {MAX_MATRIX_BYTES:,} bytes (1 MiB); at most that many are read")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise TrafficError(f"{where}: not text (byte {e.start + 1} is not UTF-8)") from None
+
+
+def _rows_said(rows: list[int]) -> str:
+    """'2, 3 and 5', or the first five and how many more: a ragged 20,000-row file gives one line."""
+    head = ", ".join(map(str, rows[:5]))
+    return f"[{head}]" if len(rows) <= 5 else f"[{head}] and {len(rows) - 5:,} more"
+
+
+def read_matrix(path: str | Path) -> list[list[float]]:
+    """A square matrix of non-negative weights (CSV or whitespace-separated; '#' starts a comment).
+    Errors give a position and a reason, never the file's content (it may be any file)."""
+    path = Path(path)
+    text = _read_text(path)
+    where = f"traffic matrix {shown(path)}"
     rows = []
     for lineno, line in enumerate(text.splitlines(), 1):
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
-        cells = next(csv.reader([line])) if "," in line else line.split()
-        try:
-            values = [float(c) for c in cells if c.strip()]
-        except ValueError:
-            raise TrafficError(f"traffic matrix {path}, line {lineno}: not all numbers: {line!r}") from None
+        cells = [c for c in (next(csv.reader([line])) if "," in line else line.split()) if c.strip()]
+        values = []
+        for field, c in enumerate(cells, 1):
+            try:
+                values.append(float(c))
+            except ValueError:
+                raise TrafficError(f"{where}, line {lineno}: not all numbers (field {field})") from None
         if any(v < 0 or not math.isfinite(v) for v in values):
-            raise TrafficError(f"traffic matrix {path}, line {lineno}: weights must be finite and >= 0")
+            raise TrafficError(f"{where}, line {lineno}: weights must be finite and >= 0")
         rows.append(values)
     n = len(rows)
     if n == 0:
-        raise TrafficError(f"traffic matrix {path}: no rows")
+        raise TrafficError(f"{where}: no rows")
     bad = [i + 1 for i, r in enumerate(rows) if len(r) != n]
     if bad:
-        raise TrafficError(f"traffic matrix {path}: {n} rows, so every row needs {n} weights; "
-                           f"row(s) {bad} differ")
+        raise TrafficError(f"{where}: {n} rows, so every row needs {n} weights; row(s) {_rows_said(bad)} differ")
     if sum(map(sum, rows)) <= 0:
-        raise TrafficError(f"traffic matrix {path}: every weight is 0")
+        raise TrafficError(f"{where}: every weight is 0")
     return rows
 
 
@@ -111,7 +159,7 @@ def weights(traffic: Traffic, n: int) -> list[list[float]]:
         return [list(p) for _ in range(n)]
     m = read_matrix(traffic.path)
     if len(m) != n:
-        raise TrafficError(f"traffic matrix {traffic.path} is {len(m)}x{len(m)}; this job has {n} ranks")
+        raise TrafficError(f"traffic matrix {shown(traffic.path)} is {len(m)}x{len(m)}; this job has {n} ranks")
     return m
 
 

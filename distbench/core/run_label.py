@@ -10,6 +10,18 @@ from pathlib import Path
 
 LABEL_PATTERN = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")
 LABEL_ENV = "DISTBENCH_RUN_LABEL"
+# A path component holds 255 bytes (NAME_MAX); the label is results/<label>/, kept well under that.
+MAX_LABEL_BYTES = 128
+LABEL_CHARS = "letters, digits and _ . - only, not starting with a dot"
+
+
+def label_problem(label: str) -> str | None:
+    """Why `label` cannot be a run label (characters or length), in words; None when it can."""
+    if not LABEL_PATTERN.fullmatch(label):
+        return f"is not a path component: use {LABEL_CHARS}"
+    if len(label.encode()) > MAX_LABEL_BYTES:
+        return f"is {len(label.encode()):,} bytes long; at most {MAX_LABEL_BYTES} (it names a directory)"
+    return None
 
 
 def default_label() -> str:
@@ -24,9 +36,10 @@ def resolve_label(configured: str | None) -> str:
     another node (SLURM passes the environment on) writes under the same results/<label>/ as the
     Snakemake that planned it, not under that node's host name."""
     label = configured or os.environ.get(LABEL_ENV) or default_label()
-    if not LABEL_PATTERN.fullmatch(label):
-        raise ValueError(f"run label {label!r} (config key run_label, or {LABEL_ENV}) is not a path component: "
-                         "use letters, digits, _ . - and no leading dot")
+    why = label_problem(label)
+    if why:
+        shown = label if len(label) <= 60 else f"{label[:60]}..."
+        raise ValueError(f"run label {shown!r} (config key run_label, or {LABEL_ENV}) {why}")
     os.environ[LABEL_ENV] = label
     return label
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from distbench.core.units import human_bytes  # noqa: F401 - where callers have long found it
@@ -36,16 +37,46 @@ def parse_size(value) -> int:
     return int(n)
 
 
+# The most distinct sizes one comm job measures: the default sweep (8 B to 1 GiB, x2) has 28, nccl-tests'
+# finest usual sweep (-f 1.1 over the same range) about 190 before rounding. A cap keeps planning, the
+# params and the job's time bounded whatever the config says (a step_factor of 1.0000000001 would
+# otherwise make ~10^11 sizes).
+MAX_SIZES = 128
+
+
+def sweep_count(lo: int, hi: int, step_factor: float) -> int:
+    """How many sizes lo, lo*f, lo*f^2, ... <= hi there are, counted without building them."""
+    if hi < lo:
+        return 0
+    if not math.isfinite(step_factor):
+        return 1
+    # the small epsilon keeps an exact power (8 -> 1 GiB by 2) from losing its last size to rounding
+    return math.floor(math.log(hi / lo) / math.log(step_factor) + 1e-9) + 1
+
+
+def min_step_factor(lo: int, hi: int, count: int = MAX_SIZES) -> float:
+    """The smallest step_factor whose sweep from lo to hi has at most `count` sizes."""
+    return (hi / lo) ** (1 / (count - 1)) if hi > lo and count > 1 else 2.0
+
+
 def size_sweep(min_bytes, max_bytes, step_factor: float = 2) -> list[int]:
-    """nccl-tests' -b/-e/-f: min, min*f, min*f^2, ... up to and including max."""
+    """nccl-tests' -b/-e/-f: min, min*f, min*f^2, ... up to and including max, rounded down to whole
+    bytes and without repeats (a factor near 1 rounds several steps to one size); at most MAX_SIZES."""
     lo, hi = parse_size(min_bytes), parse_size(max_bytes)
     if lo <= 0 or hi < lo:
         raise ValueError(f"need 0 < min_bytes <= max_bytes, got {lo} and {hi}")
-    if step_factor <= 1:
+    if not step_factor > 1:
         raise ValueError(f"step_factor must be > 1, got {step_factor}")
+    n = sweep_count(lo, hi, step_factor)
+    if n > MAX_SIZES:
+        raise ValueError(f"step_factor {step_factor:g} makes {n:,} sizes from {lo} to {hi} bytes; at most "
+                         f"{MAX_SIZES} are allowed (a step_factor of at least {min_step_factor(lo, hi):.4g} here)")
     out, s = [], lo
-    while s <= hi:
-        out.append(int(s))
+    for _ in range(n + 1):  # bounded even where float rounding makes the count one off
+        if s > hi:
+            break
+        if not out or int(s) != out[-1]:
+            out.append(int(s))
         s *= step_factor
     return out
 
@@ -54,4 +85,7 @@ def sizes_from_config(comm_cfg: dict) -> list[int]:
     sizes = comm_cfg["sizes"]
     if isinstance(sizes, dict):
         return size_sweep(sizes["min_bytes"], sizes["max_bytes"], sizes.get("step_factor", 2))
-    return sorted({parse_size(s) for s in sizes})
+    out = sorted({parse_size(s) for s in sizes})
+    if len(out) > MAX_SIZES:
+        raise ValueError(f"{len(out)} distinct sizes; at most {MAX_SIZES} are allowed")
+    return out

@@ -8,6 +8,11 @@ from __future__ import annotations
 from distbench.launch.cluster import job_layout
 
 
+# An NCCL setting's label is a directory name (comm/.../<label>/) and part of a training config label
+# (bucket=100+hook=bf16_compress+<label>, the DDP part at most ~80 bytes); a path component holds 255.
+MAX_NCCL_LABEL_BYTES = 160
+
+
 def nccl_env_label(env: dict) -> str:
     """{} -> 'default'; {NCCL_ALGO: Ring, NCCL_PROTO: Simple} -> 'NCCL_ALGO=Ring+NCCL_PROTO=Simple'."""
     if not env:

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import copy
 import re
+import reprlib
 from pathlib import Path
 
 import yaml
 
-from distbench.core.run_label import baseline_tables_dir
+from distbench.core.run_label import baseline_tables_dir, label_problem
 
 SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
 SIZE_REF = "#/definitions/size"
@@ -36,6 +37,39 @@ LOADER_VARS = frozenset({
     "NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN", "NCCL_PROFILER_PLUGIN",
 })
 LOADER_PREFIXES = ("LD_", "DYLD_")  # LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT, ... and macOS's DYLD_*
+
+# Variables that distort what a timed run measures: refused wherever a job's environment is set
+# (job_env, comm.nccl_env, training.tune_space.nccl_env), with the same message. The NCCL probe job
+# (distbench.probes.nccl_probe) sets NCCL's logging itself, apart from the timed runs.
+TIMING_VARS = {
+    "NCCL_DEBUG": "NCCL's logging slows small messages; the NCCL probe job collects NCCL's log separately",
+    "NCCL_DEBUG_SUBSYS": "NCCL's logging slows small messages; the NCCL probe job collects NCCL's log separately",
+    "CUDA_LAUNCH_BLOCKING": "every kernel launch waits for the kernel, so nothing overlaps",
+    "TORCH_DISTRIBUTED_DEBUG": "DETAIL checks every collective across ranks before it runs",
+    "TORCH_NCCL_DESYNC_DEBUG": "it records and checks every collective for desync reports",
+}
+
+# Bounds on what a message built from user input may hold: a value is shown up to this many
+# characters, a problem line up to MAX_PROBLEM_CHARS, and the first MAX_PROBLEMS problems are listed.
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 2, 6, 6, 80, 80, 40
+MAX_VALUE_CHARS = 100
+MAX_PROBLEM_CHARS = 1000  # the longest list of allowed keys (comm's, nccl_env's) fits
+MAX_PROBLEMS = 25
+# The most values (every list item, mapping entry and scalar, YAML aliases counted each time they
+# are used) a config may hold: the default config filled in has about 400. Checked before anything
+# walks the config, so a YAML alias bomb costs no time or memory.
+MAX_CONFIG_VALUES = 100_000
+
+
+def shown(value) -> str:
+    """A config value as a message shows it: its repr, cut short (bounded time for any value)."""
+    text = _REPR.repr(value)
+    return text if len(text) <= MAX_VALUE_CHARS else text[:MAX_VALUE_CHARS - 3] + "..."
+
+
+def _clip(message: str) -> str:
+    return message if len(message) <= MAX_PROBLEM_CHARS else f"{message[:MAX_PROBLEM_CHARS - 30]}... ({len(message):,} characters)"
 
 
 class ConfigError(ValueError):
@@ -85,8 +119,8 @@ def _allowed(schema: dict, sub: dict) -> str:
         return "a list of: " + _allowed(schema, sub["items"])
     if "oneOf" in sub:
         return " or ".join(_allowed(schema, s) for s in sub["oneOf"])
-    if "pattern" in sub:  # a pattern's description says it in words (job_env); else show the pattern
-        return sub.get("description") or f"a {sub.get('type', 'string')} matching {sub['pattern']}"
+    if "pattern" in sub:  # in words: x-allowed (run_label, NCCL_ALGO), else the description (job_env)
+        return sub.get("x-allowed") or sub.get("description") or f"a {sub.get('type', 'string')} matching {sub['pattern']}"
     if sub.get("type") in ("integer", "number"):
         bounds = [f"{op} {sub[k]}" for k, op in (("minimum", ">="), ("exclusiveMinimum", ">"), ("maximum", "<="))
                   if k in sub]
@@ -107,6 +141,7 @@ def _bad_chars(pattern: str, instance) -> str:
             and pattern.count("[") == 1):
         return ""
     bad = ["a space" if c == " " else repr(c) for c in dict.fromkeys(instance) if not re.fullmatch(pattern, c)]
+    bad = bad if len(bad) <= 8 else [*bad[:7], f"{len(bad) - 7} more"]
     return f": it contains {', '.join(bad[:-1])} and {bad[-1]}" if len(bad) > 1 else \
         f": it contains {bad[0]}" if bad else ""
 
@@ -126,9 +161,9 @@ def _size_or_else(schema: dict, err) -> str | None:
 def _describe(schema: dict, err) -> str:
     key = _key(err.absolute_path)
     if err.validator == "pattern" and "propertyNames" in err.absolute_schema_path:
-        return f"config key {key}: name {err.instance!r} is not valid ({_allowed(schema, err.schema)})"
+        return f"config key {key}: name {shown(err.instance)} is not valid ({_allowed(schema, err.schema)})"
     if err.validator == "pattern":
-        return (f"config key {key}: {err.instance!r} is not valid{_bad_chars(err.validator_value, err.instance)} "
+        return (f"config key {key}: {shown(err.instance)} is not valid{_bad_chars(err.validator_value, err.instance)} "
                 f"({_allowed(schema, err.schema)})")
     if err.validator == "oneOf" and not isinstance(err.instance, (list, dict)):
         said = _size_or_else(schema, err)
@@ -136,11 +171,18 @@ def _describe(schema: dict, err) -> str:
             return said
     if err.validator == "additionalProperties" and "properties" in err.schema:
         known = set(err.schema["properties"])
-        unknown = sorted(set(err.instance) - known)
-        return f"unknown key(s) {', '.join(_key([*err.absolute_path, u]) for u in unknown)}; allowed keys here: {', '.join(err.schema['properties'])}"
+        unknown = sorted((u for u in set(err.instance) - known if u not in TIMING_VARS), key=str)
+        said = [_timing_var_message([*err.absolute_path, u]) for u in sorted(set(err.instance) & set(TIMING_VARS))]
+        if unknown:
+            names = [_key([*err.absolute_path, str(u)[:MAX_VALUE_CHARS]]) for u in unknown[:10]]
+            more = f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""
+            said.append(f"unknown key(s) {', '.join(names)}{more}; allowed keys here: {', '.join(err.schema['properties'])}")
+        return "\n  - ".join(said)
+    if err.validator == "maxItems":
+        return f"config key {key}: {len(err.instance):,} entries; at most {err.validator_value} are allowed"
     if err.validator in ("enum", "oneOf", "pattern", "type", "minimum", "maximum", "exclusiveMinimum"):
-        return f"config key {key}: {err.instance!r} is not valid ({_allowed(schema, err.schema)})"
-    return f"config key {key}: {err.message}"
+        return f"config key {key}: {shown(err.instance)} is not valid ({_allowed(schema, err.schema)})"
+    return f"config key {key}: {_clip(err.message)}"
 
 
 def _leaf_errors(schema: dict, err) -> list:
@@ -182,14 +224,14 @@ def _validator(schema: dict):
         if n is not None and schema_ok and n >= 1:
             return
         if (n is not None and n < 1) or (number and instance < 1) or (like and like.group(1)):
-            message = f"{instance!r} is not a size: sizes must be >= 1 byte"  # 0, '0MB', -1, '-1', '-2KiB'
+            message = f"{shown(instance)} is not a size: sizes must be >= 1 byte"  # 0, '0MB', -1, '-1', '-2KiB'
         elif number or (n is None and schema_ok):
-            message = f"{instance!r} is not a size: not a whole number of bytes"  # 1.5, '1.5B'
+            message = f"{shown(instance)} is not a size: not a whole number of bytes"  # 1.5, '1.5B'
         elif like and like.group(2).lower() not in units:
-            message = (f"{instance!r} is not a size: unknown unit {like.group(2)!r}; "
+            message = (f"{shown(instance)} is not a size: unknown unit {shown(like.group(2))}; "
                        f"allowed units {', '.join(SIZE_UNITS)}")
         else:
-            message = f"{instance!r} is not a size ({SIZE_HELP})"
+            message = f"{shown(instance)} is not a size ({SIZE_HELP})"
         yield jsonschema.ValidationError(message, validator="size")
 
     return jsonschema.validators.extend(base, {"$ref": ref})(schema)
@@ -229,6 +271,73 @@ def _path_order(path) -> list:
     return [(0, p, "") if isinstance(p, int) else (1, 0, str(p)) for p in path]
 
 
+def _timing_var_message(path) -> str:
+    name = path[-1]
+    return (f"config key {_key(path)}: {name} distorts timed runs ({TIMING_VARS[name]}), so it is refused "
+            f"in job_env and nccl_env alike")
+
+
+def _timing_var_problems(config: dict) -> list:
+    """job_env names that distort timed runs (TIMING_VARS); nccl_env's are refused by its allow-list
+    with the same message (_describe)."""
+    job_env = config.get("job_env")
+    if not isinstance(job_env, dict):
+        return []
+    return [(["job_env", name], _timing_var_message(["job_env", name])) for name in job_env if name in TIMING_VARS]
+
+
+def _expanded_values(node, memo: dict) -> int:
+    """How many values `node` holds, a YAML alias counted each time it is used (memoised by identity,
+    so this takes time in the values written, not in what they expand to)."""
+    if not isinstance(node, (dict, list)):
+        return 1
+    if id(node) not in memo:
+        memo[id(node)] = 0  # a cycle (not possible from YAML, but from Python) counts once
+        children = [*node.keys(), *node.values()] if isinstance(node, dict) else node
+        memo[id(node)] = 1 + sum(_expanded_values(c, memo) for c in children)
+    return memo[id(node)]
+
+
+def _size_problems(sizes) -> list[str]:
+    """comm.sizes: a sweep or list of at most MAX_SIZES distinct sizes, counted without building it."""
+    from distbench.core.sizes import MAX_SIZES, human_bytes, min_step_factor, parse_size, sweep_count
+
+    if isinstance(sizes, dict):
+        lo, hi, step = parse_size(sizes["min_bytes"]), parse_size(sizes["max_bytes"]), sizes["step_factor"]
+        if lo > hi:
+            return [f"config key comm.sizes: min_bytes {shown(sizes['min_bytes'])} is larger than max_bytes "
+                    f"{shown(sizes['max_bytes'])}"]
+        n = sweep_count(lo, hi, step)
+        if n > MAX_SIZES:
+            return [f"config key comm.sizes.step_factor: {shown(step)} makes {n:,} sizes from {human_bytes(lo)} "
+                    f"to {human_bytes(hi)}; at most {MAX_SIZES} sizes are allowed, so use a step_factor of "
+                    f"at least {min_step_factor(lo, hi):.4g} for this range"]
+        return []
+    n = len({parse_size(s) for s in sizes})
+    return [f"config key comm.sizes: {n:,} distinct sizes; at most {MAX_SIZES} are allowed"] if n > MAX_SIZES else []
+
+
+def _name_length_problems(config: dict) -> list[str]:
+    """Names that become path components: run_label and each NCCL setting's label (a job directory)."""
+    from distbench.launch.planning import MAX_NCCL_LABEL_BYTES, nccl_env_label
+
+    problems = []
+    label = config["run_label"]
+    why = label_problem(label) if label else None
+    if why:
+        problems.append(f"config key run_label: {shown(label)} {why}")
+    envs = [("comm.nccl_env", config["comm"]["nccl_env"]), ("training.tune_space.nccl_env",
+                                                            config["training"]["tune_space"]["nccl_env"])]
+    for key, entries in envs:
+        for i, env in enumerate(entries):
+            n = len(nccl_env_label(env).encode())
+            if n > MAX_NCCL_LABEL_BYTES:
+                problems.append(f"config key {key}[{i}]: these settings name a job directory of {n:,} bytes "
+                                f"({shown(nccl_env_label(env))}); at most {MAX_NCCL_LABEL_BYTES} bytes are "
+                                "allowed (a path component holds 255): list fewer or shorter values")
+    return problems
+
+
 def is_loader_var(name: str) -> bool:
     return name in LOADER_VARS or name.startswith(LOADER_PREFIXES)
 
@@ -244,18 +353,64 @@ def _loader_var_problems(config: dict) -> list:
             for name in job_env if isinstance(name, str) and is_loader_var(name)]
 
 
+class _NoDuplicateKeys(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (plain YAML keeps the last one,
+    so `world_sizes: [2]` followed by `world_sizes: [1024]` would silently plan 1,024 ranks)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *alias` may repeat, as YAML allows
+                continue
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                first = seen.get(key)
+                seen[key] = line
+            except TypeError:  # an unhashable key: the base loader says so
+                break
+            if first is not None:
+                raise ConfigError(f"key {shown(key)} is given twice (lines {first} and {line}); "
+                                  "YAML would keep only the last: give it once")
+        return super().construct_mapping(node, deep=deep)
+
+
+def check_config_files(paths) -> None:
+    """The config files Snakemake loaded (workflow.configfiles), read again with a loader that refuses
+    a duplicate key: Snakemake's loader keeps the last one and check_config only sees the result.
+    Raise ConfigError naming the file, the key and both lines."""
+    problems = []
+    for path in paths:
+        try:
+            with open(path, "rb") as f:
+                yaml.load(f, Loader=_NoDuplicateKeys)
+        except ConfigError as e:
+            problems.append(f"config file {shown(str(path))}: {e}")
+        except (OSError, yaml.YAMLError):
+            pass  # unreadable or not YAML: Snakemake's own loader has said so, or will
+    if problems:
+        raise ConfigError("invalid distbench config:\n  - " + "\n  - ".join(problems))
+
+
 def check_config(config: dict) -> dict:
     """Validate; return a copy with defaults filled in. Raise ConfigError naming every bad key."""
     from snakemake.utils import validate
 
-    from distbench.core.sizes import parse_size
     from distbench.comm.traffic import validate as traffic_problems
 
+    try:
+        values = _expanded_values(config, {})
+    except RecursionError:
+        values = MAX_CONFIG_VALUES + 1
+    if values > MAX_CONFIG_VALUES:
+        raise ConfigError(f"invalid distbench config:\n  - the config holds more than {MAX_CONFIG_VALUES:,} values "
+                          "(YAML aliases counted each time they are used); nothing was checked further")
     schema = load_schema()
     config = coerce_cli_values(copy.deepcopy(config), schema)
     errors = [leaf for e in _validator(schema).iter_errors(config) for leaf in _leaf_errors(schema, e)]
     # After the schema: job_env's names are well formed; refuse the loader ones, all in one message.
     found = [(list(e.absolute_path), _describe(schema, e)) for e in errors] + _loader_var_problems(config)
+    found += _timing_var_problems(config)
     found.sort(key=lambda f: _path_order(f[0]))
     problems = [message for _, message in found]
     if not problems:
@@ -269,16 +424,18 @@ def check_config(config: dict) -> dict:
         if cluster["launcher"] == "ssh" and len(cluster["hosts"]) < cluster["nodes"]:
             problems.append(f"config key cluster.hosts: launcher ssh needs one host per node, got {len(cluster['hosts'])} "
                             f"host(s) for cluster.nodes {cluster['nodes']}")
-        sizes = config["comm"]["sizes"]
-        if isinstance(sizes, dict) and parse_size(sizes["min_bytes"]) > parse_size(sizes["max_bytes"]):
-            problems.append(f"config key comm.sizes: min_bytes {sizes['min_bytes']} is larger than max_bytes {sizes['max_bytes']}")
+        problems += _size_problems(config["comm"]["sizes"])
+        problems += _name_length_problems(config)
         # traffic matrix files are read now, so a missing or ragged one stops the run before any job
         problems += [f"config key comm.traffic: {m}" for m in traffic_problems(config["comm"]["traffic"])]
         baseline = config["report"]["baseline"]
         if baseline:
             if baseline_tables_dir(baseline) is None:
-                problems.append(f"config key report.baseline: {baseline!r} holds no comm_summary.csv or "
+                problems.append(f"config key report.baseline: {shown(baseline)} holds no comm_summary.csv or "
                                 "training_summary.csv (give a run label under results/, an earlier results/ tree, or its tables/ directory)")
     if problems:
+        problems = [_clip(p) for p in problems]
+        if len(problems) > MAX_PROBLEMS:
+            problems = [*problems[:MAX_PROBLEMS], f"... and {len(problems) - MAX_PROBLEMS:,} more problems"]
         raise ConfigError("invalid distbench config:\n  - " + "\n  - ".join(problems))
     return config
