@@ -28,6 +28,11 @@ report: "workflow/report/workflow.rst"
 include: "rules/common.smk"
 
 
+# A plan that cannot run on this host stops here, before any job (distbench.pipeline.host_fit).
+onstart:
+    stop_if_unfit()
+
+
 # Cheap steps that read tables run where Snakemake runs, also under a cluster executor; the probes
 # and the benchmark jobs go to the cluster's nodes (profiles/slurm).
 localrules:

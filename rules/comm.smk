@@ -34,7 +34,7 @@ rule comm_job:
     params:
         launch=launch_param,
         # Values that shape the measurements: a change reruns exactly the jobs it touches.
-        job=lambda wc: job_params(config, wc.backend, wc.nccl_env),
+        job=lambda wc: job_params(config, wc.backend, wc.nccl_env, int(wc.world_size)),
         nccl_env=lambda wc: comm_job(wc).nccl_env,
         pairs=lambda wc: pairs_job(config, PLAN, comm_job(wc)),
     script:

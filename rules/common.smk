@@ -1,5 +1,6 @@
 # Config validation and the job plan. The logic lives in the distbench package; this file wires it.
 import glob
+import os
 import sys
 
 from snakemake.exceptions import WorkflowError
@@ -13,6 +14,7 @@ from distbench.comm.plan import job_params, pairs_job
 from distbench.memory.plan import memory_params
 from distbench.pipeline.estimate import BENCHMARKS, estimate, probe_benchmark
 from distbench.pipeline.quick import quick_jobs, quick_summary
+from distbench.pipeline.host_fit import host_fit, other_host_reason
 from distbench.pipeline.plan import (
     job_launch,
     job_resources,
@@ -44,6 +46,30 @@ def results(path):
 
 
 PLAN = make_plan(config)
+# The plan against this host (distbench.pipeline.host_fit): Gloo jobs with more ranks than cores are
+# allowed up to a limit and named in the plan; a plan that cannot run here is named now (a dry run
+# shows it) and stops a real run before its first job (stop_if_unfit, the Snakefile's onstart).
+HOST_FIT = host_fit(config, PLAN)
+PLAN["oversubscribed"] = HOST_FIT.oversubscribed
+if (
+    workflow.is_main_process
+    and HOST_FIT.problems
+    and not other_host_reason(config, False)
+):
+    print(
+        HOST_FIT.message()
+        + "\nA dry run shows the plan; a run stops before its first job.",
+        file=sys.stderr,
+    )
+
+
+def stop_if_unfit():
+    """Before the first job (onstart; the executor is known by then): stop a plan that cannot run
+    on this host unless it is meant for other machines."""
+    if HOST_FIT.problems and not other_host_reason(config, workflow.non_local_exec):
+        raise WorkflowError(HOST_FIT.message())
+
+
 COMM_JOBS = {tuple(str(v) for v in j.wildcards.values()): j for j in PLAN["comm_jobs"]}
 COMM_DIR = results("comm/{backend}/{dtype}/ws{world_size}/{nccl_env}")
 TRAINING_JOBS = {
@@ -283,3 +309,32 @@ def quick_training_inputs(wildcards=None):
     if not QUICK["training_jobs"]:
         return {}
     return {"training_summary": f"{QUICK_TABLES}/training_summary.csv"}
+
+
+# `snakemake report` alone draws the report from cached results and never starts a benchmark.
+REPORT_TARGETS = {"report", "report/report.md", "report/report.html"}
+
+
+def report_from_cache(wildcards=None):
+    """An input function of `report` (the targets are known once the DAG is built); with
+    `report` the only target, stop before any job when a benchmark job or probe has no cached
+    result, and say what to run first. Other targets (the default `all`, a family) run them."""
+    targets = set(workflow.dag_settings.targets or ()) if workflow.dag_settings else set()
+    if not targets or not targets <= REPORT_TARGETS:
+        return {}
+    needed = [
+        *(results(f"probe/{p}.json") for p in ("env", "topology", "nccl")),
+        *comm_csvs(),
+        *training_csvs(),
+        *memory_csvs(),
+    ]
+    missing = [p for p in needed if not os.path.exists(p)]
+    if missing:
+        raise WorkflowError(
+            f"distbench: `snakemake report` rebuilds the report from cached results and starts no "
+            f"benchmark, but {len(missing)} of the {len(needed)} benchmark jobs and probes of this plan "
+            f"have no cached result under results/{RUN_LABEL}/ (e.g. {missing[0]}). Run them first: "
+            "`snakemake --cores 1` (everything, the report included), or a family: "
+            "`snakemake --cores 1 comm`, then `snakemake --cores 1 report`."
+        )
+    return {}

@@ -1,10 +1,12 @@
 # Jinja2 report: Markdown + a self-contained HTML page. `snakemake report` rebuilds it from the
-# cached tables without starting a benchmark. report/figures holds copies of the figures the Markdown
+# cached tables without starting a benchmark (with none cached it stops: report_from_cache). report/figures holds copies of the figures the Markdown
 # links (figures/<name>.png), so report/ can be copied elsewhere whole.
 
 
 rule report:
     input:
+        # `report` alone never starts a benchmark: nothing cached, it stops and says what to run
+        unpack(report_from_cache),
         # the training and memory families' tables and figures, when the plan has their jobs
         unpack(training_report_inputs),
         unpack(memory_report_inputs),

@@ -1,10 +1,11 @@
 """A job that crashes or hangs ends in bounded time with a recorded status; finished rows survive."""
 
-import json
 import time
 
+import pytest
+
 from distbench.comm.job import comm_args, run_comm_job
-from distbench.launch.torchrun import TorchrunJob, job_environment, torchrun_command
+from distbench.launch.torchrun import HostCannotRun, TorchrunJob, job_environment, torchrun_command
 from distbench.comm.plan import CommJob
 from distbench.comm.contract import read_comm_csv, read_comm_ranks_csv
 
@@ -28,19 +29,15 @@ def test_command_is_an_argument_list_and_env_keeps_nvls_off():
     assert env["NCCL_NVLS_ENABLE"] == "0" and env["NCCL_ALGO"] == "Ring" and env["OMP_NUM_THREADS"] == "1"
 
 
-def test_a_crashing_job_records_failed_and_not_run_rows(tmp_path):
-    # NCCL on a host without CUDA: every rank exits with a readable reason.
+def test_a_job_this_host_cannot_run_leaves_nothing_and_says_why(tmp_path):
+    # NCCL on a host without CUDA: not a measurement that failed (those keep failed/not_run rows,
+    # below) but a job for another host, so nothing is kept and a capable host runs it again.
     job = CommJob("nccl", "float32", 2, "default", {})
-    msg = run_comm_job(job, _params(ops=["all_reduce", "barrier"], sizes=[8, 1024]), tmp_path / "c.csv",
-                       tmp_path / "p.json", tmp_path / "log")
-    assert "needs CUDA" in msg
-    df = read_comm_csv(tmp_path / "c.csv")
-    assert list(df["status"][:2]) == ["failed", "failed"]  # the point in progress, both trials
-    assert (df["status"][2:] == "not_run").all() and len(df) == (2 + 1) * 2
-    assert df["message"].str.contains("needs CUDA").all()
-    # no rank reached the placement check: the launcher still leaves the declared output, with the reason
-    placement = json.loads((tmp_path / "p.json").read_text())
-    assert placement["ranks"] == [] and "needs CUDA" in placement["error"]
+    out = [tmp_path / "c.csv", tmp_path / "p.json"]
+    with pytest.raises(HostCannotRun, match="this host cannot run this job: backend nccl needs CUDA") as e:
+        run_comm_job(job, _params(ops=["all_reduce", "barrier"], sizes=[8, 1024]), *out, tmp_path / "log")
+    assert e.value.exit_code != 0
+    assert not any(p.exists() for p in out) and not list(tmp_path.glob("*.partial*"))
 
 
 def _swap_entry_point(monkeypatch, helper, module="distbench.comm"):

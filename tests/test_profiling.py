@@ -51,7 +51,7 @@ def test_modes_and_per_family_overrides():
 
 def test_a_profiled_run_traces_every_rank_and_keeps_the_measurements(workflow_dir):
     (workflow_dir / "p.yaml").write_text(CONFIG.format(profile="true", training_extra=""))
-    r = snakemake(workflow_dir, "--cores", "2", "report", "--configfile", "p.yaml")
+    r = snakemake(workflow_dir, "--cores", "2", "comm", "training", "report", "--configfile", "p.yaml")
     assert r.returncode == 0, r.stderr[-3000:]
     res = workflow_dir / RUN
     for job in ("comm/gloo/float32/ws2/default", "training/gloo/mlp/ws2/plain"):

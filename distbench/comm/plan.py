@@ -9,6 +9,10 @@ change.
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import os
+import stat
 from dataclasses import dataclass, field
 
 from distbench.core.sizes import human_bytes, parse_size, sizes_from_config
@@ -85,8 +89,9 @@ def strided(sizes: list[int], stride: int) -> list[int]:
     return keep + ([sizes[-1]] if sizes and keep[-1] != sizes[-1] else [])
 
 
-def job_params(config: dict, backend: str, nccl_env: str = "default") -> dict:
-    """The values that shape a job's measurements (a change reruns the job via Snakemake's params trigger)."""
+def job_params(config: dict, backend: str, nccl_env: str = "default", world_size: int | None = None) -> dict:
+    """The values that shape a job's measurements (a change reruns the job via Snakemake's params trigger).
+    With the job's world size, a `file:` traffic matrix reaches them by content too (traffic_digests)."""
     comm = config["comm"]
     sizes = sizes_from_config(comm)
     ops = comm["ops"] if nccl_env == "default" else comm.get("nccl_env_ops") or comm["ops"]
@@ -106,6 +111,8 @@ def job_params(config: dict, backend: str, nccl_env: str = "default") -> dict:
     p["sizes"] = sizes
     if "all_to_all_v" in ops:  # only then: a traffic change reruns no job that does not measure it
         p["traffic"] = list(comm["traffic"])
+        if world_size is not None and any(t.startswith("file:") for t in p["traffic"]):
+            p["traffic_digest"] = traffic_digests(p["traffic"], int(world_size))
     p.update(profile_params(config, "comm"))
     # the pair matrix's sizes; the plan turns it on for one job per backend (pairs_job)
     p.update(pairs_sizes=sorted(set(pairs)), pairs_iters=comm["pairs_iters"], pairs_trials=comm["pairs_trials"],
@@ -119,3 +126,42 @@ def pairs_job(config: dict, plan: dict, job: CommJob) -> bool:
     sizes = plan["world_sizes"].get(job.backend) or []
     return bool(config["comm"]["pairs"] and sizes and job.world_size == max(sizes) and job.world_size > 1
                 and job.nccl_env_label == "default" and job.dtype == config["comm"]["dtypes"][0])
+
+
+def traffic_digests(traffic: list[str], world_size: int) -> dict:
+    """{'file:PATH': digest} for a job of `world_size` ranks: 'sha256:<hex>' of the file's content when
+    the matrix is world_size x world_size (the job measures it), else 'not measured: <n>x<n>' (jobs of
+    another world size skip the file). So editing the file reruns exactly the jobs that measure it,
+    and a change of its shape the jobs it enters or leaves; read at plan time."""
+    return {t: _file_digest(t.removeprefix("file:"), world_size) for t in traffic if t.startswith("file:")}
+
+
+def _file_digest(path: str, world_size: int) -> str:
+    from distbench.comm.traffic import TrafficError, read_matrix
+
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):  # a device or a pipe: never read here (the config check refuses it)
+            return "not a regular file"
+        digest = _sha256(path, st.st_mtime_ns, st.st_size)
+    except OSError as e:
+        return f"unreadable: {e.strerror or type(e).__name__}"
+    try:
+        n = _matrix_size(path, st.st_mtime_ns, st.st_size, read_matrix)
+    except TrafficError:  # the config check names the problem; the digest alone then decides
+        return digest
+    return digest if n == world_size else f"not measured: {n}x{n}"
+
+
+@functools.lru_cache(maxsize=64)
+def _sha256(path: str, mtime_ns: int, size: int) -> str:  # noqa: ARG001 - mtime and size key the cache
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return f"sha256:{h.hexdigest()}"
+
+
+@functools.lru_cache(maxsize=64)
+def _matrix_size(path: str, mtime_ns: int, size: int, read) -> int:  # noqa: ARG001 - mtime and size key the cache
+    return len(read(path))

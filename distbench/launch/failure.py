@@ -7,6 +7,19 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
+# What a rank's error says when this host cannot run the job at all (no CUDA, too few GPUs:
+# distbench.launch.ranks.RankContext), as opposed to a measurement that failed. The launcher keeps
+# no result of such a job (distbench.launch.torchrun.HostCannotRun), so a capable host runs it again.
+HOST_UNFIT = "this host cannot run this job"
+
+
+def host_unfit_reason(log_text: str) -> str | None:
+    """The rank's reason, when a job's log says this host cannot run it (else None)."""
+    for line in log_text.splitlines():
+        if f"distbench error: {HOST_UNFIT}" in line:
+            return line[line.index(HOST_UNFIT):][:400]
+    return None
+
 
 def not_reached(message: str) -> str:
     """The `message` of a point the job never reached."""

@@ -8,6 +8,8 @@ import datetime as dt
 import os
 import sys
 
+from distbench.launch.failure import HOST_UNFIT
+
 
 def ranks_text(ranks: list[int]) -> str:
     """'0, 1, 2' for a message; at most 8 ranks named, then how many more."""
@@ -56,11 +58,12 @@ class RankContext:
         self.world_size = int(os.environ.get("WORLD_SIZE", 1))
         if backend == "nccl":
             if not torch.cuda.is_available():
-                raise SystemExit("distbench error: backend nccl needs CUDA, but torch.cuda.is_available() is False on this host")
+                raise SystemExit(f"distbench error: {HOST_UNFIT}: backend nccl needs CUDA, but torch.cuda.is_available() "
+                                 "is False on this host")
             visible = torch.cuda.device_count()
             if self.local_rank >= visible:
                 raise SystemExit(
-                    f"distbench error: rank {self.rank} has LOCAL_RANK {self.local_rank} but only {visible} GPU(s) are visible "
+                    f"distbench error: {HOST_UNFIT}: rank {self.rank} has LOCAL_RANK {self.local_rank} but only {visible} GPU(s) are visible "
                     f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}): use at most {visible} "
                     "processes per node with NCCL")
             self.device = torch.device("cuda", self.local_rank)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Callable
 
 from distbench.launch.cluster import Launch, agent_commands, agent_environment
+from distbench.launch.failure import host_unfit_reason
 from distbench.core.io import atomic_write_json, partial_path
 from distbench.launch.timeline import ENV as TIMELINE_ENV
 from distbench.launch.timeline import Breakdown, breakdown, read_marks
@@ -140,14 +141,23 @@ def _last_error(log_text: str) -> str:
     return lines[-1][:400] if lines else "no output"
 
 
-class JobInterrupted(Exception):
-    """The job was cut short from outside (a signal to the launcher or to the ranks, or the
-    launcher's parent went away): its ranks are gone, its outputs are removed, and the caller
-    must exit non-zero so the workflow reruns it instead of caching a half-done result."""
+class JobNotKept(Exception):
+    """The job left no result: its ranks are gone, its outputs are removed, and the caller must
+    exit non-zero (exit_code) so the workflow runs it again instead of caching it."""
 
     def __init__(self, why: str, exit_code: int):
         super().__init__(why)
         self.why, self.exit_code = why, exit_code
+
+
+class JobInterrupted(JobNotKept):
+    """The job was cut short from outside (a signal to the launcher or to the ranks, or the
+    launcher's parent went away)."""
+
+
+class HostCannotRun(JobNotKept):
+    """This host cannot run the job at all (no CUDA, fewer GPUs than ranks: a rank said so with
+    distbench.launch.failure.HOST_UNFIT). Not a measurement: a host that can run it must run it again."""
 
 
 INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -267,6 +277,12 @@ def run_torchrun_job(job: TorchrunJob) -> str:
         return "ok"
     if reason is None:
         reason = "torchrun exited 0 but left no complete output"
+    elif unfit := host_unfit_reason(log_text):
+        for path in [*job.outputs, Path(job.placement_json)]:
+            for leftover in (path, partial_path(path)):
+                leftover.unlink(missing_ok=True)
+        raise HostCannotRun(f"{unfit}; nothing of this job is kept, and a run on a host that can run it "
+                            "starts it again", 1)
     message = f"{reason}: {_last_error(log_text)}"
     job.write_failure(message)
     for path in job.outputs:

@@ -92,6 +92,8 @@ def plan_summary(plan: dict, gpus_source: str | None = None) -> dict:
     """The plan as the report shows it (plain data: it reaches the report rule through params)."""
     return {"gpus": plan["gpus"], "gpus_source": gpus_source or plan["gpus_source"], "skipped": plan["skipped"],
             "world_sizes": plan["world_sizes"], "backends_run": plan["backends_run"],
+            # Gloo jobs with more ranks than cores (distbench.pipeline.host_fit): allowed, named
+            "oversubscribed": plan.get("oversubscribed", []),
             "comm_jobs": [j.wildcards for j in plan["comm_jobs"]],
             "training_jobs": [j.wildcards for j in plan.get("training_jobs", [])],
             "memory_jobs": [j.wildcards for j in plan.get("memory_jobs", [])]}

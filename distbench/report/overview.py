@@ -27,7 +27,7 @@ def _plan(plan: dict) -> dict:
            for b in plan.get("backends_run") or []]
     skipped = [f"{s.get('what')}: skipped — {s.get('why')}" for s in plan.get("skipped") or []]
     gpus = f"{plan.get('gpus')} ({plan.get('gpus_source')})" if "gpus" in plan else None
-    return {"ran": ran, "skipped": skipped, "gpus": gpus}
+    return {"ran": ran, "skipped": skipped, "gpus": gpus, "oversubscribed": list(plan.get("oversubscribed") or [])}
 
 
 def _regressions(inputs: ReportInputs) -> dict | None:

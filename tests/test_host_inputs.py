@@ -1,0 +1,132 @@
+"""Issue 28, the workflow's side: the plan is checked against this host before any job; a job this
+host cannot run is not cached; a `file:` traffic matrix reaches the cache by content; `report`
+alone never starts a benchmark."""
+
+from __future__ import annotations
+
+import resource
+
+import pytest
+import yaml
+
+from distbench.comm.plan import job_params
+from distbench.pipeline.config import check_config
+from distbench.pipeline.host_fit import gloo_rank_limit, host_fit, other_host_reason
+from distbench.pipeline.plan import make_plan
+from tests.conftest import RUN, snakemake
+
+NO_GPU = (0, "detected 0 via no NVIDIA driver on this host")
+
+
+@pytest.fixture(autouse=True)
+def _bounded_memory():
+    """Planning under a memory limit: a regression fails here instead of taking the machine down."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = 8 << 30
+    if hard == resource.RLIM_INFINITY or hard > limit:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    yield
+    resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def _fit(cfg: dict, cores: int = 2, detected=NO_GPU):
+    cfg = check_config(cfg)
+    return host_fit(cfg, make_plan(cfg, detected), cores, detected)
+
+
+def test_the_default_gloo_plan_runs_oversubscribed_on_two_cores_and_says_so():
+    fit = _fit({"backends": ["gloo"]})
+    assert fit.problems == []
+    # 4 and 6 ranks on 2 cores: allowed (up to 4 per core) and named; 2 ranks are not oversubscribed
+    assert [o.split(" (")[0] for o in fit.oversubscribed] == ["Gloo 4 ranks on 2 core(s)", "Gloo 6 ranks on 2 core(s)"]
+    assert gloo_rank_limit(2) == 8 and gloo_rank_limit(1) == 8 and gloo_rank_limit(16) == 64
+
+
+def test_too_many_gloo_ranks_or_declared_gpus_the_host_lacks_are_refused_with_what_fits():
+    fit = _fit({"backends": ["gloo"], "world_sizes": [2, 1024]})
+    assert len(fit.problems) == 1 and "Gloo world sizes [1024]" in fit.problems[0]
+    assert "What fits: world sizes up to 8" in fit.problems[0]
+    fit = _fit({"gpus": 6, "backends": ["nccl", "gloo"], "world_sizes": [2]})
+    assert "gpus=6 is declared but this host has 0 GPU(s)" in fit.problems[0] and "gpus=auto" in fit.problems[0]
+    assert _fit({"gpus": 2, "world_sizes": [2]}, detected=(8, "detected 8")).problems == []  # fewer than it has
+    assert _fit({"gpus": "auto"}).problems == []  # auto plans what was detected: no NCCL job here
+
+
+def test_a_plan_for_other_machines_is_not_held_to_this_host():
+    cfg = check_config({"gpus": 6})
+    assert other_host_reason(cfg, cluster_executor=False) is None
+    assert other_host_reason(cfg, cluster_executor=True) == "a cluster executor runs the jobs"
+    assert other_host_reason(check_config({"cluster": {"other_host": True}}), False) == "cluster.other_host is true"
+    assert other_host_reason(check_config({"cluster": {"nodes": 2}}), False) == "cluster.nodes is 2"
+
+
+def test_a_plan_that_does_not_fit_stops_a_run_before_any_job_and_a_dry_run_shows_it(workflow_dir):
+    dry = snakemake(workflow_dir, "-n", "--config", "gpus=6")
+    assert dry.returncode == 0 and "this plan cannot run on this host" in dry.stderr and "rule comm_job" in dry.stdout
+    run = snakemake(workflow_dir, "--config", "gpus=6")
+    assert run.returncode != 0 and "gpus=6 is declared but this host has 0 GPU(s)" in run.stderr + run.stdout
+    assert not (workflow_dir / "results").exists()  # no job started, not even a probe
+    run = snakemake(workflow_dir, "--config", "backends=[gloo]", "world_sizes=[1024]")
+    assert run.returncode != 0 and "Gloo world sizes [1024]" in run.stderr + run.stdout
+    assert not (workflow_dir / "results").exists()
+    # declared for another machine: planned without the warning
+    ok = snakemake(workflow_dir, "-n", "--config", "gpus=6", "cluster={other_host: true}")
+    assert ok.returncode == 0 and "cannot run on this host" not in ok.stderr
+
+
+def test_report_alone_starts_no_benchmark_and_says_what_to_run_first(workflow_dir):
+    dry = snakemake(workflow_dir, "-n", "report")
+    for rule in ("comm_job", "training_job", "memory_job", "probe_env", "probe_topology", "probe_nccl"):
+        assert f"rule {rule}" not in dry.stdout
+    run = snakemake(workflow_dir, "report")
+    out = run.stdout + run.stderr
+    assert run.returncode != 0 and "starts no benchmark" in out and "snakemake --cores 1 comm" in out
+    assert not (workflow_dir / "results").exists()
+    # the default target still plans the benchmarks (and the report after them)
+    assert "rule comm_job" in snakemake(workflow_dir, "-n").stdout
+
+
+def test_a_file_matrix_reaches_the_params_by_content_for_the_jobs_that_measure_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.csv").write_text("1,2\n3,4\n")
+    cfg = check_config({"backends": ["gloo"], "comm": {"ops": ["all_to_all_v"], "traffic": ["uniform", "file:m.csv"]}})
+    two, three = (job_params(cfg, "gloo", "default", ws)["traffic_digest"]["file:m.csv"] for ws in (2, 3))
+    assert two.startswith("sha256:") and three == "not measured: 2x2"
+    (tmp_path / "m.csv").write_text("1,2\n3,5\n")
+    assert job_params(cfg, "gloo", "default", 2)["traffic_digest"]["file:m.csv"] != two
+    assert "traffic_digest" not in job_params(check_config({"backends": ["gloo"]}), "gloo", "default", 2)
+
+
+TINY = {"backends": ["gloo"], "world_sizes": [2, 3], "comm": {
+            "ops": ["all_to_all_v", "all_reduce"], "traffic": ["file:m.csv"], "sizes": [64],
+            "gloo": {"max_bytes": 64, "warmup": 0, "iters": 1, "trials": 1}},
+        "training": {"enabled": False}, "memory": {"enabled": False}, "predict": {"enabled": False}}
+
+
+@pytest.mark.e2e
+def test_editing_a_matrix_file_reruns_exactly_the_jobs_that_measure_it(workflow_dir):
+    (workflow_dir / "m.csv").write_text("1,2\n3,4\n")
+    (workflow_dir / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+    jobs = [f"{RUN}/comm/gloo/float32/ws{w}/default/comm.csv" for w in (2, 3)]
+    run = snakemake(workflow_dir, *jobs, "--configfile", "tiny.yaml")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "Nothing to be done" in snakemake(workflow_dir, "-n", *jobs, "--configfile", "tiny.yaml").stdout
+    (workflow_dir / "m.csv").write_text("1,2\n3,9\n")  # same shape, other weights
+    dry = snakemake(workflow_dir, "-n", *jobs, "--configfile", "tiny.yaml").stdout
+    planned = [line for line in dry.splitlines() if line.strip().startswith("output:")]
+    assert len(planned) == 1 and "/ws2/default/comm.csv" in planned[0], dry  # ws3 skips a 2x2 matrix
+
+
+@pytest.mark.e2e
+def test_a_job_this_host_cannot_run_fails_the_run_and_is_retried(workflow_dir):
+    cfg = {"gpus": 2, "backends": ["nccl"], "world_sizes": [2], "cluster": {"other_host": True},
+           "comm": {"ops": ["all_reduce"], "sizes": [64]},
+           "training": {"enabled": False}, "memory": {"enabled": False}, "predict": {"enabled": False}}
+    (workflow_dir / "nccl.yaml").write_text(yaml.safe_dump(cfg))
+    job = f"{RUN}/comm/nccl/float32/ws2/default/comm.csv"
+    for _ in range(2):  # the second run tries again: nothing was cached
+        run = snakemake(workflow_dir, job, "--configfile", "nccl.yaml", timeout=300)
+        out = run.stdout + run.stderr
+        assert run.returncode != 0 and "Nothing to be done" not in out
+        assert "this host cannot run this job: backend nccl needs CUDA" in out
+        assert not (workflow_dir / job).exists() and not (workflow_dir / job).with_name("placement.json").exists()
