@@ -124,5 +124,7 @@ def test_gloo_size_stride_keeps_every_nth_size_and_the_largest_and_says_what_it_
     assert len(job_params(cfg, "nccl")["sizes"]) == 24    # NCCL keeps the whole sweep
     skipped = make_plan(cfg, detected=(0, "test"))["skipped"]
     assert any("gloo sizes between those measured (3 of 8" in s["what"] and "size_stride: 1" in s["why"] for s in skipped)
+    listed = check_config({"backends": ["gloo"], "comm": {"sizes": [8, 16, 32, 64]}})
+    assert job_params(listed, "gloo")["sizes"] == [8, 16, 32, 64]  # a list of sizes is kept whole
     full = check_config({"backends": ["gloo"], "comm": {"gloo": {"size_stride": 1}}})
     assert not any("between those measured" in s["what"] for s in make_plan(full, detected=(0, "t"))["skipped"])

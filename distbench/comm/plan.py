@@ -63,7 +63,7 @@ def comm_jobs(config: dict, gpus: int, gpus_source: str) -> tuple[list[CommJob],
             skipped.append({"what": f"gloo sizes above {human_bytes(cap)} ({len(above)} sizes up to {human_bytes(max(above))})",
                             "why": "comm.gloo.max_bytes keeps CPU runs short"})
         within = [s for s in sizes_from_config(comm) if s <= cap]
-        between = [s for s in within if s not in strided(within, comm["gloo"]["size_stride"])]
+        between = [s for s in within if s not in strided(within, gloo_stride(comm))]
         if between:
             skipped.append({"what": f"gloo sizes between those measured ({len(between)} of {len(within)} up to "
                                     f"{human_bytes(cap)}, e.g. {human_bytes(between[0])})",
@@ -81,6 +81,11 @@ def _unique_envs(envs: list[dict]) -> list[dict]:
             seen.add(label)
             out.append(env)
     return out
+
+
+def gloo_stride(comm: dict) -> int:
+    """comm.gloo.size_stride for a generated sweep; 1 for an explicit list of sizes, which is kept whole."""
+    return comm["gloo"]["size_stride"] if isinstance(comm["sizes"], dict) else 1
 
 
 def strided(sizes: list[int], stride: int) -> list[int]:
@@ -105,7 +110,7 @@ def job_params(config: dict, backend: str, nccl_env: str = "default", world_size
     if backend == "gloo":
         g = comm["gloo"]
         cap = parse_size(g["max_bytes"])
-        sizes = strided([s for s in sizes if s <= cap], g["size_stride"])
+        sizes = strided([s for s in sizes if s <= cap], gloo_stride(comm))
         pairs = [min(s, cap) for s in pairs]
         p.update(warmup=g["warmup"], iters=g["iters"], trials=g["trials"], timing=["host"])
     p["sizes"] = sizes
