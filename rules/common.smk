@@ -318,8 +318,11 @@ REPORT_TARGETS = {"report", "report/report.md", "report/report.html"}
 def report_from_cache(wildcards=None):
     """An input function of `report` (the targets are known once the DAG is built); with
     `report` the only target, stop before any job when a benchmark job or probe has no cached
-    result, and say what to run first. Other targets (the default `all`, a family) run them."""
-    targets = set(workflow.dag_settings.targets or ()) if workflow.dag_settings else set()
+    result, and say what to run first. Other targets (the default `all`, a family) run them.
+    """
+    targets = (
+        set(workflow.dag_settings.targets or ()) if workflow.dag_settings else set()
+    )
     if not targets or not targets <= REPORT_TARGETS:
         return {}
     needed = [
