@@ -33,14 +33,28 @@ def test_two_ranks_on_one_gpu_stop_the_job_with_the_fix(tmp_path, monkeypatch):
     assert "placement: rank 1" in (tmp_path / "log").read_text()  # every rank's placement, printed first
 
 
-def test_a_crashing_training_job_records_failed_and_not_run_rows(tmp_path):
+def test_a_crashing_training_job_records_failed_and_not_run_rows(tmp_path, monkeypatch):
+    from tests.test_launch import _swap_entry_point
+
+    _swap_entry_point(monkeypatch, "training_faults.py", module="distbench.training")
+    monkeypatch.setenv("FAULT", "die")  # rank 1 dies at its first step
+    job, params = _params()
+    msg = run_training_job(job, params, tmp_path / "t.csv", tmp_path / "p.json", tmp_path / "log")
+    assert "rank 1 exited with code 17" in msg
+    df = read_training_csv(tmp_path / "t.csv")
+    assert list(df["status"]) == ["failed", "not_run", "not_run"] and df["message"].str.contains("code 17").all()
+
+
+def test_a_job_this_host_cannot_run_leaves_nothing_cached(tmp_path):
+    import pytest
+
+    from distbench.launch.torchrun import HostCannotRun
+
     job, params = _params()
     job = TrainingJob("nccl", 2, "plain", job.ddp, {})  # NCCL on a host without CUDA
-    msg = run_training_job(job, params, tmp_path / "t.csv", tmp_path / "p.json", tmp_path / "log")
-    assert "CUDA" in msg
-    df = read_training_csv(tmp_path / "t.csv")
-    assert list(df["status"]) == ["failed", "not_run", "not_run"] and df["message"].str.contains("CUDA").all()
-    assert json.loads((tmp_path / "p.json").read_text())["ranks"] == []
+    with pytest.raises(HostCannotRun, match="needs CUDA"):
+        run_training_job(job, params, tmp_path / "t.csv", tmp_path / "p.json", tmp_path / "log")
+    assert not (tmp_path / "t.csv").exists() and not (tmp_path / "p.json").exists()
 
 
 def test_a_training_job_runs_under_the_launcher(tmp_path):

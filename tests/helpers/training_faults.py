@@ -4,7 +4,9 @@
 - oom:     every rank runs out of memory in phase compute_only's first step; that phase's rows
   must be oom, the others ok, and the job must exit 0.
 - no_fsdp: fully_shard raises NotImplementedError (as for a backend or device FSDP2 does not
-  support): every row must be skipped with the reason, and the job must exit 0."""
+  support): every row must be skipped with the reason, and the job must exit 0.
+- die:     rank 1 dies (as if killed) at its first step: the launcher must record the phase in
+  progress as failed and the others as not_run."""
 import os
 import sys
 
@@ -18,6 +20,8 @@ original_step = harness.TrainingHarness.step
 
 
 def step(self, sync_grads):
+    if fault == "die" and rank == 1:
+        os._exit(17)
     if fault == "oom" and not sync_grads:
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (injected)")
     original_step(self, sync_grads)
