@@ -1,5 +1,6 @@
 """A job that crashes or hangs ends in bounded time with a recorded status; finished rows survive."""
 
+import json
 import time
 
 import pytest
@@ -104,3 +105,44 @@ def test_a_job_can_be_run_from_a_worker_thread(tmp_path):
     t.start()
     t.join(timeout=120)
     assert result.get("msg") == "ok"
+
+
+def test_a_job_records_where_its_time_went_and_starts_its_ranks_directly(tmp_path, monkeypatch):
+    """One-node jobs start their ranks without torchrun's agent (the command in the provenance is the
+    rank's own), and the placement file keeps the job's time by phase (distbench.launch.timeline)."""
+    job = CommJob("gloo", "float32", 2, "default", {})
+    assert run_comm_job(job, _params(), tmp_path / "c.csv", tmp_path / "p.json", tmp_path / "log") == "ok"
+    prov = json.loads((tmp_path / "p.json").read_text())["provenance"]
+    assert len(prov["commands"]) == 2 and not any("torch.distributed.run" in c for c in prov["commands"])
+    t = prov["timeline"]
+    for piece in ("interpreter_s", "import_torch_s", "device_and_pg_init_s", "measure_s", "teardown_s", "agent_exit_s"):
+        assert 0 <= t[piece] < t["wall_s"], piece
+    assert t["import_torch_s"] > 0.05 and t["fixed_cost_s"] == pytest.approx(t["wall_s"] - t["measure_s"], abs=2e-3)  # each rounded to 1 ms
+    assert "fixed cost" in (tmp_path / "log").read_text()
+
+    monkeypatch.setenv("DISTBENCH_ONE_NODE_LAUNCH", "torchrun")  # the agent back on request
+    assert run_comm_job(job, _params(), tmp_path / "d.csv", tmp_path / "q.json", tmp_path / "log2") == "ok"
+    prov = json.loads((tmp_path / "q.json").read_text())["provenance"]
+    assert len(prov["commands"]) == 1 and "torch.distributed.run" in prov["commands"][0]
+    assert prov["timeline"]["agent_and_spawn_s"] > 0
+
+    monkeypatch.setenv("DISTBENCH_ONE_NODE_LAUNCH", "agentless")
+    with pytest.raises(ValueError, match="DISTBENCH_ONE_NODE_LAUNCH='agentless': allowed direct, torchrun"):
+        run_comm_job(job, _params(), tmp_path / "e.csv", tmp_path / "r.json", tmp_path / "log3")
+
+
+def test_the_breakdown_takes_each_phase_at_its_latest_rank():
+    from distbench.launch.timeline import breakdown
+
+    ranks = [{"rank": 0, "marks": [["process_start", 10.0], ["torch_import", 10.2], ["torch_imported", 12.0],
+                                   ["pg_ready", 12.5], ["ctrl_ready", 12.5], ["measure_start", 12.6],
+                                   ["measure_end", 15.0], ["written", 15.1], ["exit", 15.3]]},
+             {"rank": 1, "marks": [["process_start", 10.1], ["torch_import", 10.3], ["torch_imported", 12.4],
+                                   ["pg_ready", 12.5], ["ctrl_ready", 12.5], ["measure_start", 12.6],
+                                   ["measure_end", 15.0], ["exit", 15.2]]}]
+    b = breakdown(ranks, launch_t=9.9, done_t=15.5)
+    assert b.pieces["agent_and_spawn_s"] == pytest.approx(0.2)   # the later rank's start
+    assert b.pieces["import_torch_s"] == pytest.approx(2.1)      # 10.3 -> 12.4: the latest of each mark
+    assert b.pieces["teardown_s"] == pytest.approx(0.2) and b.pieces["agent_exit_s"] == pytest.approx(0.2)
+    assert b.wall_s == pytest.approx(5.6) and b.fixed_cost_s == pytest.approx(5.6 - 2.4)
+    assert breakdown([], 0.0, 1.0) is None

@@ -28,6 +28,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from distbench.core.io import atomic_write_text
+
 ENV = "DISTBENCH_TIMELINE_DIR"
 _marks: list[tuple[str, float]] = []
 _registered = False
@@ -70,12 +72,8 @@ def _write() -> None:
         return
     _marks.append(("exit", time.time()))
     rank = os.environ.get("RANK", "0")
-    out = Path(os.environ[ENV]) / f"rank{rank}.json"
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(f".{out.name}.tmp")
-        tmp.write_text(json.dumps({"rank": int(rank), "marks": _marks}))
-        tmp.replace(out)
+        atomic_write_text(Path(os.environ[ENV]) / f"rank{rank}.json", json.dumps({"rank": int(rank), "marks": _marks}))
     except OSError:  # the breakdown is a diagnosis: never fail a job for it
         pass
 

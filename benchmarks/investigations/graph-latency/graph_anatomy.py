@@ -22,14 +22,10 @@ import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).parent))
 from raw_nccl_baseline import NCCL_FLOAT32, NCCL_SUM, setup  # noqa: E402
+from raw_nccl_ctypes import NODE_TYPES  # noqa: E402 - one table of CUDA graph node types
 
 OPS, TRIALS, WARMUP = 20, 10, 5
 SIZES = [8, 1024, 65536, 2**20]
-
-
-NODE_TYPES = {0: "kernel", 1: "memcpy", 2: "memset", 3: "host", 4: "child_graph", 5: "empty", 6: "wait_event",
-              7: "event_record", 8: "ext_sem_signal", 9: "ext_sem_wait", 10: "mem_alloc", 11: "mem_free",
-              12: "batch_mem_op", 13: "conditional"}
 
 
 def _loaded(name: str) -> ctypes.CDLL:

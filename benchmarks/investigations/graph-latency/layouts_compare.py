@@ -12,29 +12,25 @@ then the median over trials (over -N cycles for nccl-tests). Ratios are ours / n
 times (> 1: we are slower) and ours / nccl-tests for busbw (< 1: we are slower).
 """
 
+import importlib.util
 import sys
 from pathlib import Path
 
 import pandas as pd
+
+_spec = importlib.util.spec_from_file_location(
+    "compare_nccl_tests", Path(__file__).resolve().parents[3] / "tools" / "compare_nccl_tests.py")
+_TOOL = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_TOOL)
 
 SMALL = [8, 1024, 65536, 2**20]
 LARGE_OPS = ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send_recv"]
 
 
 def nccl_tests(path: Path) -> pd.DataFrame:
-    """size_bytes, time_us, busbw_gbps (out of place) per printed row; -N repeats rows per size."""
-    rows = []
-    for line in path.read_text(errors="replace").splitlines():
-        tok = line.split()
-        if len(tok) < 10 or line.lstrip().startswith("#") or not tok[0].isdigit():
-            continue
-        try:  # out-of-place: time algbw busbw #wrong, then the in-place four
-            time_us, busbw = float(tok[-8]), float(tok[-6])
-        except ValueError:
-            continue
-        rows.append({"size_bytes": int(tok[0]), "time_us": time_us, "busbw_gbps": busbw})
-    d = pd.DataFrame(rows, columns=["size_bytes", "time_us", "busbw_gbps"])
-    return d.groupby("size_bytes").median()
+    """size_bytes -> median out-of-place time_us and busbw_gbps over the printed cycles (the parser of
+    tools/compare_nccl_tests.py)."""
+    return _TOOL.read_nccl_tests(path)[1]
 
 
 def raw(dir_: Path) -> pd.DataFrame:
