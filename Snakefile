@@ -28,9 +28,11 @@ report: "workflow/report/workflow.rst"
 include: "rules/common.smk"
 
 
-# A plan that cannot run on this host stops here, before any job (distbench.pipeline.host_fit).
+# A plan that cannot run on this host stops here, before any job (distbench.pipeline.host_fit); the
+# training and memory jobs to run are listed for their shared launches (distbench.launch.batch).
 onstart:
     stop_if_unfit()
+    plan_batch_launches()
 
 
 # Cheap steps that read tables run where Snakemake runs, also under a cluster executor; the probes

@@ -5,8 +5,11 @@ torchrun ranks; each family's harness builds on it."""
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import os
 import sys
+import threading
+import time
 
 from distbench.launch.failure import HOST_UNFIT
 
@@ -42,6 +45,77 @@ def node_count() -> int:
     return max(1, world // local) if local else 1
 
 
+# Tests only: rank 1 exits (as if killed) when the batch launch reaches the configuration so named.
+TEST_EXIT_ENV = "DISTBENCH_TEST_BATCH_EXIT"
+# The groups a batch launch keeps from one configuration to the next (cleared with the process group).
+_KEPT_GROUPS: dict = {}
+
+
+def end_groups(keep: bool) -> None:
+    """The end of a configuration: the process groups go, unless a batch launch has more to run."""
+    import torch.distributed as dist
+
+    if not keep and dist.is_initialized():
+        dist.destroy_process_group()
+        _KEPT_GROUPS.clear()
+
+
+def run_configs(main, argv: list[str]) -> int:
+    """A family's entry point: `--batch FILE` runs every configuration FILE lists
+    (distbench.launch.batch), one after another in this process and its groups, each writing its
+    own outputs and then its done.json; otherwise the one configuration argv describes. A
+    configuration past its own time limit ends the rank (exit 124): the launcher then ends the
+    launch, and the configurations not done run alone."""
+    if not argv or argv[0] != "--batch":
+        return main(argv, keep_groups=False)
+    from distbench.launch.batch import mark_done, read_batch_file
+
+    rank = int(os.environ.get("RANK", 0))
+    code = 0
+    for config in read_batch_file(argv[1]):
+        started = time.time()
+        fuse = threading.Timer(config.timeout_s, _time_limit, args=(config,))
+        fuse.daemon = True
+        fuse.start()
+        if rank == 0:
+            print(f"distbench: batch launch: {config.name}{_allocated_note()}", file=sys.stderr, flush=True)
+        if rank == 1 and os.environ.get(TEST_EXIT_ENV) == config.name:  # tests only: a rank lost mid-launch
+            os._exit(17)
+        code = main(config.argv, keep_groups=True)
+        fuse.cancel()
+        if code != 0:
+            break
+        if rank == 0:
+            mark_done(config, started)
+        _release()
+    end_groups(keep=False)
+    return code
+
+
+def _time_limit(config) -> None:
+    print(f"distbench error: {config.name}: job killed after {config.timeout_s} s (job time limit) in a batch "
+          "launch: a rank hung or was lost", file=sys.stderr, flush=True)
+    os._exit(124)
+
+
+def _release() -> None:
+    """Between two configurations: nothing of the last one stays allocated or counted in the next one's peaks."""
+    gc.collect()
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+
+
+def _allocated_note() -> str:
+    """What is still allocated on this rank's GPU before a configuration starts (0 B expected)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return ""
+    return f" (GPU memory allocated before it: {torch.cuda.memory_allocated()} B)"
+
+
 class RankContext:
     def __init__(self, backend: str, op_timeout_s: int, ctrl_on_gloo_too: bool = False):
         from distbench.launch.timeline import mark
@@ -71,15 +145,21 @@ class RankContext:
         else:
             self.device = torch.device("cpu")
         mark("device_set")
-        kw = {"device_id": self.device} if backend == "nccl" else {}
-        dist.init_process_group(backend, timeout=dt.timedelta(seconds=op_timeout_s), **kw)
+        # A later configuration of a batch launch (run_configs) keeps the groups the first one made.
+        if not dist.is_initialized():
+            kw = {"device_id": self.device} if backend == "nccl" else {}
+            dist.init_process_group(backend, timeout=dt.timedelta(seconds=op_timeout_s), **kw)
         mark("pg_ready")
         # Bookkeeping (placement, agreement, per-rank times) runs on a separate Gloo group, as
         # nccl-tests uses MPI for it: it must not depend on the NCCL settings under test (with
         # NCCL_ALGO=Tree, NCCL has no algorithm for all_gather) nor add traffic to the timed comm.
         # Under Gloo the default group serves, unless a family asks for its own (see the training
         # harness: a rank failing mid-step must not pair its vote with another rank's collective).
-        self.ctrl = dist.new_group(backend="gloo") if backend == "nccl" or ctrl_on_gloo_too else None
+        self.ctrl = None
+        if backend == "nccl" or ctrl_on_gloo_too:
+            if "ctrl" not in _KEPT_GROUPS:
+                _KEPT_GROUPS["ctrl"] = dist.new_group(backend="gloo")
+            self.ctrl = _KEPT_GROUPS["ctrl"]
         mark("ctrl_ready")
         self.cuda = self.device.type == "cuda"
 

@@ -42,7 +42,7 @@ from pathlib import Path
 from distbench.launch.timeline import mark
 from distbench.core.choices import BACKENDS, OPTIMIZERS, TRAINING_DTYPES
 from distbench.launch.failure import unreached_rows
-from distbench.launch.ranks import RankContext, failure_status, first_line
+from distbench.launch.ranks import end_groups, RankContext, failure_status, first_line
 from distbench.workloads.cli import add_model_args, resolve_model_args
 from distbench.memory.contract import MEMORY_COLUMN_NAMES
 from distbench.memory.search import DEFAULT_SEARCH_MAX_BATCH, reached_cap, search_largest_batch
@@ -233,7 +233,7 @@ def parse_args(argv=None):
     return a
 
 
-def main(argv=None) -> int:
+def main(argv=None, keep_groups: bool = False) -> int:
     from distbench.core.io import PartialCsvs
 
     a = parse_args(argv)
@@ -300,7 +300,7 @@ def main(argv=None) -> int:
     h.wrapped = h.model = h.opt = None
     gc.collect()
     h.dist.barrier(group=h.ctrl)
-    h.dist.destroy_process_group()
+    end_groups(keep_groups)  # a batch launch's next configuration reuses them
     return 0
 
 

@@ -55,3 +55,32 @@ def write_failure_rows(job, params: dict, out_csv: Path, message: str) -> None:
     if not missing:
         rows.append({**base, "phase": "search", "status": "failed", "message": message})
     atomic_write_text(out_csv, csv_text(rows, MEMORY_COLUMN_NAMES))
+
+
+def job_of(entry) -> tuple:
+    """The plan's MemoryJob and the job's params from its rule's view (distbench.launch.batch.Entry)."""
+    from distbench.memory.plan import MemoryJob
+
+    wc, p = entry.wildcards, entry.params
+    params = {**p["job"], "launch": p["launch"]}
+    job = MemoryJob(wc["backend"], int(wc["world_size"]), wc["model"], wc["config"], p["strategy"],
+                    p["gradient_as_bucket_view"])
+    return job, params
+
+
+def snapshot_path(params: dict, out_csv) -> Path | None:
+    """memory.snapshot: the pickle lands beside the job's CSV (the report links it)."""
+    return Path(out_csv).with_name("snapshot.pickle") if params["snapshot"] else None
+
+
+def _batch_args(entry, outputs: dict) -> list[str]:
+    job, params = job_of(entry)
+    return memory_args(job, params, outputs["csv"], outputs["placement"], snapshot_path(params, outputs["csv"]))
+
+
+def batch_family():
+    """How distbench.launch.batch runs several memory configurations in one launch."""
+    from distbench.launch.batch import Family
+
+    return Family("distbench.memory", _batch_args, lambda e: job_environment(job_of(e)[1]["job_env"], {}),
+                  lambda e: job_of(e)[1]["job_timeout_s"])

@@ -2,9 +2,10 @@ import os
 import sys
 
 from distbench.launch.timeline import finish
+from distbench.launch.ranks import run_configs
 from distbench.training.harness import main
 
-code = main()
+code = run_configs(main, sys.argv[1:])  # one configuration, or several (--batch: distbench.launch.batch)
 # The results are written and renamed, the process groups destroyed. Leave without running the
 # interpreter's teardown: with Gloo, a background thread of torch's occasionally aborts the process
 # there ("terminate called without an active exception", exit -6), which would turn a complete job

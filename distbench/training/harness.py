@@ -53,7 +53,7 @@ from pathlib import Path
 from distbench.core.choices import BACKENDS, COMM_HOOKS, OPTIMIZERS, SCALINGS
 from distbench.core.choices import TRAINING_DTYPES as TRAIN_DTYPES
 from distbench.training.contract import TRAINING_COLUMN_NAMES, TRAINING_PHASES
-from distbench.launch.ranks import failure_status, first_line, ranks_text
+from distbench.launch.ranks import end_groups, failure_status, first_line, ranks_text
 from distbench.launch.timeline import mark
 from distbench.training.phases import phase_rows, run_phase, status_rows, window_lines
 from distbench.training.wrap import DDP_DEFAULT_BUCKET_CAP_MB, PhaseError, TrainingHarness
@@ -140,7 +140,7 @@ def profile_steps(h: TrainingHarness, args) -> None:
         h.say(f"profile: no trace on rank {h.rank}: {first_line(e)}")
 
 
-def main(argv=None) -> int:
+def main(argv=None, keep_groups: bool = False) -> int:
     from distbench.core.io import PartialCsvs
 
     args = parse_args(argv)
@@ -227,7 +227,7 @@ def main(argv=None) -> int:
     h.wrapped = h.model = h.opt = None
     gc.collect()
     h.dist.barrier(group=h.ctrl)
-    h.dist.destroy_process_group()
+    end_groups(keep_groups)  # a batch launch's next configuration reuses them
     return 0
 
 

@@ -90,3 +90,31 @@ def write_failure_rows(job, params: dict, out_csv: Path, message: str) -> None:
     }
     rows += unreached_rows(([{**base, "phase": phase}] for phase in TRAINING_PHASES if phase not in finished), message)
     atomic_write_text(out_csv, csv_text(rows, TRAINING_COLUMN_NAMES))
+
+
+def job_of(entry) -> tuple:
+    """The plan's TrainingJob and the job's params from its rule's view (distbench.launch.batch.Entry)."""
+    from distbench.training.plan import TrainingJob
+
+    wc, p = entry.wildcards, entry.params
+    params = {**p["job"], "launch": p["launch"]}
+    job = TrainingJob(wc["backend"], int(wc["world_size"]), wc["config"], params["ddp"], p["nccl_env"],
+                      wc["model"], p["strategy"])
+    return job, params
+
+
+def _batch_args(entry, outputs: dict) -> list[str]:
+    job, params = job_of(entry)
+    return training_args(job, params, outputs["csv"], outputs["placement"])
+
+
+def _batch_env(entry) -> dict:
+    job, params = job_of(entry)
+    return job_environment(params["job_env"], job.nccl_env)
+
+
+def batch_family():
+    """How distbench.launch.batch runs several training configurations in one launch."""
+    from distbench.launch.batch import Family
+
+    return Family("distbench.training", _batch_args, _batch_env, lambda e: job_of(e)[1]["job_timeout_s"])
