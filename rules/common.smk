@@ -24,7 +24,7 @@ from distbench.pipeline.plan import (
     plan_summary,
 )
 from distbench.training.plan import training_params
-from distbench.launch.batch import BATCH_RULES, clear_manifest, entry_of, write_manifest
+from distbench.launch.batch import plan_shared_launches
 
 try:
     # Readable errors (every bad key, with the allowed values), then snakemake.utils.validate
@@ -72,19 +72,11 @@ def stop_if_unfit():
 
 
 def plan_batch_launches():
-    """Before the first job (onstart): the jobs this invocation runs, for the training and memory
-    jobs that share a launch (distbench.launch.batch); none under a cluster executor or with
-    batch_launch false. Snakemake's DAG (workflow.dag) is not a documented API: if reading it fails,
-    every job launches alone, as without the manifest."""
-    clear_manifest(results(""))
-    if not config["batch_launch"] or workflow.non_local_exec:
-        return
-    try:
-        entries = [entry_of(j) for j in workflow.dag.needrun_jobs() if j.rule.name in BATCH_RULES]
-    except Exception as e:  # noqa: BLE001 - batching is an optimisation; the jobs run alone without it
-        print(f"distbench: no batch launches ({type(e).__name__}: {e})", file=sys.stderr)
-        return
-    write_manifest(results(""), entries)
+    """Before the first job (onstart): this invocation's training and memory jobs, for their shared
+    launches (distbench.launch.batch); none under a cluster executor or with batch_launch false."""
+    plan_shared_launches(
+        workflow, results(""), config["batch_launch"] and not workflow.non_local_exec
+    )
 
 
 COMM_JOBS = {tuple(str(v) for v in j.wildcards.values()): j for j in PLAN["comm_jobs"]}
@@ -110,7 +102,9 @@ PROBE_BENCHMARK = probe_benchmark(PROBE_WORLD_SIZE)
 # cluster executor's job re-parses this file in a process of its own (exec mode remote/subprocess).
 if workflow.is_main_process:
     print(
-        estimate(PLAN, "results", RUN_LABEL, PROBE_WORLD_SIZE).message(),
+        estimate(
+            PLAN, "results", RUN_LABEL, PROBE_WORLD_SIZE, config["batch_launch"]
+        ).message(),
         file=sys.stderr,
     )
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from distbench.pipeline.config import check_config
-from distbench.pipeline.estimate import DEFAULTS, estimate, read_seconds
+from distbench.pipeline.estimate import DEFAULTS, LAUNCH_COST_S, estimate, read_seconds
 from distbench.pipeline.plan import make_plan, nccl_probe_params
 from tests.conftest import RUN, snakemake
 
@@ -112,8 +112,14 @@ def test_eight_gpus_adds_the_eight_rank_jobs(results):
 def test_no_history_uses_the_hosts_defaults(tmp_path):
     gpu = _estimate(8, tmp_path)
     assert gpu.cached == 0 and gpu.from_history == 0
-    assert gpu.seconds == (4 * D[("gpu", "comm", "nccl")] + 4 * D[("gpu", "comm", "gloo")] + 5 * TRAIN
-                           + 4 * D[("gpu", "memory", "nccl")] + PROBE)
+    alone = (4 * D[("gpu", "comm", "nccl")] + 4 * D[("gpu", "comm", "gloo")] + 5 * TRAIN
+             + 4 * D[("gpu", "memory", "nccl")] + PROBE)
+    # memory: ddp and ddp+gbv at 1 and at 2 ranks, two launches of two: the second of each without
+    # the launch's fixed cost (training: one job per world size, nothing shared)
+    assert gpu.seconds == alone - 2 * LAUNCH_COST_S[("gpu", "memory")]
+    cfg = _config(8)
+    plan = make_plan(cfg)
+    assert estimate(plan, tmp_path, "now", nccl_probe_params(cfg, plan)["world_size"], batch=False).seconds == alone
     # CPU: no NCCL and no probe; Gloo comm, training and memory grow with the ranks (measured at several)
     cpu = _estimate(0, tmp_path)
     assert len(cpu.jobs) == 4 + 5 + 2
@@ -156,3 +162,22 @@ def test_dry_run_prints_the_estimate_once_and_a_cluster_job_does_not(workflow_di
     r = snakemake(workflow_dir, "-n", "--mode", "remote", str(done.relative_to(workflow_dir)))
     assert r.returncode == 0, r.stderr[-2000:]
     assert "benchmark jobs planned" not in r.stdout + r.stderr
+
+
+def test_a_job_measured_in_a_shared_launch_counts_its_own_seconds(tmp_path):
+    """The Snakemake job that launched a group records the whole launch, the others their adoption
+    (under a second): the history takes each configuration's own time from its placement file."""
+    import json
+
+    label = tmp_path / "then"
+    for config, tsv_s, own_s in (("ddp", 30.0, 12.0), ("ddp+gbv", 0.2, 9.0)):
+        tsv = label / f"benchmarks/memory/nccl/mlp/ws1/{config}.tsv"
+        tsv.parent.mkdir(parents=True, exist_ok=True)
+        tsv.write_text(HEADER + f"{tsv_s}\t0:00:30\t1\t1\t1\t1\t0\t0\t0\t1\n")
+        placement = label / f"memory/nccl/mlp/ws1/{config}/placement.json"
+        placement.parent.mkdir(parents=True)
+        placement.write_text(json.dumps({"provenance": {"batch": {"wall_s": own_s}}}))
+    est = _estimate(8, tmp_path)
+    s = _seconds(est)
+    assert s[("memory", "nccl", 1, "ddp")] == (12.0, "job history")
+    assert s[("memory", "nccl", 1, "ddp+gbv")] == (9.0, "job history")

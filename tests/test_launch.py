@@ -146,3 +146,17 @@ def test_the_breakdown_takes_each_phase_at_its_latest_rank():
     assert b.pieces["teardown_s"] == pytest.approx(0.2) and b.pieces["agent_exit_s"] == pytest.approx(0.2)
     assert b.wall_s == pytest.approx(5.6) and b.fixed_cost_s == pytest.approx(5.6 - 2.4)
     assert breakdown([], 0.0, 1.0) is None
+
+
+def test_a_batch_launch_breakdown_is_set_up_once_then_every_configuration_measured():
+    """A launch of several configurations (distbench.launch.batch) marks each one: its fixed cost is
+    the first one's set-up and the last one's end, not the last configuration's own set-up."""
+    from distbench.launch.timeline import breakdown
+
+    marks = [["process_start", 0.0], ["torch_import", 0.1], ["torch_imported", 4.0], ["pg_ready", 5.0],
+             ["ctrl_ready", 5.0], ["measure_start", 9.0], ["measure_end", 12.0], ["written", 12.1],
+             ["torch_import", 12.2], ["torch_imported", 12.2], ["pg_ready", 12.2], ["ctrl_ready", 12.2],
+             ["measure_start", 12.5], ["measure_end", 15.0], ["written", 15.1], ["exit", 15.3]]
+    b = breakdown([{"rank": 0, "marks": marks}], launch_t=0.0, done_t=15.5)
+    assert b.pieces["import_torch_s"] == pytest.approx(3.9) and b.pieces["setup_s"] == pytest.approx(4.0)
+    assert b.pieces["measure_s"] == pytest.approx(6.0) and b.fixed_cost_s == pytest.approx(15.5 - 6.0)

@@ -96,10 +96,20 @@ def test_memory_jobs_in_the_plan():
     from distbench.memory.plan import memory_jobs, memory_params
 
     # on CPU the bucket-view variant is left out (its effect is on the GPU allocator), and said so
-    jobs, skipped = memory_jobs(check_config({}), gpus=0)
+    jobs, skipped = memory_jobs(check_config({"memory": {"gradient_as_bucket_view": [False, True]}}), gpus=0)
     assert {j.config_label for j in jobs} == {"ddp", "fsdp"} and "gradient_as_bucket_view=true" in skipped[0]["what"]
-    gpu_jobs, _ = memory_jobs(check_config({"backends": ["nccl"]}), gpus=2)
-    assert {j.config_label for j in gpu_jobs} == {"ddp", "ddp+gbv", "fsdp"} and len(gpu_jobs) == 16
+    # the GPU default: DDP's default only, the search at the largest world size; the plan names both
+    gpu_jobs, skipped = memory_jobs(check_config({"backends": ["nccl"]}), gpus=2)
+    assert {j.config_label for j in gpu_jobs} == {"ddp", "fsdp"} and len(gpu_jobs) == 10
+    assert {j.world_size for j in gpu_jobs if j.search} == {2}
+    assert [s["what"] for s in skipped] == ["memory jobs with gradient_as_bucket_view=true",
+                                            "the largest-batch search at 1 rank(s)"]
+    assert "{gradient_as_bucket_view: [false, true]}" in skipped[0]["why"] and "{search_at: all}" in skipped[1]["why"]
+    assert not memory_params(check_config({}), next(j for j in gpu_jobs if j.world_size == 1))["search"]
+    full = check_config({"backends": ["nccl"], "memory": {"gradient_as_bucket_view": [False, True], "search_at": "all"}})
+    gpu_jobs, skipped = memory_jobs(full, gpus=2)
+    assert {j.config_label for j in gpu_jobs} == {"ddp", "ddp+gbv", "fsdp"} and len(gpu_jobs) == 16 and not skipped
+    assert all(j.search for j in gpu_jobs)
     cfg = check_config({"memory": {"models": ["mlp", "lora"], "world_sizes": [2], "gradient_as_bucket_view": [True]}})
     jobs, _ = memory_jobs(cfg, gpus=0)
     assert {(j.model, j.config_label, j.world_size) for j in jobs} == {

@@ -31,6 +31,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import time
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -109,6 +110,21 @@ def write_manifest(results_dir, entries: list[Entry]) -> Path:
 
 def clear_manifest(results_dir) -> None:
     (Path(results_dir) / MANIFEST).unlink(missing_ok=True)
+
+
+def plan_shared_launches(workflow, results_dir, enabled: bool) -> None:
+    """The Snakefile's onstart: the manifest of this invocation's training and memory jobs, read
+    from Snakemake's DAG (workflow.dag, not a documented API: if reading it fails, every job
+    launches alone, as without the manifest)."""
+    clear_manifest(results_dir)
+    if not enabled:
+        return
+    try:
+        entries = [entry_of(j) for j in workflow.dag.needrun_jobs() if j.rule.name in BATCH_RULES]
+    except Exception as e:  # noqa: BLE001 - shared launches save time; the jobs run alone without them
+        print(f"distbench: no shared launches ({type(e).__name__}: {e})", file=sys.stderr)
+        return
+    write_manifest(results_dir, entries)
 
 
 def read_manifest(results_dir) -> list[Entry]:

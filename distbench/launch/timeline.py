@@ -93,6 +93,9 @@ PIECES = (
 )
 
 
+LAST_OF_REPEATED = ("measure_end", "written", "exit")
+
+
 @dataclass(frozen=True)
 class Breakdown:
     """One job's wall time by phase (seconds; each the latest rank's, as the job waits for it)."""
@@ -127,7 +130,13 @@ def breakdown(ranks: list[dict], launch_t: float, done_t: float) -> Breakdown | 
         return None
     latest: dict[str, float] = {"launch": launch_t, "launcher_done": done_t}
     for r in ranks:
+        mine: dict[str, float] = {}
         for phase, t in r["marks"]:
+            # A batch launch (distbench.launch.batch) marks each configuration: the set-up is its
+            # first configuration's, the measurements run until its last one's end.
+            if phase in LAST_OF_REPEATED or phase not in mine:
+                mine[phase] = t
+        for phase, t in mine.items():
             latest[phase] = max(latest.get(phase, t), t)
     pieces = {}
     for name, a, b in PIECES:

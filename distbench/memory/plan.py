@@ -16,6 +16,8 @@ class MemoryJob:
     config_label: str  # ddp, ddp+gbv (gradient_as_bucket_view) or fsdp
     strategy: str = field(compare=False)
     gradient_as_bucket_view: bool = field(compare=False)
+    # the largest-batch search runs in this job (memory.search and memory.search_at)
+    search: bool = field(default=True, compare=False)
 
     @property
     def wildcards(self) -> dict:
@@ -36,16 +38,28 @@ def memory_jobs(config: dict, gpus: int) -> tuple[list[MemoryJob], list[dict]]:
         skipped.append({"what": "memory jobs with gradient_as_bucket_view=true",
                         "why": "its effect is on the GPU allocator's peak: on CPU only the DDP default is measured"})
         views = [False]
+    if backend == "nccl" and views == [False]:
+        skipped.append({"what": "memory jobs with gradient_as_bucket_view=true",
+                        "why": "not in the default (its effect on the GPU allocator's peak, one more job per DDP "
+                               "configuration); a full run: --config memory='{gradient_as_bucket_view: [false, true]}'"})
+    # The largest batch per rank is searched where the question is asked: at the largest world size
+    # (DDP's replicas each hold the whole model; the extra ranks add only the buckets). Each search
+    # is several steps at growing batches (5-6 s of a 9 s job on an H200).
+    search_sizes = set(sizes) if mem["search_at"] == "all" else set(sizes[-1:])
+    if mem["search"] and backend == "nccl" and len(sizes) > len(search_sizes):
+        skipped.append({"what": "the largest-batch search at " + ", ".join(map(str, sizes[:-1])) + " rank(s)",
+                        "why": f"memory.search_at largest: searched at {sizes[-1]} ranks only; a full run: "
+                               "--config memory='{search_at: all}'"})
     jobs = []
     for model in mem["models"]:
         for ws in sizes:
             for strategy in mem["strategies"]:
                 if strategy == "fsdp":
                     if workload(model).fsdp:
-                        jobs.append(MemoryJob(backend, ws, model, "fsdp", "fsdp", False))
+                        jobs.append(MemoryJob(backend, ws, model, "fsdp", "fsdp", False, ws in search_sizes))
                     continue
                 for gbv in views:
-                    jobs.append(MemoryJob(backend, ws, model, "ddp+gbv" if gbv else "ddp", "ddp", gbv))
+                    jobs.append(MemoryJob(backend, ws, model, "ddp+gbv" if gbv else "ddp", "ddp", gbv, ws in search_sizes))
     return sorted(jobs, key=lambda j: (j.model, j.config_label, j.world_size)), skipped
 
 
@@ -62,5 +76,5 @@ def memory_params(config: dict, job: MemoryJob) -> dict:
         batches = mem[on]["lm_batch_sizes"]
         work.update({a.param: tr["lm"][a.param] for a in spec.args if a.param and a.param in tr["lm"]})
     return {"model": job.model, **work, "optimizer": mem["optimizer"], "batch_sizes": sorted(set(batches)),
-            "search": mem["search"], "search_max_batch": mem["search_max_batch"], "snapshot": mem["snapshot"], "op_timeout_s": config["comm"]["op_timeout_s"],
+            "search": mem["search"] and job.search, "search_max_batch": mem["search_max_batch"], "snapshot": mem["snapshot"], "op_timeout_s": config["comm"]["op_timeout_s"],
             "job_timeout_s": mem["job_timeout_s"], "job_env": {k: str(v) for k, v in config["job_env"].items()}}

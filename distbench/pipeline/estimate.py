@@ -11,6 +11,7 @@ this on every parse, the no-op rerun included.
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass
@@ -73,6 +74,14 @@ DEFAULTS = {
     ("cpu", "memory", "gloo"): Default(2.8, per_rank_s=1.0, source="2 cores: 3-4 s at 1 rank, 4-6 s at 2"),
     ("cpu", "probe", "nccl"): Default(0.2, source="no GPU: the probe writes why it did not run"),
 }
+# With batch_launch (distbench.launch.batch) the training and memory jobs of one backend and world
+# size share a launch: its first job pays the launch's fixed cost, the others only their own
+# measurement, this much less than the default above. 2x H200, 2026-11-27
+# (benchmarks/results/batch-launch-2026-11-27): the first configuration of a launch took 14-18 s,
+# the others 7-10 s (DDP) and 3 s (FSDP memory jobs, no search); 2 cores: about 1.5 s (import torch
+# and the Gloo group) of a 3-5 s job.
+LAUNCH_COST_S = {("gpu", "training"): 9.0, ("gpu", "memory"): 9.0, ("cpu", "training"): 1.5, ("cpu", "memory"): 1.5}
+BATCHED = ("training", "memory")
 
 
 @dataclass(frozen=True)
@@ -196,9 +205,22 @@ def history(results_dir: Path) -> dict[JobKey, list[float]]:
         for tsv in sorted(Path(results_dir).glob(f"*/benchmarks/{family}/**/*.tsv")):
             rel = tsv.relative_to(results_dir).parts[3:]  # below <label>/benchmarks/<family>/
             key, seconds = key_of(family, rel), read_seconds(tsv)
+            if key is not None and family in BATCHED:
+                # measured in a shared launch: the Snakemake job only adopted it (or launched the
+                # whole group): the configuration's own time is in its placement file
+                seconds = batch_seconds(results_dir / tsv.relative_to(results_dir).parts[0], key) or seconds
             if key is not None and seconds is not None:
                 out[key].append(seconds)
     return out
+
+
+def batch_seconds(label_dir: Path, key: JobKey) -> float | None:
+    """A job's own seconds in a shared launch (placement.json provenance.batch.wall_s), or None."""
+    placement = label_dir / Path(OUTPUTS[key.family].format(**key.wildcards)).with_name("placement.json")
+    try:
+        return float(json.loads(placement.read_text())["provenance"]["batch"]["wall_s"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def default_seconds(key: JobKey, gpus: int) -> float:
@@ -211,8 +233,11 @@ def default_seconds(key: JobKey, gpus: int) -> float:
     return max(d.at(key.world_size) for (h, _, _), d in DEFAULTS.items() if h == host)
 
 
-def estimate(plan: dict, results_dir: str | Path, label: str, probe_world_size: int = 0) -> Estimate:
-    """The plan's benchmark jobs, which are cached under results/<label>/, and the time of the rest."""
+def estimate(plan: dict, results_dir: str | Path, label: str, probe_world_size: int = 0,
+             batch: bool = True) -> Estimate:
+    """The plan's benchmark jobs, which are cached under results/<label>/, and the time of the rest.
+    batch: training and memory jobs share a launch per backend and world size (config batch_launch):
+    a default figure then counts the launch's fixed cost once per group."""
     results_dir = Path(results_dir)
     past = history(results_dir)
     # The family's history at the job's own world size: a job's time grows with its ranks (7 s per
@@ -232,4 +257,23 @@ def estimate(plan: dict, results_dir: str | Path, label: str, probe_world_size: 
             jobs.append(JobEstimate(key, False, statistics.median(same_size), "family history"))
         else:
             jobs.append(JobEstimate(key, False, default_seconds(key, plan["gpus"]), "default"))
+    if batch:
+        jobs = shared_launches(jobs, plan["gpus"])
     return Estimate(tuple(jobs))
+
+
+def shared_launches(jobs: list[JobEstimate], gpus: int) -> list[JobEstimate]:
+    """Default figures of jobs that share a launch: all but the first of each group (family, backend,
+    world size) without the launch's fixed cost."""
+    host = "gpu" if gpus else "cpu"
+    seen: set[tuple] = set()
+    out = []
+    for j in jobs:
+        group = (j.key.family, j.key.backend, j.key.world_size)
+        saved = LAUNCH_COST_S.get((host, j.key.family), 0.0)
+        if not j.cached and j.source == "default" and j.key.family in BATCHED:
+            if group in seen:
+                j = JobEstimate(j.key, False, max(1.0, j.seconds - saved), "default")
+            seen.add(group)
+        out.append(j)
+    return out
