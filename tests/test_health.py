@@ -330,3 +330,15 @@ def test_the_rendered_report_opens_its_verdict_with_the_degraded_gpu(monkeypatch
     assert "communication" in verdict[3] and "GPU 1 (n1) was degraded: pcie_link" in verdict[3]
     assert "## Hardware health" in md and "x8 of x16" in md.split("## Hardware health")[1]
     assert "GPU 1 (n1) was degraded during this run" in (tmp_path / "r.html").read_text()
+
+
+def test_a_few_nvlink_crc_errors_are_ok_and_many_degrade():
+    """CRC errors tick on healthy links (+2 in 15 s on an idle H200 NVLink): only ALLOWED_DELTA or more
+    during a run degrades the GPU."""
+    from distbench.probes.health_table import ALLOWED_DELTA
+
+    def crc(value):
+        return [health.HealthRow("n1", "0", "nvlink_crc_errors", str(value), "", OK, "")]
+    limit = ALLOWED_DELTA["nvlink_crc_errors"]
+    assert differences(crc(366), crc(368))[0].state == OK
+    assert differences(crc(366), crc(366 + limit))[0].state == DEGRADED
