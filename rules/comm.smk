@@ -4,6 +4,9 @@
 
 
 rule comm_job:
+    input:
+        # health.stop_on_failing: after the health check passed (rules/probe.smk)
+        unpack(health_gate),
     output:
         # traces on request (config profile): only while the comm family is profiled
         **trace_output("comm", COMM_DIR),

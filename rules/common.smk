@@ -352,3 +352,19 @@ def report_from_cache(wildcards=None):
             "`snakemake --cores 1 comm`, then `snakemake --cores 1 report`."
         )
     return {}
+
+
+# The hardware health check (rules/probe.smk).
+def health_gate(wildcards=None):
+    """A benchmark job's input: the gate, when a failing item is to stop the run. ancient(): a new
+    reading that passes does not rerun the cached jobs."""
+    if not (config["health"]["enabled"] and config["health"]["stop_on_failing"]):
+        return {}
+    return {"health_gate": ancient(results("health/gate.txt"))}
+
+
+def health_report_inputs(wildcards=None):
+    """The readings' differences (health_before/after.csv beside it), unless health.enabled is false."""
+    if not config["health"]["enabled"]:
+        return {}
+    return {"health": results("health/health_diff.csv")}

@@ -3,6 +3,9 @@
 
 
 rule memory_job:
+    input:
+        # health.stop_on_failing: after the health check passed (rules/probe.smk)
+        unpack(health_gate),
     output:
         csv=f"{MEMORY_DIR}/memory.csv",
         placement=f"{MEMORY_DIR}/placement.json",

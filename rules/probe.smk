@@ -67,3 +67,78 @@ rule probe_nccl:
         probe=nccl_probe_params(config, PLAN),
     script:
         "../workflow/scripts/probe_nccl.py"
+
+
+# Hardware health (distbench.probes.health): read before the benchmarks and again after them. The
+# benchmark jobs wait for the first reading only when health.stop_on_failing is on (health_gate, in
+# common.smk); otherwise its priority only starts it first among the jobs ready at the start.
+localrules:
+    health_gate,
+
+
+rule health_before:
+    output:
+        results("health/health_before.csv"),
+    log:
+        results("logs/health/before.log"),
+    priority: 100
+    conda:
+        "../envs/distbench.yaml"
+    resources:
+        nodes=probe_resource("nodes"),
+        tasks=probe_resource("tasks"),
+        tasks_per_gpu=probe_resource("tasks_per_gpu"),
+        gres=probe_resource("gres"),
+        cpus_per_task=probe_resource("cpus_per_task"),
+        runtime=probe_resource("runtime"),
+        mem_mb=probe_resource("mem_mb"),
+        slurm_extra=probe_resource("slurm_extra"),
+    params:
+        phase="before",
+        gpus=PLAN["gpus"],
+        load_s=config["health"]["load_s"],
+    script:
+        "../workflow/scripts/probe_health.py"
+
+
+# health.stop_on_failing: a failing item stops the run here, before any benchmark job, naming it.
+rule health_gate:
+    input:
+        results("health/health_before.csv"),
+    output:
+        results("health/gate.txt"),
+    log:
+        results("logs/health/gate.log"),
+    conda:
+        "../envs/distbench.yaml"
+    script:
+        "../workflow/scripts/health_gate.py"
+
+
+rule health_after:
+    input:
+        before=results("health/health_before.csv"),
+        # after every benchmark job of the plan
+        jobs=lambda wc: comm_csvs() + training_csvs() + memory_csvs(),
+    output:
+        after=results("health/health_after.csv"),
+        diff=results("health/health_diff.csv"),
+    log:
+        results("logs/health/after.log"),
+    conda:
+        "../envs/distbench.yaml"
+    resources:
+        nodes=probe_resource("nodes"),
+        tasks=probe_resource("tasks"),
+        tasks_per_gpu=probe_resource("tasks_per_gpu"),
+        gres=probe_resource("gres"),
+        cpus_per_task=probe_resource("cpus_per_task"),
+        runtime=probe_resource("runtime"),
+        mem_mb=probe_resource("mem_mb"),
+        slurm_extra=probe_resource("slurm_extra"),
+    params:
+        phase="after",
+        gpus=PLAN["gpus"],
+        load_s=config["health"]["load_s"],
+    script:
+        "../workflow/scripts/probe_health.py"

@@ -13,6 +13,8 @@ rule report:
         unpack(predict_report_inputs),
         unpack(pairs_report_inputs),
         unpack(trace_report_inputs),
+        # the hardware health check's readings, unless health.enabled is false
+        unpack(health_report_inputs),
         summary=results("tables/comm_diagnosed.csv"),
         largest=results("tables/comm_largest.csv"),
         stragglers=results("tables/comm_stragglers.csv"),

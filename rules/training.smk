@@ -3,6 +3,9 @@
 
 
 rule training_job:
+    input:
+        # health.stop_on_failing: after the health check passed (rules/probe.smk)
+        unpack(health_gate),
     output:
         # traces on request (config profile): only while the training family is profiled
         **trace_output("training", TRAINING_DIR),

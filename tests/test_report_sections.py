@@ -14,6 +14,8 @@ import pytest
 from synthetic import make_synthetic
 
 from distbench.core.section import Headline, ReportInputs, Section
+from distbench.probes.health import HealthRow
+from distbench.probes.health_table import differences, write_diff, write_health
 from distbench.report.render import build_context, render_report
 from distbench.report.sections import SECTIONS
 from tests.conftest import REPO
@@ -43,6 +45,12 @@ def inputs(tmp_path_factory) -> ReportInputs:
     shutil.copy(BENCH / "report-h100x4-2026-11-26/run-h100x4/run.json", other / "run.json")
     slower = pd.read_csv(data["summary_csv"]).assign(time_us_median=lambda d: d["time_us_median"] * 0.7)
     slower.to_csv(other / "tables/comm_summary.csv", index=False)
+    health_dir = tmp / "results/lab/health"
+    readings = [HealthRow("h", "0", "pcie_link", "gen5 x16", "gen5 x16", "ok", "at its maximum"),
+                HealthRow("h", "0", "nvlink_replay_errors", "0", "", "ok", "none on 18 link(s)")]
+    write_health(health_dir / "health_before.csv", readings)
+    write_health(health_dir / "health_after.csv", readings)
+    write_diff(health_dir / "health_diff.csv", differences(readings, readings))
     return ReportInputs(data["summary_csv"], data["largest_csv"], data["env_json"], [],
                         dict(data["config"], report={"baseline": str(other)}), data["plan"], extra=data["extra"],
                         training_summary=tables / "training_summary.csv", memory_summary=tables / "memory_summary.csv",
@@ -50,7 +58,7 @@ def inputs(tmp_path_factory) -> ReportInputs:
                         stragglers_csv=tables / "comm_stragglers.csv", pairs_csv=tables / "comm_pairs.csv",
                         traces_csv=tables / "trace_overlap.csv", placements=[placement],
                         run_started=datetime(2026, 11, 26, 12, tzinfo=timezone.utc), results_dir=tmp / "results",
-                        run_label="lab")
+                        run_label="lab", health=health_dir)
 
 
 def test_every_registered_section_renders_its_heading_in_order(inputs, tmp_path):

@@ -31,6 +31,9 @@ class Headline:
     headline: str  # the number(s), with units
     verdict: str  # one of distbench.report.verdict.VERDICTS
     reason: str
+    # a note that holds for every other headline (a GPU the health check found degraded): such a
+    # headline opens the Verdict and the others' reasons carry the note (distbench.report.verdict)
+    qualifies: str = ""
 
 
 @dataclass
@@ -52,6 +55,7 @@ class ReportInputs:
     stragglers_csv: Path | str | None = None
     pairs_csv: Path | str | None = None
     traces_csv: Path | str | None = None
+    health: Path | str | None = None  # the health check's directory: health_before/after/diff.csv
     placements: Sequence[Path] | None = None
     run_started: Any = None  # datetime of the Snakemake run rendering the report
     results_dir: Path | str | None = None  # results/, holding this run and any copied from other hosts

@@ -1,6 +1,7 @@
 """The report's first section: a few headline numbers, each with its unit, its reference and a
 one-word verdict with the reason. Each section makes its own (distbench.core.section.Headline, from
-its tables: no harness imported); this module only orders them, failing ones first.
+its tables: no harness imported); this module only orders them: those that qualify every other one
+(a GPU the health check found degraded or failing) first, then failing ones.
 
 Verdicts:
 - failing: results were wrong, or the measurement failed;
@@ -21,7 +22,16 @@ VERDICTS = ("failing", "below expected", "healthy", "measured")  # worst first
 
 
 def ordered(headlines: Iterable[Headline]) -> list[dict]:
-    """Every headline, failing ones first (otherwise in the sections' order), as plain dicts for the
-    templates."""
+    """Every headline, those with a `qualifies` note first, then failing ones (otherwise in the
+    sections' order), as plain dicts for the templates; each other headline's reason ends with the
+    notes (a figure measured while a GPU was degraded says so next to it)."""
+    headlines = list(headlines)
     order = {v: i for i, v in enumerate(VERDICTS)}
-    return [asdict(h) for h in sorted(headlines, key=lambda h: order[h.verdict])]
+    notes = "; ".join(h.qualifies for h in headlines if h.qualifies)
+    out = []
+    for h in sorted(headlines, key=lambda h: (not h.qualifies, order[h.verdict])):
+        d = asdict(h)
+        if notes and not h.qualifies:
+            d["reason"] = f"{d['reason']} ({notes})" if d["reason"] else notes
+        out.append(d)
+    return out

@@ -22,6 +22,7 @@ with logged(sm.log[0]):
         training_summary=tables["training_summary"], memory_summary=tables["memory_summary"],
         predict_validation=tables["predict_validation"], stragglers_csv=sm.input.stragglers,
         pairs_csv=tables["pairs_table"], traces_csv=sm.input.get("traces"), placements=list(sm.input.placements),
+        health=Path(sm.input.health).parent if sm.input.get("health") else None,
         run_started=snakemake_run_started(), results_dir=Path(sm.input.run).parent.parent,
         run_label=sm.params.run_label, full_tables=list(sm.input.full_tables))
     render_report(inputs, sm.output.md, sm.output.html, figures_dir=sm.output.figures, tables_dir=sm.output.tables)

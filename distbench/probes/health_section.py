@@ -1,0 +1,124 @@
+"""The report's "Hardware health" section (distbench.probes.health, read before and after the
+benchmarks): the items that were not ok, the counters that moved during the run, whether
+health.stop_on_failing was on, and one Verdict headline per degraded or failing GPU. Such a headline
+carries a `qualifies` note: the Verdict opens with it and every other headline's reason names the GPU
+(distbench.report.verdict.ordered), since a benchmark figure measured on that node may be the GPU's
+fault rather than the software's. Fragments: templates/health.*.j2. Torch-free; imports no family.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from distbench.core.section import Headline, ReportInputs, Section, table
+from distbench.probes.health import DEGRADED, FAILING, NODE, NOT_AVAILABLE, OK
+from distbench.probes.health_table import item_label, read_diff, read_health_csv, rows_of, worst
+
+TEMPLATES = Path(__file__).parent / "templates"
+AREA = "hardware health"
+PHASES = ("before", "after")
+
+
+def _tables(inputs: ReportInputs) -> dict | None:
+    """{"before": rows, "after": rows, "diff": DataFrame | None}, or None without a health check."""
+    if not inputs.health:
+        return None
+    d = Path(inputs.health)
+    out = {p: rows_of(read_health_csv(d / f"health_{p}.csv")) if (d / f"health_{p}.csv").exists() else []
+           for p in PHASES}
+    out["diff"] = read_diff(d / "health_diff.csv") if (d / "health_diff.csv").exists() else None
+    return out if out["before"] or out["after"] else None
+
+
+def _moved(diff: pd.DataFrame | None) -> pd.DataFrame:
+    if diff is None or diff.empty:
+        return pd.DataFrame(columns=["host", "gpu", "item", "before", "after", "delta", "state", "reason"])
+    return diff[diff["state"].isin([DEGRADED, FAILING])]
+
+
+def affected_gpus(inputs: ReportInputs) -> dict[tuple[str, str], dict]:
+    """{(host, gpu): {"state": worst, "items": [labels]}} of every GPU (or node) with a degraded or
+    failing item before, after or in the differences."""
+    t = _tables(inputs)
+    if t is None:
+        return {}
+    found: dict[tuple[str, str], dict] = {}
+    for phase in PHASES:
+        for r in t[phase]:
+            if r.state in (DEGRADED, FAILING):
+                g = found.setdefault((r.host, r.gpu), {"states": set(), "items": {}})
+                g["states"].add(r.state)
+                g["items"].setdefault(r.item, f"{item_label(r)} {phase}: {r.reason}")
+    for r in _moved(t["diff"]).itertuples(index=False):
+        g = found.setdefault((r.host, r.gpu), {"states": set(), "items": {}})
+        g["states"].add(r.state)
+        g["items"][f"{r.item} moved"] = f"{item_label(r)}: {r.reason}"
+    return {k: {"state": worst(v["states"]), "items": list(v["items"].values()), "names": list(v["items"])}
+            for k, v in sorted(found.items())}
+
+
+def _who(host: str, gpu: str) -> str:
+    return f"node {host}" if gpu == NODE else f"GPU {gpu} ({host})"
+
+
+def health_headlines(inputs: ReportInputs) -> list[Headline]:
+    affected = affected_gpus(inputs)
+    out = [Headline(AREA, f"{_who(host, gpu)}: {g['state']}", "failing" if g["state"] == FAILING else "below expected",
+                    "; ".join(g["items"]),
+                    qualifies=f"measured while {_who(host, gpu)} was {g['state']}: {', '.join(g['names'])}")
+           for (host, gpu), g in affected.items()]
+    t = _tables(inputs)
+    if not out and t is not None:
+        read = [r for p in PHASES for r in t[p] if r.state == OK and r.gpu != NODE]
+        if read:
+            gpus = sorted({(r.host, r.gpu) for r in read})
+            out.append(Headline(AREA, f"{len(gpus)} GPU(s): every item ok", "healthy",
+                                "before and after the benchmarks; no error counter moved"))
+    return out
+
+
+def health_findings(inputs: ReportInputs) -> list[str]:
+    return [f"{_who(host, gpu)} was {g['state']} during this run ({', '.join(g['names'])}): figures from the "
+            "jobs that used it may show the hardware rather than the software; see Hardware health."
+            for (host, gpu), g in affected_gpus(inputs).items()]
+
+
+def _build(inputs: ReportInputs) -> dict | None:
+    t = _tables(inputs)
+    if t is None:
+        return None
+    stop = bool(((inputs.config or {}).get("health") or {}).get("stop_on_failing"))
+    rows, unavailable = [], {}
+    for phase in PHASES:
+        for r in t[phase]:
+            if r.state in (DEGRADED, FAILING):
+                rows.append([phase, r.host, r.gpu, r.item, r.value, r.expected, r.state, r.reason])
+            elif r.state == NOT_AVAILABLE:
+                unavailable.setdefault(r.reason, set()).add(r.item)
+    hosts = sorted({r.host for p in PHASES for r in t[p]})
+    gpus = sorted({(r.host, r.gpu) for p in PHASES for r in t[p] if r.gpu != NODE and r.state != NOT_AVAILABLE})
+    ran = [p for p in PHASES if t[p]]
+    note = (f"The health check ran {' and '.join(ran)} the benchmarks on {', '.join(hosts)} "
+            f"({len(gpus)} GPU(s) read); health.stop_on_failing was {'on' if stop else 'off'}"
+            + (" (a failing item stops the run before any benchmark job)." if stop else
+               " (a failing item is reported, the benchmarks run anyway)."))
+    na = [f"{len(items)} item(s) not available here: {reason}" for reason, items in sorted(unavailable.items())]
+    diff = t["diff"]
+    moved = _moved(diff)
+    compared = 0 if diff is None else int((diff["state"] != NOT_AVAILABLE).sum())
+    diff_rows = [[r.host, r.gpu, r.item, r.before, r.after, f"{r.delta:+g}", r.state, r.reason]
+                 for r in moved.itertuples(index=False)]
+    return {
+        "note": note,
+        "not_available": na[:10],
+        "not_ok": table(["reading", "host", "gpu", "item", "value", "expected", "state", "why"], rows),
+        "diff_note": (f"{compared} counter(s) read before and after; {len(moved)} moved during the run."
+                      if diff is not None else "No after reading: the differences are not known."),
+        "diff": table(["host", "gpu", "counter", "before", "after", "change", "state", "why"], diff_rows),
+    }
+
+
+HEALTH_SECTION = Section("health", "Hardware health", TEMPLATES, _build, headlines=health_headlines,
+                         findings=health_findings)

@@ -1,0 +1,202 @@
+"""The health check's tables: health_before.csv / health_after.csv (one row per GPU x item, the
+HEALTH contract), health_diff.csv (the counters that can move during a run, after - before: the
+HEALTH_DIFF contract), the decision to stop before the benchmarks (health.stop_on_failing), and the
+comparison of several nodes' readings (driver and CUDA versions equal). Torch-free; the readings
+themselves are distbench.probes.health.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+
+import pandas as pd
+
+from distbench.core.contract import Column, Contract, read_csv
+from distbench.core.io import atomic_write_csv
+from distbench.probes.health import DEGRADED, FAILING, NODE, NOT_AVAILABLE, OK, STATES, HealthRow, read_health
+
+HEALTH = Contract(
+    "health",
+    (Column("host", "string", "the node the reading was taken on"),
+     Column("gpu", "string", "NVML GPU index; `node` for a per-node item; `all` when no GPU could be read"),
+     Column("item", "string", "what was checked (distbench.probes.health: GPU_ITEMS, NODE_ITEMS, and "
+                              "driver_version_across_nodes / cuda_driver_version_across_nodes)"),
+     Column("value", "string", "the reading (units in the item's name: _c, _w, _mhz; counts otherwise)"),
+     Column("expected", "string", "the limit or expected value it is held against (empty: none)"),
+     Column("state", "string", "ok, degraded, failing or not available here"),
+     Column("reason", "string", "why the state (what NVML did not give, when not available)")),
+    allowed=(("state", STATES),),
+)
+
+# The counters that can move during a run: an increase is a fault that happened while the benchmarks
+# ran. The state of an increase: uncorrectable memory errors fail the run's GPU; the others degrade it.
+COUNTERS = {
+    "ecc_volatile_corrected": DEGRADED, "ecc_volatile_uncorrected": FAILING,
+    "ecc_aggregate_corrected": DEGRADED, "ecc_aggregate_uncorrected": FAILING,
+    "retired_pages": DEGRADED, "remapped_rows": DEGRADED,
+    "nvlink_crc_errors": DEGRADED, "nvlink_replay_errors": DEGRADED, "nvlink_recovery_errors": DEGRADED,
+    "xid_kernel_log": DEGRADED,
+}
+# How much a counter may move and still be ok. NVLink CRC errors are corrected by the link (a flit is
+# sent again) and tick on healthy links: on 2x H200 (NV18, benchmarks/results/health-h200x2-2026-11-27)
+# GPU 0's rose by 2 within 15 s with no NVLink traffic, from 366 since the driver loaded. 100 is our
+# margin over that, not a vendor figure; every other counter must not move at all.
+ALLOWED_DELTA = {"nvlink_crc_errors": 100}
+
+HEALTH_DIFF = Contract(
+    "health_diff",
+    (Column("host", "string", "the node"),
+     Column("gpu", "string", "NVML GPU index, or `node`"),
+     Column("item", "string", "a counter that can move during a run (distbench.probes.health_table.COUNTERS)"),
+     Column("before", "float64", "its value before the benchmarks (empty: not available)"),
+     Column("after", "float64", "its value after them"),
+     Column("delta", "float64", "after - before"),
+     Column("state", "string", "ok (did not move), degraded or failing (moved), not available here"),
+     Column("reason", "string", "what moving means")),
+    allowed=(("state", STATES),),
+)
+
+
+@dataclass(frozen=True)
+class DiffRow:
+    host: str
+    gpu: str
+    item: str
+    before: float | None
+    after: float | None
+    delta: float | None
+    state: str
+    reason: str
+
+
+def health_frame(rows: Iterable[HealthRow]) -> pd.DataFrame:
+    return pd.DataFrame([asdict(r) for r in rows], columns=list(HEALTH.names)).astype("string")
+
+
+def write_health(path, rows: Iterable[HealthRow]) -> pd.DataFrame:
+    df = health_frame(rows)
+    atomic_write_csv(path, df)
+    return df
+
+
+def read_health_csv(path) -> pd.DataFrame:
+    df = read_csv(HEALTH, path)
+    return df.fillna({c: "" for c in HEALTH.names})
+
+
+def rows_of(df: pd.DataFrame) -> list[HealthRow]:
+    return [HealthRow(**{c: ("" if pd.isna(r[c]) else str(r[c])) for c in HEALTH.names}) for _, r in df.iterrows()]
+
+
+def _number(v) -> float | None:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def differences(before: Sequence[HealthRow], after: Sequence[HealthRow]) -> list[DiffRow]:
+    """Each counter of each GPU read both times, after - before (not available when either is missing)."""
+    then = {(r.host, r.gpu, r.item): r for r in before}
+    out = []
+    for r in after:
+        if r.item not in COUNTERS:
+            continue
+        b = then.get((r.host, r.gpu, r.item))
+        x, y = _number(b.value) if b else None, _number(r.value)
+        if x is None or y is None:
+            out.append(DiffRow(r.host, r.gpu, r.item, x, y, None, NOT_AVAILABLE, "not read both times"))
+            continue
+        delta = y - x
+        if 0 < delta < ALLOWED_DELTA.get(r.item, 0):
+            out.append(DiffRow(r.host, r.gpu, r.item, x, y, delta, OK,
+                               f"+{delta:g} during the run, under {ALLOWED_DELTA[r.item]} (corrected by the link)"))
+        elif delta > 0:
+            out.append(DiffRow(r.host, r.gpu, r.item, x, y, delta, COUNTERS[r.item],
+                               f"+{delta:g} during the run"))
+        elif delta < 0:
+            out.append(DiffRow(r.host, r.gpu, r.item, x, y, delta, OK,
+                               "went down: the counter was reset (driver reload or GPU reset)"))
+        else:
+            out.append(DiffRow(r.host, r.gpu, r.item, x, y, delta, OK, "did not move"))
+    return out
+
+
+def write_diff(path, rows: Iterable[DiffRow]) -> pd.DataFrame:
+    df = pd.DataFrame([asdict(r) for r in rows], columns=list(HEALTH_DIFF.names))
+    df = df.astype({c.name: c.dtype for c in HEALTH_DIFF.columns})
+    atomic_write_csv(path, df)
+    return df
+
+
+def read_diff(path) -> pd.DataFrame:
+    df = read_csv(HEALTH_DIFF, path)
+    return df.fillna({"reason": ""})
+
+
+def across_nodes(rows: Sequence[HealthRow]) -> list[HealthRow]:
+    """With several nodes' readings: one row per version item saying whether every node has the same
+    (a node on another driver or CUDA version is degraded: its figures are not comparable)."""
+    out = []
+    hosts = sorted({r.host for r in rows})
+    if len(hosts) < 2:
+        return out
+    for item in ("driver_version", "cuda_driver_version"):
+        seen = {r.host: r.value for r in rows if r.gpu == NODE and r.item == item and r.value}
+        if len(seen) < 2:
+            out.append(HealthRow(",".join(hosts), NODE, f"{item}_across_nodes", "", "equal", NOT_AVAILABLE,
+                                 "fewer than two nodes gave it"))
+            continue
+        values = sorted(set(seen.values()))
+        common = max(values, key=lambda v: list(seen.values()).count(v))
+        odd = [h for h, v in seen.items() if v != common]
+        out.append(HealthRow(",".join(hosts), NODE, f"{item}_across_nodes", " / ".join(values), "equal",
+                             DEGRADED if odd else OK,
+                             f"{', '.join(odd)} differ from {common}" if odd else f"{common} on every node"))
+    return out
+
+
+def item_label(r) -> str:
+    """'GPU 3 pcie_link (gen5 x8, expected gen5 x16)' for a row of either table."""
+    where = f"{r.host} node" if r.gpu == NODE else f"GPU {r.gpu}"
+    value = getattr(r, "value", None)
+    if value is None:
+        value = f"{r.before:g} -> {r.after:g}" if r.before is not None and r.after is not None else ""
+    expected = getattr(r, "expected", "")
+    shown = f"{value}, expected {expected}" if expected else value
+    return f"{where} {r.item}" + (f" ({shown})" if shown else "")
+
+
+def stop_reason(rows: Sequence[HealthRow], stop_on_failing: bool) -> str | None:
+    """The message that stops the run before any benchmark job (health.stop_on_failing on and an item
+    failing), else None."""
+    failing = [r for r in rows if r.state == FAILING]
+    if not stop_on_failing or not failing:
+        return None
+    return ("distbench: the health check before the benchmarks found failing item(s), and "
+            "health.stop_on_failing is on, so no benchmark job runs: "
+            + "; ".join(f"{item_label(r)}: {r.reason}" for r in failing)
+            + ". Fix or leave out the GPU, or set health.stop_on_failing: false to measure anyway.")
+
+
+def worst(states: Iterable[str]) -> str:
+    states = set(states)
+    return next((s for s in (FAILING, DEGRADED, OK) if s in states), NOT_AVAILABLE)
+
+
+def check_before(out_csv, expected_gpus: int | None, load_s: float) -> list[HealthRow]:
+    """Take the reading before the benchmarks and write health_before.csv."""
+    rows = read_health(expected_gpus, load_s)
+    write_health(out_csv, rows)
+    return rows
+
+
+def check_after(before_csv, out_csv, diff_csv, expected_gpus: int | None, load_s: float) -> list[DiffRow]:
+    """Take the reading after the benchmarks, write it and its differences from health_before.csv."""
+    before = rows_of(read_health_csv(before_csv))
+    after = read_health(expected_gpus, load_s)
+    write_health(out_csv, after)
+    diff = differences(before, after)
+    write_diff(diff_csv, diff)
+    return diff

@@ -1,0 +1,344 @@
+"""The hardware health check (distbench.probes.health, health_table, health_section): without NVML
+every item is "not available here"; a fake NVML module returning degraded values (a downtrained x8
+link, an inactive NVLink, a thermal throttle, a pending remap) reaches the report's Verdict, first,
+and qualifies the other headlines; counters that moved between the readings are differences; the
+stop setting stops a failing check before the benchmarks."""
+
+import importlib.util
+import sys
+import types
+
+import pytest
+
+from distbench.core.section import Headline, ReportInputs
+from distbench.probes import health
+from distbench.probes.health import DEGRADED, FAILING, GPU_ITEMS, NODE_ITEMS, NOT_AVAILABLE, OK, read_health
+from distbench.probes.health_section import HEALTH_SECTION, health_findings, health_headlines
+from distbench.probes.health_table import (
+    HEALTH, HEALTH_DIFF, across_nodes, differences, read_diff, read_health_csv, stop_reason, write_diff,
+    write_health,
+)
+from distbench.report.verdict import ordered
+from tests.conftest import RUN, snakemake
+
+
+class FakeNVMLError(Exception):
+    pass
+
+
+def healthy_state(count=2):
+    return {
+        "count": count, "width": {}, "width_max": 16, "gen": 5, "gen_max": 5, "throttle": {},
+        "links": {}, "nvlink_errors": {}, "remap": {}, "ecc": {}, "temp": 45, "slowdown": 87, "shutdown": 92,
+        "power_mw": 300_000, "limit_mw": 700_000, "default_mw": 700_000, "xids": [], "driver": "570.1",
+        "cuda": 12080,
+    }
+
+
+def fake_pynvml(state: dict) -> types.ModuleType:
+    """A pynvml module answering from `state` (per-GPU overrides keyed by index); calls it does not
+    know are absent, like an older nvidia-ml-py's."""
+    nv = types.ModuleType("pynvml")
+    nv.NVMLError = FakeNVMLError
+    nv.NVML_NVLINK_MAX_LINKS = 18
+
+    class Handle:
+        def __init__(self, i):
+            self.i = i
+
+    handles = [Handle(i) for i in range(state["count"])]
+    nv.nvmlInit = lambda: None
+    nv.nvmlShutdown = lambda: None
+    nv.nvmlDeviceGetCount = lambda: state["count"]
+    nv.nvmlDeviceGetHandleByIndex = lambda i: handles[i]
+    nv.nvmlDeviceGetUUID = lambda h: f"GPU-{h.i}"
+    nv.nvmlSystemGetDriverVersion = lambda: state["driver"]
+    nv.nvmlSystemGetCudaDriverVersion = lambda: state["cuda"]
+    nv.nvmlDeviceGetCurrPcieLinkGeneration = lambda h: state["gen"]
+    nv.nvmlDeviceGetMaxPcieLinkGeneration = lambda h: state["gen_max"]
+    nv.nvmlDeviceGetCurrPcieLinkWidth = lambda h: state["width"].get(h.i, state["width_max"])
+    nv.nvmlDeviceGetMaxPcieLinkWidth = lambda h: state["width_max"]
+    nv.nvmlDeviceGetCurrentClocksThrottleReasons = lambda h: state["throttle"].get(h.i, 0)
+    nv.nvmlDeviceGetClockInfo = lambda h, clock: 1980 if clock == 1 else 2619
+    nv.nvmlDeviceGetMaxClockInfo = lambda h, clock: 1980 if clock == 1 else 2619
+    nv.nvmlDeviceGetEccMode = lambda h: (1, 1)
+    nv.nvmlDeviceGetTotalEccErrors = lambda h, kind, counter: state["ecc"].get((h.i, kind, counter), 0)
+    nv.nvmlDeviceGetRemappedRows = lambda h: state["remap"].get(h.i, (0, 0, 0, 0))
+
+    def retired(h, cause):
+        raise FakeNVMLError("Not Supported")  # GPUs with row remapping retire no pages
+    nv.nvmlDeviceGetRetiredPages = retired
+    nv.nvmlDeviceGetRetiredPagesPendingStatus = retired
+
+    def link_state(h, link):
+        states = state["links"].get(h.i, [1] * 18)
+        if link >= len(states):
+            raise FakeNVMLError("Invalid Argument")
+        return states[link]
+    nv.nvmlDeviceGetNvLinkState = link_state
+    nv.nvmlDeviceGetNvLinkErrorCounter = lambda h, link, counter: state["nvlink_errors"].get((h.i, link, counter), 0)
+    nv.nvmlDeviceGetTemperature = lambda h, sensor: state["temp"]
+    nv.nvmlDeviceGetTemperatureThreshold = lambda h, t: state["shutdown"] if t == 0 else state["slowdown"]
+    nv.nvmlDeviceGetPowerUsage = lambda h: state["power_mw"]
+    nv.nvmlDeviceGetEnforcedPowerLimit = lambda h: state["limit_mw"]
+    nv.nvmlDeviceGetPowerManagementDefaultLimit = lambda h: state["default_mw"]
+    nv.nvmlEventSetCreate = lambda: "set"
+    nv.nvmlDeviceRegisterEvents = lambda h, kinds, es: None
+    nv.nvmlEventSetFree = lambda es: None
+    pending = list(state["xids"])
+
+    def wait(es, timeout_ms):
+        if not pending:
+            raise FakeNVMLError("Timeout")
+        gpu, xid = pending.pop(0)
+        return types.SimpleNamespace(device=handles[gpu], eventData=xid)
+    nv.nvmlEventSetWait_v2 = wait
+    return nv
+
+
+@pytest.fixture
+def no_dmesg(monkeypatch):
+    """The kernel log as if unreadable (the test host's dmesg must not decide a test)."""
+    monkeypatch.setattr(health, "_kernel_xid_row", lambda host: health.HealthRow(
+        host, health.NODE, "xid_kernel_log", "", "0", NOT_AVAILABLE, "dmesg unreadable here"))
+
+
+def reading(monkeypatch, state, expected_gpus=None):
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(state))
+    monkeypatch.setattr(health, "IDLE_SAMPLE_S", 0.0)
+    return read_health(expected_gpus, load_s=0, host="n1")
+
+
+def row(rows, gpu, item):
+    return next(r for r in rows if r.gpu == gpu and r.item == item)
+
+
+def write_readings(tmp_path, before, after):
+    write_health(tmp_path / "health_before.csv", before)
+    write_health(tmp_path / "health_after.csv", after)
+    write_diff(tmp_path / "health_diff.csv", differences(before, after))
+    return ReportInputs(health=tmp_path, config={"health": {"stop_on_failing": False}})
+
+
+# ---------------------------------------------------------------------------------- without NVML
+def test_without_nvml_every_item_is_not_available_and_the_report_says_so(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # `import pynvml` raises ImportError
+    rows = read_health(expected_gpus=4, load_s=5)
+    assert {r.item for r in rows} == set(GPU_ITEMS) | set(NODE_ITEMS)
+    assert {r.state for r in rows} == {NOT_AVAILABLE}
+    assert all("pynvml" in r.reason for r in rows)
+    inputs = write_readings(tmp_path, rows, rows)
+    assert read_health_csv(tmp_path / "health_before.csv")["state"].eq(NOT_AVAILABLE).all()
+    assert read_diff(tmp_path / "health_diff.csv")["state"].eq(NOT_AVAILABLE).all()
+    assert health_headlines(inputs) == [] and health_findings(inputs) == []
+    ctx = HEALTH_SECTION.build(inputs)
+    assert "health.stop_on_failing was off" in ctx["note"] and ctx["not_ok"]["rows"] == []
+    assert any("pynvml not importable" in n for n in ctx["not_available"])
+
+
+def test_nvml_that_fails_to_start_is_not_available_too(monkeypatch):
+    nv = fake_pynvml(healthy_state())
+
+    def init():
+        raise FakeNVMLError("Driver Not Loaded")
+    nv.nvmlInit = init
+    monkeypatch.setitem(sys.modules, "pynvml", nv)
+    rows = read_health(load_s=0)
+    assert {r.state for r in rows} == {NOT_AVAILABLE} and "Driver Not Loaded" in rows[0].reason
+
+
+def test_an_nvml_lacking_calls_leaves_those_items_not_available(monkeypatch, no_dmesg):
+    nv_state = healthy_state(count=1)
+    nv = fake_pynvml(nv_state)
+    del nv.nvmlDeviceGetNvLinkState, nv.nvmlEventSetCreate, nv.nvmlDeviceGetRemappedRows
+    monkeypatch.setitem(sys.modules, "pynvml", nv)
+    monkeypatch.setattr(health, "IDLE_SAMPLE_S", 0.0)
+    rows = read_health(load_s=0)
+    for item in ("nvlink_active", "nvlink_crc_errors", "xid_events", "remap_pending"):
+        assert row(rows, "0", item).state == NOT_AVAILABLE, item
+    assert row(rows, "0", "pcie_link").state == OK
+
+
+# ---------------------------------------------------------------------- degraded values (fake NVML)
+def test_a_healthy_fake_gpu_is_ok_and_says_so_in_the_verdict(monkeypatch, tmp_path, no_dmesg):
+    rows = reading(monkeypatch, healthy_state(), expected_gpus=2)
+    # a GPU with row remapping retires no pages, and the kernel log is left out here
+    unread = {r.item for r in rows if r.state == NOT_AVAILABLE}
+    assert unread == {"retired_pages", "retired_pages_pending", "xid_kernel_log"}
+    assert {r.state for r in rows if r.item not in unread} == {OK}
+    assert row(rows, "node", "cuda_driver_version").value == "12.8"
+    heads = health_headlines(write_readings(tmp_path, rows, rows))
+    assert [(h.verdict, h.qualifies) for h in heads] == [("healthy", "")]
+
+
+FAULTS = {
+    "pcie_link": (lambda s: s["width"].update({1: 8}), "x8 of x16"),
+    "nvlink_active": (lambda s: s["links"].update({1: [1] * 17 + [0]}), "link(s) 17 inactive"),
+    "clock_throttle": (lambda s: s["throttle"].update({1: 0x40}), "hw_thermal_slowdown"),
+    "remap_pending": (lambda s: s["remap"].update({1: (0, 1, 1, 0)}), "pending"),
+}
+
+
+@pytest.mark.parametrize("item", list(FAULTS))
+def test_each_degraded_reading_opens_the_verdict_and_qualifies_the_other_headlines(monkeypatch, tmp_path, no_dmesg,
+                                                                                  item):
+    state = healthy_state()
+    FAULTS[item][0](state)
+    rows = reading(monkeypatch, state)
+    r = row(rows, "1", item)
+    assert r.state == DEGRADED and FAULTS[item][1] in f"{r.value} {r.reason}"
+    assert row(rows, "0", item).state == OK  # the other GPU is not blamed
+    inputs = write_readings(tmp_path, rows, rows)
+    heads = health_headlines(inputs)
+    assert [h.headline for h in heads] == ["GPU 1 (n1): degraded"]
+    assert heads[0].verdict == "below expected" and item in heads[0].reason and item in heads[0].qualifies
+    comm = Headline("communication", "NCCL all_reduce 1 GiB: 400 GB/s", "failing", "below 50% of the link peak")
+    verdict = ordered([comm, *heads])  # health comes first even behind a failing benchmark headline
+    assert verdict[0]["area"] == "hardware health"
+    assert "GPU 1 (n1) was degraded" in verdict[1]["reason"] and item in verdict[1]["reason"]
+    assert any("GPU 1 (n1) was degraded" in f for f in health_findings(inputs))
+    ctx = HEALTH_SECTION.build(inputs)
+    assert {(r[2], r[3]) for r in ctx["not_ok"]["rows"]} == {("1", item)}
+
+
+def test_an_uncorrectable_error_or_a_missing_gpu_fails(monkeypatch, tmp_path, no_dmesg):
+    state = healthy_state()
+    state["ecc"][(0, 1, 0)] = 2  # GPU 0, uncorrected, volatile
+    rows = reading(monkeypatch, state, expected_gpus=4)
+    assert row(rows, "0", "ecc_volatile_uncorrected").state == FAILING
+    assert row(rows, "node", "gpu_count").state == FAILING and row(rows, "node", "gpu_count").value == "2"
+    heads = health_headlines(write_readings(tmp_path, rows, rows))
+    assert {h.headline: h.verdict for h in heads} == {"GPU 0 (n1): failing": "failing",
+                                                      "node n1: failing": "failing"}
+
+
+def test_counters_that_moved_during_the_run_are_differences(monkeypatch, tmp_path, no_dmesg):
+    before = reading(monkeypatch, healthy_state())
+    state = healthy_state()
+    state["nvlink_errors"][(1, 3, health.NVLINK_REPLAY)] = 5
+    state["ecc"][(0, 0, 0)] = 7  # GPU 0 corrected volatile
+    after = reading(monkeypatch, state)
+    diff = {(d.gpu, d.item): d for d in differences(before, after)}
+    assert (diff[("1", "nvlink_replay_errors")].delta, diff[("1", "nvlink_replay_errors")].state) == (5, DEGRADED)
+    assert (diff[("0", "ecc_volatile_corrected")].delta, diff[("0", "ecc_volatile_corrected")].state) == (7, DEGRADED)
+    assert diff[("0", "nvlink_replay_errors")].state == OK and diff[("0", "nvlink_replay_errors")].delta == 0
+    inputs = write_readings(tmp_path, before, after)
+    assert set(read_diff(tmp_path / "health_diff.csv").query("delta > 0")["item"]) == {
+        "nvlink_replay_errors", "ecc_volatile_corrected"}
+    ctx = HEALTH_SECTION.build(inputs)
+    assert "2 moved during the run" in ctx["diff_note"]
+    assert {(r[1], r[2], r[5]) for r in ctx["diff"]["rows"]} == {("1", "nvlink_replay_errors", "+5"),
+                                                                 ("0", "ecc_volatile_corrected", "+7")}
+    heads = {h.headline: h for h in health_headlines(inputs)}
+    assert "nvlink_replay_errors moved" in heads["GPU 1 (n1): degraded"].qualifies
+
+
+def test_an_xid_delivered_while_sampled_degrades_its_gpu(monkeypatch, no_dmesg):
+    state = healthy_state()
+    state["xids"] = [(1, 79)]
+    rows = reading(monkeypatch, state)
+    assert row(rows, "1", "xid_events").state == DEGRADED and "79" in row(rows, "1", "xid_events").reason
+    assert row(rows, "0", "xid_events").state == OK
+
+
+def test_kernel_log_xids_are_counted():
+    log = ("[  1.0] NVRM: loading\n[ 20.1] NVRM: Xid (PCI:0000:19:00): 79, pid=123, GPU has fallen off the bus.\n"
+           "[ 30.0] NVRM: Xid (PCI:0000:3b:00): 48, pid=9, DBE\n")
+    assert health.kernel_xids(log) == ["PCI:0000:19:00 79", "PCI:0000:3b:00 48"]
+
+
+def test_nodes_on_different_drivers_are_named():
+    def node(host, driver):
+        return [health.HealthRow(host, "node", "driver_version", driver, "", OK, ""),
+                health.HealthRow(host, "node", "cuda_driver_version", "12.8", "", OK, "")]
+    rows = node("a", "570.1") + node("b", "570.1") + node("c", "550.9")
+    out = {r.item: r for r in across_nodes(rows)}
+    assert out["driver_version_across_nodes"].state == DEGRADED and "c differ" in out["driver_version_across_nodes"].reason
+    assert out["cuda_driver_version_across_nodes"].state == OK
+    assert across_nodes(node("a", "570.1")) == []
+
+
+# ----------------------------------------------------------------------------- contracts, the stop
+def test_the_csvs_follow_their_contracts(tmp_path, monkeypatch, no_dmesg):
+    rows = reading(monkeypatch, healthy_state())
+    write_readings(tmp_path, rows, rows)
+    assert tuple(read_health_csv(tmp_path / "health_after.csv").columns) == HEALTH.names
+    assert tuple(read_diff(tmp_path / "health_diff.csv").columns) == HEALTH_DIFF.names
+    bad = (tmp_path / "health_before.csv").read_text().replace(",ok,", ",fine,", 1)
+    (tmp_path / "bad.csv").write_text(bad)
+    with pytest.raises(ValueError, match="unknown state"):
+        read_health_csv(tmp_path / "bad.csv")
+
+
+def test_a_failing_item_stops_the_run_only_with_the_setting_on(monkeypatch, no_dmesg):
+    state = healthy_state()
+    state["remap"][1] = (0, 2, 0, 1)  # a remap failed
+    rows = reading(monkeypatch, state)
+    assert row(rows, "1", "remap_pending").state == FAILING
+    message = stop_reason(rows, stop_on_failing=True)
+    assert "GPU 1 remap_pending" in message and "stop_on_failing" in message
+    assert stop_reason(rows, stop_on_failing=False) is None
+    assert stop_reason(reading(monkeypatch, healthy_state()), stop_on_failing=True) is None
+
+
+def test_the_config_schema_takes_the_health_block():
+    from distbench.pipeline.config import ConfigError, check_config
+
+    assert check_config({})["health"] == {"enabled": True, "stop_on_failing": False, "load_s": 5}
+    assert check_config({"health": {"stop_on_failing": True}})["health"]["stop_on_failing"] is True
+    for bad in ({"stop_on_failing": "yes"}, {"load_s": -1}, {"stop_on_failing_typo": True}):
+        with pytest.raises(ConfigError, match="health"):
+            check_config({"health": bad})
+
+
+def test_a_failing_check_stops_the_workflow_before_any_benchmark(workflow_dir):
+    """A dry run with the stop on puts the gate before every benchmark job (off: no gate); a real run
+    of the health rule alone on this CPU host writes its CSV, every item not available here."""
+    (workflow_dir / "stop.yaml").write_text("health:\n  stop_on_failing: true\n")
+    on = snakemake(workflow_dir, "-n", "--configfile", "stop.yaml")
+    assert on.returncode == 0, on.stderr[-2000:]
+    out = on.stdout + on.stderr
+    assert "rule health_gate:" in out and "rule health_before:" in out and "rule health_after:" in out
+    assert "health/gate.txt" in out.split("rule comm_job:")[1].split("rule ")[0]  # the job's input
+    off = snakemake(workflow_dir, "-n")
+    assert off.returncode == 0 and "rule health_gate:" not in off.stdout + off.stderr
+    target = f"{RUN}/health/health_before.csv"
+    r = snakemake(workflow_dir, target)
+    assert r.returncode == 0, r.stderr[-2000:]
+    df = read_health_csv(workflow_dir / target)
+    if importlib.util.find_spec("pynvml") is None:
+        assert df["state"].eq(NOT_AVAILABLE).all()
+    assert not list(workflow_dir.glob(f"{RUN}/comm/*"))  # no benchmark ran
+
+
+def test_the_rendered_report_opens_its_verdict_with_the_degraded_gpu(monkeypatch, tmp_path, no_dmesg):
+    from distbench.core.section import Section
+    from distbench.report.overview import FINDINGS, VERDICT
+    from distbench.report.render import render_report
+
+    state = healthy_state()
+    state["width"][1] = 8
+    rows = reading(monkeypatch, state)
+    inputs = write_readings(tmp_path / "health", rows, rows)
+    bench = Section("bench", "Bench", tmp_path, lambda _i: None, headlines=lambda _i: [
+        Headline("communication", "all_reduce 1 GiB: 400 GB/s", "healthy", "90% of the link peak")])
+    inputs.summary = tmp_path / "tables/comm_summary.csv"
+    render_report(inputs, tmp_path / "r.md", tmp_path / "r.html", sections=(VERDICT, FINDINGS, HEALTH_SECTION, bench))
+    md = (tmp_path / "r.md").read_text()
+    verdict = md.split("## Verdict")[1].split("##")[0].strip().splitlines()
+    assert verdict[2].startswith("| hardware health | GPU 1 (n1): degraded |")
+    assert "communication" in verdict[3] and "GPU 1 (n1) was degraded: pcie_link" in verdict[3]
+    assert "## Hardware health" in md and "x8 of x16" in md.split("## Hardware health")[1]
+    assert "GPU 1 (n1) was degraded during this run" in (tmp_path / "r.html").read_text()
+
+
+def test_a_few_nvlink_crc_errors_are_ok_and_many_degrade():
+    """CRC errors tick on healthy links (+2 in 15 s on an idle H200 NVLink): only ALLOWED_DELTA or more
+    during a run degrades the GPU."""
+    from distbench.probes.health_table import ALLOWED_DELTA
+
+    def crc(value):
+        return [health.HealthRow("n1", "0", "nvlink_crc_errors", str(value), "", OK, "")]
+    limit = ALLOWED_DELTA["nvlink_crc_errors"]
+    assert differences(crc(366), crc(368))[0].state == OK
+    assert differences(crc(366), crc(366 + limit))[0].state == DEGRADED
