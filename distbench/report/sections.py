@@ -12,9 +12,10 @@ from distbench.comm.analysis.section import COMMUNICATION, PROBLEMS
 from distbench.memory.analysis.section import MEMORY
 from distbench.predict.section import PREDICTION
 from distbench.report.appendix import APPENDIX, EXTRAS, TOPOLOGY
+from distbench.report.hangs import HANGS
 from distbench.report.overview import FINDINGS, OTHER_FIGURES, PLAN, REGRESSIONS, SEVERAL_RUNS, VERDICT
 from distbench.traces.section import TRACES
 from distbench.training.analysis.section import TRAINING
 
-SECTIONS = (VERDICT, REGRESSIONS, FINDINGS, PLAN, COMMUNICATION, SEVERAL_RUNS, TRAINING, MEMORY, PREDICTION, TRACES,
+SECTIONS = (VERDICT, REGRESSIONS, FINDINGS, PLAN, HANGS, COMMUNICATION, SEVERAL_RUNS, TRAINING, MEMORY, PREDICTION, TRACES,
             PROBLEMS, OTHER_FIGURES, TOPOLOGY, EXTRAS, APPENDIX)
