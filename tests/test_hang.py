@@ -24,16 +24,16 @@ from tests.conftest import RUN
 
 
 def _entry(seq, op="gloo:all_reduce", size=256, retired=True, pg=("0", "default_pg")):
-    return {"collective_seq_id": seq, "process_group": pg, "profiling_name": op, "input_sizes": [[size]],
+    return {"collective_seq_id": seq, "pg_id": 0, "process_group": pg, "profiling_name": op, "input_sizes": [[size]],
             "input_dtypes": ["Float"], "retired": retired, "is_p2p": False, "state": "scheduled",
             "frames": [{"name": "measure", "filename": "/x/distbench/comm/harness.py", "line": 208}]}
 
 
-def _dump(directory, rank, entries, enqueued, completed):
+def _dump(directory, rank, entries, enqueued, completed, prefix="rank_"):
     d = {"version": "2.10", "pg_config": {"": {"name": "", "desc": "", "ranks": "[0, 1, 2]"}},
          "pg_status": {"0": {"last_enqueued_collective": enqueued, "last_started_collective": -1,
                              "last_completed_collective": completed}}, "entries": entries}
-    (directory / f"rank_{rank}").write_bytes(pickle.dumps(d))
+    (directory / f"{prefix}{rank}").write_bytes(pickle.dumps(d))
 
 
 def test_the_dumps_name_the_rank_that_never_joined_and_the_collective(tmp_path):
@@ -59,6 +59,22 @@ def test_a_desync_and_a_missing_dump_are_said_as_such(tmp_path):
     msg = hang.hang_message(a)
     assert "ranks disagree on collective #4" in msg and "gloo:broadcast" in msg
     assert a["missing_dumps"] == [2] and msg.endswith("no Flight Recorder dump from rank 2")
+
+
+def test_an_nccl_job_reads_both_recorders_and_names_the_nccl_collective(tmp_path):
+    """torch keeps NCCL's recorder apart from the CPU one Gloo records into: an NCCL job's rank_<r>
+    is NCCL's, its Gloo bookkeeping group's is cpu_trace_<r> (distbench.launch.fr_watch)."""
+    nccl = [_entry(s, op="nccl:all_reduce") for s in range(1, 5)]
+    _dump(tmp_path, 0, nccl + [_entry(5, op="nccl:all_reduce", retired=False)], 5, 4)
+    _dump(tmp_path, 1, nccl, 4, 4)
+    ctrl = [_entry(s, pg=("1", "ctrl")) for s in range(1, 3)]
+    for r in range(2):  # the bookkeeping group: rank 0 waits in its vote too, but rank 1 finished it
+        _dump(tmp_path, r, ctrl + ([_entry(3, pg=("1", "ctrl"), retired=False)] if r == 0 else []), 3 - r, 2,
+              prefix=hang.CPU_PREFIX)
+    a = hang.analyse(tmp_path, 2)
+    assert [(g["recorder"], g["op"], g["never_joined"]) for g in a["groups"]] == [
+        ("job", "nccl:all_reduce", [1]), ("cpu", "gloo:all_reduce", [1])]
+    assert hang.hang_message(a).startswith("rank 1 never joined collective #5 (nccl:all_reduce")
 
 
 def test_ranks_that_all_finished_name_nothing(tmp_path):

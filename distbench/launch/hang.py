@@ -24,6 +24,7 @@ FLIGHT_RECORDER_ENV = "DISTBENCH_FLIGHT_RECORDER"  # 0: no Flight Recorder, no w
 DUMP_DIR_ENV = "DISTBENCH_FR_DIR"  # the job's dump directory, given to every rank by the launcher
 TRIGGER = "dump.trigger"  # created by the launcher: every rank dumps
 DUMP_PREFIX = "rank_"  # torch's dump per rank: <dir>/rank_<r> (TORCH_FR_DUMP_TEMP_FILE's prefix too)
+CPU_PREFIX = "cpu_trace_"  # an NCCL job's other recorder (its Gloo bookkeeping group): <dir>/cpu_trace_<r>
 BUFFER_ENTRIES = 2000  # collectives each rank keeps (a ring): enough to reach back past any warm-up
 STACK_LINES = 40  # lines of a stack kept in the analysis
 
@@ -92,38 +93,45 @@ def _frames_text(e: dict) -> list[str]:
     return [f"{f.get('filename')}:{f.get('line')} in {f.get('name')}" for f in frames[:8]]
 
 
-def _group_state(dump: dict, pg_key: str) -> tuple[int, int, dict]:
-    """(last collective entered, last completed, entries by sequence number) of one rank in one group."""
+def _group_state(dump: dict, pg_key: str, pg_id: str | None) -> tuple[int, int, dict]:
+    """(last collective entered, last completed, entries by sequence number) of one rank in one group
+    (torch keys pg_status by the entries' pg_id, the entries name the group)."""
     entries = {e["collective_seq_id"]: e for e in dump.get("entries") or []
                if str(e.get("process_group", ("",))[0]) == pg_key and not e.get("is_p2p")}
-    status = (dump.get("pg_status") or {}).get(pg_key) or {}
+    status = (dump.get("pg_status") or {}).get(pg_id) or {} if pg_id is not None else {}
     entered = status.get("last_enqueued_collective", max(entries, default=0))
     done = [s for s, e in entries.items() if e.get("retired") or e.get("state") == "completed"]
     completed = status.get("last_completed_collective", max(done, default=0))
     return int(entered), int(completed), entries
 
 
-def analyse(path: Path, world_size: int) -> dict:
-    """What the dumps in a job's dump directory say: per process group with a collective some rank
-    never entered or never finished, that collective (sequence number, op, sizes, where it was called),
-    the stuck ranks and the waiting ones; the ranks without a dump; each rank's stacks."""
-    path = Path(path)
+def _read_dumps(path: Path, prefix: str) -> dict[int, dict]:
     dumps = {}
-    for r in dumps_written(path):
-        try:
-            dumps[r] = pickle.loads((path / f"{DUMP_PREFIX}{r}").read_bytes())
-        except (OSError, pickle.UnpicklingError, EOFError, ValueError) as e:
-            dumps[r] = {"error": f"{type(e).__name__}: {e}"}
-    missing = [r for r in range(world_size) if r not in dumps]
+    for f in Path(path).glob(prefix + "*"):
+        if m := re.fullmatch(re.escape(prefix) + r"(\d+)", f.name):
+            try:
+                dumps[int(m.group(1))] = pickle.loads(f.read_bytes())
+            except (OSError, pickle.UnpicklingError, EOFError, ValueError) as e:
+                dumps[int(m.group(1))] = {"error": f"{type(e).__name__}: {e}"}
+    return dumps
+
+
+def _groups(dumps: dict[int, dict], recorder: str) -> list[dict]:
+    """Per process group of one recorder's dumps where some rank has not completed a collective: that
+    collective (the first not every rank completed), who never entered it and who waited in it."""
+    readable = {r: d for r, d in dumps.items() if "error" not in d}
+    pg_ids = {}
+    for d in readable.values():
+        for e in d.get("entries") or []:
+            pg_ids.setdefault(str(e.get("process_group", ("",))[0]), str(e.get("pg_id")))
     groups = []
-    pg_keys = sorted({str(e.get("process_group", ("",))[0]) for d in dumps.values() for e in d.get("entries") or []})
-    for key in pg_keys:
-        states = {r: _group_state(d, key) for r, d in dumps.items() if "error" not in d}
-        names = {e.get("process_group", ("", ""))[1] for _, _, es in states.values() for e in es.values()}
+    for key in sorted(pg_ids):
+        states = {r: _group_state(d, key, pg_ids[key]) for r, d in readable.items()}
+        names = sorted({str(e.get("process_group", ("", ""))[1]) for _, _, es in states.values() for e in es.values()})
         members = None
-        for d in dumps.values():  # the group's ranks, as torch's pg_config lists them
-            for cfg in (d.get("pg_config") or {}).values():
-                if cfg.get("name") == key or cfg.get("name") in names:
+        for d in readable.values():  # the group's ranks, as torch's pg_config lists them
+            for cfg_key, cfg in (d.get("pg_config") or {}).items():
+                if key in (cfg_key, cfg.get("name")):
                     members = [int(x) for x in re.findall(r"\d+", str(cfg.get("ranks", "")))]
         present = [r for r in (members or sorted(states)) if r in states]
         if not present:
@@ -137,7 +145,7 @@ def analyse(path: Path, world_size: int) -> dict:
         first = next((e for e in ops.values() if e), {})
         kinds = {r: _entry_text(e) for r, e in ops.items() if e}
         groups.append({
-            "process_group": key, "name": next(iter(sorted(map(str, names))), ""), "ranks": members or present,
+            "recorder": recorder, "process_group": key, "name": names[0] if names else "", "ranks": members or present,
             "seq": stuck_seq, "op": first.get("profiling_name"), "input_sizes": first.get("input_sizes"),
             "dtypes": first.get("input_dtypes"), "called_from": _frames_text(first),
             "never_joined": never, "waiting": entered,
@@ -146,9 +154,21 @@ def analyse(path: Path, world_size: int) -> dict:
             # ranks inside the same sequence number with different collectives: a desync, not a missing rank
             "mismatch": sorted(set(kinds.values())) if len(set(kinds.values())) > 1 else [],
         })
+    return groups
+
+
+def analyse(path: Path, world_size: int) -> dict:
+    """What the dumps in a job's dump directory say: per process group with a collective some rank
+    never entered or never finished, that collective (sequence number, op, sizes, where it was called),
+    the stuck ranks and the waiting ones; the ranks without a dump; each rank's stacks. The job's own
+    recorder (rank_<r>: NCCL's in an NCCL job, else the CPU one Gloo uses) comes first, then an NCCL
+    job's Gloo bookkeeping group (CPU_PREFIX<r>)."""
+    path = Path(path)
+    dumps = _read_dumps(path, DUMP_PREFIX)
+    groups = _groups(dumps, "job") + _groups(_read_dumps(path, CPU_PREFIX), "cpu")
     stacks = {str(r): {"python": _read_text(path / f"stack_{r}.txt"), "py_spy": _read_text(path / f"pyspy_{r}.txt")}
               for r in range(world_size)}
-    return {"world_size": world_size, "dumps": sorted(dumps), "missing_dumps": missing,
+    return {"world_size": world_size, "dumps": sorted(dumps), "missing_dumps": [r for r in range(world_size) if r not in dumps],
             "unreadable": {str(r): d["error"] for r, d in dumps.items() if "error" in d},
             "groups": groups, "stacks": stacks, "dump_dir": str(path),
             "torch_analyser": f"python -m torch.distributed.flight_recorder.fr_trace {path} --prefix {DUMP_PREFIX}"}

@@ -77,7 +77,7 @@ class RankContext:
         # Flight Recorder dumps on the launcher's request, before it kills a job past its time limit
         from distbench.launch import fr_watch
 
-        fr_watch.start(torch, self.rank)
+        fr_watch.start(torch, self.rank, backend)
         # Bookkeeping (placement, agreement, per-rank times) runs on a separate Gloo group, as
         # nccl-tests uses MPI for it: it must not depend on the NCCL settings under test (with
         # NCCL_ALGO=Tree, NCCL has no algorithm for all_gather) nor add traffic to the timed comm.
