@@ -1,6 +1,7 @@
 """A job that crashes or hangs ends in bounded time with a recorded status; finished rows survive."""
 
 import json
+import re
 import time
 
 import pytest
@@ -58,7 +59,11 @@ def _swap_entry_point(monkeypatch, helper, module="distbench.comm"):
     monkeypatch.setattr(launch, "worker_command", command)
 
 
-def test_a_hung_job_is_killed_in_bounded_time_and_keeps_finished_rows(tmp_path, monkeypatch):
+@pytest.mark.parametrize("flight_recorder", ["1", "0"])
+def test_a_hung_job_is_killed_in_bounded_time_and_keeps_finished_rows(tmp_path, monkeypatch, flight_recorder):
+    # Flight Recorder on (the default): the point in progress is `hung`, naming the rank and the
+    # collective (distbench.launch.hang); off (DISTBENCH_FLIGHT_RECORDER=0): `failed`, as before it.
+    monkeypatch.setenv("DISTBENCH_FLIGHT_RECORDER", flight_recorder)
     # The job limit must outlast torchrun's start-up on a loaded machine: measure that start-up
     # here (a complete one-point job) and give the hung job a limit with a wide margin over it.
     job = CommJob("gloo", "float32", 2, "default", {})
@@ -75,7 +80,13 @@ def test_a_hung_job_is_killed_in_bounded_time_and_keeps_finished_rows(tmp_path, 
     assert f"killed after {limit_s} s" in msg
     assert limit_s <= elapsed < limit_s + 25, (elapsed, limit_s)  # SIGTERM, then SIGKILL 10 s later at most
     df = read_comm_csv(tmp_path / "c.csv")
-    assert list(df["status"]) == ["ok", "ok", "failed", "failed", "not_run", "not_run"]
+    stuck = "hung" if flight_recorder == "1" else "failed"
+    assert list(df["status"]) == ["ok", "ok", stuck, stuck, "not_run", "not_run"]
+    if flight_recorder == "1":  # rank 1 sleeps before the vote on its buffers: rank 0 waits in that all_reduce
+        assert re.search(r"rank 1 never joined collective #\d+ \(gloo:all_reduce of \[\[1\]\] Int\)", msg), msg
+        assert (tmp_path / "c.hang.json").exists() and (tmp_path / "c.flight_recorder/stack_1.txt").exists()
+    else:
+        assert "DISTBENCH_FLIGHT_RECORDER=0" in msg and not (tmp_path / "c.flight_recorder").exists()
     ranks = read_comm_ranks_csv(tmp_path / "c_ranks.csv")
     assert set(ranks["size_bytes"]) == {8} and len(ranks) == 2 * 2  # finished point only: 2 trials x 2 ranks
     assert not (tmp_path / "c.csv.partial").exists() and not (tmp_path / "c_ranks.csv.partial").exists()

@@ -40,6 +40,10 @@ def inputs(tmp_path_factory) -> ReportInputs:
     placement.parent.mkdir(parents=True)
     placement.write_text(json.dumps({"provenance": {"commit": "abc", "host": "h", "started": "2026-11-26T10:00:00+00:00",
                                                     "outcome": "ok", "commands": ["python -m distbench.comm"]}}))
+    hung = tmp / "results/lab/comm/gloo/float32/ws2/default/placement.json"  # a hung job (distbench.report.hangs)
+    hung.parent.mkdir(parents=True)
+    hung.write_text(json.dumps({"hang": {"message": "hung: rank 1 never joined collective #16", "group": {
+        "process_group": "0", "seq": 16, "op": "gloo:all_reduce", "never_joined": [1], "waiting": [0]}}}))
     other = tmp / "results/other"
     (other / "tables").mkdir(parents=True)
     shutil.copy(BENCH / "report-h100x4-2026-11-26/run-h100x4/run.json", other / "run.json")
@@ -56,7 +60,7 @@ def inputs(tmp_path_factory) -> ReportInputs:
                         training_summary=tables / "training_summary.csv", memory_summary=tables / "memory_summary.csv",
                         predict_validation=tables / "predict/prediction_validation.csv",
                         stragglers_csv=tables / "comm_stragglers.csv", pairs_csv=tables / "comm_pairs.csv",
-                        traces_csv=tables / "trace_overlap.csv", placements=[placement],
+                        traces_csv=tables / "trace_overlap.csv", placements=[placement, hung],
                         run_started=datetime(2026, 11, 26, 12, tzinfo=timezone.utc), results_dir=tmp / "results",
                         run_label="lab", health=health_dir)
 

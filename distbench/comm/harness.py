@@ -146,6 +146,7 @@ class Harness(RankContext):
         self.args = args
         args.world_size, args.nodes = self.world_size, node_count()
         self.slow_ms = test_slow_ms(self.rank)
+        self.hang_at, self.measured = test_hang_point(self.rank), 0
         self.dtype = getattr(self.torch, args.dtype)
         self.elem_bytes = self.torch.empty((), dtype=self.dtype).element_size()
 
@@ -198,6 +199,10 @@ class Harness(RankContext):
             self._release()
             return emit_status(*(err or ("oom", "another rank could not allocate its buffers")))
 
+        if self.measured == self.hang_at:  # test-only: DISTBENCH_TEST_HANG_RANK, this rank skips the collective
+            while True:
+                time.sleep(1)
+        self.measured += 1
         try:
             # Before warm-up one buffer set is enough: the check after timing covers every set.
             before = self._check(ctx, slots[:1], lambda: torch_op.run(ctx, slots[0]))
@@ -369,6 +374,18 @@ def test_slow_ms(rank: int) -> float:
         return 0.0
     slow_rank, ms = spec.split(":")
     return float(ms) if int(slow_rank) == rank else 0.0
+
+
+def test_hang_point(rank: int) -> int | None:
+    """Test-only: DISTBENCH_TEST_HANG_RANK=<rank>:<n> makes that rank skip the first collective of
+    the job's n-th measured point (0-based) and wait in host code instead, as a rank stuck outside
+    the collectives does: the others wait in it until the launcher's time limit, whose hang forensics
+    (distbench.launch.hang) must name that rank and collective."""
+    spec = os.environ.get("DISTBENCH_TEST_HANG_RANK", "")
+    if not spec:
+        return None
+    hang_rank, point = spec.split(":")
+    return int(point) if int(hang_rank) == rank else None
 
 
 def profile_ops(h: Harness, args) -> None:

@@ -57,14 +57,14 @@ def run_comm_job(job, params: dict, out_csv, placement_json, log_path) -> str:
         world_size=job.world_size, env=job_environment(params["job_env"], job.nccl_env),
         timeout_s=params["job_timeout_s"], outputs=[out_csv, ranks_path(out_csv), pairs_path(out_csv)],
         placement_json=Path(placement_json), log_path=Path(log_path),
-        write_failure=lambda message: write_failure_rows(job, params, out_csv, message),
+        write_failure=lambda message, status: write_failure_rows(job, params, out_csv, message, status),
         launch=Launch.from_params(params.get("launch"), job.world_size))
     return run_job_with_traces(torchrun_job, params, lambda tdir: short_pass_args(
         job, params, tdir / "nsys_pass.csv", tdir / "nsys_placement.json"))
 
 
-def write_failure_rows(job, params, out_csv: Path, message: str) -> None:
-    """Keep finished rows; mark the measurement in progress failed and the rest not_run."""
+def write_failure_rows(job, params, out_csv: Path, message: str, status: str = "failed") -> None:
+    """Keep finished rows; mark the measurement in progress `status` (failed, or hung) and the rest not_run."""
     import torch
 
     from distbench.comm.spec import SPECS, element_count
@@ -94,14 +94,15 @@ def write_failure_rows(job, params, out_csv: Path, message: str) -> None:
         base = base_row(fields, point, count, size)
         return [{**base, "trial": t} for t in range(trials)]
 
-    rows = done + unreached_rows((point_rows(p) for p in points[n_done:]), message)
-    pair_rows = _pair_failure_rows(job, params, out_csv, fields, elem, bool(n_done == len(points)), message)
+    rows = done + unreached_rows((point_rows(p) for p in points[n_done:]), message, status=status)
+    pair_rows = _pair_failure_rows(job, params, out_csv, fields, elem, bool(n_done == len(points)), message, status)
     atomic_write_text(pairs_path(out_csv), csv_text(pair_rows, PAIRS_COLUMN_NAMES))
     atomic_write_text(ranks_path(out_csv), csv_text(rank_rows, COMM_RANK_COLUMN_NAMES))
     atomic_write_text(out_csv, csv_text(rows, COMM_COLUMN_NAMES))
 
 
-def _pair_failure_rows(job, params, out_csv: Path, fields, elem: int, sweep_done: bool, message: str) -> list[dict]:
+def _pair_failure_rows(job, params, out_csv: Path, fields, elem: int, sweep_done: bool, message: str,
+                       status: str = "failed") -> list[dict]:
     """The pair matrix's rows when the job ended early: the finished ones, then `failed` for the
     pair in progress (only when the sweep before it had finished) and `not_run` for the rest."""
     from distbench.comm.pairs import pair_row, plan_pairs
@@ -115,4 +116,4 @@ def _pair_failure_rows(job, params, out_csv: Path, fields, elem: int, sweep_done
     rows = done[: n_done * trials]
     fields.pairs_iters = params["pairs_iters"]
     return rows + unreached_rows(([{**pair_row(fields, [], p, elem), "trial": t} for t in range(trials)]
-                                  for p in pairs[n_done:]), message, in_progress=sweep_done)
+                                  for p in pairs[n_done:]), message, in_progress=sweep_done, status=status)

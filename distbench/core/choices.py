@@ -23,10 +23,12 @@ DEVICE_TIMINGS = ("events", "graph")
 # How one trial's per-rank times become the row's `time_us` (nccl-tests' -a: 0 rank 0, 1 avg, 2 min, 3 max).
 RANK_AGGS = ("max", "avg", "min", "rank0")
 # skipped: not applicable by design (e.g. send_recv at 1 rank); not_run: not reached because the
-# job ended early (its point in progress is `failed`, with the reason).
-STATUSES = ("ok", "oom", "skipped", "not_run", "failed", "wrong")
+# job ended early (its point in progress is `failed`, with the reason); hung: the point in progress
+# when the job outlived its time limit and its ranks' Flight Recorder dumps named the rank(s) that
+# never joined a collective (distbench.launch.hang).
+STATUSES = ("ok", "oom", "skipped", "not_run", "failed", "hung", "wrong")
 # Worst first: a point's (or a job's) status is the worst over its rows.
-STATUS_SEVERITY = {s: i for i, s in enumerate(("wrong", "failed", "oom", "not_run", "skipped", "ok"))}
+STATUS_SEVERITY = {s: i for i, s in enumerate(("wrong", "hung", "failed", "oom", "not_run", "skipped", "ok"))}
 
 # The training family.
 COMM_HOOKS = ("none", "bf16_compress", "fp16_compress")

@@ -20,7 +20,7 @@ class Column:
 
 
 # The outcome columns every family's CSV ends with.
-STATUS_COLUMN = Column("status", "string", "ok, oom, skipped (not applicable, by design), not_run (not reached: the job ended early), failed or wrong")
+STATUS_COLUMN = Column("status", "string", "ok, oom, skipped (not applicable, by design), not_run (not reached: the job ended early), failed, hung (a rank never joined a collective) or wrong")
 MESSAGE_COLUMN = Column("message", "string", "why the status is not ok (empty when ok)")
 
 

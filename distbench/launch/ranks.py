@@ -150,6 +150,10 @@ class RankContext:
             kw = {"device_id": self.device} if backend == "nccl" else {}
             dist.init_process_group(backend, timeout=dt.timedelta(seconds=op_timeout_s), **kw)
         mark("pg_ready")
+        # Flight Recorder dumps on the launcher's request, before it kills a job past its time limit
+        from distbench.launch import fr_watch
+
+        fr_watch.start(torch, self.rank, backend)
         # Bookkeeping (placement, agreement, per-rank times) runs on a separate Gloo group, as
         # nccl-tests uses MPI for it: it must not depend on the NCCL settings under test (with
         # NCCL_ALGO=Tree, NCCL has no algorithm for all_gather) nor add traffic to the timed comm.

@@ -27,6 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
+from distbench.launch import hang
 from distbench.launch.cluster import Launch, agent_commands, agent_environment
 from distbench.launch.failure import host_unfit_reason
 from distbench.core.io import atomic_write_json, partial_path
@@ -44,7 +45,8 @@ class TorchrunJob:
     outputs: list[Path]  # files the job must leave behind; the first one's presence means it completed
     placement_json: Path
     log_path: Path
-    write_failure: Callable[[str], None] = field(repr=False)  # the family's failure rows, given the reason
+    # the family's failure rows, given the reason and the status of the point in progress (failed, hung)
+    write_failure: Callable[[str, str], None] = field(repr=False)
     launch: Launch | None = None  # nodes and launcher (distbench.launch.cluster); None: one node, every rank here
     wrapper: tuple[str, ...] = ()  # put before a one-node job's torchrun (nsys profile ...: distbench.launch.profiling)
 
@@ -113,6 +115,8 @@ def job_environment(job_env: dict, nccl_env: dict, base: dict | None = None) -> 
     env = dict(os.environ if base is None else base)
     env.update({k: str(v) for k, v in job_env.items()})
     env.update({k: str(v) for k, v in nccl_env.items()})
+    # torch's Flight Recorder in every job (distbench.launch.hang): what a hung job's ranks last did
+    env.update(hang.recorder_environment(env))
     # Snakemake sets OMP_NUM_THREADS to the rule's threads and torchrun passes it on; collectives
     # need none, and one thread per rank keeps Gloo ranks from fighting over the cores.
     env["OMP_NUM_THREADS"] = "1"
@@ -162,6 +166,7 @@ class HostCannotRun(JobNotKept):
 
 INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 SIGNAL_GRACE_S = 5  # SIGTERM to the job's process group, then SIGKILL after this long
+DUMP_WAIT_S = 10  # a job past its time limit: how long its ranks get to write their Flight Recorder dumps
 POLL_S = 0.1  # how often the launcher looks at its job and at its own parent
 
 
@@ -185,6 +190,14 @@ def run_torchrun_job(job: TorchrunJob) -> str:
         path.parent.mkdir(parents=True, exist_ok=True)
         for stale in (path, partial_path(path)):
             stale.unlink(missing_ok=True)
+    hang.hang_path(job.outputs[0]).unlink(missing_ok=True)
+    # Every rank dumps its Flight Recorder buffer here when the job outlives its limit (distbench.launch.hang)
+    fr_dir = hang.dump_dir(job.outputs[0]) if hang.flight_recorder_on(job.env) else None
+    fr_env = {}
+    if fr_dir is not None:
+        hang.reset_dump_dir(fr_dir)
+        fr_env = {hang.DUMP_DIR_ENV: str(fr_dir.resolve()),
+                  "TORCH_FR_DUMP_TEMP_FILE": str(fr_dir.resolve() / hang.DUMP_PREFIX)}  # NCCL's own dumps
     cmds = torchrun_commands(job)
     direct = one_node_launch(job) == "direct"
     t0 = time.monotonic()
@@ -204,7 +217,7 @@ def run_torchrun_job(job: TorchrunJob) -> str:
     scratch = tempfile.mkdtemp(prefix="distbench-job-")
     # Every rank writes its phase marks here (distbench.launch.timeline): the job's fixed cost by piece.
     timeline_dir = os.path.join(scratch, "timeline")
-    env = agent_environment(cmds, {**job.env, "TMPDIR": scratch, TIMELINE_ENV: timeline_dir})
+    env = agent_environment(cmds, {**job.env, **fr_env, "TMPDIR": scratch, TIMELINE_ENV: timeline_dir})
     launch_t = time.time()
     timeline = None
     try:
@@ -243,6 +256,8 @@ def run_torchrun_job(job: TorchrunJob) -> str:
                         _kill_group(p, SIGNAL_GRACE_S)
                     rc = next((p.returncode for p in procs if p.returncode), procs[0].returncode)
                 elif rc is None and time.monotonic() - t0 > job.timeout_s:
+                    if fr_dir is not None:  # first every rank's dump and stack, while the job still hangs
+                        hang.collect(fr_dir, job.world_size, _rank_pids(procs, direct), DUMP_WAIT_S)
                     for p in procs:
                         _kill_group(p, 10)
                     rc, reason = -1, f"job killed after {job.timeout_s} s (job time limit): a rank hung or was lost"
@@ -265,6 +280,8 @@ def run_torchrun_job(job: TorchrunJob) -> str:
         if timeline is not None:
             log.write(f"# distbench: {timeline.text()}\n")
         log.write(f"# distbench: exit {rc} after {wall_s:.1f} s{'; ' + interrupted if interrupted else ''}\n")
+    if fr_dir is not None and (interrupted or reason is None or host_unfit_reason(log_text)):
+        shutil.rmtree(fr_dir, ignore_errors=True)  # nothing hung: no dump to keep
     if interrupted:
         for path in job.outputs:
             for leftover in (path, partial_path(path)):
@@ -283,14 +300,52 @@ def run_torchrun_job(job: TorchrunJob) -> str:
                 leftover.unlink(missing_ok=True)
         raise HostCannotRun(f"{unfit}; nothing of this job is kept, and a run on a host that can run it "
                             "starts it again", 1)
-    message = f"{reason}: {_last_error(log_text)}"
-    job.write_failure(message)
+    message, status = f"{reason}: {_last_error(log_text)}", "failed"
+    if fr_dir is not None and (timed_out or hang.dumps_written(fr_dir)):  # dumps: ours, or NCCL's watchdog's
+        message, status = _hang_outcome(job, fr_dir, reason, message, timed_out)
+    elif timed_out:
+        message = f"{message} ({hang.no_dump_reason(fr_dir, job.env)})"
+    if fr_dir is not None and status != "hung":
+        shutil.rmtree(fr_dir, ignore_errors=True)
+    job.write_failure(message, status)
     for path in job.outputs:
         partial_path(path).unlink(missing_ok=True)
     if not Path(job.placement_json).exists():  # torchrun never got a rank as far as the placement check
         atomic_write_json(job.placement_json, {"ranks": [], "error": message})
     record_provenance(job.placement_json, started, wall_s, message, cmds, timeline)
+    if status == "hung":  # the report's section on hung jobs reads it from the placement file
+        data = json.loads(Path(job.placement_json).read_text())
+        analysis = json.loads(hang.hang_path(job.outputs[0]).read_text())
+        atomic_write_json(job.placement_json, {**data, "hang": hang.summary(analysis, hang.hang_path(job.outputs[0]))})
     return message
+
+
+def _hang_outcome(job: TorchrunJob, fr_dir: Path, reason: str, message: str, timed_out: bool) -> tuple[str, str]:
+    """('hung: rank 1 never joined collective #7 ...', 'hung') when the ranks' Flight Recorder dumps
+    name the collective where they parted, with the analysis written beside the job's first output
+    (distbench.launch.hang.hang_path); else the failure as it was, saying why there is no such name."""
+    analysis = hang.analyse(fr_dir, job.world_size)
+    analysis["py_spy"] = hang.py_spy()
+    found = hang.hang_message(analysis)
+    if found is None:
+        return (f"{message} ({hang.no_dump_reason(fr_dir, job.env)})" if timed_out else message), "failed"
+    why = f"the job was killed after {job.timeout_s} s (job time limit)" if timed_out else reason
+    analysis["message"] = f"hung: {found}; {why}"
+    atomic_write_json(hang.hang_path(job.outputs[0]), analysis)
+    return analysis["message"][:600], "hung"
+
+
+def _rank_pids(procs: list[subprocess.Popen], direct: bool) -> dict[int, int]:
+    """{rank: pid} of this host's ranks: process i is rank i when started directly; under a torchrun
+    agent, the agent's children, by the RANK in their environment."""
+    if direct:
+        return {i: p.pid for i, p in enumerate(procs)}
+    ranks = {}
+    for p in procs:
+        for child in hang.child_pids(p.pid):
+            if (r := hang.environ_rank(child)) is not None:
+                ranks[r] = child
+    return ranks
 
 
 def record_provenance(placement_json, started: datetime, wall_s: float, outcome: str,
@@ -372,7 +427,7 @@ def finish_trace_dir(job: TorchrunJob, mode: str, trace_dir: Path, status: str, 
         scratch = trace_dir / "nsys_pass.csv"
         pass_job = replace(job, args=short_args, wrapper=tuple(prefix), outputs=[scratch],
                            placement_json=trace_dir / "nsys_placement.json", log_path=trace_dir / "nsys.log",
-                           write_failure=lambda message: None)
+                           write_failure=lambda message, status: None)
         outcome = run_torchrun_job(pass_job)
         scratch.unlink(missing_ok=True)  # a short pass's rows: never results
         note = ("a short extra run of the job under nsys profile (job.nsys-rep; its log: nsys.log)" if outcome == "ok"

@@ -35,12 +35,12 @@ def run_memory_job(job, params: dict, out_csv, placement_json, log_path, snapsho
         module="distbench.memory", args=memory_args(job, params, out_csv, placement_json, snapshot),
         world_size=job.world_size, env=job_environment(params["job_env"], {}),
         timeout_s=params["job_timeout_s"], outputs=[out_csv], placement_json=Path(placement_json),
-        log_path=Path(log_path), write_failure=lambda message: write_failure_rows(job, params, out_csv, message),
+        log_path=Path(log_path), write_failure=lambda message, status: write_failure_rows(job, params, out_csv, message, status),
         launch=Launch.from_params(params.get("launch"), job.world_size)))
 
 
-def write_failure_rows(job, params: dict, out_csv: Path, message: str) -> None:
-    """Keep the rows written before the job ended; the batch sizes not reached get `failed` (the
+def write_failure_rows(job, params: dict, out_csv: Path, message: str, status: str = "failed") -> None:
+    """Keep the rows written before the job ended; the batch sizes not reached get `failed` or `hung` (the
     first) and `not_run` rows."""
     done = read_partial_rows(partial_path(out_csv), MEMORY_COLUMN_NAMES)
     measured = {int(r["batch_size"]) for r in done if r.get("phase") == "measure" and str(r.get("batch_size") or "").isdigit()}
@@ -51,9 +51,9 @@ def write_failure_rows(job, params: dict, out_csv: Path, message: str) -> None:
         "optimizer": params["optimizer"], "phase": "measure",
     }
     missing = [b for b in params["batch_sizes"] if b not in measured]
-    rows = done + unreached_rows(([{**base, "batch_size": b}] for b in missing), message)
+    rows = done + unreached_rows(([{**base, "batch_size": b}] for b in missing), message, status=status)
     if not missing:
-        rows.append({**base, "phase": "search", "status": "failed", "message": message})
+        rows.append({**base, "phase": "search", "status": status, "message": message})
     atomic_write_text(out_csv, csv_text(rows, MEMORY_COLUMN_NAMES))
 
 

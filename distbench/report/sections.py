@@ -13,9 +13,11 @@ from distbench.memory.analysis.section import MEMORY
 from distbench.predict.section import PREDICTION
 from distbench.probes.health_section import HEALTH_SECTION
 from distbench.report.appendix import APPENDIX, EXTRAS, TOPOLOGY
+from distbench.report.hangs import HANGS
 from distbench.report.overview import FINDINGS, OTHER_FIGURES, PLAN, REGRESSIONS, SEVERAL_RUNS, VERDICT
 from distbench.traces.section import TRACES
 from distbench.training.analysis.section import TRAINING
 
-SECTIONS = (VERDICT, REGRESSIONS, FINDINGS, PLAN, HEALTH_SECTION, COMMUNICATION, SEVERAL_RUNS, TRAINING, MEMORY, PREDICTION, TRACES,
+SECTIONS = (VERDICT, REGRESSIONS, FINDINGS, PLAN, HEALTH_SECTION, HANGS, COMMUNICATION, SEVERAL_RUNS, TRAINING, MEMORY,
+            PREDICTION, TRACES,
             PROBLEMS, OTHER_FIGURES, TOPOLOGY, EXTRAS, APPENDIX)

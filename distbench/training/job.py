@@ -55,14 +55,14 @@ def run_training_job(job, params: dict, out_csv, placement_json, log_path) -> st
         module="distbench.training", args=training_args(job, params, out_csv, placement_json),
         world_size=job.world_size, env=job_environment(params["job_env"], job.nccl_env),
         timeout_s=params["job_timeout_s"], outputs=[out_csv], placement_json=Path(placement_json),
-        log_path=Path(log_path), write_failure=lambda message: write_failure_rows(job, params, out_csv, message),
+        log_path=Path(log_path), write_failure=lambda message, status: write_failure_rows(job, params, out_csv, message, status),
         launch=Launch.from_params(params.get("launch"), job.world_size))
     return run_job_with_traces(torchrun_job, params, lambda tdir: short_pass_args(
         job, params, tdir / "nsys_pass.csv", tdir / "nsys_placement.json"))
 
 
-def write_failure_rows(job, params: dict, out_csv: Path, message: str) -> None:
-    """Keep the rows of finished phases; one `failed` row for the phase in progress, one `not_run`
+def write_failure_rows(job, params: dict, out_csv: Path, message: str, status: str = "failed") -> None:
+    """Keep the rows of finished phases; one `failed` (or `hung`) row for the phase in progress, one `not_run`
     row for each phase not reached."""
     done = read_partial_rows(partial_path(out_csv), TRAINING_COLUMN_NAMES)
     phases_done = list(dict.fromkeys(r["phase"] for r in done))
@@ -88,7 +88,8 @@ def write_failure_rows(job, params: dict, out_csv: Path, message: str) -> None:
         "nccl_env": "+".join(f"{k}={v}" for k, v in sorted(job.nccl_env.items())) or "default",
         "config": job.config_label, "step": 0,
     }
-    rows += unreached_rows(([{**base, "phase": phase}] for phase in TRAINING_PHASES if phase not in finished), message)
+    rows += unreached_rows(([{**base, "phase": phase}] for phase in TRAINING_PHASES if phase not in finished), message,
+                           status=status)
     atomic_write_text(out_csv, csv_text(rows, TRAINING_COLUMN_NAMES))
 
 

@@ -27,6 +27,7 @@ STATUS_PHRASES = {
     "skipped": "were skipped",
     "not_run": "were not reached (their job ended early)",
     "failed": "failed",
+    "hung": "hung (a rank never joined a collective; the report's Hung jobs names it)",
     "wrong": "returned WRONG results",
 }
 

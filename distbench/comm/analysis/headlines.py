@@ -38,7 +38,7 @@ def comm_headlines(summary: pd.DataFrame, gpu_name: str | None = None, peak: dic
         p = primary_rows(b)
         p = p[p["busbw_gbps_median"].notna()] if len(p) else p
         if p.empty:
-            failed = b[b["status"].isin(["failed", "wrong", "oom"])]
+            failed = b[b["status"].isin(["failed", "hung", "wrong", "oom"])]
             out.append(Headline("communication", f"{backend_name(backend)}: no collective measured ok",
                                 "failing" if len(failed) else "measured",
                                 f"{len(failed)} measurement(s) failed" if len(failed) else "nothing ran"))

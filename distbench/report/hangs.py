@@ -1,0 +1,73 @@
+"""The report's section on hung jobs: per job killed at its time limit whose ranks' Flight Recorder
+dumps named where they parted (status `hung`, distbench.launch.hang), the collective (process group,
+sequence number, op, sizes, where it was called), the rank(s) that never joined it, those that waited
+in it, and the stuck ranks' Python stacks. Read from each job's placement file (the launcher adds
+`hang` there); each hung job is also a failing headline of the Verdict, naming the rank.
+Fragments: templates/sections/hangs.*.j2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from distbench.core.section import Headline, ReportInputs, Section, table
+
+TEMPLATES = Path(__file__).parent / "templates" / "sections"
+
+
+def _ranks(ranks) -> str:
+    return ", ".join(map(str, ranks or [])) or "—"
+
+
+def hung_jobs(placements) -> list[dict]:
+    """[{job, family, hang}] for every job whose placement file records a hang."""
+    out = []
+    for path in map(Path, placements or []):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if data.get("hang"):
+            # .../results/<label>/<family>/...: the job is what follows the label
+            at = len(path.parts) - 1 - path.parts[::-1].index("results") if "results" in path.parts else None
+            parts = path.parts[at + 2:-1] if at is not None else (path.parent.name,)
+            out.append({"job": "/".join(parts), "hang": data["hang"]})
+    return out
+
+
+def build(inputs: ReportInputs) -> dict | None:
+    jobs = hung_jobs(inputs.placements)
+    if not jobs:
+        return None
+    rows, details = [], []
+    for j in jobs:
+        h, g = j["hang"], j["hang"].get("group") or {}
+        rows.append([j["job"], _ranks(g.get("never_joined")), _ranks(g.get("waiting")),
+                     f"{g.get('process_group')} ({g.get('name') or 'unnamed'})", g.get("seq"), g.get("op"),
+                     f"{g.get('input_sizes')} {', '.join(g.get('dtypes') or [])}", h.get("analysis")])
+        stacks = [{"rank": r, "python": s.get("python") or "(no stack written)", "py_spy": s.get("py_spy")}
+                  for r, s in (h.get("stacks") or {}).items()]
+        details.append({"job": j["job"], "message": h.get("message") or "", "called_from": g.get("called_from") or [],
+                        "stacks": stacks, "note": h.get("stack_note") or ""})
+    headers = ["job", "never joined (rank)", "waited in it (rank)", "process group", "seq", "collective",
+               "sizes", "analysis"]
+    return {"table": table(headers, rows), "jobs": details,
+            "note": ("Each job here outlived its time limit (job_timeout_s). Before killing it the launcher had every rank "
+                     "write its Flight Recorder buffer (torch's record of its last collectives, Gloo's and NCCL's) and its "
+                     "Python stacks; the first collective not every rank completed is where they parted: `seq` is its "
+                     "sequence number in its process group, the ranks that never entered it are the stuck ones. The job's "
+                     "finished points are kept; the point in progress is `hung` and the rest `not_run`.")}
+
+
+def headlines(inputs: ReportInputs) -> list[Headline]:
+    out = []
+    for j in hung_jobs(inputs.placements):
+        g = j["hang"].get("group") or {}
+        who = g.get("never_joined") or g.get("waiting") or []
+        out.append(Headline("hung job", f"{j['job']}: hung at rank {_ranks(who)} in {g.get('op')} "
+                                                   f"#{g.get('seq')}", "failing",
+                            j["hang"].get("message") or "the job hung"))
+    return out
+
+
+HANGS = Section("hangs", "Hung jobs", TEMPLATES, build, headlines=headlines)
