@@ -13,6 +13,7 @@ rule report:
         unpack(predict_report_inputs),
         unpack(pairs_report_inputs),
         unpack(trace_report_inputs),
+        unpack(nodes_report_inputs),
         summary=results("tables/comm_diagnosed.csv"),
         largest=results("tables/comm_largest.csv"),
         stragglers=results("tables/comm_stragglers.csv"),
