@@ -1,12 +1,15 @@
 """Node-pair rounds, read back (torch-free): per pair, per node, and which node or link is slow.
 
-- pair_table: one row per (pair, op, size): the pair's time is its slowest rank's median (both
-  directions of send/recv kept apart in nodes.csv, the slower one here), its bandwidth the lowest.
+- per_op: one row per (pair, op, direction, size): the pair's time is its slowest rank's median, its
+  bandwidth the lowest (send/recv a->b and b->a, and the all_reduce: three figures per size).
 - References: per (op, size), each node's median over its pairs, then the median over the nodes (the
   cluster median). Taking each node's median first keeps a slow node out of the reference: with
   4 nodes one slow node is in half the pairs, but it moves only its own node median.
-- A pair is slow when at the smallest size its time is above nodes.slow_latency x the reference
-  (any op) or at the largest size its bandwidth is below nodes.slow_bandwidth x the reference.
+- A pair's latency ratio is the median over its three figures at the smallest size of time /
+  reference, its bandwidth ratio the median at the largest of bandwidth / reference: the median, so
+  one op disturbed by the host (a rank descheduled for milliseconds) does not make a pair slow; a
+  link slow in one direction only is then missed (nodes.csv keeps each direction). A pair is slow
+  when its latency ratio is above nodes.slow_latency or its bandwidth ratio below nodes.slow_bandwidth.
 - Per node: latency score = median over its pairs of the pair's time / reference (1 = the cluster),
   bandwidth score = median of bandwidth / reference; the share of its partners it is slow with.
 - Slow node against slow link: a node slow with at least nodes.slow_share of its partners is a
@@ -44,8 +47,8 @@ def _ok(raw: pd.DataFrame) -> pd.DataFrame:
 
 
 def per_op(raw: pd.DataFrame) -> pd.DataFrame:
-    """(pair, op, size): the slowest rank and direction's median time, the lowest bandwidth."""
-    return (_ok(raw).groupby([*PAIR_KEYS, "round", "op", "size_bytes"], as_index=False)
+    """(pair, op, direction, size): the slowest rank's median time, the lowest bandwidth."""
+    return (_ok(raw).groupby([*PAIR_KEYS, "round", "op", "direction", "size_bytes"], as_index=False)
             .agg(time_us=("time_us", "max"), busbw_gbps=("busbw_gbps", "min")))
 
 
@@ -70,10 +73,10 @@ def pair_table(raw: pd.DataFrame, limits: dict) -> pd.DataFrame:
         ops["bw"] = ops["busbw_gbps"] / ops["ref_busbw_gbps"]
         for (a, b, rnd), g in ops.groupby([*PAIR_KEYS, "round"]):
             s, lg = g[g["size_bytes"] == small], g[g["size_bytes"] == large]
-            lat, bw = s["lat"].max(), lg["bw"].min()
+            lat, bw = s["lat"].median(), lg["bw"].median()
             slow = bool(lat > limits["slow_latency"] or bw < limits["slow_bandwidth"])
-            rows.append({"round": rnd, "node_a": a, "node_b": b, "time_us_small": s["time_us"].max(),
-                         "busbw_gbps_large": lg["busbw_gbps"].min(), "latency_ratio": lat, "bandwidth_ratio": bw,
+            rows.append({"round": rnd, "node_a": a, "node_b": b, "time_us_small": s["time_us"].median(),
+                         "busbw_gbps_large": lg["busbw_gbps"].median(), "latency_ratio": lat, "bandwidth_ratio": bw,
                          "slow": slow, "cause": "", "status": "ok", "message": ""})
     for _, f in failed.iterrows():
         if not any(r["node_a"] == f["node_a"] and r["node_b"] == f["node_b"] for r in rows):
