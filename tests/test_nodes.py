@@ -153,3 +153,25 @@ def test_the_verdict_names_the_slow_node_or_link_on_four_simulated_nodes(workflo
     else:
         assert set(st.values()) == {"ok"}
         assert [h["verdict"] for h in headlines] == ["healthy"]
+
+
+def test_the_plan_places_real_and_simulated_nodes():
+    from distbench.nodes.plan import nodes_plan, round_launch, round_params
+    from distbench.pipeline.config import check_config
+
+    off = check_config({})
+    assert nodes_plan(off, 2).backend is None  # off by default
+    # two single-GPU "nodes" on a 2-GPU host, through the local launcher
+    two = check_config({"nodes": {"enabled": True, "simulate": 2}})
+    plan = nodes_plan(two, 2)
+    assert (plan.backend, plan.nodes, plan.ranks_per_node, len(plan.rounds)) == ("nccl", 2, 1, 1)
+    assert round_launch(two, plan)["launcher"] == "local"
+    assert round_params(two, plan, plan.rounds[0])["pairs"] == "0-1"
+    assert "need at least 3 GPUs" in nodes_plan(check_config({"nodes": {"enabled": True, "simulate": 3}}), 2).why
+    # real nodes: cluster.nodes, all GPUs of a node, the configured launcher; random mode's rounds
+    real = check_config({"cluster": {"nodes": 9, "launcher": "srun"},
+                         "nodes": {"enabled": True, "mode": "random", "random_pairings": 2}})
+    plan = nodes_plan(real, 8)
+    assert (plan.nodes, plan.ranks_per_node, len(plan.rounds)) == (9, 8, 2)
+    assert round_launch(real, plan)["launcher"] == "srun"
+    assert "at least 2 nodes" in nodes_plan(check_config({"nodes": {"enabled": True}}), 0).why
