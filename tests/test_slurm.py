@@ -112,7 +112,7 @@ NODES_TINY = {
 
 def test_node_pair_rounds_run_as_slurm_jobs_on_both_nodes(cluster, workflow_dir):
     (workflow_dir / "nodes.yaml").write_text(yaml.safe_dump(NODES_TINY))
-    run = _run(workflow_dir, "--profile", "profiles/slurm", "--configfile", "nodes.yaml", "nodes", env=cluster)
+    run = _run(workflow_dir, "nodes", "--profile", "profiles/slurm", "--configfile", "nodes.yaml", env=cluster)
     assert run.returncode == 0, run.stderr[-4000:]
     assert "distbench: node rounds: 2 nodes (cluster.nodes)" in run.stderr
 
