@@ -341,6 +341,7 @@ def report_from_cache(wildcards=None):
         *comm_csvs(),
         *training_csvs(),
         *memory_csvs(),
+        *nodes_csvs(),
     ]
     missing = [p for p in needed if not os.path.exists(p)]
     if missing:

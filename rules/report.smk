@@ -15,6 +15,7 @@ rule report:
         unpack(trace_report_inputs),
         # the hardware health check's readings, unless health.enabled is false
         unpack(health_report_inputs),
+        unpack(nodes_report_inputs),
         summary=results("tables/comm_diagnosed.csv"),
         largest=results("tables/comm_largest.csv"),
         stragglers=results("tables/comm_stragglers.csv"),

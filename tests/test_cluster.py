@@ -124,13 +124,18 @@ def test_every_cluster_job_rule_declares_the_resources_the_plan_gives():
     plan = make_plan(cfg)
     assert set(job_resources(cfg, plan, "comm", plan["comm_jobs"][0])) == set(SLURM_RESOURCES)
     assert set(probe_resources(cfg, plan)) == set(SLURM_RESOURCES)
+    from distbench.nodes.plan import nodes_plan, round_resources
+
+    nodes_cfg = check_config({"backends": ["gloo"], "cluster": {"nodes": 2}, "nodes": {"enabled": True}})
+    assert set(round_resources(nodes_cfg, nodes_plan(nodes_cfg, 0))) == set(SLURM_RESOURCES)
     rules = {}
     for smk in (REPO / "rules").glob("*.smk"):
         for name, body in re.findall(r"^rule (\w+):\n((?:    .*\n|\n)*)", smk.read_text(), re.M):
             block = re.search(r"    resources:\n((?:        .*\n)*)", body)
             if block:
                 rules[name] = [k for k in re.findall(r"^        (\w+)=", block.group(1), re.M)]
-    assert set(rules) == {"comm_job", "training_job", "memory_job", "probe_env", "probe_topology", "probe_nccl"}
+    assert set(rules) == {"comm_job", "training_job", "memory_job", "nodes_round", "probe_env", "probe_topology",
+                          "probe_nccl"}
     for name, keys in rules.items():
         assert keys == list(SLURM_RESOURCES), name
 

@@ -36,6 +36,13 @@ def inputs(tmp_path_factory) -> ReportInputs:
                 BENCH / "traces-h100x4-2026-11-26/trace_overlap.csv"):
         shutil.copy(src, tables / src.name)
     shutil.copytree(BENCH / "comm-predict-h200x4-2026-11-26/predict", tables / "predict")
+    # node-pair rounds: 4 nodes, node2 slow (synthetic rounds, tests/test_nodes.py)
+    from distbench.nodes.analysis.summary import summarize
+    from tests.test_nodes import synthetic
+
+    node_table, pair_table = summarize(synthetic(4, slow_node=2))
+    node_table.to_csv(tables / "nodes_scores.csv", index=False)
+    pair_table.to_csv(tables / "nodes_pairs.csv", index=False)
     placement = tmp / "results/lab/comm/nccl/ws2/placement.json"
     placement.parent.mkdir(parents=True)
     placement.write_text(json.dumps({"provenance": {"commit": "abc", "host": "h", "started": "2026-11-26T10:00:00+00:00",
@@ -60,7 +67,8 @@ def inputs(tmp_path_factory) -> ReportInputs:
                         training_summary=tables / "training_summary.csv", memory_summary=tables / "memory_summary.csv",
                         predict_validation=tables / "predict/prediction_validation.csv",
                         stragglers_csv=tables / "comm_stragglers.csv", pairs_csv=tables / "comm_pairs.csv",
-                        traces_csv=tables / "trace_overlap.csv", placements=[placement, hung],
+                        traces_csv=tables / "trace_overlap.csv", nodes_scores=tables / "nodes_scores.csv",
+                        placements=[placement, hung],
                         run_started=datetime(2026, 11, 26, 12, tzinfo=timezone.utc), results_dir=tmp / "results",
                         run_label="lab", health=health_dir)
 
@@ -71,6 +79,9 @@ def test_every_registered_section_renders_its_heading_in_order(inputs, tmp_path)
     md, html = out_md.read_text(), out_html.read_text()
     ctx = build_context(inputs, out_md)
     assert ctx["sections"] == [s.name for s in SECTIONS]  # every section has something to show here
+    # the bad node is the Verdict's first line, before any family's failing headline (issue 27)
+    assert ctx["gathered"]["headlines"][0]["headline"].startswith("node node2 is slow")
+    assert "node2" in md[md.index("## Node-pair rounds"):]
     # the probes' results (extras) are one heading per probe, named by the probe
     shown = [s for s in SECTIONS if s.name != "extras"]
     md_at = [md.index(f"\n## {s.title}\n") for s in shown]

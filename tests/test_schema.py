@@ -21,10 +21,11 @@ def _row(**kw):
 def test_docs_show_the_contracts_as_written_in_code():
     from distbench.comm.contract import COMM, COMM_RANKS, PAIRS
     from distbench.memory.contract import MEMORY
+    from distbench.nodes.contract import NODES
     from distbench.training.contract import TRAINING
 
     docs = (REPO / "docs/csv-schema.md").read_text()
-    for contract in (COMM, COMM_RANKS, PAIRS, TRAINING, MEMORY):
+    for contract in (COMM, COMM_RANKS, PAIRS, TRAINING, MEMORY, NODES):
         assert markdown_table(contract.columns) in docs, contract.name
 
 

@@ -98,3 +98,36 @@ def test_the_pipeline_runs_on_slurm_across_two_nodes_like_a_local_run(cluster, t
     here = snakemake(local, "--configfile", "tiny.yaml")
     assert here.returncode == 0, here.stderr[-3000:]
     assert _structure(local) == _structure(workflow_dir)
+
+
+NODES_TINY = {
+    "backends": ["gloo"],
+    "world_sizes": [2],
+    "cluster": {"nodes": 2, "ranks_per_node": 1, "runtime_margin_min": 2, "mem_mb": 4000},
+    "training": {"enabled": False},
+    "memory": {"enabled": False},
+    "nodes": {"enabled": True, "sizes": ["8", "64KiB"], "warmup": 1, "iters": 5, "job_timeout_s": 180},
+}
+
+
+def test_node_pair_rounds_run_as_slurm_jobs_on_both_nodes(cluster, workflow_dir):
+    (workflow_dir / "nodes.yaml").write_text(yaml.safe_dump(NODES_TINY))
+    run = _run(workflow_dir, "nodes", "--profile", "profiles/slurm", "--configfile", "nodes.yaml", env=cluster)
+    assert run.returncode == 0, run.stderr[-4000:]
+    assert "distbench: node rounds: 2 nodes (cluster.nodes)" in run.stderr
+
+    # 2 nodes: one round, one SLURM job over node1 and node2 (one torchrun agent each, started by srun)
+    queue = subprocess.run(["squeue", "--states=all", "--noheader", "--format=%i|%T|%D|%N|%k"], env=cluster,
+                           capture_output=True, text=True, timeout=30, check=True).stdout.splitlines()
+    rounds = [line.split("|") for line in queue if "rule_nodes_round" in line]
+    assert len(rounds) == 1 and rounds[0][1:4] == ["COMPLETED", "2", "node[1-2]"], queue
+    assert not [line for line in queue if "aggregate_nodes" in line or "plot_nodes" in line]  # local rules
+    log = next((workflow_dir / f"{RUN}/logs/nodes/gloo/n2/all_pairs").glob("round0.log")).read_text()
+    assert "srun --nodes=2 --ntasks=2 --ntasks-per-node=1" in log
+
+    # the nodes are named as SLURM names them (both slurmd run on this machine: one host name)
+    raw = pd.read_csv(workflow_dir / f"{RUN}/tables/nodes.csv")
+    assert (raw["status"] == "ok").all() and set(raw["node"]) == {"node1", "node2"}
+    assert set(zip(raw["node_a"], raw["node_b"])) == {("node1", "node2")}
+    scores = pd.read_csv(workflow_dir / f"{RUN}/tables/nodes_scores.csv")
+    assert sorted(scores["node"]) == ["node1", "node2"]

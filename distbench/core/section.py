@@ -56,6 +56,7 @@ class ReportInputs:
     pairs_csv: Path | str | None = None
     traces_csv: Path | str | None = None
     health: Path | str | None = None  # the health check's directory: health_before/after/diff.csv
+    nodes_scores: Path | str | None = None  # node-pair rounds: tables/nodes_scores.csv (nodes_pairs.csv beside it)
     placements: Sequence[Path] | None = None
     run_started: Any = None  # datetime of the Snakemake run rendering the report
     results_dir: Path | str | None = None  # results/, holding this run and any copied from other hosts

@@ -12,7 +12,8 @@ with logged(sm.log[0]):
     tables = {}
     figures = sorted(Path(sm.input.figures).glob("*.png"))
     for table, figure_dir in (("training_summary", "training_figures"), ("memory_summary", "memory_figures"),
-                              ("pairs_table", "pairs_figures"), ("predict_validation", "predict_figures")):
+                              ("pairs_table", "pairs_figures"), ("predict_validation", "predict_figures"),
+                              ("nodes_scores", "nodes_figures")):
         tables[table] = sm.input.get(table)
         if tables[table]:
             figures += sorted(Path(sm.input[figure_dir]).glob("*.png"))
@@ -21,8 +22,8 @@ with logged(sm.log[0]):
         config=dict(sm.params.config), plan=sm.params.plan, extra=json.loads(Path(sm.input.advice).read_text()),
         training_summary=tables["training_summary"], memory_summary=tables["memory_summary"],
         predict_validation=tables["predict_validation"], stragglers_csv=sm.input.stragglers,
-        pairs_csv=tables["pairs_table"], traces_csv=sm.input.get("traces"), placements=list(sm.input.placements),
-        health=Path(sm.input.health).parent if sm.input.get("health") else None,
+        pairs_csv=tables["pairs_table"], nodes_scores=tables["nodes_scores"], traces_csv=sm.input.get("traces"),
+        placements=list(sm.input.placements), health=Path(sm.input.health).parent if sm.input.get("health") else None,
         run_started=snakemake_run_started(), results_dir=Path(sm.input.run).parent.parent,
         run_label=sm.params.run_label, full_tables=list(sm.input.full_tables))
     render_report(inputs, sm.output.md, sm.output.html, figures_dir=sm.output.figures, tables_dir=sm.output.tables)

@@ -1,0 +1,45 @@
+"""The nodes family's torchrun job (one round): its arguments and its failure rows, for
+distbench.launch.torchrun."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from distbench.core.io import atomic_write_text, csv_text
+from distbench.launch.cluster import Launch
+from distbench.launch.torchrun import TorchrunJob, job_environment, run_torchrun_job
+from distbench.nodes.contract import NODES_COLUMN_NAMES
+from distbench.nodes.schedule import parse_pairs
+
+
+def round_args(backend: str, params: dict, out_csv, placement_json) -> list[str]:
+    return ["--backend", backend, "--round", str(params["round"]), "--nodes", str(params["nodes"]),
+            "--pairs", params["pairs"], "--simulated", "true" if params["simulated"] else "false",
+            "--sizes", ",".join(str(s) for s in params["sizes"]), "--warmup", str(params["warmup"]),
+            "--iters", str(params["iters"]), "--op-timeout-s", str(params["op_timeout_s"]),
+            "--out", str(out_csv), "--placement-out", str(placement_json)]
+
+
+def run_round(backend: str, params: dict, out_csv, placement_json, log_path) -> str:
+    """Run one round; return 'ok' or the failure reason. out_csv and placement_json exist afterwards."""
+    out_csv = Path(out_csv)
+    launch = Launch.from_params(params["launch"], params["launch"]["nodes"] * params["launch"]["ranks_per_node"])
+    return run_torchrun_job(TorchrunJob(
+        module="distbench.nodes", args=round_args(backend, params, out_csv, placement_json),
+        world_size=launch.nodes * launch.ranks_per_node, env=job_environment(params["job_env"], {}),
+        timeout_s=params["job_timeout_s"], outputs=[out_csv], placement_json=Path(placement_json),
+        log_path=Path(log_path), write_failure=lambda message: write_failure_rows(backend, params, out_csv, message),
+        launch=launch))
+
+
+def write_failure_rows(backend: str, params: dict, out_csv: Path, message: str) -> None:
+    """A round is one world: when it fails, every pair of it failed (one row per pair, op and size)."""
+    rows = []
+    for a, b in parse_pairs(params["pairs"]):
+        for size in params["sizes"]:
+            for op, direction in (("send_recv", "a_to_b"), ("send_recv", "b_to_a"), ("all_reduce", "both")):
+                rows.append({"round": params["round"], "nodes": params["nodes"], "backend": backend,
+                             "node_a": f"node{a}", "node_b": f"node{b}", "node_a_index": a, "node_b_index": b,
+                             "op": op, "direction": direction, "size_bytes": size, "status": "failed",
+                             "message": message})
+    atomic_write_text(out_csv, csv_text(rows, NODES_COLUMN_NAMES))

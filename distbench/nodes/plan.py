@@ -1,0 +1,94 @@
+"""The nodes family's rounds and their params (torch-free: the Snakefile plans without torch).
+
+Nodes are cluster.nodes (hosts through cluster.launcher: srun, ssh, local), or nodes.simulate nodes
+on this host (one torchrun agent each through the local launcher; Gloo on CPU, or gpus / simulate
+GPUs each under NCCL). Each round of the schedule (distbench.nodes.schedule) is one job: one
+torchrun world over all nodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from distbench.core.sizes import parse_size
+from distbench.launch.cluster import Layout, slurm_resources
+from distbench.nodes.schedule import Round, coverage, schedule
+
+
+@dataclass(frozen=True)
+class NodesPlan:
+    backend: str | None  # None: the family does not run (why says why)
+    nodes: int = 0
+    ranks_per_node: int = 0
+    simulated: bool = False
+    mode: str = "all_pairs"
+    rounds: tuple[Round, ...] = ()
+    why: str = ""
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.ranks_per_node
+
+    def wildcards(self, r: Round) -> dict:
+        return {"backend": self.backend, "nodes": self.nodes, "mode": self.mode, "round": r.index}
+
+    def describe(self) -> str:
+        where = "simulated on this host" if self.simulated else "cluster.nodes"
+        cov = coverage(self.nodes, list(self.rounds))
+        return (f"{self.nodes} nodes ({where}) x {self.ranks_per_node} rank(s), {self.backend}, {self.mode}: "
+                f"{len(self.rounds)} rounds, {cov.pairs_measured} of {cov.pairs_total} pairs")
+
+
+def nodes_plan(config: dict, gpus: int) -> NodesPlan:
+    cfg = config["nodes"]
+    if not cfg["enabled"]:
+        return NodesPlan(None, why="nodes.enabled is false")
+    simulated = cfg["simulate"] > 0
+    n = cfg["simulate"] if simulated else config["cluster"]["nodes"]
+    if n < 2:
+        return NodesPlan(None, why="node-pair rounds need at least 2 nodes: set cluster.nodes, or nodes.simulate "
+                                   "for nodes on this host")
+    if "nccl" in config["backends"] and gpus > 0:
+        backend = "nccl"
+        per_node = gpus // n if simulated else gpus
+        if per_node < 1:
+            return NodesPlan(None, why=f"{n} simulated NCCL nodes need at least {n} GPUs (gpus={gpus})")
+    elif "gloo" in config["backends"]:
+        backend, per_node = "gloo", 1
+    else:
+        return NodesPlan(None, why=f"backend nccl needs a GPU and gloo is not in backends (gpus={gpus})")
+    if cfg["ranks_per_node"] != "auto":
+        if backend == "nccl" and int(cfg["ranks_per_node"]) > per_node:
+            return NodesPlan(None, why=f"nodes.ranks_per_node {cfg['ranks_per_node']} is above the {per_node} GPU(s) of a node")
+        per_node = int(cfg["ranks_per_node"])
+    rounds = schedule(n, cfg["mode"], cfg["random_pairings"], cfg["seed"])
+    return NodesPlan(backend, n, per_node, simulated, cfg["mode"], tuple(rounds))
+
+
+def sizes_of(config: dict) -> list[int]:
+    return sorted({parse_size(s) for s in config["nodes"]["sizes"]})
+
+
+def round_params(config: dict, plan: NodesPlan, r: Round) -> dict:
+    """The values that shape one round's measurements (a change reruns the round)."""
+    cfg = config["nodes"]
+    return {"round": r.index, "pairs": r.text(), "bye": r.bye, "nodes": plan.nodes, "simulated": plan.simulated,
+            "sizes": sizes_of(config), "warmup": cfg["warmup"], "iters": cfg["iters"],
+            "op_timeout_s": cfg["op_timeout_s"], "job_timeout_s": cfg["job_timeout_s"],
+            "job_env": {k: str(v) for k, v in config["job_env"].items()}}
+
+
+def round_launch(config: dict, plan: NodesPlan) -> dict:
+    """distbench.launch.cluster.Launch's params: one agent per node; simulated nodes through the local
+    launcher (every agent on this host over loopback)."""
+    cl = config["cluster"]
+    return {"nodes": plan.nodes, "ranks_per_node": plan.ranks_per_node,
+            "launcher": "local" if plan.simulated else cl["launcher"], "hosts": list(cl["hosts"]),
+            "rdzv_port": cl["rdzv_port"]}
+
+
+def round_resources(config: dict, plan: NodesPlan) -> dict:
+    """A round's resources for a cluster executor: every node, exclusively (simulated: one node)."""
+    layout = Layout(1, plan.world_size) if plan.simulated else Layout(plan.nodes, plan.ranks_per_node)
+    res = slurm_resources(layout, plan.backend, config["nodes"]["job_timeout_s"], config["cluster"])
+    return {"tasks": layout.nodes, "tasks_per_gpu": 0, "gres": "", **res}
