@@ -269,7 +269,7 @@ def run_job(me: Entry, results_dir, family: Family, alone) -> str:
     job = TorchrunJob(module=family.module, args=["--batch", str(launch_dir / "batch.json")], world_size=world_size,
                       env=family.env(me), timeout_s=sum(c.timeout_s for c in configs),
                       outputs=[staged_dir(results_dir, me) / DONE], placement_json=launch_dir / "placement.json",
-                      log_path=launch_dir / "launch.log", write_failure=lambda message: None,
+                      log_path=launch_dir / "launch.log", write_failure=lambda message, status: None,
                       launch=Launch.from_params(me.params.get("launch"), world_size))
     started_at = datetime.now(timezone.utc)
     try:

@@ -28,18 +28,18 @@ def run_round(backend: str, params: dict, out_csv, placement_json, log_path) -> 
         module="distbench.nodes", args=round_args(backend, params, out_csv, placement_json),
         world_size=launch.nodes * launch.ranks_per_node, env=job_environment(params["job_env"], {}),
         timeout_s=params["job_timeout_s"], outputs=[out_csv], placement_json=Path(placement_json),
-        log_path=Path(log_path), write_failure=lambda message: write_failure_rows(backend, params, out_csv, message),
+        log_path=Path(log_path), write_failure=lambda message, status: write_failure_rows(backend, params, out_csv, message, status),
         launch=launch))
 
 
-def write_failure_rows(backend: str, params: dict, out_csv: Path, message: str) -> None:
-    """A round is one world: when it fails, every pair of it failed (one row per pair, op and size)."""
+def write_failure_rows(backend: str, params: dict, out_csv: Path, message: str, status: str = "failed") -> None:
+    """A round is one world: when it fails (or hangs), every pair of it did (one row per pair, op and size)."""
     rows = []
     for a, b in parse_pairs(params["pairs"]):
         for size in params["sizes"]:
             for op, direction in (("send_recv", "a_to_b"), ("send_recv", "b_to_a"), ("all_reduce", "both")):
                 rows.append({"round": params["round"], "nodes": params["nodes"], "backend": backend,
                              "node_a": f"node{a}", "node_b": f"node{b}", "node_a_index": a, "node_b_index": b,
-                             "op": op, "direction": direction, "size_bytes": size, "status": "failed",
+                             "op": op, "direction": direction, "size_bytes": size, "status": status,
                              "message": message})
     atomic_write_text(out_csv, csv_text(rows, NODES_COLUMN_NAMES))
