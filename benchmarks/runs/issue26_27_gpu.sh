@@ -10,16 +10,16 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
 source benchmarks/runs/device_setup.sh
 rm -rf results report .snakemake
-ROUNDS=${ROUNDS:-2} LIMIT_S=${FR_LIMIT_S:-130} OUT=$OUT bash benchmarks/runs/flight_recorder_cost.sh > /dev/null 2>&1
+ROUNDS=${ROUNDS:-2} LIMIT_S=${FR_LIMIT_S:-110} OUT=$OUT bash benchmarks/runs/flight_recorder_cost.sh > /dev/null 2>&1
 tar czf /tmp/fr_cost.tgz -C "$OUT" fr_cost 2>/dev/null && rm -rf "$OUT/fr_cost" && mv /tmp/fr_cost.tgz "$OUT/"
 H=$OUT/hang.txt
-DISTBENCH_TEST_HANG_RANK=1:1 DISTBENCH_RUN_LABEL=hang timeout 90 python3 -m snakemake --cores 1 --configfile benchmarks/runs/configs/nccl_hang.yaml > "$OUT/hang.log" 2>&1
+DISTBENCH_TEST_HANG_RANK=1:1 DISTBENCH_RUN_LABEL=hang timeout 100 python3 -m snakemake --cores 1 --configfile benchmarks/runs/configs/nccl_hang.yaml > "$OUT/hang.log" 2>&1
 echo "snakemake rc $?" >> "$H"
 J=results/hang/comm/nccl/float32/ws2/default
 { cat "$J/comm.csv" | cut -c1-400; echo; cat "$J/comm.hang.json"; echo; grep -A12 -i "hung" report/report.md | head -40; } >> "$H" 2>&1
 ps -eo pid,cmd | grep "distbench\.\(comm\|training\|memory\)" | grep -v grep >> "$H" || echo "no job process left" >> "$H"
 N=$OUT/nodes.txt
-{ /usr/bin/time -f "nodes: %e s wall (rc %x)" timeout 120 env DISTBENCH_RUN_LABEL=nodes python3 -m snakemake --cores 1 nodes --config 'nodes={enabled: true, simulate: 2}' > "$OUT/nodes.log" 2>&1; } 2>> "$N"
+{ /usr/bin/time -f "nodes: %e s wall (rc %x)" timeout 90 env DISTBENCH_RUN_LABEL=nodes python3 -m snakemake --cores 1 nodes --config 'nodes={enabled: true, simulate: 2}' > "$OUT/nodes.log" 2>&1; } 2>> "$N"
 for t in nodes_pairs nodes_scores; do echo "== $t"; cat results/nodes/tables/$t.csv; done >> "$N" 2>&1
 python3 - >> "$N" 2>&1 <<'PY'
 import pandas as pd
