@@ -90,6 +90,12 @@ def test_every_job_has_the_flight_recorder_unless_switched_off():
     off = job_environment({}, {}, base={hang.FLIGHT_RECORDER_ENV: "0"})
     assert "TORCH_FR_BUFFER_SIZE" not in off
     assert job_environment({}, {}, base={"TORCH_FR_BUFFER_SIZE": "64"})["TORCH_FR_BUFFER_SIZE"] == "64"
+    # the comm family's default is off (5-20 us of host time per eager collective, measured on 2x H200);
+    # the launcher's DISTBENCH_FLIGHT_RECORDER=1 turns it on there too
+    comm = job_environment({}, {}, base={}, flight_recorder=False)
+    assert comm[hang.FLIGHT_RECORDER_ENV] == "0" and "TORCH_FR_BUFFER_SIZE" not in comm
+    forced = job_environment({}, {}, base={hang.FLIGHT_RECORDER_ENV: "1"}, flight_recorder=False)
+    assert forced["TORCH_FR_BUFFER_SIZE"] == str(hang.BUFFER_ENTRIES)
 
 
 def test_the_report_names_the_hung_rank_and_fails_the_verdict(tmp_path):
@@ -123,7 +129,9 @@ def test_a_rank_that_skips_a_collective_is_named_in_the_csv_and_the_report(workf
 
     (workflow_dir / "hang.yaml").write_text(yaml.safe_dump(HANG))
     run = [sys.executable, "-m", "snakemake", "--cores", "1", "--configfile", "hang.yaml"]
-    env = {"DISTBENCH_TEST_HANG_RANK": "1:1"}  # rank 1 skips the all_reduce of the 1 KiB point
+    # rank 1 skips the all_reduce of the 1 KiB point; the comm family's recorder is off by default
+    # (its per-call host cost), on here as a user hunting a hang would set it
+    env = {"DISTBENCH_TEST_HANG_RANK": "1:1", "DISTBENCH_FLIGHT_RECORDER": "1"}
     out = subprocess.run(run, cwd=workflow_dir, capture_output=True, text=True, timeout=600,
                          env={**__import__("os").environ, **env})
     assert out.returncode == 0, out.stderr[-3000:]

@@ -54,7 +54,7 @@ def run_comm_job(job, params: dict, out_csv, placement_json, log_path) -> str:
     out_csv = Path(out_csv)
     torchrun_job = TorchrunJob(
         module="distbench.comm", args=comm_args(job, params, out_csv, placement_json),
-        world_size=job.world_size, env=job_environment(params["job_env"], job.nccl_env),
+        world_size=job.world_size, env=job_environment(params["job_env"], job.nccl_env, flight_recorder=False),  # its per-call cost
         timeout_s=params["job_timeout_s"], outputs=[out_csv, ranks_path(out_csv), pairs_path(out_csv)],
         placement_json=Path(placement_json), log_path=Path(log_path),
         write_failure=lambda message, status: write_failure_rows(job, params, out_csv, message, status),

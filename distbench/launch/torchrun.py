@@ -111,11 +111,15 @@ def direct_rank_envs(world_size: int) -> list[dict]:
             for r in range(world_size)]
 
 
-def job_environment(job_env: dict, nccl_env: dict, base: dict | None = None) -> dict:
+def job_environment(job_env: dict, nccl_env: dict, base: dict | None = None, flight_recorder: bool = True) -> dict:
+    """The job's whole environment. flight_recorder: torch's Flight Recorder on by default
+    (distbench.launch.hang: what a hung job's ranks last did); the comm family turns it off, as it
+    adds 5-20 us of host time to each eager collective (benchmarks/results/issue26-27-h200x2-2026-11-27).
+    DISTBENCH_FLIGHT_RECORDER=0/1 in the launcher's environment decides for every job."""
     env = dict(os.environ if base is None else base)
     env.update({k: str(v) for k, v in job_env.items()})
     env.update({k: str(v) for k, v in nccl_env.items()})
-    # torch's Flight Recorder in every job (distbench.launch.hang): what a hung job's ranks last did
+    env.setdefault(hang.FLIGHT_RECORDER_ENV, "1" if flight_recorder else "0")
     env.update(hang.recorder_environment(env))
     # Snakemake sets OMP_NUM_THREADS to the rule's threads and torchrun passes it on; collectives
     # need none, and one thread per rank keeps Gloo ranks from fighting over the cores.

@@ -41,8 +41,11 @@ def _heatmap(pairs: pd.DataFrame, value: str, title: str, cmap: str, center: flo
         return None
     side = max(3.5, 0.35 * len(m) + 2)
     fig, ax = plt.subplots(figsize=(side + 1, side))
-    sns.heatmap(m, ax=ax, cmap=cmap, center=center, annot=len(m) <= 16, fmt=".2g", square=True,
-                linewidths=0.5, cbar_kws={"label": "x the cluster median"})
+    # A fixed span around the median: a healthy pair (ratio 1) keeps the middle colour even when
+    # every pair is healthy (seaborn would otherwise stretch equal values to an end of the map).
+    span = max(0.5, float(np.nanmax(np.abs(m.to_numpy(dtype=float) - center))))
+    sns.heatmap(m, ax=ax, cmap=cmap, center=center, vmin=center - span, vmax=center + span, annot=len(m) <= 16,
+                fmt=".2g", square=True, linewidths=0.5, cbar_kws={"label": "x the cluster median"})
     ax.set_title(title)
     ax.set_xlabel("node")
     ax.set_ylabel("node")
