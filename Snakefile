@@ -32,6 +32,7 @@ include: "rules/common.smk"
 # training and memory jobs to run are listed for their shared launches (distbench.launch.batch).
 onstart:
     stop_if_unfit()
+    stop_report_rerunning_benchmarks()
     plan_batch_launches()
 
 

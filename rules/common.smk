@@ -25,6 +25,7 @@ from distbench.pipeline.plan import (
 )
 from distbench.training.plan import training_params
 from distbench.launch.batch import plan_shared_launches
+from distbench.pipeline.report_only import report_only, rerun_message
 
 try:
     # Readable errors (every bad key, with the allowed values), then snakemake.utils.validate
@@ -62,6 +63,22 @@ if (
         + "\nA dry run shows the plan; a run stops before its first job.",
         file=sys.stderr,
     )
+
+
+def invocation_targets():
+    """The targets of this Snakemake invocation (known once the DAG is built)."""
+    return set(workflow.dag_settings.targets or ()) if workflow.dag_settings else set()
+
+
+def stop_report_rerunning_benchmarks():
+    """Before the first job (onstart): `report` alone never starts a benchmark job, also not one
+    whose cached result Snakemake finds out of date (distbench.pipeline.report_only)."""
+    if not report_only(invocation_targets()):
+        return
+    jobs = [(j.rule.name, str(workflow.dag.reason(j))) for j in workflow.dag.needrun_jobs()]
+    message = rerun_message(jobs)
+    if message:
+        raise WorkflowError(message)
 
 
 def stop_if_unfit():
@@ -323,18 +340,12 @@ def quick_training_inputs(wildcards=None):
 
 
 # `snakemake report` alone draws the report from cached results and never starts a benchmark.
-REPORT_TARGETS = {"report", "report/report.md", "report/report.html"}
-
-
 def report_from_cache(wildcards=None):
     """An input function of `report` (the targets are known once the DAG is built); with
     `report` the only target, stop before any job when a benchmark job or probe has no cached
     result, and say what to run first. Other targets (the default `all`, a family) run them.
     """
-    targets = (
-        set(workflow.dag_settings.targets or ()) if workflow.dag_settings else set()
-    )
-    if not targets or not targets <= REPORT_TARGETS:
+    if not report_only(invocation_targets()):
         return {}
     needed = [
         *(results(f"probe/{p}.json") for p in ("env", "topology", "nccl")),
@@ -365,7 +376,12 @@ def health_gate(wildcards=None):
 
 
 def health_report_inputs(wildcards=None):
-    """The readings' differences (health_before/after.csv beside it), unless health.enabled is false."""
+    """The readings' differences (health_before/after.csv beside it), unless health.enabled is false
+    or `report` alone runs without them cached (it takes no readings: the report says none was taken)."""
     if not config["health"]["enabled"]:
+        return {}
+    if report_only(invocation_targets()) and not os.path.exists(
+        results("health/health_diff.csv")
+    ):
         return {}
     return {"health": results("health/health_diff.csv")}

@@ -130,3 +130,30 @@ def test_a_job_this_host_cannot_run_fails_the_run_and_is_retried(workflow_dir):
         assert run.returncode != 0 and "Nothing to be done" not in out
         assert "this host cannot run this job: backend nccl needs CUDA" in out
         assert not (workflow_dir / job).exists() and not (workflow_dir / job).with_name("placement.json").exists()
+
+
+REPORTED = {"backends": ["gloo"], "world_sizes": [2], "comm": {
+                "ops": ["all_reduce"], "sizes": [64], "gloo": {"max_bytes": 64, "warmup": 0, "iters": 1, "trials": 1}},
+            "training": {"enabled": False}, "memory": {"enabled": False}, "predict": {"enabled": False},
+            "health": {"enabled": False}}
+
+
+@pytest.mark.e2e
+def test_report_alone_never_reruns_a_benchmark_whose_cached_result_is_out_of_date(workflow_dir):
+    (workflow_dir / "r.yaml").write_text(yaml.safe_dump(REPORTED))
+    first = snakemake(workflow_dir, "--configfile", "r.yaml")
+    assert first.returncode == 0, first.stderr[-3000:]
+    csv = workflow_dir / f"{RUN}/comm/gloo/float32/ws2/default/comm.csv"
+    before = csv.stat().st_mtime_ns
+    # a config edit that changes the comm job's params: the default target would rerun it, `report` must not
+    edited = {**REPORTED, "comm": {**REPORTED["comm"], "gloo": {**REPORTED["comm"]["gloo"], "iters": 2}}}
+    (workflow_dir / "r.yaml").write_text(yaml.safe_dump(edited))
+    assert "rule comm_job" in snakemake(workflow_dir, "-n", "--configfile", "r.yaml").stdout
+    run = snakemake(workflow_dir, "report", "--configfile", "r.yaml")
+    out = run.stdout + run.stderr
+    assert run.returncode != 0 and "would run 1 benchmark job(s) again: comm_job" in out, out[-3000:]
+    assert "--rerun-triggers mtime" in out and csv.stat().st_mtime_ns == before
+    # as the message says: the cached result reported as it is, nothing measured
+    cached = snakemake(workflow_dir, "report", "--configfile", "r.yaml", "--rerun-triggers", "mtime")
+    assert cached.returncode == 0, cached.stderr[-3000:]
+    assert "comm_job" not in cached.stderr and csv.stat().st_mtime_ns == before

@@ -1,0 +1,33 @@
+"""`snakemake --cores 1 report` rebuilds the report from cached results and never starts a
+benchmark (issue 28). Missing results stop it while the DAG is built (rules/common.smk
+report_from_cache); this module stops it before the first job (the Snakefile's onstart) when cached
+results exist but Snakemake would run benchmark jobs again anyway: their params changed (a config
+edit), their code changed, or they were never recorded as complete.
+Torch-free, Snakemake-free: it is handed the jobs of the DAG."""
+
+from __future__ import annotations
+
+# Rules that measure (a GPU or the host under load): never started by `report` alone.
+BENCHMARK_RULES = ("comm_job", "training_job", "memory_job", "nodes_round", "probe_nccl", "health_before",
+                   "health_after")
+REPORT_TARGETS = frozenset({"report", "report/report.md", "report/report.html"})
+
+
+def report_only(targets) -> bool:
+    """The invocation asks for the report and nothing else."""
+    targets = set(targets or ())
+    return bool(targets) and targets <= REPORT_TARGETS
+
+
+def rerun_message(jobs: list[tuple[str, str]]) -> str | None:
+    """jobs: (rule, what Snakemake says about why it runs) of the benchmark jobs about to run;
+    the message that stops `report`, or None when there is none."""
+    jobs = [(rule, why) for rule, why in jobs if rule in BENCHMARK_RULES]
+    if not jobs:
+        return None
+    shown = "; ".join(f"{rule} ({why[:120]})" for rule, why in jobs[:3])
+    more = f" and {len(jobs) - 3} more" if len(jobs) > 3 else ""
+    return (f"distbench: `snakemake report` rebuilds the report from cached results and starts no benchmark, but "
+            f"Snakemake would run {len(jobs)} benchmark job(s) again: {shown}{more}. To measure them again: "
+            "`snakemake --cores 1` (the report included). To report the cached results as they are: "
+            "`snakemake --cores 1 report --rerun-triggers mtime`.")
