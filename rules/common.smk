@@ -75,7 +75,9 @@ def stop_report_rerunning_benchmarks():
     whose cached result Snakemake finds out of date (distbench.pipeline.report_only)."""
     if not report_only(invocation_targets()):
         return
-    jobs = [(j.rule.name, str(workflow.dag.reason(j))) for j in workflow.dag.needrun_jobs()]
+    jobs = [
+        (j.rule.name, str(workflow.dag.reason(j))) for j in workflow.dag.needrun_jobs()
+    ]
     message = rerun_message(jobs)
     if message:
         raise WorkflowError(message)
@@ -90,7 +92,8 @@ def stop_if_unfit():
 
 def plan_batch_launches():
     """Before the first job (onstart): this invocation's training and memory jobs, for their shared
-    launches (distbench.launch.batch); none under a cluster executor or with batch_launch false."""
+    launches (distbench.launch.batch); none under a cluster executor or with batch_launch false.
+    """
     plan_shared_launches(
         workflow, results(""), config["batch_launch"] and not workflow.non_local_exec
     )
@@ -377,7 +380,8 @@ def health_gate(wildcards=None):
 
 def health_report_inputs(wildcards=None):
     """The readings' differences (health_before/after.csv beside it), unless health.enabled is false
-    or `report` alone runs without them cached (it takes no readings: the report says none was taken)."""
+    or `report` alone runs without them cached (it takes no readings: the report says none was taken).
+    """
     if not config["health"]["enabled"]:
         return {}
     if report_only(invocation_targets()) and not os.path.exists(
