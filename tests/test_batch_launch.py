@@ -90,7 +90,7 @@ def test_one_launch_per_group_and_a_lost_rank_runs_the_rest_alone(workflow_dir):
     run = workflow_dir / RUN
     lines = _launcher_lines(run)
     launches = {}
-    for d in (run / "batch/launches").iterdir():
+    for d in (run / "logs/batch/launches").iterdir():
         names = [c["name"].removeprefix("training gloo/") for c in json.loads((d / "batch.json").read_text())]
         launches[names[0].split("/")[1]] = names
     assert sorted(launches) == ["1", "2"] and all(len(v) == 3 for v in launches.values())  # one per group
@@ -112,7 +112,7 @@ def test_one_launch_per_group_and_a_lost_rank_runs_the_rest_alone(workflow_dir):
     adopted = next(n for n in launches["1"][1:])
     prov = json.loads((run / "training/gloo" / adopted.replace("/1/", "/ws1/") / "placement.json").read_text())
     assert prov["provenance"]["batch"]["configurations"] == 3 and prov["provenance"]["outcome"] == "ok"
-    assert "lora/2/plain" in " ".join(launches["2"]) and json.loads((run / "batch/failed.json").read_text())
+    assert "lora/2/plain" in " ".join(launches["2"]) and json.loads((run / "logs/batch/failed.json").read_text())
     # a rerun finds everything cached; every staged result was adopted
     again = snakemake(workflow_dir, "training", "--configfile", "t.yaml", "-n")
     assert "training_job" not in again.stdout
@@ -129,4 +129,4 @@ def test_batch_launch_false_launches_every_job_alone(workflow_dir):
     lines = _launcher_lines(run)
     assert sorted(lines) == sorted(WS1)
     assert not any("one launch" in v for v in lines.values())
-    assert not (run / "batch/manifest.json").exists()
+    assert not (run / "logs/batch/manifest.json").exists()

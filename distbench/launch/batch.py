@@ -39,8 +39,11 @@ from pathlib import Path
 
 from distbench.core.io import atomic_write_json
 
-MANIFEST = "batch/manifest.json"  # under results/<label>/
-FAILED = "batch/failed.json"
+# Under results/<label>/logs/: how this run's jobs were launched, not results (a run under a
+# cluster executor, which shares no launch, leaves the same result files).
+LAUNCHES = "logs/batch"
+MANIFEST = f"{LAUNCHES}/manifest.json"
+FAILED = f"{LAUNCHES}/failed.json"
 STAGED = "staged"
 DONE = "done.json"
 BATCH_RULES = ("training_job", "memory_job")  # the families whose jobs share a launch
@@ -255,7 +258,7 @@ def run_job(me: Entry, results_dir, family: Family, alone) -> str:
     group = members(results_dir, me)
     if len(group) == 1:
         return alone()
-    launch_dir = results_dir / "batch" / "launches" / me.digest
+    launch_dir = results_dir / LAUNCHES / "launches" / me.digest
     shutil.rmtree(launch_dir, ignore_errors=True)
     launch_dir.mkdir(parents=True)
     configs = []
