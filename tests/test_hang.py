@@ -156,3 +156,44 @@ def test_a_rank_that_skips_a_collective_is_named_in_the_csv_and_the_report(workf
     # cached as today's failed jobs are: its finished point kept, not rerun
     again = subprocess.run([*run, "-n"], cwd=workflow_dir, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and "comm_job" not in again.stdout + again.stderr, again.stdout[-2000:]
+
+
+def test_a_collective_past_the_group_timeout_has_every_rank_dump_at_once(tmp_path, monkeypatch):
+    """op_timeout_s (300 s) fires long before job_timeout_s (1800 s): the rank whose collective timed
+    out pulls the same trigger the launcher pulls at the job's limit, so the dumps show where the
+    ranks parted, not what happened after; any other error leaves the ranks alone."""
+    from distbench.launch import fr_watch
+
+    monkeypatch.setenv(hang.DUMP_DIR_ENV, str(tmp_path))
+    monkeypatch.setenv(hang.FLIGHT_RECORDER_ENV, "1")
+    assert not fr_watch.dump_on_timeout(RuntimeError("CUDA error: an illegal memory access"), 2, wait_s=0.1)
+    assert not (tmp_path / hang.TRIGGER).exists()
+    gloo = RuntimeError("[gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 5000ms for recv operation")
+    (tmp_path / f"{hang.DUMP_PREFIX}0").write_bytes(b"x")
+    (tmp_path / f"{hang.DUMP_PREFIX}1").write_bytes(b"x")
+    assert fr_watch.dump_on_timeout(gloo, 2, wait_s=5)
+    assert (tmp_path / hang.TRIGGER).exists()
+    monkeypatch.setenv(hang.FLIGHT_RECORDER_ENV, "0")  # recorder off: nothing to ask for
+    (tmp_path / hang.TRIGGER).unlink()
+    assert not fr_watch.dump_on_timeout(gloo, 2, wait_s=0.1) and not (tmp_path / hang.TRIGGER).exists()
+
+
+@pytest.mark.e2e
+def test_a_hang_is_named_when_the_group_times_out_before_the_jobs_limit(workflow_dir):
+    """The defaults put op_timeout_s (300 s) far below job_timeout_s (1800 s): the waiting rank's
+    collective times out first and the job ends on that error. The rank pulls the dump trigger
+    before it fails, so the job is `hung` with the rank named, at the group's timeout."""
+    cfg = {**HANG, "comm": {**HANG["comm"], "job_timeout_s": 120, "op_timeout_s": 10}, "health": {"enabled": False}}
+    (workflow_dir / "hang.yaml").write_text(yaml.safe_dump(cfg))
+    job_dir = workflow_dir / f"{RUN}/comm/gloo/float32/ws2/default"
+    target = str(job_dir.relative_to(workflow_dir) / "comm.csv")
+    run = [sys.executable, "-m", "snakemake", "--cores", "1", target, "--configfile", "hang.yaml"]
+    env = {"DISTBENCH_TEST_HANG_RANK": "1:1", "DISTBENCH_FLIGHT_RECORDER": "1"}
+    t0 = __import__("time").monotonic()
+    out = subprocess.run(run, cwd=workflow_dir, capture_output=True, text=True, timeout=300,
+                         env={**__import__("os").environ, **env})
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert __import__("time").monotonic() - t0 < 110  # well before the job's 120 s limit
+    hung = [ln for ln in (job_dir / "comm.csv").read_text().splitlines() if ",1024,1024," in ln]
+    assert hung and all(",hung," in ln for ln in hung), hung
+    assert re.search(r"rank 1 never joined collective #\d+ \(gloo:all_reduce", hung[0])

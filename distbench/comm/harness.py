@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from distbench.comm.spec import SPECS, element_count, placements
 from distbench.core.choices import DEVICE_TIMINGS, RANK_AGGS
 from distbench.launch.ranks import RankContext, node_count, ranks_text
+from distbench.launch.fr_watch import dump_on_timeout
 from distbench.comm.contract import COMM_RANK_COLUMN_NAMES
 
 DEFAULT_ROTATE_BYTES = 256 * 2**20
@@ -211,6 +212,7 @@ class Harness(RankContext):
         except torch.OutOfMemoryError as e:
             err, before, after, times_us = ("oom", str(e).splitlines()[0]), None, None, None
         except RuntimeError as e:
+            dump_on_timeout(e, self.world_size)  # a collective past op_timeout_s: every rank's dump, now
             err, before, after, times_us = ("failed", str(e).splitlines()[0][:300]), None, None, None
         ok = self.agree(err is None)
         slots = None

@@ -52,11 +52,17 @@ def dump_now(torch, rank: int, directory: Path, backend: str) -> None:
     _write(directory / f"{DUMP_PREFIX}{rank}", data)
 
 
+_started: list[threading.Thread] = []
+
+
 def start(torch, rank: int, backend: str) -> threading.Thread | None:
-    """Watch for the launcher's trigger (a daemon thread), when the launcher gave a dump directory."""
+    """Watch for the launcher's trigger (a daemon thread), when the launcher gave a dump directory;
+    once per process (a shared launch, distbench.launch.batch, builds a rank context per configuration)."""
     directory = os.environ.get(DUMP_DIR_ENV)
     if not directory or not flight_recorder_on(os.environ):
         return None
+    if _started:
+        return _started[0]
     trigger = Path(directory) / TRIGGER
 
     def watch():
@@ -66,4 +72,30 @@ def start(torch, rank: int, backend: str) -> threading.Thread | None:
 
     t = threading.Thread(target=watch, name="distbench-fr-watch", daemon=True)
     t.start()
+    _started.append(t)
     return t
+
+
+# How a collective that outlived the process group's timeout (op_timeout_s) reads: Gloo's "Timed out
+# waiting ... for recv", NCCL's watchdog "Watchdog caught collective operation timeout".
+TIMEOUT_TEXT = ("timed out", "timeout")
+TIMEOUT_DUMP_WAIT_S = 5.0
+
+
+def dump_on_timeout(error: BaseException, world_size: int, wait_s: float = TIMEOUT_DUMP_WAIT_S) -> bool:
+    """A collective on this rank outlived the process group's timeout: a hang seen from the inside,
+    long before the job's own time limit (op_timeout_s 300 s against job_timeout_s 1800 s by
+    default). Have every rank write its dump now (the launcher's trigger), while the ranks are still
+    where they parted, and wait up to wait_s for them; the launcher analyses the dumps when the job
+    ends (distbench.launch.torchrun). True when it asked."""
+    directory = os.environ.get(DUMP_DIR_ENV)
+    if not directory or not flight_recorder_on(os.environ):
+        return False
+    if not any(t in str(error).lower() for t in TIMEOUT_TEXT):
+        return False
+    directory = Path(directory)
+    (directory / TRIGGER).touch()
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline and len(list(directory.glob(f"{DUMP_PREFIX}*"))) < world_size:
+        time.sleep(0.1)
+    return True

@@ -28,9 +28,13 @@ def first_line(e: BaseException, limit: int = 300) -> str:
 
 def failure_status(e: BaseException) -> str:
     """'oom' for an allocation failure (torch.OutOfMemoryError, or a RuntimeError from the CPU
-    allocator or CUDA outside it), else 'failed'."""
+    allocator or CUDA outside it), else 'failed'. A collective that timed out first has every rank
+    write its Flight Recorder dump (distbench.launch.fr_watch.dump_on_timeout)."""
     import torch
 
+    from distbench.launch.fr_watch import dump_on_timeout
+
+    dump_on_timeout(e, int(os.environ.get("WORLD_SIZE", 1)))
     if isinstance(e, torch.OutOfMemoryError):
         return "oom"
     msg = str(e).lower()
