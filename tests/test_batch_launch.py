@@ -130,3 +130,27 @@ def test_batch_launch_false_launches_every_job_alone(workflow_dir):
     assert sorted(lines) == sorted(WS1)
     assert not any("one launch" in v for v in lines.values())
     assert not (run / "logs/batch/manifest.json").exists()
+
+
+def test_a_configuration_past_its_own_time_limit_ends_the_rank(tmp_path):
+    """In a shared launch the launcher's limit is the sum of the members' limits; each rank's fuse
+    ends it once one configuration outlives its own (exit 124), so its job runs it alone in bounded
+    time, and the configuration before it is done."""
+    import subprocess
+    import sys
+    import time
+
+    from distbench.launch.batch import Config, write_batch_file
+
+    batch = tmp_path / "batch.json"
+    write_batch_file(batch, [Config(["0"], str(tmp_path / "a.done"), "a", "quick one", 30),
+                             Config(["60"], str(tmp_path / "b.done"), "b", "stuck one", 1)])
+    code = ("import sys, time\nfrom distbench.launch.ranks import run_configs\n"
+            "def main(argv, keep_groups):\n    time.sleep(float(argv[0]))\n    return 0\n"
+            f"sys.exit(run_configs(main, ['--batch', {str(batch)!r}]))\n")
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env={**__import__("os").environ, "RANK": "0"})
+    assert r.returncode == 124 and time.monotonic() - t0 < 30, r.stderr
+    assert "stuck one: job killed after 1 s" in r.stderr
+    assert json.loads((tmp_path / "a.done").read_text())["digest"] == "a" and not (tmp_path / "b.done").exists()

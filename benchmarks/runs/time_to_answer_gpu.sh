@@ -18,20 +18,6 @@ cp report/quick.md "$OUT/" 2>/dev/null
 grep -h "^distbench: .*planned\|^distbench: to run" "$OUT/full.log" | head -2 >> "$T"
 tail -n 3 "$OUT/full.log" >> "$T"
 python3 -m snakemake -n --cores 1 2>&1 | grep "^distbench:" >> "$T"
-python3 - "$R" > "$OUT/jobs.csv" <<'PY'
-import csv, glob, json, os, sys
-r = sys.argv[1]
-w = csv.writer(sys.stdout)
-w.writerow(["job", "wall_s", "fixed_cost_s", "import_torch_s", "device_and_pg_init_s", "setup_s", "measure_s", "teardown_s"])
-for tsv in sorted(glob.glob(f"{r}/benchmarks/**/*.tsv", recursive=True)):
-    rows = open(tsv).read().splitlines()
-    wall = rows[-1].split("\t")[0] if len(rows) > 1 else ""
-    job = os.path.relpath(tsv, f"{r}/benchmarks")[:-4]
-    fam, rest = job.split("/", 1)
-    tl = {}
-    for p in glob.glob(f"{r}/{fam}/{rest.rsplit('/', 1)[0] if fam == 'comm' else rest}*/placement.json") + glob.glob(f"{r}/{fam}/{rest}/placement.json"):
-        tl = json.load(open(p)).get("provenance", {}).get("timeline", {}) or tl
-    w.writerow([job, wall] + [tl.get(k, "") for k in ("fixed_cost_s", "import_torch_s", "device_and_pg_init_s", "setup_s", "measure_s", "teardown_s")])
-PY
+python3 benchmarks/runs/jobs_table.py "$R" > "$OUT/jobs.csv"
 cat "$T"; column -s, -t "$OUT/jobs.csv" | head -40
 tar czf /tmp/tta.tgz results report .snakemake/log 2>/dev/null; mv /tmp/tta.tgz "$OUT/"

@@ -33,6 +33,7 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -222,27 +223,15 @@ def record_failed(results_dir, entries: list[Entry]) -> None:
     atomic_write_json(Path(results_dir) / FAILED, sorted(_failed(results_dir) | unfinished))
 
 
-def note_adopted(placement_json, done: dict, launched_by: str, members_n: int) -> None:
-    """Say in the job's placement file (its provenance) that it was measured in a shared launch."""
-    path = Path(placement_json)
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        data = {}
-    data.setdefault("provenance", {})["batch"] = {
-        "launched_by": launched_by, "configurations": members_n, "config_wall_s": done.get("wall_s")}
-    atomic_write_json(path, data)
-
-
 @dataclass(frozen=True)
 class Family:
     """What the runner needs from a family: its module, and for one entry the harness's arguments
     (writing to the given outputs), the job's environment and its time limit."""
 
     module: str
-    args: object  # Callable[[Entry, dict], list[str]]
-    env: object  # Callable[[Entry], dict]
-    timeout_s: object  # Callable[[Entry], int]
+    args: Callable[[Entry, dict], list[str]]
+    env: Callable[[Entry], dict]
+    timeout_s: Callable[[Entry], int]
 
 
 def run_job(me: Entry, results_dir, family: Family, alone) -> str:
