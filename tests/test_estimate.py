@@ -17,7 +17,7 @@ HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load
 def _config(gpus: int) -> dict:
     # Everything that sets the job count pinned, so a change of the defaults does not move the counts.
     return check_config({"gpus": gpus, "backends": ["nccl", "gloo"], "world_sizes": [2, 4, 6, 8],
-                         "comm": {"dtypes": ["float32"], "nccl_env": [{}]},
+                         "comm": {"dtypes": ["float32"], "nccl_env": [{}], "gloo": {"world_sizes": [2, 4, 6, 8]}},
                          "training": {"models": ["mlp"]},
                          "memory": {"models": ["mlp"], "world_sizes": [1, 2], "gradient_as_bucket_view": [False, True]}})
 

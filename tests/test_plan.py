@@ -1,4 +1,6 @@
-from distbench.pipeline.config import check_config
+import pytest
+
+from distbench.pipeline.config import ConfigError, check_config
 from distbench.comm.plan import job_params
 from distbench.launch.planning import nccl_env_label
 from distbench.pipeline.plan import make_plan, nccl_probe_params, plan_summary
@@ -19,8 +21,24 @@ def test_declared_gpus_clamp_nccl_world_sizes_and_name_the_dropped():
     assert {j.world_size for j in nccl} == {2}
     assert [j.nccl_env_label for j in nccl] == ["default", "NCCL_ALGO=Ring", "NCCL_ALGO=Tree"]
     assert any(s["what"] == "nccl world sizes [4, 6]" and "gpus=2" in s["why"] for s in plan["skipped"])
-    # Gloo is not clamped: it runs CPU processes
-    assert [j.world_size for j in plan["comm_jobs"] if j.backend == "gloo"] == [2, 4, 6]
+    # On a GPU host Gloo runs beside NCCL at NCCL's world sizes; the others are named, with how to run them
+    assert [j.world_size for j in plan["comm_jobs"] if j.backend == "gloo"] == [2]
+    gloo = [s for s in plan["skipped"] if s["what"] == "gloo world sizes [4, 6]"]
+    assert gloo and "gpus=2" in gloo[0]["why"] and "world_sizes: [2, 4, 6]" in gloo[0]["why"]
+
+
+def test_gloo_world_sizes_follow_nccl_on_a_gpu_host_and_every_size_otherwise():
+    def gloo_sizes(cfg, gpus):
+        plan = make_plan(check_config({"gpus": gpus, **cfg}))
+        return [j.world_size for j in plan["comm_jobs"] if j.backend == "gloo"]
+
+    assert gloo_sizes({}, 0) == [2, 4, 6]  # a CPU host: Gloo is the comm family
+    assert gloo_sizes({}, 4) == [2, 4]
+    assert gloo_sizes({"backends": ["gloo"]}, 2) == [2, 4, 6]  # no NCCL to compare with
+    assert gloo_sizes({"world_sizes": [4, 6]}, 2) == [4, 6]  # NCCL runs no size here
+    assert gloo_sizes({"comm": {"gloo": {"world_sizes": [2, 6]}}}, 2) == [2, 6]  # asked for
+    with pytest.raises(ConfigError, match=r"comm.gloo.world_sizes\[1\]: 8 is not in world_sizes \[2, 4, 6\]"):
+        check_config({"comm": {"gloo": {"world_sizes": [2, 8]}}})
 
 
 def test_env_labels_are_stable_and_path_safe():

@@ -425,6 +425,10 @@ def check_config(config: dict) -> dict:
             problems.append(f"config key cluster.hosts: launcher ssh needs one host per node, got {len(cluster['hosts'])} "
                             f"host(s) for cluster.nodes {cluster['nodes']}")
         problems += _size_problems(config["comm"]["sizes"])
+        gloo_sizes = config["comm"]["gloo"]["world_sizes"]
+        if gloo_sizes != "auto":
+            problems += [f"config key comm.gloo.world_sizes[{i}]: {ws} is not in world_sizes {config['world_sizes']}"
+                         for i, ws in enumerate(gloo_sizes) if ws not in config["world_sizes"]]
         problems += _name_length_problems(config)
         # traffic matrix files are read now, so a missing or ragged one stops the run before any job
         problems += [f"config key comm.traffic: {m}" for m in traffic_problems(config["comm"]["traffic"])]
