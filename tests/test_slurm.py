@@ -92,6 +92,14 @@ def test_the_pipeline_runs_on_slurm_across_two_nodes_like_a_local_run(cluster, t
     log = next((workflow_dir / f"{RUN}/logs/comm/gloo/float32/ws4").glob("*.log")).read_text()
     assert "srun --nodes=2 --ntasks=2 --ntasks-per-node=1" in log and "--rdzv-backend=c10d" in log
 
+    # the health check read both nodes, one srun task each, named as SLURM names them
+    from distbench.probes.health_table import read_health_csv
+
+    health = read_health_csv(workflow_dir / f"{RUN}/health/health_before.csv")
+    assert {"node1", "node2"} <= set(health["host"]), set(health["host"])
+    assert "node_read" not in set(health["item"])  # both answered
+    assert set(health.query("item == 'driver_version_across_nodes'")["host"]) == {"node1,node2"}
+
     # the same config locally: the same files (every agent on this host over loopback)
     local = tmp_path / "local"
     shutil.copytree(workflow_dir, local, ignore=shutil.ignore_patterns(".snakemake", "results", "report"))
