@@ -47,7 +47,7 @@ def test_each_node_is_read_by_its_own_process_and_one_that_hangs_is_named(tmp_pa
     assert by[("node0", NODE, "driver_version")].value == "570.1"
     assert by[("node0", NODE, "gpu_count")].state == OK
     assert by[("node1", NODE, "gpu_count")].state == FAILING and by[("node1", NODE, "gpu_count")].value == "1"
-    assert by[("node0", "1", "pcie_link")].uuid == "GPU-1" and by[("node0", "1", "pcie_link")].pci_bus_id == "0000:1a:00.0"
+    assert by[("node0", "1", "pcie_link")].uuid == "GPU-1" and by[("node0", "1", "pcie_link")].pci_bus_id == "00000000:1a:00.0"
     # node2 did not answer within the limit: a failing row naming it, its items not available
     unread = by[("node2", NODE, NODE_READ)]
     assert unread.state == FAILING and "node2 did not answer within 10 s" in unread.reason

@@ -118,26 +118,6 @@ def node_name() -> str:
     return os.environ.get("DISTBENCH_NODE_NAME") or os.environ.get("SLURMD_NODENAME") or socket.gethostname()
 
 
-def pci_key(bus_id: str | None) -> str:
-    """A PCI bus id as both NVML ("00000000:19:00.0") and the placement file ("0000:19:00.0") write
-    it, reduced to one form: a 4-digit domain, lower case ("" when none)."""
-    if not bus_id:
-        return ""
-    rest = str(bus_id).strip().lower()
-    head, _, tail = rest.partition(":")
-    try:
-        return f"{int(head, 16):04x}:{tail}"
-    except ValueError:
-        return rest
-
-
-def uuid_key(uuid: str | None) -> str:
-    """A GPU UUID as NVML ("GPU-3f0a...") and torch's device properties ("3f0a...") write it: lower
-    case, without the "GPU-" prefix ("" when none)."""
-    text = str(uuid or "").strip().lower()
-    return text[4:] if text.startswith("gpu-") else text
-
-
 def read_health(expected_gpus: int | None = None, load_s: float = 0.0, host: str | None = None) -> list[HealthRow]:
     """Every item of every GPU and of this node (see the module docstring); never raises."""
     host = host or node_name()
@@ -206,7 +186,7 @@ def _identity(nv, h) -> tuple[str, str]:
     """(UUID, PCI bus id) of one GPU, "" for what NVML does not give."""
     pci = _call(nv.nvmlDeviceGetPciInfo, h)
     bus = _text(getattr(pci, "busId", None) or getattr(pci, "busIdLegacy", None)) if pci is not None else None
-    return _text(_call(nv.nvmlDeviceGetUUID, h)) or "", pci_key(bus)
+    return _text(_call(nv.nvmlDeviceGetUUID, h)) or "", (bus or "").lower()
 
 
 # ------------------------------------------------------------------------------------------ per node

@@ -14,7 +14,27 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from distbench.probes.health import NODE, pci_key, uuid_key
+from distbench.probes.health import NODE
+
+
+def pci_key(bus_id: str | None) -> str:
+    """A PCI bus id as both NVML ("00000000:19:00.0") and the placement file ("0000:19:00.0") write
+    it, reduced to one form: a 4-digit domain, lower case ("" when none)."""
+    if not bus_id:
+        return ""
+    rest = str(bus_id).strip().lower()
+    head, _, tail = rest.partition(":")
+    try:
+        return f"{int(head, 16):04x}:{tail}"
+    except ValueError:
+        return rest
+
+
+def uuid_key(uuid: str | None) -> str:
+    """A GPU UUID as NVML ("GPU-3f0a...") and torch's device properties ("3f0a...") write it: lower
+    case, without the "GPU-" prefix ("" when none)."""
+    text = str(uuid or "").strip().lower()
+    return text[4:] if text.startswith("gpu-") else text
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,8 @@ HEALTH = Contract(
      Column("state", "string", "ok, degraded, failing or not available here"),
      Column("reason", "string", "why the state (what NVML did not give, when not available)"),
      Column("uuid", "string", "the GPU's UUID as NVML gives it (empty: a per-node item, or NVML gave none)"),
-     Column("pci_bus_id", "string", "the GPU's PCI bus id, domain:bus:device.function (empty: as uuid)")),
+     Column("pci_bus_id", "string",
+            "the GPU's PCI bus id as NVML gives it, domain:bus:device.function (empty: as uuid)")),
     allowed=(("state", STATES),),
 )
 
