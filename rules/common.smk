@@ -16,6 +16,8 @@ from distbench.pipeline.estimate import BENCHMARKS, estimate, probe_benchmark
 from distbench.pipeline.quick import quick_jobs, quick_summary
 from distbench.pipeline.host_fit import host_fit, other_host_reason
 from distbench.pipeline.plan import (
+    health_launch,
+    health_resources,
     job_launch,
     job_resources,
     make_plan,
@@ -232,6 +234,11 @@ def cluster_resource(family, job_fn, key):
 def probe_resource(key):
     """One resource a probe asks a cluster executor for: a GPU node of its own."""
     return lambda wc: probe_resources(config, PLAN)[key]
+
+
+def health_resource(key):
+    """One resource the health check asks a cluster executor for: every node it reads."""
+    return lambda wc: health_resources(config, PLAN)[key]
 
 
 def training_summary_input(wildcards=None):

@@ -69,7 +69,8 @@ rule probe_nccl:
         "../workflow/scripts/probe_nccl.py"
 
 
-# Hardware health (distbench.probes.health): read before the benchmarks and again after them. The
+# Hardware health (distbench.probes.health): read before the benchmarks and again after them, on
+# every node of the run (distbench.probes.health_node: once per node, through the launcher). The
 # benchmark jobs wait for the first reading only when health.stop_on_failing is on (health_gate, in
 # common.smk); otherwise its priority only starts it first among the jobs ready at the start.
 localrules:
@@ -85,17 +86,18 @@ rule health_before:
     conda:
         "../envs/distbench.yaml"
     resources:
-        nodes=probe_resource("nodes"),
-        tasks=probe_resource("tasks"),
-        tasks_per_gpu=probe_resource("tasks_per_gpu"),
-        gres=probe_resource("gres"),
-        cpus_per_task=probe_resource("cpus_per_task"),
-        runtime=probe_resource("runtime"),
-        mem_mb=probe_resource("mem_mb"),
-        slurm_extra=probe_resource("slurm_extra"),
+        nodes=health_resource("nodes"),
+        tasks=health_resource("tasks"),
+        tasks_per_gpu=health_resource("tasks_per_gpu"),
+        gres=health_resource("gres"),
+        cpus_per_task=health_resource("cpus_per_task"),
+        runtime=health_resource("runtime"),
+        mem_mb=health_resource("mem_mb"),
+        slurm_extra=health_resource("slurm_extra"),
     params:
         phase="before",
         gpus=PLAN["gpus"],
+        nodes=health_launch(config, PLAN),
         load_s=config["health"]["load_s"],
     script:
         "../workflow/scripts/probe_health.py"
@@ -128,17 +130,18 @@ rule health_after:
     conda:
         "../envs/distbench.yaml"
     resources:
-        nodes=probe_resource("nodes"),
-        tasks=probe_resource("tasks"),
-        tasks_per_gpu=probe_resource("tasks_per_gpu"),
-        gres=probe_resource("gres"),
-        cpus_per_task=probe_resource("cpus_per_task"),
-        runtime=probe_resource("runtime"),
-        mem_mb=probe_resource("mem_mb"),
-        slurm_extra=probe_resource("slurm_extra"),
+        nodes=health_resource("nodes"),
+        tasks=health_resource("tasks"),
+        tasks_per_gpu=health_resource("tasks_per_gpu"),
+        gres=health_resource("gres"),
+        cpus_per_task=health_resource("cpus_per_task"),
+        runtime=health_resource("runtime"),
+        mem_mb=health_resource("mem_mb"),
+        slurm_extra=health_resource("slurm_extra"),
     params:
         phase="after",
         gpus=PLAN["gpus"],
+        nodes=health_launch(config, PLAN),
         load_s=config["health"]["load_s"],
     script:
         "../workflow/scripts/probe_health.py"

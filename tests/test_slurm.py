@@ -79,8 +79,11 @@ def test_the_pipeline_runs_on_slurm_across_two_nodes_like_a_local_run(cluster, t
         seen = [j for j in jobs if f"rule_{rule}" in j[4]]
         assert len(seen) == n, (rule, queue)
         assert all(j[1] == "COMPLETED" for j in seen), queue
-    two_nodes = [j for j in jobs if j[2] == "2"]
+    two_nodes = [j for j in jobs if j[2] == "2" and "rule_health" not in j[4]]
     assert len(two_nodes) == 2 and all(j[3] == "node[1-2]" for j in two_nodes), queue
+    # the health check asks for every node it reads
+    health_jobs = [j for j in jobs if "rule_health_before" in j[4] or "rule_health_after" in j[4]]
+    assert len(health_jobs) == 2 and all(j[1:4] == ["COMPLETED", "2", "node[1-2]"] for j in health_jobs), queue
     assert not [j for j in jobs if "aggregate" in j[4] or "report" in j[4]]  # local rules stay local
 
     comm = pd.read_csv(workflow_dir / f"{RUN}/tables/comm.csv")
@@ -91,6 +94,14 @@ def test_the_pipeline_runs_on_slurm_across_two_nodes_like_a_local_run(cluster, t
     assert dict(training.groupby("world_size")["nodes"].max()) == {1: 1, 2: 1, 4: 2}
     log = next((workflow_dir / f"{RUN}/logs/comm/gloo/float32/ws4").glob("*.log")).read_text()
     assert "srun --nodes=2 --ntasks=2 --ntasks-per-node=1" in log and "--rdzv-backend=c10d" in log
+
+    # the health check read both nodes, one srun task each, named as SLURM names them
+    from distbench.probes.health_table import read_health_csv
+
+    health = read_health_csv(workflow_dir / f"{RUN}/health/health_before.csv")
+    assert {"node1", "node2"} <= set(health["host"]), set(health["host"])
+    assert "node_read" not in set(health["item"])  # both answered
+    assert set(health.query("item == 'driver_version_across_nodes'")["host"]) == {"node1,node2"}
 
     # the same config locally: the same files (every agent on this host over loopback)
     local = tmp_path / "local"

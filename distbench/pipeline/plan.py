@@ -16,6 +16,7 @@ from pathlib import Path
 from distbench.comm.plan import comm_jobs, job_params
 from distbench.launch.cluster import Layout, job_layout, launch_params, slurm_resources
 from distbench.memory.plan import memory_jobs
+from distbench.nodes.plan import nodes_plan
 from distbench.training.plan import training_jobs
 
 
@@ -86,6 +87,27 @@ def probe_resources(config: dict, plan: dict) -> dict:
     res = slurm_resources(Layout(1, max(gpus, 1)), "nccl" if gpus else "gloo", config["comm"]["job_timeout_s"],
                           config["cluster"])
     return {"tasks": 1, "tasks_per_gpu": 0, "gres": "", **res}
+
+
+def health_launch(config: dict, plan: dict) -> dict:
+    """The nodes the health check reads (distbench.probes.health_node): as many as the widest benchmark
+    job spans, or the node-pair rounds when they run on cluster nodes; launcher and hosts as theirs."""
+    jobs = plan["comm_jobs"] + plan.get("training_jobs", []) + plan.get("memory_jobs", [])
+    n = max([layout_of(config, plan, j.backend, j.world_size).nodes for j in jobs] or [1])
+    rounds = nodes_plan(config, plan["gpus"])
+    if rounds.backend and not rounds.simulated:
+        n = max(n, rounds.nodes)
+    cl = config["cluster"]
+    return {"nodes": n, "launcher": cl["launcher"], "hosts": list(cl["hosts"])}
+
+
+def health_resources(config: dict, plan: dict) -> dict:
+    """The health check's resources for a cluster executor: a probe's (one node, exclusively, with its
+    GPUs) on each node it reads."""
+    n, gpus = health_launch(config, plan)["nodes"], plan["gpus"]
+    res = slurm_resources(Layout(n, max(gpus, 1)), "nccl" if gpus else "gloo", config["comm"]["job_timeout_s"],
+                          config["cluster"])
+    return {"tasks": n, "tasks_per_gpu": 0, "gres": "", **res}
 
 
 def plan_summary(plan: dict, gpus_source: str | None = None) -> dict:

@@ -61,16 +61,18 @@ def _cmd_env(args) -> dict:
 
 def _cmd_health(args) -> dict:
     """health_before.csv in --out; with --after, health_after.csv and health_diff.csv against it."""
+    from distbench.probes.health import read_health
     from distbench.probes.health_table import check_after, check_before, stop_reason
 
     out = Path(args.out)
     if args.after:
         before = out / "health_before.csv"
         _read(str(before))
-        diff = check_after(before, out / "health_after.csv", out / "health_diff.csv", args.gpus, args.load_s)
+        diff = check_after(before, out / "health_after.csv", out / "health_diff.csv",
+                           read_health(args.gpus, args.load_s))
         moved = [vars(r) for r in diff if r.state in ("degraded", "failing")]
         return {"written": [str(out / "health_after.csv"), str(out / "health_diff.csv")], "moved": moved}
-    rows = check_before(out / "health_before.csv", args.gpus, args.load_s)
+    rows = check_before(out / "health_before.csv", read_health(args.gpus, args.load_s))
     return {"written": [str(out / "health_before.csv")],
             "not_ok": [vars(r) for r in rows if r.state in ("degraded", "failing")],
             "stop": stop_reason(rows, True)}

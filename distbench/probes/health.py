@@ -24,12 +24,13 @@ driver or host is "not available here" with the reason, never a crash. Torch-fre
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from distbench.probes.nvml import _call, _text
 
@@ -98,6 +99,10 @@ class HealthRow:
     expected: str  # the limit or expected value it is held against ("" when none)
     state: str  # one of STATES
     reason: str
+    # the GPU's identity, to find the benchmark jobs whose ranks ran on it (their placement files
+    # carry the same two): NVML's UUID and PCI bus id ("" for a per-node item or when NVML gives none)
+    uuid: str = ""
+    pci_bus_id: str = ""
 
 
 def _na_rows(host: str, reason: str, expected_gpus: int | None) -> list[HealthRow]:
@@ -106,9 +111,16 @@ def _na_rows(host: str, reason: str, expected_gpus: int | None) -> list[HealthRo
     return rows + [HealthRow(host, ALL_GPUS, item, "", "", NOT_AVAILABLE, reason) for item in GPU_ITEMS]
 
 
+def node_name() -> str:
+    """This node's name in the readings: DISTBENCH_NODE_NAME (set per process by the local launcher,
+    whose "nodes" share one host), else SLURMD_NODENAME under SLURM (nodes of a test cluster on one
+    machine share a host name, and SLURM's own names are what a user knows), else the host name."""
+    return os.environ.get("DISTBENCH_NODE_NAME") or os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+
+
 def read_health(expected_gpus: int | None = None, load_s: float = 0.0, host: str | None = None) -> list[HealthRow]:
     """Every item of every GPU and of this node (see the module docstring); never raises."""
-    host = host or socket.gethostname()
+    host = host or node_name()
     try:
         import pynvml  # type: ignore[import-not-found]
     except ImportError:
@@ -165,7 +177,16 @@ def _read(nv, host: str, expected_gpus: int | None, load_s: float) -> list[Healt
         rows += _nvlink_rows(nv, h, host, g)
         rows += _thermal_power_rows(nv, h, host, g, samples[i])
         rows.append(_xid_row(host, g, events, xids.get(i, [])))
+        ident = _identity(nv, h)
+        rows = [replace(r, uuid=ident[0], pci_bus_id=ident[1]) if r.gpu == g else r for r in rows]
     return rows
+
+
+def _identity(nv, h) -> tuple[str, str]:
+    """(UUID, PCI bus id) of one GPU, "" for what NVML does not give."""
+    pci = _call(nv.nvmlDeviceGetPciInfo, h)
+    bus = _text(getattr(pci, "busId", None) or getattr(pci, "busIdLegacy", None)) if pci is not None else None
+    return _text(_call(nv.nvmlDeviceGetUUID, h)) or "", (bus or "").lower()
 
 
 # ------------------------------------------------------------------------------------------ per node

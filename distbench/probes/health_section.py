@@ -1,9 +1,11 @@
 """The report's "Hardware health" section (distbench.probes.health, read before and after the
 benchmarks): the items that were not ok, the counters that moved during the run, whether
-health.stop_on_failing was on, and one Verdict headline per degraded or failing GPU. Such a headline
-carries a `qualifies` note: the Verdict opens with it and every other headline's reason names the GPU
-(distbench.report.verdict.ordered), since a benchmark figure measured on that node may be the GPU's
-fault rather than the software's. Fragments: templates/health.*.j2. Torch-free; imports no family.
+health.stop_on_failing was on, the benchmark jobs measured on an affected GPU (their placement files
+against the GPU's UUID: distbench.probes.health_jobs), and one Verdict headline per degraded or
+failing GPU. Such a headline carries a `qualifies` note naming the GPU and the jobs that ran on it
+(or saying that is unknown): the Verdict opens with it and every other headline's reason carries it
+(distbench.report.verdict.ordered), since a figure measured on that GPU may be its fault rather than
+the software's. Fragments: templates/health.*.j2. Torch-free; imports no family.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import pandas as pd
 
 from distbench.core.section import Headline, ReportInputs, Section, table
 from distbench.probes.health import DEGRADED, FAILING, NODE, NOT_AVAILABLE, OK
+from distbench.probes.health_jobs import GpuJobs, describe, jobs_on, read_jobs
 from distbench.probes.health_table import item_label, read_diff, read_health_csv, rows_of, worst
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -59,15 +62,34 @@ def affected_gpus(inputs: ReportInputs) -> dict[tuple[str, str], dict]:
             for k, v in sorted(found.items())}
 
 
+def affected_jobs(inputs: ReportInputs) -> dict[tuple[str, str], GpuJobs]:
+    """{(host, gpu): the jobs measured on it} of every affected GPU (or node), from the jobs' placement
+    files matched by the GPU's UUID (else host and PCI bus id; a node by its host name)."""
+    affected = affected_gpus(inputs)
+    if not affected:
+        return {}
+    t = _tables(inputs)
+    rows = [r for p in PHASES for r in t[p]]
+    identity: dict[tuple[str, str], tuple[str, str]] = {}
+    for r in rows:
+        if r.uuid or r.pci_bus_id:
+            identity.setdefault((r.host, r.gpu), (r.uuid, r.pci_bus_id))
+    hosts = {h for r in rows for h in r.host.split(",")}
+    jobs = read_jobs(inputs.placements)
+    return {k: jobs_on(k, identity.get(k, ("", "")), jobs, hosts) for k in affected}
+
+
 def _who(host: str, gpu: str) -> str:
     return f"node {host}" if gpu == NODE else f"GPU {gpu} ({host})"
 
 
 def health_headlines(inputs: ReportInputs) -> list[Headline]:
-    affected = affected_gpus(inputs)
+    affected, jobs = affected_gpus(inputs), affected_jobs(inputs)
+    any_jobs = bool(inputs.placements)
     out = [Headline(AREA, f"{_who(host, gpu)}: {g['state']}", "failing" if g["state"] == FAILING else "below expected",
                     "; ".join(g["items"]),
-                    qualifies=f"measured while {_who(host, gpu)} was {g['state']}: {', '.join(g['names'])}")
+                    qualifies=f"measured while {_who(host, gpu)} was {g['state']}: {', '.join(g['names'])}; "
+                              + describe(jobs[(host, gpu)], any_jobs))
            for (host, gpu), g in affected.items()]
     t = _tables(inputs)
     if not out and t is not None:
@@ -80,9 +102,28 @@ def health_headlines(inputs: ReportInputs) -> list[Headline]:
 
 
 def health_findings(inputs: ReportInputs) -> list[str]:
-    return [f"{_who(host, gpu)} was {g['state']} during this run ({', '.join(g['names'])}): figures from the "
-            "jobs that used it may show the hardware rather than the software; see Hardware health."
-            for (host, gpu), g in affected_gpus(inputs).items()]
+    jobs, any_jobs = affected_jobs(inputs), bool(inputs.placements)
+    out = []
+    for (host, gpu), g in affected_gpus(inputs).items():
+        found = jobs[(host, gpu)]
+        tail = ("their figures may show the hardware rather than the software" if found.on else
+                "figures from the jobs that used it may show the hardware rather than the software")
+        out.append(f"{_who(host, gpu)} was {g['state']} during this run ({', '.join(g['names'])}); "
+                   f"{describe(found, any_jobs)}: {tail}; see Hardware health.")
+    return out
+
+
+def _jobs_table(inputs: ReportInputs) -> dict:
+    """Jobs measured on an affected GPU: one row per (GPU, job), and one per job whose mapping is unknown."""
+    affected = affected_gpus(inputs)
+    rows = []
+    for (host, gpu), found in affected_jobs(inputs).items():
+        state = affected[(host, gpu)]["state"]
+        rows += [[_who(host, gpu), state, job.family, job.configuration, ", ".join(map(str, ranks))]
+                 for job, ranks in found.on]
+        rows += [[_who(host, gpu), state, job.family, job.configuration, f"unknown: {why}"]
+                 for job, why in found.unknown]
+    return table(["GPU", "state", "family", "configuration", "ranks on it"], rows)
 
 
 def _build(inputs: ReportInputs) -> dict | None:
@@ -117,6 +158,10 @@ def _build(inputs: ReportInputs) -> dict | None:
         "diff_note": (f"{compared} counter(s) read before and after; {len(moved)} moved during the run."
                       if diff is not None else "No after reading: the differences are not known."),
         "diff": table(["host", "gpu", "counter", "before", "after", "change", "state", "why"], diff_rows),
+        "jobs": _jobs_table(inputs),
+        "jobs_note": ("Each benchmark job's placement file (the GPU UUID, PCI bus id and host of every rank) "
+                      "against the affected GPUs' UUIDs (else host and PCI bus id; a node by host name). A "
+                      "figure of a job listed here was measured on that GPU while it was degraded or failing."),
     }
 
 

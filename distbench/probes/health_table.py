@@ -14,18 +14,22 @@ import pandas as pd
 
 from distbench.core.contract import Column, Contract, read_csv
 from distbench.core.io import atomic_write_csv
-from distbench.probes.health import DEGRADED, FAILING, NODE, NOT_AVAILABLE, OK, STATES, HealthRow, read_health
+from distbench.probes.health import DEGRADED, FAILING, NODE, NOT_AVAILABLE, OK, STATES, HealthRow
 
 HEALTH = Contract(
     "health",
     (Column("host", "string", "the node the reading was taken on"),
      Column("gpu", "string", "NVML GPU index; `node` for a per-node item; `all` when no GPU could be read"),
-     Column("item", "string", "what was checked (distbench.probes.health: GPU_ITEMS, NODE_ITEMS, and "
-                              "driver_version_across_nodes / cuda_driver_version_across_nodes)"),
+     Column("item", "string", "what was checked (distbench.probes.health: GPU_ITEMS, NODE_ITEMS, "
+                              "driver_version_across_nodes / cuda_driver_version_across_nodes, and node_read "
+                              "for a node whose reading did not come back: distbench.probes.health_node)"),
      Column("value", "string", "the reading (units in the item's name: _c, _w, _mhz; counts otherwise)"),
      Column("expected", "string", "the limit or expected value it is held against (empty: none)"),
      Column("state", "string", "ok, degraded, failing or not available here"),
-     Column("reason", "string", "why the state (what NVML did not give, when not available)")),
+     Column("reason", "string", "why the state (what NVML did not give, when not available)"),
+     Column("uuid", "string", "the GPU's UUID as NVML gives it (empty: a per-node item, or NVML gave none)"),
+     Column("pci_bus_id", "string",
+            "the GPU's PCI bus id as NVML gives it, domain:bus:device.function (empty: as uuid)")),
     allowed=(("state", STATES),),
 )
 
@@ -185,17 +189,15 @@ def worst(states: Iterable[str]) -> str:
     return next((s for s in (FAILING, DEGRADED, OK) if s in states), NOT_AVAILABLE)
 
 
-def check_before(out_csv, expected_gpus: int | None, load_s: float) -> list[HealthRow]:
-    """Take the reading before the benchmarks and write health_before.csv."""
-    rows = read_health(expected_gpus, load_s)
+def check_before(out_csv, rows: Sequence[HealthRow]) -> list[HealthRow]:
+    """Write the reading before the benchmarks (distbench.probes.health_node.read_run): health_before.csv."""
     write_health(out_csv, rows)
-    return rows
+    return list(rows)
 
 
-def check_after(before_csv, out_csv, diff_csv, expected_gpus: int | None, load_s: float) -> list[DiffRow]:
-    """Take the reading after the benchmarks, write it and its differences from health_before.csv."""
+def check_after(before_csv, out_csv, diff_csv, after: Sequence[HealthRow]) -> list[DiffRow]:
+    """Write the reading after the benchmarks and its differences from health_before.csv."""
     before = rows_of(read_health_csv(before_csv))
-    after = read_health(expected_gpus, load_s)
     write_health(out_csv, after)
     diff = differences(before, after)
     write_diff(diff_csv, diff)
