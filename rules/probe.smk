@@ -142,6 +142,6 @@ rule health_after:
         phase="after",
         gpus=PLAN["gpus"],
         nodes=health_launch(config, PLAN),
-        load_s=config["health"]["load_s"],
+        load_s=config["health"]["after_load_s"],
     script:
         "../workflow/scripts/probe_health.py"

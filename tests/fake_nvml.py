@@ -15,7 +15,7 @@ def healthy_state(count=2):
         "count": count, "width": {}, "width_max": 16, "gen": 5, "gen_max": 5, "throttle": {},
         "links": {}, "nvlink_errors": {}, "remap": {}, "ecc": {}, "temp": 45, "slowdown": 87, "shutdown": 92,
         "power_mw": 300_000, "limit_mw": 700_000, "default_mw": 700_000, "xids": [], "driver": "570.1",
-        "cuda": 12080,
+        "cuda": 12080, "violation_ns": {},
     }
 
 
@@ -67,6 +67,8 @@ def fake_pynvml(state: dict) -> types.ModuleType:
     nv.nvmlDeviceGetPowerUsage = lambda h: state["power_mw"]
     nv.nvmlDeviceGetEnforcedPowerLimit = lambda h: state["limit_mw"]
     nv.nvmlDeviceGetPowerManagementDefaultLimit = lambda h: state["default_mw"]
+    nv.nvmlDeviceGetViolationStatus = lambda h, policy: types.SimpleNamespace(
+        referenceTime=0, violationTime=state["violation_ns"].get((h.i, policy), 0))
     nv.nvmlEventSetCreate = lambda: "set"
     nv.nvmlDeviceRegisterEvents = lambda h, kinds, es: None
     nv.nvmlEventSetFree = lambda es: None

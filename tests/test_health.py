@@ -159,6 +159,20 @@ def test_counters_that_moved_during_the_run_are_differences(monkeypatch, tmp_pat
     assert "nvlink_replay_errors moved" in heads["GPU 1 (n1): degraded"].qualifies
 
 
+def test_time_throttled_during_the_run_is_a_difference_thermal_degrades_power_is_noted(monkeypatch, no_dmesg):
+    # NVML's cumulative violation time (ns): the after reading needs no load of its own to see it
+    before = reading(monkeypatch, healthy_state())
+    state = healthy_state()
+    state["violation_ns"] = {(0, health.PERF_POLICY_THERMAL): 2_500_000_000, (1, health.PERF_POLICY_POWER): 40_000_000_000}
+    after = reading(monkeypatch, state)
+    assert row(after, "0", "throttle_thermal_ms").value == "2500"
+    diff = {(d.gpu, d.item): d for d in differences(before, after)}
+    thermal, power = diff[("0", "throttle_thermal_ms")], diff[("1", "throttle_power_ms")]
+    assert (thermal.delta, thermal.state) == (2500, DEGRADED)
+    assert (power.delta, power.state) == (40000, OK) and "power limit" in power.reason
+    assert diff[("1", "throttle_thermal_ms")].state == OK and diff[("1", "throttle_thermal_ms")].delta == 0
+
+
 def test_an_xid_delivered_while_sampled_degrades_its_gpu(monkeypatch, no_dmesg):
     state = healthy_state()
     state["xids"] = [(1, 79)]
@@ -210,9 +224,10 @@ def test_a_failing_item_stops_the_run_only_with_the_setting_on(monkeypatch, no_d
 def test_the_config_schema_takes_the_health_block():
     from distbench.pipeline.config import ConfigError, check_config
 
-    assert check_config({})["health"] == {"enabled": True, "stop_on_failing": False, "load_s": 5}
+    assert check_config({})["health"] == {"enabled": True, "stop_on_failing": False, "load_s": 5,
+                                           "after_load_s": 0}
     assert check_config({"health": {"stop_on_failing": True}})["health"]["stop_on_failing"] is True
-    for bad in ({"stop_on_failing": "yes"}, {"load_s": -1}, {"stop_on_failing_typo": True}):
+    for bad in ({"stop_on_failing": "yes"}, {"load_s": -1}, {"after_load_s": -1}, {"stop_on_failing_typo": True}):
         with pytest.raises(ConfigError, match="health"):
             check_config({"health": bad})
 

@@ -44,7 +44,7 @@ GPU_ITEMS = (
     "ecc_volatile_corrected", "ecc_volatile_uncorrected", "ecc_aggregate_corrected", "ecc_aggregate_uncorrected",
     "retired_pages", "retired_pages_pending", "remapped_rows", "remap_pending",
     "nvlink_active", "nvlink_crc_errors", "nvlink_replay_errors", "nvlink_recovery_errors",
-    "temperature_c", "power_w", "power_limit_w", "xid_events",
+    "temperature_c", "power_w", "power_limit_w", "xid_events", "throttle_power_ms", "throttle_thermal_ms",
 )
 NODE_ITEMS = ("gpu_count", "driver_version", "cuda_driver_version", "xid_kernel_log")
 
@@ -70,6 +70,10 @@ TEMP_THRESHOLD_SHUTDOWN, TEMP_THRESHOLD_SLOWDOWN = 0, 1
 PAGE_CAUSE_SBE, PAGE_CAUSE_DBE = 0, 1
 NVLINK_REPLAY, NVLINK_RECOVERY, NVLINK_CRC_FLIT, NVLINK_CRC_DATA = 0, 1, 2, 3
 XID_CRITICAL_EVENT = 0x8  # nvmlEventTypeXidCriticalError
+# nvmlPerfPolicyType_t: NVML's cumulative time each policy held the clocks down (nvmlViolationTime_t,
+# ns since the driver loaded): the after-before difference is the throttled time of the whole run,
+# which no sampling window sees.
+PERF_POLICY_POWER, PERF_POLICY_THERMAL = 0, 1
 
 _LOAD = """
 import sys, time
@@ -177,6 +181,7 @@ def _read(nv, host: str, expected_gpus: int | None, load_s: float) -> list[Healt
         rows += _nvlink_rows(nv, h, host, g)
         rows += _thermal_power_rows(nv, h, host, g, samples[i])
         rows.append(_xid_row(host, g, events, xids.get(i, [])))
+        rows += _violation_rows(nv, h, host, g)
         ident = _identity(nv, h)
         rows = [replace(r, uuid=ident[0], pci_bus_id=ident[1]) if r.gpu == g else r for r in rows]
     return rows
@@ -241,7 +246,7 @@ def _throttle_mask(nv, h):
 def _start_load(load_s: float):
     """The load process, once it says it is ready (None and why not, when it cannot run)."""
     if load_s <= 0:
-        return None, "idle: no load ran (health.load_s is 0)"
+        return None, "idle: no load ran (load_s 0)"
     try:
         proc = subprocess.Popen([sys.executable, "-c", _LOAD, str(load_s)], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
@@ -416,6 +421,21 @@ def _nvlink_rows(nv, h, host, g) -> list[HealthRow]:
         rows.append(HealthRow(host, g, item, str(sum(per_link.values())), "", OK,
                               ("since the driver loaded, by link: " + ", ".join(f"{k}: {v}" for k, v in moved.items()))
                               if moved else f"none on {len(per_link)} link(s)"))
+    return rows
+
+
+def _violation_rows(nv, h, host, g) -> list[HealthRow]:
+    """The time the power and the thermal policy held this GPU's clocks down since the driver loaded
+    (ms); what counts is how much it grows during the run (health_table.COUNTERS)."""
+    rows = []
+    for item, policy in (("throttle_power_ms", PERF_POLICY_POWER), ("throttle_thermal_ms", PERF_POLICY_THERMAL)):
+        v = _call(nv.nvmlDeviceGetViolationStatus, h, policy)
+        ns = getattr(v, "violationTime", None)
+        if ns is None:
+            rows.append(HealthRow(host, g, item, "", "", NOT_AVAILABLE, "NVML gives no violation time here"))
+        else:
+            rows.append(HealthRow(host, g, item, str(int(ns) // 1_000_000), "", OK,
+                                  "since the driver loaded (the run's own: the after-before difference)"))
     return rows
 
 
