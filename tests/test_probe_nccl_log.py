@@ -349,3 +349,32 @@ def test_new_keys_in_cli_json():
     out = json.loads(p.stdout)
     assert len(out["communicators"]) == 2 and len(out["findings"]) == 1
     assert out["findings"][0] in out["warnings"]
+
+
+def test_the_probe_starts_one_process_per_rank_with_torchruns_environment_and_kills_them_at_its_limit(tmp_path):
+    # the probe's launch without torchrun's agent (distbench.probes.nccl_probe._run_ranks), on CPU:
+    # each rank sees RANK/WORLD_SIZE/MASTER_PORT as under torchrun; at the limit no rank survives
+    import os
+    import time
+
+    from distbench.probes.nccl_probe import _run_ranks
+
+    show = ["-c", "import os, sys; print('rank', os.environ['RANK'], 'of', os.environ['WORLD_SIZE'], "
+            "'port', os.environ['MASTER_PORT']); sys.exit(int(os.environ['RANK']) * 3)"]
+    log = tmp_path / "ranks.log"
+    assert _run_ranks(2, show, dict(os.environ), log, timeout_s=60) == [0, 3]
+    lines = sorted(log.read_text().split("\n"))[1:]
+    assert [ln.split()[:4] for ln in lines] == [["rank", "0", "of", "2"], ["rank", "1", "of", "2"]]
+    assert lines[0].split()[-1] == lines[1].split()[-1]  # one rendezvous port
+    pid_file = tmp_path / "pids"
+    hang = ["-c", f"import os, time; open({str(pid_file)!r}, 'a').write(f'{{os.getpid()}}\\n'); time.sleep(600)"]
+    start = time.monotonic()
+    assert _run_ranks(2, hang, dict(os.environ), log, timeout_s=3) is None
+    assert time.monotonic() - start < 30
+    for pid in map(int, pid_file.read_text().split()):
+        try:
+            os.kill(pid, 0)
+            alive = open(f"/proc/{pid}/stat").read().split()[2] != "Z"
+        except (ProcessLookupError, FileNotFoundError):
+            alive = False
+        assert not alive, f"rank process {pid} outlived the probe's limit"

@@ -1,4 +1,4 @@
-"""NCCL's own account: a short torchrun job with NCCL_DEBUG=INFO, never during timed runs
+"""NCCL's own account: a short job of one process per rank with NCCL_DEBUG=INFO, never during timed runs
 (the logging slows small messages). Each op runs once per size; the rank logs are parsed into
 channels, transports, rings/trees and the algorithm/protocol NCCL chose per size.
 
@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,GRAPH,ENV,TUNING"}
@@ -41,6 +43,38 @@ def worker(ops: list[str], sizes: list[int]) -> int:
     return 0
 
 
+def _run_ranks(world_size: int, worker_args: list[str], env: dict, log_path: Path, timeout_s: int) -> list[int] | None:
+    """Start the probe's ranks as the benchmark jobs start theirs on one node (distbench.launch.torchrun):
+    one process per rank with torchrun's environment, no agent (its own `import torch` and exit cost
+    ~5 s of the probe's ~11 s on a 2-GPU host); DISTBENCH_ONE_NODE_LAUNCH=torchrun brings the agent
+    back. Every rank's output goes to log_path. Their exit codes, or None when cut at timeout_s (the
+    whole process group is killed: nothing is left behind)."""
+    from distbench.launch.torchrun import ONE_NODE_LAUNCH_ENV, direct_rank_envs
+
+    if env.get(ONE_NODE_LAUNCH_ENV, "direct") == "torchrun":
+        starts = [([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                    f"--nproc_per_node={world_size}", *worker_args], env)]
+    else:
+        starts = [([sys.executable, *worker_args], {**env, **rank_env}) for rank_env in direct_rank_envs(world_size)]
+    deadline = time.monotonic() + timeout_s
+    with open(log_path, "w") as log:
+        procs = [subprocess.Popen(cmd, env=e, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                 for cmd, e in starts]
+        try:
+            codes = [p.wait(timeout=max(0.0, deadline - time.monotonic())) for p in procs]
+        except subprocess.TimeoutExpired:
+            codes = None
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    try:
+                        os.killpg(p.pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                    p.wait()
+    return codes
+
+
 def run_probe(world_size: int, ops: list[str], sizes: list[int], job_env: dict, out_json, log_dir,
               timeout_s: int = 300) -> dict:
     from distbench.core.io import atomic_write_json
@@ -53,17 +87,14 @@ def run_probe(world_size: int, ops: list[str], sizes: list[int], job_env: dict, 
         old.unlink()
     env = {**os.environ, **job_env, **DEBUG_ENV, "OMP_NUM_THREADS": "1",
            "NCCL_DEBUG_FILE": str(log_dir.resolve() / "nccl.%h.%p.log")}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={world_size}",
-           "-m", "distbench.probes.nccl_probe", "--worker", "--ops", ",".join(ops),
-           "--sizes", ",".join(map(str, sizes))]
+    worker_args = ["-m", "distbench.probes.nccl_probe", "--worker", "--ops", ",".join(ops),
+                   "--sizes", ",".join(map(str, sizes))]
     result: dict = {"available": False, "world_size": world_size}
-    try:
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
-        (log_dir / "torchrun.log").write_text(proc.stdout + proc.stderr)
-        if proc.returncode != 0:
-            result["reason"] = f"probe job exited with code {proc.returncode}; see {log_dir / 'torchrun.log'}"
-    except subprocess.TimeoutExpired:
+    codes = _run_ranks(world_size, worker_args, env, log_dir / "torchrun.log", timeout_s)
+    if codes is None:
         result["reason"] = f"probe job killed after {timeout_s} s"
+    elif any(codes):
+        result["reason"] = f"probe job exited with code {max(codes, key=abs)}; see {log_dir / 'torchrun.log'}"
     logs = sorted(log_dir.glob("nccl.*.log"))
     if logs:
         try:
