@@ -159,3 +159,26 @@ def test_a_degraded_gpu_no_job_ran_on_or_without_placements_says_so(tmp_path, de
     assert head.qualifies.endswith("; no benchmark job ran on it")
     [head] = health_headlines(ReportInputs(health=degraded_gpu1, placements=[]))
     assert head.qualifies.endswith("; which jobs ran on it is unknown (no job placement files)")
+
+
+def test_the_note_of_a_degraded_gpu_goes_to_the_headlines_of_the_families_measured_on_it(tmp_path, degraded_gpu1):
+    from distbench.core.section import Headline
+    from distbench.report.verdict import ordered
+
+    on_gpu1 = [_placement(tmp_path, "comm/nccl/float32/ws2/default", [_rank(0, "n1", "0"), _rank(1, "n1", "1")]),
+               _placement(tmp_path, "training/nccl/mlp/ws1/default", [_rank(0, "n1", "0")])]
+    [head] = health_headlines(ReportInputs(health=degraded_gpu1, placements=on_gpu1))
+    assert head.qualifies_areas == ("communication",)
+    others = [Headline("communication", "NCCL all_reduce", "healthy", "at 95%"),
+              Headline("training", "DDP 2 ranks", "healthy", "92% efficient")]
+    reasons = {d["area"]: d["reason"] for d in ordered([*others, head])}
+    assert "GPU 1 (n1) was degraded" in reasons["communication"]
+    assert reasons["training"] == "92% efficient"  # its job ran on the healthy GPU 0
+    # where a job's placement cannot say, every headline carries the note
+    cpu = [*on_gpu1, _placement(tmp_path, "comm/gloo/float32/ws2/default", [_rank(0, "n1"), _rank(1, "n1")])]
+    [head] = health_headlines(ReportInputs(health=degraded_gpu1, placements=cpu))
+    assert head.qualifies_areas is None
+    assert all("GPU 1 (n1) was degraded" in d["reason"] for d in ordered([*others, head]) if d["area"] != "hardware health")
+    # no job on it: no other headline carries it
+    [head] = health_headlines(ReportInputs(health=degraded_gpu1, placements=on_gpu1[1:]))
+    assert [d["reason"] for d in ordered([*others, head])][1:] == ["at 95%", "92% efficient"]

@@ -31,9 +31,12 @@ class Headline:
     headline: str  # the number(s), with units
     verdict: str  # one of distbench.report.verdict.VERDICTS
     reason: str
-    # a note that holds for every other headline (a GPU the health check found degraded): such a
-    # headline opens the Verdict and the others' reasons carry the note (distbench.report.verdict)
+    # a note that holds for other headlines (a GPU the health check found degraded): such a headline
+    # opens the Verdict and the others' reasons carry the note (distbench.report.verdict) ...
     qualifies: str = ""
+    # ... those of these areas only (the families whose jobs ran on that GPU); None: every headline
+    # (which jobs ran there is not known)
+    qualifies_areas: tuple[str, ...] | None = None
 
 
 @dataclass

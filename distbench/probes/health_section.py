@@ -3,9 +3,9 @@ benchmarks): the items that were not ok, the counters that moved during the run,
 health.stop_on_failing was on, the benchmark jobs measured on an affected GPU (their placement files
 against the GPU's UUID: distbench.probes.health_jobs), and one Verdict headline per degraded or
 failing GPU. Such a headline carries a `qualifies` note naming the GPU and the jobs that ran on it
-(or saying that is unknown): the Verdict opens with it and every other headline's reason carries it
-(distbench.report.verdict.ordered), since a figure measured on that GPU may be its fault rather than
-the software's. Fragments: templates/health.*.j2. Torch-free; imports no family.
+(or saying that is unknown): the Verdict opens with it, and the headlines of the families measured
+on it (every headline where that is unknown) carry it (distbench.report.verdict.ordered), since a
+figure measured on that GPU may be its fault rather than the software's. Fragments: templates/health.*.j2. Torch-free; imports no family.
 """
 
 from __future__ import annotations
@@ -83,13 +83,26 @@ def _who(host: str, gpu: str) -> str:
     return f"node {host}" if gpu == NODE else f"GPU {gpu} ({host})"
 
 
+# A family's headline area where it is not the family's folder name (distbench.comm's headlines).
+AREA_OF_FAMILY = {"comm": "communication"}
+
+
+def _areas(found, any_jobs: bool) -> tuple[str, ...] | None:
+    """The headline areas whose figures were measured on an affected GPU: the families of the jobs
+    on it; None (every headline) while any job's placement cannot say, or no placement was read."""
+    if found.unknown or not any_jobs:
+        return None
+    return tuple(sorted({AREA_OF_FAMILY.get(job.family, job.family) for job, _ in found.on}))
+
+
 def health_headlines(inputs: ReportInputs) -> list[Headline]:
     affected, jobs = affected_gpus(inputs), affected_jobs(inputs)
     any_jobs = bool(inputs.placements)
     out = [Headline(AREA, f"{_who(host, gpu)}: {g['state']}", "failing" if g["state"] == FAILING else "below expected",
                     "; ".join(g["items"]),
                     qualifies=f"measured while {_who(host, gpu)} was {g['state']}: {', '.join(g['names'])}; "
-                              + describe(jobs[(host, gpu)], any_jobs))
+                              + describe(jobs[(host, gpu)], any_jobs),
+                    qualifies_areas=_areas(jobs[(host, gpu)], any_jobs))
            for (host, gpu), g in affected.items()]
     t = _tables(inputs)
     if not out and t is not None:

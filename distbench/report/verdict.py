@@ -24,13 +24,17 @@ VERDICTS = ("failing", "below expected", "healthy", "measured")  # worst first
 def ordered(headlines: Iterable[Headline]) -> list[dict]:
     """Every headline, those with a `qualifies` note first, then failing ones (otherwise in the
     sections' order), as plain dicts for the templates; each other headline's reason ends with the
-    notes (a figure measured while a GPU was degraded says so next to it)."""
+    notes that concern it (a figure measured while a GPU was degraded says so next to it: the note
+    goes to the headlines of the areas whose jobs ran on that GPU, to all where that is unknown)."""
     headlines = list(headlines)
     order = {v: i for i, v in enumerate(VERDICTS)}
-    notes = "; ".join(h.qualifies for h in headlines if h.qualifies)
+    qualifying = [h for h in headlines if h.qualifies]
     out = []
     for h in sorted(headlines, key=lambda h: (not h.qualifies, order[h.verdict])):
         d = asdict(h)
+        d.pop("qualifies_areas")
+        notes = "; ".join(q.qualifies for q in qualifying
+                          if q.qualifies_areas is None or h.area in q.qualifies_areas)
         if notes and not h.qualifies:
             d["reason"] = f"{d['reason']} ({notes})" if d["reason"] else notes
         out.append(d)
