@@ -107,8 +107,8 @@ def _placement(root, job, ranks):
     return path
 
 
-def _rank(rank, host, uuid=None, pci=None):
-    return {"rank": rank, "hostname": host, "uuid": uuid, "pci_bus_id": pci}
+def _rank(rank, host, uuid=None, pci=None, device="cuda:0"):
+    return {"rank": rank, "hostname": host, "uuid": uuid, "pci_bus_id": pci, "device": device}
 
 
 @pytest.fixture
@@ -136,7 +136,10 @@ def test_a_degraded_gpu_names_the_jobs_measured_on_it_and_not_the_others(tmp_pat
         _placement(tmp_path, "training/nccl/mlp/ws1/default", [_rank(0, "n1", "0")]),
         # no UUID: host and PCI bus id
         _placement(tmp_path, "memory/nccl/mlp/ws1/default", [_rank(0, "n1", None, "0000:1a:00.0")]),
-        _placement(tmp_path, "comm/gloo/float32/ws2/default", [_rank(0, "n1"), _rank(1, "n1")]),  # CPU
+        # a GPU rank whose placement names no GPU: cannot be told
+        _placement(tmp_path, "comm/gloo/float32/ws2/default", [_rank(0, "n1"), _rank(1, "n1")]),
+        # Gloo on CPU tensors: on no GPU, so neither on it nor unknown
+        _placement(tmp_path, "comm/gloo/float32/ws4/default", [_rank(r, "n1", device="cpu") for r in range(4)]),
     ]
     inputs = ReportInputs(health=degraded_gpu1, placements=placements, config={"health": {}})
     [head] = health_headlines(inputs)
@@ -144,13 +147,15 @@ def test_a_degraded_gpu_names_the_jobs_measured_on_it_and_not_the_others(tmp_pat
     q = head.qualifies
     assert "comm nccl/float32/ws2/default (rank 1)" in q and "memory nccl/mlp/ws1/default (rank 0)" in q
     assert "training" not in q  # its rank ran on the healthy GPU 0
-    assert "whether 1 job(s) ran on it is unknown (its ranks name no GPU (a CPU run))" in q
+    assert "whether 1 job(s) ran on it is unknown (its ranks name no GPU (no UUID or PCI bus id in its placement file))" in q
+    assert "ws4" not in q
     [finding] = health_findings(inputs)
     assert "comm nccl/float32/ws2/default" in finding and "training" not in finding
     jobs = HEALTH_SECTION.build(inputs)["jobs"]["rows"]
     assert [(r[2], r[3], r[4]) for r in jobs] == [
         ("comm", "nccl/float32/ws2/default", "1"), ("memory", "nccl/mlp/ws1/default", "0"),
-        ("comm", "gloo/float32/ws2/default", "unknown: its ranks name no GPU (a CPU run)")]
+        ("comm", "gloo/float32/ws2/default",
+         "unknown: its ranks name no GPU (no UUID or PCI bus id in its placement file)")]
 
 
 def test_a_degraded_gpu_no_job_ran_on_or_without_placements_says_so(tmp_path, degraded_gpu1):
@@ -174,9 +179,12 @@ def test_the_note_of_a_degraded_gpu_goes_to_the_headlines_of_the_families_measur
     reasons = {d["area"]: d["reason"] for d in ordered([*others, head])}
     assert "GPU 1 (n1) was degraded" in reasons["communication"]
     assert reasons["training"] == "92% efficient"  # its job ran on the healthy GPU 0
-    # where a job's placement cannot say, every headline carries the note
-    cpu = [*on_gpu1, _placement(tmp_path, "comm/gloo/float32/ws2/default", [_rank(0, "n1"), _rank(1, "n1")])]
+    # a CPU job beside them changes nothing; where a job's placement cannot say, every headline carries the note
+    cpu = [*on_gpu1, _placement(tmp_path, "comm/gloo/float32/ws2/default", [_rank(0, "n1", device="cpu")])]
     [head] = health_headlines(ReportInputs(health=degraded_gpu1, placements=cpu))
+    assert head.qualifies_areas == ("communication",)
+    unknown = [*on_gpu1, _placement(tmp_path, "memory/nccl/mlp/ws1/ddp", [_rank(0, "n1")])]
+    [head] = health_headlines(ReportInputs(health=degraded_gpu1, placements=unknown))
     assert head.qualifies_areas is None
     assert all("GPU 1 (n1) was degraded" in d["reason"] for d in ordered([*others, head]) if d["area"] != "hardware health")
     # no job on it: no other headline carries it

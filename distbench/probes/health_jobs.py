@@ -89,6 +89,8 @@ def _rank_on(rank: dict, host: str, gpu: str, uuid: str, pci: str, hosts: set[st
         if rank_host not in hosts:  # a name the health check does not know (e.g. SLURM's node names)
             return None
         return rank_host in host.split(",")
+    if str(rank.get("device") or "").startswith("cpu"):
+        return False  # a CPU rank (Gloo on CPU tensors) used no GPU, this one included
     r_uuid, r_pci = uuid_key(rank.get("uuid")), pci_key(rank.get("pci_bus_id"))
     if uuid and r_uuid:
         return r_uuid == uuid
@@ -105,7 +107,7 @@ def _why_unknown(job: Job, gpu: str, uuid: str, pci: str) -> str:
     if not (uuid or pci):
         return "NVML gave this GPU no UUID or PCI bus id"
     if all(not r.get("uuid") and not r.get("pci_bus_id") for r in job.ranks):
-        return "its ranks name no GPU (a CPU run)"
+        return "its ranks name no GPU (no UUID or PCI bus id in its placement file)"
     return "its ranks' GPUs cannot be matched (no UUID, and no PCI bus id on a known host)"
 
 
