@@ -159,7 +159,7 @@ def test_counters_that_moved_during_the_run_are_differences(monkeypatch, tmp_pat
     assert "nvlink_replay_errors moved" in heads["GPU 1 (n1): degraded"].qualifies
 
 
-def test_time_throttled_during_the_run_is_a_difference_thermal_degrades_power_is_noted(monkeypatch, no_dmesg):
+def test_time_throttled_during_the_run_is_a_difference_thermal_degrades_power_is_noted(monkeypatch, tmp_path, no_dmesg):
     # NVML's cumulative violation time (ns): the after reading needs no load of its own to see it
     before = reading(monkeypatch, healthy_state())
     state = healthy_state()
@@ -170,6 +170,12 @@ def test_time_throttled_during_the_run_is_a_difference_thermal_degrades_power_is
     thermal, power = diff[("0", "throttle_thermal_ms")], diff[("1", "throttle_power_ms")]
     assert (thermal.delta, thermal.state) == (2500, DEGRADED)
     assert (power.delta, power.state) == (40000, OK) and "power limit" in power.reason
+    # the section shows both moves, and only the thermal one makes its GPU a headline
+    inputs = write_readings(tmp_path, before, after)
+    ctx = HEALTH_SECTION.build(inputs)
+    assert "2 moved during the run, 1 of them degraded or failing" in ctx["diff_note"]
+    assert {(r[1], r[2]) for r in ctx["diff"]["rows"]} == {("0", "throttle_thermal_ms"), ("1", "throttle_power_ms")}
+    assert [h.headline for h in health_headlines(inputs)] == ["GPU 0 (n1): degraded"]
     assert diff[("1", "throttle_thermal_ms")].state == OK and diff[("1", "throttle_thermal_ms")].delta == 0
 
 

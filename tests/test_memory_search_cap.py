@@ -183,3 +183,21 @@ def test_a_memory_csv_from_before_the_column_still_reads_and_its_capped_search_i
     assert summarize_memory(df).iloc[0]["largest_batch_capped"] == True
     df = memory_csv(tmp_path, job_rows(limit=700, cap=1000), drop=("search_capped",))
     assert summarize_memory(df).iloc[0]["largest_batch_capped"] == False
+
+
+def test_the_headline_shows_the_search_where_it_ran_not_the_unsearched_smaller_world_size():
+    # the GPU default searches at the largest world size only (memory.search_at: largest): the
+    # 1-rank row has no search, the 2-rank row found 49 (a real 2x H200 run's memory_summary, trimmed)
+    import pandas as pd
+
+    nan = float("nan")
+    rows = pd.DataFrame({
+        "model": ["gpt", "gpt", "gpt", "gpt"], "config": ["ddp", "ddp", "fsdp", "fsdp"], "backend": ["nccl"] * 4,
+        "world_size": [1, 2, 1, 2], "status": ["ok"] * 4, "largest_measured_batch": [8, 8, 8, 8],
+        "largest_batch_fits": [nan, 49.0, nan, nan], "largest_batch_capped": [nan, False, nan, nan],
+        "search_note": [nan, nan, nan, "FSDP: the search runs DDP configurations only"],
+        "peak_allocated_bytes": [4.3e10, 4.4e10, 3.6e10, 2.0e10]})
+    heads = {h.headline.split(":")[0]: h for h in memory_headlines(rows)}
+    assert heads["gpt (ddp) at 2 rank(s)"].headline.startswith("gpt (ddp) at 2 rank(s): the largest batch that fits is 49 per rank")
+    assert "gpt (ddp) at 1 rank(s)" not in heads
+    assert heads["gpt (fsdp) at 1 rank(s)"].headline.startswith("gpt (fsdp) at 1 rank(s): batches up to 8 per rank measured")

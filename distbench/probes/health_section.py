@@ -36,9 +36,11 @@ def _tables(inputs: ReportInputs) -> dict | None:
 
 
 def _moved(diff: pd.DataFrame | None) -> pd.DataFrame:
+    """Every counter that moved during the run: the faults (degraded, failing) and those whose move is
+    noted but ok (NVLink CRC errors within their allowance, time at the power limit)."""
     if diff is None or diff.empty:
         return pd.DataFrame(columns=["host", "gpu", "item", "before", "after", "delta", "state", "reason"])
-    return diff[diff["state"].isin([DEGRADED, FAILING])]
+    return diff[diff["state"].isin([DEGRADED, FAILING]) | (diff["delta"].fillna(0) != 0)]
 
 
 def affected_gpus(inputs: ReportInputs) -> dict[tuple[str, str], dict]:
@@ -54,7 +56,8 @@ def affected_gpus(inputs: ReportInputs) -> dict[tuple[str, str], dict]:
                 g = found.setdefault((r.host, r.gpu), {"states": set(), "items": {}})
                 g["states"].add(r.state)
                 g["items"].setdefault(r.item, f"{item_label(r)} {phase}: {r.reason}")
-    for r in _moved(t["diff"]).itertuples(index=False):
+    moved = _moved(t["diff"])
+    for r in moved[moved["state"].isin([DEGRADED, FAILING])].itertuples(index=False):
         g = found.setdefault((r.host, r.gpu), {"states": set(), "items": {}})
         g["states"].add(r.state)
         g["items"][f"{r.item} moved"] = f"{item_label(r)}: {r.reason}"
@@ -168,7 +171,8 @@ def _build(inputs: ReportInputs) -> dict | None:
         "note": note,
         "not_available": na[:10],
         "not_ok": table(["reading", "host", "gpu", "item", "value", "expected", "state", "why"], rows),
-        "diff_note": (f"{compared} counter(s) read before and after; {len(moved)} moved during the run."
+        "diff_note": (f"{compared} counter(s) read before and after; {len(moved)} moved during the run, "
+                      f"{int(moved['state'].isin([DEGRADED, FAILING]).sum())} of them degraded or failing."
                       if diff is not None else "No after reading: the differences are not known."),
         "diff": table(["host", "gpu", "counter", "before", "after", "change", "state", "why"], diff_rows),
         "jobs": _jobs_table(inputs),

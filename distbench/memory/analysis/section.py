@@ -54,13 +54,15 @@ def _largest_cell(r):
 
 
 def memory_headlines(memory: pd.DataFrame | None) -> list[Headline]:
-    """Per model and configuration at one rank (else the smallest world size): the largest batch
-    that fits (the search), or the largest measured."""
+    """Per model and configuration: the largest batch that fits at the smallest world size the search
+    ran at (memory.search_at largest searches at the largest one only), else the largest batch
+    measured at the smallest world size."""
     if memory is None or memory.empty:
         return []
     out = []
     for (model, config), g in memory.groupby(["model", "config"], sort=True):
-        r = g.sort_values("world_size").iloc[0]
+        searched = g[g["largest_batch_fits"].notna()] if "largest_batch_fits" in g else g.iloc[:0]
+        r = (searched if not searched.empty else g).sort_values("world_size").iloc[0]
         who = f"{model} ({config}) at {int(r['world_size'])} rank(s)"
         if str(r["status"]) not in ("ok", "oom"):
             out.append(Headline("memory", f"{who}: {r['status']}", "failing", str(r.get("message") or "")))
@@ -74,7 +76,9 @@ def memory_headlines(memory: pd.DataFrame | None) -> list[Headline]:
             reason = "searched on the GPU (doubling, then bisection)"
         elif pd.notna(r.get("largest_measured_batch")):
             text = f"{who}: batches up to {int(r['largest_measured_batch'])} per rank measured"
-            reason = ("no search here (it runs for DDP on a GPU with memory.search on)" if str(r.get("backend")) == "nccl"
+            note = r.get("search_note")
+            reason = (str(note) if isinstance(note, str) and note else
+                      "no search here (it runs for DDP on a GPU with memory.search on)" if str(r.get("backend")) == "nccl"
                       else "no search here: it runs for DDP under NCCL with memory.search on (a CPU run's memory "
                            "has no device limit to search for)")
         else:
