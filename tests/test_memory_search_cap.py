@@ -201,3 +201,78 @@ def test_the_headline_shows_the_search_where_it_ran_not_the_unsearched_smaller_w
     assert heads["gpt (ddp) at 2 rank(s)"].headline.startswith("gpt (ddp) at 2 rank(s): the largest batch that fits is 49 per rank")
     assert "gpt (ddp) at 1 rank(s)" not in heads
     assert heads["gpt (fsdp) at 1 rank(s)"].headline.startswith("gpt (fsdp) at 1 rank(s): batches up to 8 per rank measured")
+
+
+def _old_and_guessed(threshold: int, cap: int, start: int, guess: int):
+    from distbench.memory.search import search_largest_batch
+
+    tried = {"plain": [], "guess": []}
+
+    def fits_for(name):
+        def fits(b):
+            tried[name].append(b)
+            return b <= threshold
+        return fits
+
+    return (search_largest_batch(start, cap, fits_for("plain")),
+            search_largest_batch(start, cap, fits_for("guess"), guess=guess), tried)
+
+
+def test_a_search_from_the_predicted_limit_finds_what_the_plain_search_finds():
+    # every limit, near and far guesses, both sides of the cap: the same answer as doubling from start
+    for cap in (64, 1000):
+        for threshold in range(0, 80):
+            for start in (1, 8):
+                for guess in {1, max(1, threshold - 3), max(1, threshold), threshold + 5, 2 * threshold + 1, 5 * cap}:
+                    plain, guessed, _ = _old_and_guessed(threshold, cap, start, guess)
+                    assert (guessed.largest_fits, guessed.first_oom, guessed.capped) == (
+                        plain.largest_fits, plain.first_oom, plain.capped), (cap, threshold, start, guess)
+
+
+def test_a_close_guess_takes_a_few_tries():
+    # a 1.3B GPT on H200 (limit 49 per rank, measured up to 8): 9 tries doubling, 5 from a guess of 47
+    plain, guessed, tried = _old_and_guessed(49, 65536, 8, 47)
+    assert guessed.largest_fits == plain.largest_fits == 49
+    assert (len(tried["plain"]), len(tried["guess"])) == (9, 5)
+    # an MLP whose limit is past the cap: 1 try (the cap) instead of 7 doublings
+    plain, guessed, tried = _old_and_guessed(10**6, 65536, 1024, 400_000)
+    assert guessed.capped and plain.capped and (len(tried["plain"]), len(tried["guess"])) == (7, 1)
+
+
+def test_the_prediction_is_the_line_through_the_two_largest_measured_batches():
+    from distbench.memory.search import predicted_largest_batch
+
+    gib = 2**30
+    # peak reserved 30 GiB at batch 4 and 40 GiB at batch 8: 2.5 GiB per sample, 140 GiB reach batch 48
+    assert predicted_largest_batch([(1, 20 * gib), (4, 30 * gib), (8, 40 * gib)], 140 * gib) == 48
+    assert predicted_largest_batch([(8, 40 * gib)], 140 * gib) is None  # one point: no line
+    assert predicted_largest_batch([(4, 40 * gib), (8, 40 * gib)], 140 * gib) is None  # flat: no prediction
+    assert predicted_largest_batch([(4, 30 * gib), (8, None)], 140 * gib) is None
+
+
+def test_the_harness_starts_its_search_at_the_limit_its_measured_batches_predict():
+    # a fake GPU (the search runs on CUDA only): 10 GiB free + 2 GiB reserved by torch now, measured
+    # peaks 4 GiB at batch 64 and 6 GiB at 128 (1/32 GiB per sample): batch 320 reaches 12 GiB
+    gib = 2**30
+    cuda = SimpleNamespace(mem_get_info=lambda device: (10 * gib, 80 * gib), memory_reserved=lambda device: 2 * gib)
+    a = SimpleNamespace(search=True, strategy="ddp", search_max_batch=65536, batch_sizes=[64, 128], backend="nccl",
+                        model="mlp", gradient_as_bucket_view=False, config_label="ddp", shape=SHAPE,
+                        dtype="float32", optimizer="adamw")
+    tried = []
+
+    def try_batch(b):
+        tried.append(b)
+        return ("ok", "") if b <= 390 else ("oom", "CUDA out of memory")
+    # two ranks: the other predicts 400, so both start at the smaller guess
+    h = SimpleNamespace(cuda=True, world_size=2, device="cuda:0", device_name="NVIDIA H200", n_params=100,
+                        n_trainable=100, torch=SimpleNamespace(cuda=cuda), try_batch=try_batch,
+                        gather_rows=lambda values: [values, [400.0]])
+    rows, said = [], []
+    harness.search(a, h, rows.extend, said.append, measured=[(64, 4 * gib), (128, 6 * gib)])
+    assert tried[0] == 320 and max(r["batch_size"] for r in rows if r["status"] == "ok") == 390
+    assert said == ["largest batch that fits: 390 (the search started at 320, the predicted limit)"]
+    # a rank without a prediction: every rank starts at the largest measured batch, as before
+    tried.clear()
+    h.gather_rows = lambda values: [values, [0.0]]
+    harness.search(a, h, rows.extend, said.append, measured=[(64, 4 * gib), (128, 6 * gib)])
+    assert tried[:3] == [128, 256, 512]

@@ -45,7 +45,7 @@ from distbench.launch.failure import unreached_rows
 from distbench.launch.ranks import end_groups, RankContext, failure_status, first_line
 from distbench.workloads.cli import add_model_args, resolve_model_args
 from distbench.memory.contract import MEMORY_COLUMN_NAMES
-from distbench.memory.search import DEFAULT_SEARCH_MAX_BATCH, reached_cap, search_largest_batch
+from distbench.memory.search import DEFAULT_SEARCH_MAX_BATCH, predicted_largest_batch, reached_cap, search_largest_batch
 
 MEASURED = ("params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes", "peak_allocated_bytes",
             "peak_reserved_bytes", "alloc_retries", "device_total_bytes")
@@ -271,6 +271,7 @@ def main(argv=None, keep_groups: bool = False) -> int:
                for b in a.batch_sizes])
         say(f"{err[0]}: {err[1]}")
     else:
+        measured = []  # (batch, peak reserved bytes): where the search starts (predicted_largest_batch)
         for i, b in enumerate(a.batch_sizes):
             snap = a.snapshot_out if (h.cuda and b == a.batch_sizes[-1] and h.rank == 0) else None
             mine, err = None, None
@@ -281,6 +282,7 @@ def main(argv=None, keep_groups: bool = False) -> int:
             if h.agree(mine is not None):
                 row = measured_row(a, h, b, h.gather_rows(mine))
                 write([row])
+                measured.append((b, row.get("peak_reserved_bytes")))
                 say(f"batch {b}: params {row['params_bytes']} B, grads {row['grads_bytes']} B, optimizer "
                     f"{row['optimizer_bytes']} B, activations {row['activations_bytes']} B, peak allocated "
                     f"{row['peak_allocated_bytes']} B")
@@ -291,7 +293,7 @@ def main(argv=None, keep_groups: bool = False) -> int:
             say(f"{err[0]}: {err[1]}")
             h.rewrap()  # a step cut short leaves DDP's reducer mid-iteration
             break
-        search(a, h, write, say)
+        search(a, h, write, say, measured)
     h.dist.barrier(group=h.ctrl)
     mark("measure_end")
     if writer is not None:
@@ -304,7 +306,23 @@ def main(argv=None, keep_groups: bool = False) -> int:
     return 0
 
 
-def search(a, h: MemoryHarness, write, say) -> None:
+def search_guess(h: MemoryHarness, measured: list) -> int | None:
+    """Where the search starts: the batch at which the measured batches' peak reserved memory would
+    reach what this GPU can hold (free + what torch reserves now), the smallest over the ranks (all
+    ranks must try the same batches); None (the search starts at the largest measured batch) when
+    the measurements give no prediction. Only the number of tries depends on it, not the answer."""
+    if len(measured) < 2:  # the same on every rank: each appends every measured row
+        return None
+    try:
+        free, _ = h.torch.cuda.mem_get_info(h.device)
+        mine = predicted_largest_batch(measured, free + h.torch.cuda.memory_reserved(h.device)) or 0
+    except Exception:  # noqa: BLE001 - no prediction: the plain search
+        mine = 0
+    guesses = [int(v[0]) for v in h.gather_rows([float(mine)])]
+    return min(guesses) if all(g > 0 for g in guesses) else None
+
+
+def search(a, h: MemoryHarness, write, say, measured: list | None = None) -> None:
     """The largest batch that fits (GPU, DDP): phase `search` rows, one per batch tried."""
     def row(b, status, message="", capped=None):
         return {**base_row(a, h), "phase": "search", "batch_size": b, "search_capped": capped, "status": status,
@@ -324,10 +342,12 @@ def search(a, h: MemoryHarness, write, say) -> None:
         write([row(b, status, why, capped=reached_cap(b, a.search_max_batch, status == "ok"))])
         return None if status == "failed" else status == "ok"
 
-    found = search_largest_batch(a.batch_sizes[-1], a.search_max_batch, attempt)
+    guess = search_guess(h, measured or [])
+    found = search_largest_batch(a.batch_sizes[-1], a.search_max_batch, attempt, guess=guess)
     if found.failed:
         return
-    say(f"largest batch that fits: {found.largest_fits or 'none'}"
+    say(f"largest batch that fits: {found.largest_fits or 'none'} (the search started at "
+        f"{guess if guess else a.batch_sizes[-1]}{', the predicted limit' if guess else ''})"
         + (f" (at least: the search stopped at its cap, {a.search_max_batch})" if found.capped else ""))
 
 
