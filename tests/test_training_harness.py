@@ -206,3 +206,40 @@ def test_oom_in_a_phase_is_recorded_and_the_job_goes_on(tmp_path):
     assert len(co) == 3 and (co["status"] == "oom").all() and co["message"].str.contains("out of memory").all()
     assert co["step_time_ms"].isna().all()
     assert (df[df["phase"] != "compute_only"]["status"] == "ok").all()
+
+
+def test_the_timed_steps_run_with_the_garbage_collector_paused_and_it_comes_back(monkeypatch):
+    # a collection inside a timed step is a pause that is not training (torchtitan's gc_freq does the
+    # same); DISTBENCH_TIMED_GC=on leaves it running
+    import gc
+
+    from distbench.training.wrap import TIMED_GC_ENV, gc_paused
+
+    monkeypatch.delenv(TIMED_GC_ENV, raising=False)
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError):
+        with gc_paused():
+            raise RuntimeError("a step failed")
+    assert gc.isenabled()  # restored after a failed step too
+    monkeypatch.setenv(TIMED_GC_ENV, "on")
+    with gc_paused():
+        assert gc.isenabled()
+
+
+def test_every_timed_call_runs_with_the_collector_paused(monkeypatch):
+    import gc
+    from types import SimpleNamespace
+
+    from distbench.training import wrap
+
+    monkeypatch.delenv(wrap.TIMED_GC_ENV, raising=False)
+    seen = []
+    fake = SimpleNamespace(cuda=False, torch=None, align=lambda: None, sync=lambda: None,
+                           energy=SimpleNamespace(read_mj=lambda: None))
+    fake._timed = lambda fn, n: wrap.TrainingHarness._timed(fake, fn, n)
+    times, _ = wrap.TrainingHarness.timed(fake, lambda: seen.append(gc.isenabled()), 2, 3)
+    assert seen == [True, True, False, False, False] and len(times) == 3  # warm-up with it, timed without
+    assert gc.isenabled()
