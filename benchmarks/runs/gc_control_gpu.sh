@@ -21,7 +21,7 @@ FSDP="gpt/ws1/fsdp lora/ws1/fsdp gpt/ws2/fsdp lora/ws2/fsdp"
 round() {  # label DISTBENCH_TIMED_GC
   local label=$1 gc=$2
   local targets=$(for c in $FSDP; do echo "results/$label/training/nccl/$c/training.csv"; done)
-  { /usr/bin/time -f "$label (DISTBENCH_TIMED_GC=$gc): %e s wall (rc %x)" timeout 80 env DISTBENCH_RUN_LABEL=$label \
+  { /usr/bin/time -f "$label (DISTBENCH_TIMED_GC=$gc): %e s wall (rc %x)" timeout 90 env DISTBENCH_RUN_LABEL=$label \
       DISTBENCH_TIMED_GC=$gc python3 -m snakemake --cores 1 -- $targets > "$OUT/$label.log" 2>&1; } 2>> "$T"
 }
 round gc_on on
