@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
-import os
 import sys
 import time
 
@@ -41,30 +40,6 @@ def ddp_bucket_layout(param_bytes: list[int], bucket_cap_bytes: int, first_bucke
 
 
 # --- everything below runs inside the torchrun ranks ------------------------------------------
-
-
-# Python's cyclic garbage collector runs when allocations pass a threshold, at any step: a
-# collection of a long-lived process's objects (FSDP2's per-parameter wrappers, a shared launch's
-# earlier configurations) lands inside one step and makes it an outlier. As torchtitan does
-# (its gc_freq), the timed steps run with the collector paused, after a full collection outside the
-# window; DISTBENCH_TIMED_GC=on leaves it running (the control: benchmarks/runs/gc_control_gpu.sh).
-TIMED_GC_ENV = "DISTBENCH_TIMED_GC"
-
-
-@contextlib.contextmanager
-def gc_paused():
-    """A full collection, then the collector off until the block ends (as it was before)."""
-    if os.environ.get(TIMED_GC_ENV, "off") == "on":
-        yield
-        return
-    was_enabled = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 class PhaseError(Exception):
     """A phase that cannot run or did not complete: (status, message)."""
@@ -289,15 +264,10 @@ class TrainingHarness(RankContext):
         after the last one, so a call's time is the gap between its two events and no per-call host
         work (or another rank's late start) lands inside it; the collectives keep the ranks in step.
         On CPU the host clock is read between calls. Energy: NVML's counter is read before and after
-        the whole run (it updates too coarsely for one step) and divided evenly over the calls.
-        Python's garbage collector is paused over the timed calls (gc_paused)."""
+        the whole run (it updates too coarsely for one step) and divided evenly over the calls."""
+        torch = self.torch
         for _ in range(warmup):
             fn()
-        with gc_paused():
-            return self._timed(fn, n)
-
-    def _timed(self, fn, n: int) -> tuple[list[float], list[float]]:
-        torch = self.torch
         self.align()
         e0 = self.energy.read_mj()
         if self.cuda:
