@@ -210,7 +210,7 @@ def parse_args(argv=None):
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw")
     p.add_argument("--batch-sizes", required=True, help="comma-separated per-rank batch sizes, e.g. 1,2,4,8")
     p.add_argument("--search", choices=("false", "true"), default="true",
-                   help="GPU + DDP: find the largest batch that fits (doubling, then bisection)")
+                   help="GPU + DDP: find the largest batch that fits (from the limit the measured batches predict, then bisection)")
     p.add_argument("--search-max-batch", type=int, default=DEFAULT_SEARCH_MAX_BATCH,
                    help="the search tries no larger batch per rank; when this one fits, the row says search_capped")
     p.add_argument("--config-label", default="ddp")

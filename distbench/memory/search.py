@@ -1,6 +1,7 @@
-"""The largest-batch search's arithmetic, apart from the GPU: doubling from a start batch until a step
-runs out of memory or the cap (memory.search_max_batch) fits, then halving (when even the start did
-not fit) or bisection. Torch-free, so that it is tested with a made-up `fits` (tests/
+"""The largest-batch search's arithmetic, apart from the GPU: from the batch the measured batches'
+memory predicts (predicted_largest_batch), stepping away from it until the answer changes, or
+without a prediction doubling from a start batch until a step runs out of memory or the cap
+(memory.search_max_batch) fits, then halving (when even the start did not fit) or bisection. Torch-free, so that it is tested with a made-up `fits` (tests/
 test_memory_search_cap.py); distbench.memory.harness supplies the real one (a step on every rank).
 
 A search that stops at the cap has not found the limit: the largest batch that fits is then at
