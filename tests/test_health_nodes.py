@@ -82,6 +82,9 @@ def test_the_launchers_start_one_reading_per_node_from_argument_lists():
     assert [c[3] for c, _ in ssh] == ["h1", "h2"]
     assert ssh[1][0][4] == ("cd '/w d' && env 'DISTBENCH_X=a b' DISTBENCH_NODE_INDEX=1 py -m "
                             "distbench.probes.health_node --out-dir '/r/x y'")
+    # with the reading's limit, the remote side ends by itself too (a killed ssh client may not end it)
+    bounded = node_commands("py", [], 1, "ssh", ["h1"], ["h1"], env, "/w", limit_s=62.5)
+    assert bounded[0][0][4].startswith("cd /w && timeout -k 5 62 env ")
     local = node_commands("py", [], 2, "local", [], ["node0", "node1"], env, "/w")
     assert [(e["DISTBENCH_NODE_INDEX"], e["DISTBENCH_NODE_NAME"]) for _, e in local] == [("0", "node0"), ("1", "node1")]
 
@@ -190,3 +193,21 @@ def test_the_note_of_a_degraded_gpu_goes_to_the_headlines_of_the_families_measur
     # no job on it: no other headline carries it
     [head] = health_headlines(ReportInputs(health=degraded_gpu1, placements=on_gpu1[1:]))
     assert [d["reason"] for d in ordered([*others, head])][1:] == ["at 95%", "92% efficient"]
+
+
+def test_a_node_item_is_matched_by_the_node_name_the_placement_file_records(tmp_path, monkeypatch):
+    # SLURM's node names (the health check's host column under SLURM) are not always the host names
+    # (two test nodes on one machine, or a fully qualified host name): placement records both
+    from distbench.core.run_label import node_name
+    from distbench.probes.health_jobs import jobs_on, read_jobs
+
+    monkeypatch.delenv("DISTBENCH_NODE_NAME", raising=False)
+    monkeypatch.setenv("SLURMD_NODENAME", "node2")
+    assert node_name() == "node2"
+    rank = {"rank": 0, "hostname": "box.example.org", "node": "node2", "uuid": None, "pci_bus_id": None,
+            "device": "cuda:0"}
+    jobs = read_jobs([_placement(tmp_path, "training/nccl/mlp/ws1/plain", [rank])])
+    found = jobs_on(("node2", NODE), ("", ""), jobs, {"node1", "node2"})
+    assert [job.name for job, _ in found.on] == ["training nccl/mlp/ws1/plain"] and not found.unknown
+    found = jobs_on(("node1", NODE), ("", ""), jobs, {"node1", "node2"})
+    assert not found.on and not found.unknown

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import socket
 
+from distbench.core.run_label import node_name
+
 
 def gpu_identity(props) -> dict:
     """Name, UUID and PCI bus id from torch.cuda.get_device_properties (placement and the env probe share it)."""
@@ -17,7 +19,8 @@ def gpu_identity(props) -> dict:
 
 def rank_record(rank: int, local_rank: int, device) -> dict:
     """This rank's placement: rank, LOCAL_RANK, CUDA_VISIBLE_DEVICES, device, GPU name/UUID/PCI bus."""
-    rec = {"rank": rank, "local_rank": local_rank, "hostname": socket.gethostname(), "pid": os.getpid(),
+    rec = {"rank": rank, "local_rank": local_rank, "hostname": socket.gethostname(), "node": node_name(),
+           "pid": os.getpid(),
            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "device": str(device),
            "device_index": device.index, "pci_bus_id": None, "uuid": None, "gpu_name": None}
     if device.type == "cuda":

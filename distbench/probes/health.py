@@ -24,14 +24,13 @@ driver or host is "not available here" with the reason, never a crash. Torch-fre
 
 from __future__ import annotations
 
-import os
 import re
-import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, replace
 
+from distbench.core.run_label import node_name  # the name the jobs' placement files carry too
 from distbench.probes.nvml import _call, _text
 
 OK, DEGRADED, FAILING, NOT_AVAILABLE = "ok", "degraded", "failing", "not available here"
@@ -113,13 +112,6 @@ def _na_rows(host: str, reason: str, expected_gpus: int | None) -> list[HealthRo
     rows = [HealthRow(host, NODE, item, "", str(expected_gpus) if item == "gpu_count" and expected_gpus else "",
                       NOT_AVAILABLE, reason) for item in NODE_ITEMS]
     return rows + [HealthRow(host, ALL_GPUS, item, "", "", NOT_AVAILABLE, reason) for item in GPU_ITEMS]
-
-
-def node_name() -> str:
-    """This node's name in the readings: DISTBENCH_NODE_NAME (set per process by the local launcher,
-    whose "nodes" share one host), else SLURMD_NODENAME under SLURM (nodes of a test cluster on one
-    machine share a host name, and SLURM's own names are what a user knows), else the host name."""
-    return os.environ.get("DISTBENCH_NODE_NAME") or os.environ.get("SLURMD_NODENAME") or socket.gethostname()
 
 
 def read_health(expected_gpus: int | None = None, load_s: float = 0.0, host: str | None = None) -> list[HealthRow]:

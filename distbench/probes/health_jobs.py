@@ -84,7 +84,8 @@ def read_jobs(placements) -> list[Job]:
 
 def _rank_on(rank: dict, host: str, gpu: str, uuid: str, pci: str, hosts: set[str]) -> bool | None:
     """Whether this rank ran on the GPU (or node): True, False, or None when it cannot be told."""
-    rank_host = str(rank.get("hostname") or "")
+    # the node's name as the health check wrote it (placement's `node`; older files: the host name)
+    rank_host = str(rank.get("node") or rank.get("hostname") or "")
     if gpu == NODE:
         if rank_host not in hosts:  # a name the health check does not know (e.g. SLURM's node names)
             return None

@@ -75,10 +75,11 @@ def node_names(nodes: int, launcher: str, hosts, env: dict) -> list[str]:
 
 
 def node_commands(python: str, args: list[str], nodes: int, launcher: str, hosts, names: list[str], env: dict,
-                  cwd: str) -> list[tuple[list[str], dict]]:
+                  cwd: str, limit_s: float | None = None) -> list[tuple[list[str], dict]]:
     """(argument list, environment) of each process that reads the nodes: one per node (local, ssh)
     or one srun that starts one task per node. Argument lists only: no config value reaches a shell
-    except through shlex quoting on ssh's remote side."""
+    except through shlex quoting on ssh's remote side. limit_s: on ssh, the remote reading runs
+    under timeout(1) too, since killing the local ssh client at the limit need not end it there."""
     entry = [python, "-m", "distbench.probes.health_node", *args]
     if launcher == "local":
         return [(entry, {**env, "DISTBENCH_NODE_INDEX": str(k), "DISTBENCH_NODE_NAME": names[k]})
@@ -92,8 +93,9 @@ def node_commands(python: str, args: list[str], nodes: int, launcher: str, hosts
     if launcher != "ssh":
         raise ValueError(f"unknown launcher {launcher!r}")
     keep = [f"{k}={v}" for k, v in sorted(env.items()) if k.startswith(("PYTHON", "DISTBENCH_"))]
+    bound = ["timeout", "-k", "5", str(max(1, int(limit_s)))] if limit_s else []
     return [(["ssh", "-o", "BatchMode=yes", host,
-              f"cd {shlex.quote(cwd)} && " + shlex.join(["env", *keep, f"DISTBENCH_NODE_INDEX={k}", *entry])], env)
+              f"cd {shlex.quote(cwd)} && " + shlex.join([*bound, "env", *keep, f"DISTBENCH_NODE_INDEX={k}", *entry])], env)
             for k, host in enumerate(list(hosts)[:nodes])]
 
 
@@ -130,7 +132,7 @@ def read_nodes(nodes: int, launcher: str, hosts, expected_gpus: int | None, load
     try:
         names = node_names(nodes, launcher, hosts, env)
         args = ["--gpus", str(expected_gpus or 0), "--load-s", str(load_s), "--out-dir", str(work)]
-        cmds = node_commands(sys.executable, args, nodes, launcher, hosts, names, env, os.getcwd())
+        cmds = node_commands(sys.executable, args, nodes, launcher, hosts, names, env, os.getcwd(), limit_s=timeout_s)
         procs = []
         for k, (cmd, cmd_env) in enumerate(cmds):
             with open(work / f"launch{k}.log", "w") as log:
