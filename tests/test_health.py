@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from distbench.core.section import Headline, ReportInputs
-from distbench.probes import health
+from distbench.probes import health, health_load
 from distbench.probes.health import DEGRADED, FAILING, GPU_ITEMS, NODE_ITEMS, NOT_AVAILABLE, OK, read_health
 from distbench.probes.health_section import HEALTH_SECTION, health_findings, health_headlines
 from distbench.probes.health_table import (
@@ -31,7 +31,7 @@ def no_dmesg(monkeypatch):
 
 def reading(monkeypatch, state, expected_gpus=None):
     monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(state))
-    monkeypatch.setattr(health, "IDLE_SAMPLE_S", 0.0)
+    monkeypatch.setattr(health_load, "IDLE_SAMPLE_S", 0.0)
     return read_health(expected_gpus, load_s=0, host="n1")
 
 
@@ -78,7 +78,7 @@ def test_an_nvml_lacking_calls_leaves_those_items_not_available(monkeypatch, no_
     nv = fake_pynvml(nv_state)
     del nv.nvmlDeviceGetNvLinkState, nv.nvmlEventSetCreate, nv.nvmlDeviceGetRemappedRows
     monkeypatch.setitem(sys.modules, "pynvml", nv)
-    monkeypatch.setattr(health, "IDLE_SAMPLE_S", 0.0)
+    monkeypatch.setattr(health_load, "IDLE_SAMPLE_S", 0.0)
     rows = read_health(load_s=0)
     for item in ("nvlink_active", "nvlink_crc_errors", "xid_events", "remap_pending"):
         assert row(rows, "0", item).state == NOT_AVAILABLE, item

@@ -11,7 +11,7 @@ import pytest
 
 from distbench.core.section import ReportInputs
 from distbench.launch.cluster import agent_environment
-from distbench.probes import health, health_node
+from distbench.probes import health, health_load, health_node
 from distbench.probes.health import DEGRADED, FAILING, NODE, NOT_AVAILABLE, OK
 from distbench.probes.health_node import NODE_READ, node_commands, read_nodes, read_run
 from distbench.probes.health_section import HEALTH_SECTION, health_findings, health_headlines
@@ -63,7 +63,7 @@ def test_one_node_or_the_local_launcher_reads_in_this_process(monkeypatch):
     def no_process(*a, **k):
         raise AssertionError("no extra process for one node")
     monkeypatch.setattr(health_node, "read_nodes", no_process)
-    monkeypatch.setattr(health, "IDLE_SAMPLE_S", 0.0)
+    monkeypatch.setattr(health_load, "IDLE_SAMPLE_S", 0.0)
     monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(healthy_state()))
     monkeypatch.setenv("DISTBENCH_NODE_NAME", "here")
     for nodes, launcher in ((1, "srun"), (1, "auto"), (4, "local")):
@@ -117,7 +117,7 @@ def _rank(rank, host, uuid=None, pci=None, device="cuda:0"):
 @pytest.fixture
 def degraded_gpu1(monkeypatch, tmp_path):
     """n1's GPU 1 (UUID GPU-1, PCI 0000:1a:00.0) downtrained to x8; GPU 0 healthy."""
-    monkeypatch.setattr(health, "IDLE_SAMPLE_S", 0.0)
+    monkeypatch.setattr(health_load, "IDLE_SAMPLE_S", 0.0)
     monkeypatch.setattr(health, "_kernel_xid_row", lambda host: health.HealthRow(
         host, NODE, "xid_kernel_log", "", "0", NOT_AVAILABLE, "dmesg unreadable here"))
     state = healthy_state()

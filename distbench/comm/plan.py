@@ -38,6 +38,9 @@ def comm_jobs(config: dict, gpus: int, gpus_source: str) -> tuple[list[CommJob],
     comm = config["comm"]
     skipped, jobs, world_sizes = [], [], {}
     gloo_cap = parse_size(comm["gloo"]["max_bytes"])
+    # the world sizes NCCL comm jobs run at here: on a GPU host Gloo runs beside them (gloo_world_sizes)
+    nccl_sizes = (placeable(config, "nccl", gpus, list(config["world_sizes"]), "")[0]
+                  if "nccl" in config["backends"] and gpus > 0 else [])
     for backend in config["backends"]:
         if backend == "nccl" and gpus == 0:
             skipped.append({"what": "backend nccl", "why": f"no GPU on this host ({gpus_source})"})
@@ -51,7 +54,7 @@ def comm_jobs(config: dict, gpus: int, gpus_source: str) -> tuple[list[CommJob],
         sizes, why = placeable(config, backend, gpus, list(config["world_sizes"]), f"{backend} world sizes")
         skipped += why
         if backend == "gloo":
-            sizes, why = gloo_world_sizes(config, gpus, sizes)
+            sizes, why = gloo_world_sizes(config, gpus, sizes, nccl_sizes)
             skipped += why
         envs = comm["nccl_env"] if backend == "nccl" else [{}]
         world_sizes[backend] = sizes
@@ -76,31 +79,26 @@ def comm_jobs(config: dict, gpus: int, gpus_source: str) -> tuple[list[CommJob],
     return jobs, skipped, world_sizes
 
 
-def gloo_world_sizes(config: dict, gpus: int, placed: list[int]) -> tuple[list[int], list[dict]]:
-    """comm.gloo.world_sizes: an explicit list keeps the placeable sizes it names; `auto` keeps, on a
-    host where NCCL comm jobs run, only the world sizes NCCL also runs at. There Gloo is the side-by-side
+def gloo_world_sizes(config: dict, gpus: int, placed: list[int], nccl: list[int]) -> tuple[list[int], list[dict]]:
+    """comm.gloo.world_sizes: an explicit list keeps the placeable sizes it names; `auto` keeps, where
+    NCCL comm jobs run (`nccl`: their world sizes), only those sizes. There Gloo is the side-by-side
     comparison (the same ops and ranks over the CPU path), and a Gloo job with no NCCL job beside it
     measures CPU processes on a GPU host, which answers nothing asked of that host (39 s of a 2-GPU
-    default run's 6 minutes). Without a GPU (or without nccl) Gloo is the comm family: every size runs."""
-    chosen = config["comm"]["gloo"].get("world_sizes", "auto")
+    default run's 6 minutes). Without NCCL jobs (no GPU, or no nccl) Gloo is the comm family: every
+    size runs."""
+    chosen = config["comm"]["gloo"]["world_sizes"]
     if chosen != "auto":
         kept = [ws for ws in placed if ws in chosen]
         left = [ws for ws in placed if ws not in chosen]
         return kept, ([{"what": f"gloo world sizes {left}", "why": "not in comm.gloo.world_sizes"}] if left else [])
-    if "nccl" not in config["backends"] or gpus == 0:
-        return placed, []
-    nccl, _ = placeable(config, "nccl", gpus, list(config["world_sizes"]), "nccl world sizes")
-    if not nccl:
-        return placed, []
-    kept = [ws for ws in placed if ws in nccl]
-    left = [ws for ws in placed if ws not in nccl]
+    kept = [ws for ws in placed if ws in nccl] if nccl else placed
+    left = [ws for ws in placed if ws not in kept]
     if not left:
         return kept, []
-    every = sorted(set(placed))
     return kept, [{"what": f"gloo world sizes {left}",
                    "why": f"no NCCL job at those sizes on this host (gpus={gpus}): on a GPU host Gloo runs beside "
                           f"NCCL at NCCL's world sizes (comm.gloo.world_sizes: auto); every size: "
-                          f"--config comm='{{gloo: {{world_sizes: {every}}}}}'"}]
+                          f"--config comm='{{gloo: {{world_sizes: {sorted(set(placed))}}}}}'"}]
 
 
 def _unique_envs(envs: list[dict]) -> list[dict]:

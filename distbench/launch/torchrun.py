@@ -30,6 +30,7 @@ from typing import Callable
 from distbench.launch import hang
 from distbench.launch.cluster import Launch, agent_commands, agent_environment
 from distbench.launch.failure import host_unfit_reason
+from distbench.launch.processes import kill_group
 from distbench.core.io import atomic_write_json, partial_path
 from distbench.launch.timeline import ENV as TIMELINE_ENV
 from distbench.launch.timeline import Breakdown, breakdown, read_marks
@@ -248,7 +249,7 @@ def run_torchrun_job(job: TorchrunJob) -> str:
                 if failed:  # one rank (or agent) failed: the others would wait for it in a collective
                     rc = failed[0]
                     for p in procs:
-                        _kill_group(p, SIGNAL_GRACE_S)
+                        kill_group(p, SIGNAL_GRACE_S)
                 elif all(c == 0 for c in codes):
                     rc = 0
                 else:
@@ -257,13 +258,13 @@ def run_torchrun_job(job: TorchrunJob) -> str:
                     interrupted = (f"interrupted by {signal.Signals(received[0]).name}" if received
                                    else "interrupted: the workflow that started the job went away")
                     for p in procs:
-                        _kill_group(p, SIGNAL_GRACE_S)
+                        kill_group(p, SIGNAL_GRACE_S)
                     rc = next((p.returncode for p in procs if p.returncode), procs[0].returncode)
                 elif rc is None and time.monotonic() - t0 > job.timeout_s:
                     if fr_dir is not None:  # first every rank's dump and stack, while the job still hangs
                         hang.collect(fr_dir, job.world_size, _rank_pids(procs, direct), DUMP_WAIT_S)
                     for p in procs:
-                        _kill_group(p, 10)
+                        kill_group(p, 10)
                     rc, reason = -1, f"job killed after {job.timeout_s} s (job time limit): a rank hung or was lost"
             if rc and reason is None:
                 reason = _first_failure(procs, ended) if direct else f"torchrun exited with code {rc}"
@@ -390,24 +391,6 @@ def _first_failure(procs: list[subprocess.Popen], ended: dict[int, float]) -> st
 def _killed_by_signal(log_text: str) -> bool:
     """torchrun's agent reports a SIGTERM/SIGINT/SIGHUP it received as a SignalException."""
     return bool(re.search(r"SignalException: Process \d+ got signal: (1|2|15)\b", log_text))
-
-
-def _kill_group(proc: subprocess.Popen, grace_s: float) -> None:
-    """SIGTERM to the job's whole process group, SIGKILL after grace_s; returns once it is gone."""
-    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait_s)
-            break
-        except subprocess.TimeoutExpired:
-            continue
-    try:  # torchrun is gone; a rank it left behind in the group is not
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def finish_trace_dir(job: TorchrunJob, mode: str, trace_dir: Path, status: str, short_args: list[str]) -> None:

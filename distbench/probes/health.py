@@ -13,7 +13,7 @@ after-before difference counts the XIDs of the run, which a short NVML event wai
 
 The load: with `load_s` > 0, a separate Python process (`sys.executable`, so torch is never imported
 here) runs a bf16 matmul loop on every GPU it sees for `load_s` seconds while this process samples
-throttle reasons, clocks and PCIe generation every SAMPLE_S; without torch (or with load_s 0) the
+throttle reasons, clocks and PCIe generation (distbench.probes.health_load); without torch (or with load_s 0) the
 GPUs are sampled idle for one second, and the clock rows say so. Idle GPUs drop their PCIe
 generation to save power, so a generation below the maximum is only called degraded when seen
 under load; a narrower width is degraded either way.
@@ -26,11 +26,10 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
-import time
 from dataclasses import dataclass, replace
 
 from distbench.core.run_label import node_name  # the name the jobs' placement files carry too
+from distbench.probes.health_load import CLOCK_MEM, CLOCK_SM, sample
 from distbench.probes.nvml import _call, _text
 
 OK, DEGRADED, FAILING, NOT_AVAILABLE = "ok", "degraded", "failing", "not available here"
@@ -47,9 +46,6 @@ GPU_ITEMS = (
 )
 NODE_ITEMS = ("gpu_count", "driver_version", "cuda_driver_version", "xid_kernel_log")
 
-SAMPLE_S = 0.1
-IDLE_SAMPLE_S = 1.0
-LOAD_START_TIMEOUT_S = 120  # importing torch and initialising CUDA on every GPU
 
 # nvml.h's clock event (throttle) reason bits; the names are those of NVML_CLOCKS_EVENT_REASON_*.
 THROTTLE_BITS = {
@@ -63,8 +59,6 @@ DEGRADING_THROTTLES = ("hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdow
 # nvml.h enums (stable across NVML versions)
 ECC_CORRECTED, ECC_UNCORRECTED = 0, 1
 ECC_VOLATILE, ECC_AGGREGATE = 0, 1
-CLOCK_SM, CLOCK_MEM = 1, 2
-TEMP_GPU = 0
 TEMP_THRESHOLD_SHUTDOWN, TEMP_THRESHOLD_SLOWDOWN = 0, 1
 PAGE_CAUSE_SBE, PAGE_CAUSE_DBE = 0, 1
 NVLINK_REPLAY, NVLINK_RECOVERY, NVLINK_CRC_FLIT, NVLINK_CRC_DATA = 0, 1, 2, 3
@@ -74,22 +68,6 @@ XID_CRITICAL_EVENT = 0x8  # nvmlEventTypeXidCriticalError
 # which no sampling window sees.
 PERF_POLICY_POWER, PERF_POLICY_THERMAL = 0, 1
 
-_LOAD = """
-import sys, time
-import torch
-n = torch.cuda.device_count()
-if n == 0:
-    sys.exit(3)
-xs = [torch.randn(8192, 8192, device=f"cuda:{i}", dtype=torch.bfloat16) for i in range(n)]
-print("ready", flush=True)
-end = time.time() + float(sys.argv[1])
-while time.time() < end:
-    for x in xs:
-        for _ in range(8):
-            torch.mm(x, x)
-    for i in range(n):
-        torch.cuda.synchronize(i)
-"""
 
 
 @dataclass(frozen=True)
@@ -162,7 +140,7 @@ def _read(nv, host: str, expected_gpus: int | None, load_s: float) -> list[Healt
         return rows + [HealthRow(host, ALL_GPUS, item, "", "", NOT_AVAILABLE, "NVML sees no GPUs")
                        for item in GPU_ITEMS]
     events = _xid_event_set(nv, handles)
-    samples, load_note = _sample(nv, handles, load_s)
+    samples, load_note = sample(nv, handles, load_s)
     xids = _drain_xids(nv, events, handles)
     for i, h in handles.items():
         g = str(i)
@@ -228,62 +206,6 @@ def _kernel_xid_row(host: str) -> HealthRow:
     return HealthRow(host, NODE, "xid_kernel_log", str(len(xids)), "0", OK,
                      ("in the kernel log since boot (the run's own: the after-before difference): "
                       + ", ".join(xids[-5:])) if xids else "no XID in the kernel log")
-
-
-# ------------------------------------------------------------------------ sampling (with the load)
-def _throttle_mask(nv, h):
-    return _call(nv.first("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"), h)
-
-
-def _start_load(load_s: float):
-    """The load process, once it says it is ready (None and why not, when it cannot run)."""
-    if load_s <= 0:
-        return None, "idle: no load ran (load_s 0)"
-    try:
-        proc = subprocess.Popen([sys.executable, "-c", _LOAD, str(load_s)], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
-    except OSError as exc:
-        return None, f"idle: the load did not start ({exc})"
-    deadline = time.monotonic() + LOAD_START_TIMEOUT_S
-    line = ""
-    while time.monotonic() < deadline and proc.poll() is None:
-        line = proc.stdout.readline()
-        if line.strip() == "ready":
-            return proc, f"under a {load_s:g} s bf16 matmul load"
-    proc.kill()
-    err = (proc.communicate()[1] or "").strip().splitlines()
-    return None, f"idle: the load did not run ({err[-1] if err else 'no CUDA device for torch'})"
-
-
-def _sample(nv, handles: dict, load_s: float) -> tuple[dict, str]:
-    """Per GPU, over the sampling window: the throttle reasons seen (OR of the masks), the highest SM
-    and memory clocks and PCIe generation, the highest temperature and power (mW)."""
-    proc, note = _start_load(load_s)
-    seen = {i: {"mask": None, "sm": None, "mem": None, "gen": None, "temp": None, "power": None} for i in handles}
-    end = time.monotonic() + (load_s if proc else IDLE_SAMPLE_S)
-    while True:
-        for i, h in handles.items():
-            s = seen[i]
-            mask = _throttle_mask(nv, h)
-            if mask is not None:
-                s["mask"] = (s["mask"] or 0) | int(mask)
-            for key, value in (("sm", _call(nv.nvmlDeviceGetClockInfo, h, CLOCK_SM)),
-                               ("mem", _call(nv.nvmlDeviceGetClockInfo, h, CLOCK_MEM)),
-                               ("gen", _call(nv.nvmlDeviceGetCurrPcieLinkGeneration, h)),
-                               ("temp", _call(nv.nvmlDeviceGetTemperature, h, TEMP_GPU)),
-                               ("power", _call(nv.nvmlDeviceGetPowerUsage, h))):
-                if value is not None:
-                    s[key] = max(s[key], value) if s[key] is not None else value
-        if time.monotonic() >= end or (proc and proc.poll() is not None):
-            break
-        time.sleep(SAMPLE_S)
-    if proc:
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    return seen, note
 
 
 # ------------------------------------------------------------------------------------- the items

@@ -21,7 +21,6 @@ import argparse
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -29,12 +28,14 @@ import time
 from pathlib import Path
 
 from distbench.launch.cluster import agent_environment, resolve_launcher
-from distbench.probes.health import FAILING, LOAD_START_TIMEOUT_S, NODE, HealthRow, _na_rows, read_health
-from distbench.probes.health_table import across_nodes, read_health_csv, rows_of, write_health
+from distbench.launch.processes import wait_all
+from distbench.probes.health import FAILING, NODE, HealthRow, _na_rows, read_health
+from distbench.probes.health_load import LOAD_START_TIMEOUT_S
+from distbench.probes.health_table import (across_nodes, check_after, check_before, read_health_csv, rows_of,
+                                          write_health)
 
 NODE_READ = "node_read"  # the item of a node whose reading did not come back
 MARGIN_S = 60  # starting Python and the launcher, dmesg, NVML's own calls on every GPU
-POLL_S = 0.2
 # Test-only (never set in a real run): the node of this index sleeps instead of reading.
 TEST_HANG_ENV = "DISTBENCH_TEST_HEALTH_HANG"
 
@@ -99,15 +100,6 @@ def node_commands(python: str, args: list[str], nodes: int, launcher: str, hosts
             for k, host in enumerate(list(hosts)[:nodes])]
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    """End a reading that outlived the limit, with everything it started (its own session)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    proc.wait()
-
-
 def _tail(path: Path) -> str:
     try:
         lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
@@ -138,12 +130,7 @@ def read_nodes(nodes: int, launcher: str, hosts, expected_gpus: int | None, load
             with open(work / f"launch{k}.log", "w") as log:
                 procs.append(subprocess.Popen(cmd, env=cmd_env, stdout=log, stderr=subprocess.STDOUT,
                                               stdin=subprocess.DEVNULL, start_new_session=True))
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and any(p.poll() is None for p in procs):
-            time.sleep(POLL_S)
-        late = [p for p in procs if p.poll() is None]
-        for p in late:
-            _stop(p)
+        late = wait_all(procs, timeout_s)
         rows: list[HealthRow] = []
         for k in range(nodes):
             path = work / f"node{k}.csv"
@@ -171,6 +158,21 @@ def read_run(nodes: int, launcher: str, hosts, expected_gpus: int | None, load_s
     if nodes <= 1 or resolved == "local":
         return read_health(expected_gpus, load_s)
     return read_nodes(nodes, resolved, hosts, expected_gpus, load_s, work_dir, env=env)
+
+
+def check_run(phase: str, nodes: dict, expected_gpus: int | None, load_s: float, out_csv, before_csv=None,
+              diff_csv=None) -> list[str]:
+    """The health rules' work: read every node of the run (nodes: the plan's health_launch) and write
+    health_before.csv, or health_after.csv and its differences from before; the lines for the log."""
+    out = Path(out_csv)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    rows = read_run(nodes["nodes"], nodes["launcher"], nodes["hosts"], expected_gpus, load_s, out.parent)
+    lines = [f"{r.host} {r.gpu} {r.item}: {r.state} ({r.value}) {r.reason}" for r in rows]
+    if phase == "before":
+        check_before(out, rows)
+        return lines
+    diff = check_after(before_csv, out, diff_csv, rows)
+    return lines + [f"{r.host} {r.gpu} {r.item}: {r.state} ({r.delta}) {r.reason}" for r in diff]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,7 +23,7 @@ HEALTH = Contract(
      Column("item", "string", "what was checked (distbench.probes.health: GPU_ITEMS, NODE_ITEMS, "
                               "driver_version_across_nodes / cuda_driver_version_across_nodes, and node_read "
                               "for a node whose reading did not come back: distbench.probes.health_node)"),
-     Column("value", "string", "the reading (units in the item's name: _c, _w, _mhz; counts otherwise)"),
+     Column("value", "string", "the reading (units in the item's name: _c, _w, _mhz, _ms; counts otherwise)"),
      Column("expected", "string", "the limit or expected value it is held against (empty: none)"),
      Column("state", "string", "ok, degraded, failing or not available here"),
      Column("reason", "string", "why the state (what NVML did not give, when not available)"),
@@ -62,7 +62,7 @@ HEALTH_DIFF = Contract(
      Column("before", "float64", "its value before the benchmarks (empty: not available)"),
      Column("after", "float64", "its value after them"),
      Column("delta", "float64", "after - before"),
-     Column("state", "string", "ok (did not move), degraded or failing (moved), not available here"),
+     Column("state", "string", "ok (did not move, or a move that is no fault: NVLink CRC errors within their allowance, time at the power limit), degraded or failing (moved), not available here"),
      Column("reason", "string", "what moving means")),
     allowed=(("state", STATES),),
 )

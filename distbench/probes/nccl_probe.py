@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,GRAPH,ENV,TUNING"}
@@ -49,6 +47,7 @@ def _run_ranks(world_size: int, worker_args: list[str], env: dict, log_path: Pat
     ~5 s of the probe's ~11 s on a 2-GPU host); DISTBENCH_ONE_NODE_LAUNCH=torchrun brings the agent
     back. Every rank's output goes to log_path. Their exit codes, or None when cut at timeout_s (the
     whole process group is killed: nothing is left behind)."""
+    from distbench.launch.processes import wait_all
     from distbench.launch.torchrun import ONE_NODE_LAUNCH_ENV, direct_rank_envs
 
     if env.get(ONE_NODE_LAUNCH_ENV, "direct") == "torchrun":
@@ -56,22 +55,11 @@ def _run_ranks(world_size: int, worker_args: list[str], env: dict, log_path: Pat
                     f"--nproc_per_node={world_size}", *worker_args], env)]
     else:
         starts = [([sys.executable, *worker_args], {**env, **rank_env}) for rank_env in direct_rank_envs(world_size)]
-    deadline = time.monotonic() + timeout_s
     with open(log_path, "w") as log:
         procs = [subprocess.Popen(cmd, env=e, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
                  for cmd, e in starts]
-        try:
-            codes = [p.wait(timeout=max(0.0, deadline - time.monotonic())) for p in procs]
-        except subprocess.TimeoutExpired:
-            codes = None
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    try:
-                        os.killpg(p.pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-                    p.wait()
+        late = wait_all(procs, timeout_s)
+    codes = None if late else [p.returncode for p in procs]
     return codes
 
 
