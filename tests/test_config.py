@@ -44,6 +44,8 @@ def test_a_sweep_without_step_factor_gets_the_default():
     ({"comm": {"iterations": 5}}, ["comm.iterations", "allowed keys here", "iters"]),
     ({"colour": "red"}, ["colour", "allowed keys here", "backends"]),
     ({"gpus": "many"}, ["gpus", "auto"]),
+    ({"comm": {"gloo": {"world_sizes": "some"}}}, ["comm.gloo.world_sizes", "auto or a list"]),
+    ({"comm": {"gloo": {"world_sizes": [0]}}}, ["comm.gloo.world_sizes[0]", ">= 1"]),
     ({"gpus": -1}, ["gpus"]),
     ({"world_sizes": [0]}, ["world_sizes[0]", ">= 1"]),
     ({"comm": {"sizes": ["1XB"]}}, ["comm.sizes[0]", "'1XB' is not a size"]),
