@@ -87,6 +87,8 @@ STRAGGLER_MIN_TRIALS = 10
 STRAGGLER_MIN_SHARE = 0.75  # of the job's trials
 STRAGGLER_MIN_SKEW_US = 200.0  # below this, host jitter; and at least this share of a trial:
 STRAGGLER_MIN_SKEW_OF_TRIAL = 0.1
+# and at least one op: the trials start after an aligning op, and a collective's own algorithm lets
+# the same rank leave it last (the last receiver), by up to about one op's time on a busy host.
 JOB_KEYS = ["backend", "world_size", "nodes", "dtype", "nccl_env"]
 STRAGGLER_COLUMNS = JOB_KEYS + ["n_trials", "last_rank", "last_share", "arrival_skew_us_median",
                                 "trial_us_median", "straggler"]
@@ -97,8 +99,9 @@ def stragglers(df: pd.DataFrame) -> pd.DataFrame:
     often, in what share of the trials, the median arrival skew (how long the first rank waited),
     the median trial duration (time_us x iters), and whether that rank is a straggler: last in at
     least STRAGGLER_MIN_SHARE of >= STRAGGLER_MIN_TRIALS trials, with a median skew of at least
-    STRAGGLER_MIN_SKEW_US and STRAGGLER_MIN_SKEW_OF_TRIAL of a trial. Random jitter spreads "last"
-    over the ranks; a slow host makes the same rank last every time."""
+    STRAGGLER_MIN_SKEW_US, STRAGGLER_MIN_SKEW_OF_TRIAL of a trial and one op (the median of the
+    fastest rank's time per op). Random jitter spreads "last" over the ranks; a slow host makes the
+    same rank last every time, and so can the aligning op's exit order, but by less than one op."""
     ok = df[(df["status"] == "ok") & df["last_rank"].notna() & (df["world_size"] > 1)] if len(df) else df
     rows = []
     for key, g in ok.groupby(JOB_KEYS, sort=True, dropna=False) if len(ok) else []:
@@ -106,8 +109,9 @@ def stragglers(df: pd.DataFrame) -> pd.DataFrame:
         share = counts.iloc[0] / len(g)
         skew = float(g["arrival_skew_us"].median())
         trial_us = float((g["time_us"] * g["iters"]).median())
+        op_us = float(g["time_us_rank_min"].fillna(g["time_us"]).median())
         flagged = bool(len(g) >= STRAGGLER_MIN_TRIALS and share >= STRAGGLER_MIN_SHARE
-                       and skew >= max(STRAGGLER_MIN_SKEW_US, STRAGGLER_MIN_SKEW_OF_TRIAL * trial_us))
+                       and skew >= max(STRAGGLER_MIN_SKEW_US, STRAGGLER_MIN_SKEW_OF_TRIAL * trial_us, op_us))
         rows.append([*key, len(g), int(counts.index[0]), share, skew, trial_us, flagged])
     return pd.DataFrame(rows, columns=STRAGGLER_COLUMNS)
 
