@@ -21,7 +21,7 @@ from matplotlib.colors import to_rgb
 from matplotlib.container import BarContainer
 from synthetic import build_summary, summary_row
 
-from distbench.comm.analysis import plots
+from distbench.comm.analysis import plot_refs, plots
 from distbench.core import figures, palette
 from distbench.memory.analysis import plots as plots_memory
 from distbench.predict import plots as plots_predict
@@ -198,9 +198,9 @@ def _hlines(ax, prefix: str) -> set:
 
 
 def test_busbw_figures_draw_the_link_peak_and_the_published_figure(ok):
-    published = plots.published_for(ok, "NVIDIA H200 141GB HBM3e")
+    published = plot_refs.published_for(ok, "NVIDIA H200 141GB HBM3e")
     assert published == [expected_for("NVIDIA H200", 2, "all_reduce", 1 << 30)]  # 2x H200 all_reduce at 1 GiB
-    refs = plots.reference_lines(peak={"peak_gbps": 450.0, "link": "NVLink4 x18"}, published=published)
+    refs = plot_refs.reference_lines(peak={"peak_gbps": 450.0, "link": "NVLink4 x18"}, published=published)
     axes = _axes_by_title(plots.fig_vs_size(ok, plots.BUSBW, refs=refs))
     for ax in axes.values():
         assert _hlines(ax, "link peak NVLink4 x18") == {450.0}
@@ -211,7 +211,7 @@ def test_busbw_figures_draw_the_link_peak_and_the_published_figure(ok):
     fig = plots.fig_vs_size(ok, plots.BUSBW, refs=refs)
     assert any("link peak" in t.get_text() for leg in fig.legends for t in leg.get_texts())
     # the timing-modes figure's busbw panel too; plain numbers and a (low, high) pair work as well
-    tm = plots.fig_timing_modes(ok, refs=plots.reference_lines(peak=450.0, published=(360.0, 370.0)))
+    tm = plots.fig_timing_modes(ok, refs=plot_refs.reference_lines(peak=450.0, published=(360.0, 370.0)))
     busbw = [ax for ax in _visible_axes(tm) if "bandwidth" in ax.get_ylabel()]
     assert busbw and all(_hlines(ax, "link peak") == {450.0} and _hlines(ax, "published") == {360.0, 370.0}
                          for ax in busbw)
@@ -326,7 +326,8 @@ def test_busbw_and_latency_figures_mark_nccl_algorithm_protocol_ranges():
     import pandas as pd
     from synthetic import build_summary
 
-    from distbench.comm.analysis.plots import BUSBW, TIME, fig_vs_size, nccl_ranges
+    from distbench.comm.analysis.plot_refs import nccl_ranges
+    from distbench.comm.analysis.plots import BUSBW, TIME, fig_vs_size
 
     from distbench.comm.analysis.findings import normalise_summary
 
@@ -353,7 +354,8 @@ def test_the_time_figure_shows_the_time_at_the_link_peak():
     from synthetic import build_summary
 
     from distbench.comm.analysis.findings import normalise_summary
-    from distbench.comm.analysis.plots import TIME, fig_vs_size, peak_time_us, reference_lines
+    from distbench.comm.analysis.plot_refs import peak_time_us, reference_lines
+    from distbench.comm.analysis.plots import TIME, fig_vs_size
 
     s = normalise_summary(build_summary(backends=("nccl", "gloo"), world_sizes=(2, 4), oom=False))
     s = s[s["status"] == "ok"]

@@ -7,7 +7,8 @@ House rules, shared by every plot module (distbench.plots_*):
 - message-size axes on log base 2, ticks labelled 8 B, 4 KiB, 1 MiB (distbench.core.units.human_bytes);
 - median lines with a p5-p95 band where the summary has time_us_p5/p95 (busbw's band from the time
   band: busbw is proportional to 1/time);
-- busbw figures get horizontal lines for the link peak and the published figure when given;
+- busbw figures get horizontal lines for the link peak and the published figure when given
+  (distbench.comm.analysis.plot_refs);
 - bars start at zero on a linear axis; time axes read in the unit that fits (µs, ms, s).
 """
 
@@ -26,14 +27,15 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
-from matplotlib.transforms import blended_transform_factory  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 from distbench.core import palette  # noqa: E402
+from distbench.comm.analysis.plot_refs import (draw_nccl_ranges, draw_peak_time, draw_refs, published_for,  # noqa: E402
+                                               ref_handle, reference_lines)
 from distbench.comm.analysis.findings import closest_size, pick_op, primary_rows, read_summary
 from distbench.core.choices import backend_name  # noqa: E402
 from distbench.core.figures import save_figure, set_house_theme, size_axis as _size_axis, time_tick, time_unit  # noqa: E402
-from distbench.core.units import human_bytes, human_time_us, sig3  # noqa: E402
+from distbench.core.units import human_bytes, human_time_us  # noqa: E402
 
 TIME = ("time_us_median", "time per op (median)")  # log axis: each tick names its unit (µs, ms, s)
 BUSBW = ("busbw_gbps_median", "bus bandwidth (GB/s, median)")
@@ -102,125 +104,6 @@ def _band(ax, g: pd.DataFrame, y: str, color) -> None:
                         label="_p5-p95")
 
 
-# ---------------------------------------------------------------- reference lines (link peak, published)
-def _norm_op(op) -> str:
-    return str(op).replace("_", "").lower()
-
-
-def reference_lines(peak=None, published=None) -> list[dict]:
-    """Horizontal busbw lines to draw: the link peak and the published figure(s).
-
-    peak: a number (GB/s) or distbench.comm.analysis.peak.link_peak's dict ({'peak_gbps', 'link', ...}).
-    published: a number, a (low, high) pair, distbench.comm.analysis.peak.expected_for's dict
-    ({'expected_busbw_gbps_low', '_high', 'gpus', 'op', 'gpu', ...}) or a list of those.
-    A dict's op and GPU count restrict it to the panels of that op that show that NCCL world size.
-    Both describe GPU links, so they are drawn only where NCCL data are."""
-    refs: list[dict] = []
-    if isinstance(peak, dict):
-        gbps = peak.get("peak_gbps")
-        if gbps:
-            link = f" {peak['link']}" if peak.get("link") else ""
-            refs.append({"kind": "peak", "low": float(gbps), "high": float(gbps), "backend": "nccl",
-                         "label": f"link peak{link}: {sig3(gbps)} GB/s"})
-    elif peak is not None and float(peak) > 0:
-        refs.append({"kind": "peak", "low": float(peak), "high": float(peak), "backend": "nccl",
-                     "label": f"link peak: {sig3(peak)} GB/s"})
-    items = published if isinstance(published, list) else [] if published is None else [published]
-    for p in items:
-        ref = {"kind": "published", "backend": "nccl"}
-        if isinstance(p, dict):
-            lo, hi = p.get("expected_busbw_gbps_low"), p.get("expected_busbw_gbps_high")
-            lo, hi = float(lo if lo is not None else hi), float(hi if hi is not None else lo)
-            ref.update(op=p.get("op"), world_size=p.get("gpus"))
-            what = " ".join(str(x) for x in (f"{p['gpus']}x {p.get('gpu', '')}".strip() if p.get("gpus") else "",
-                                             p.get("op") or "") if x)
-            at = f" at ≥ {human_bytes(p['min_bytes'])}" if p.get("min_bytes") else ""
-            where = f" ({what}{at})" if what or at else ""
-        elif isinstance(p, (tuple, list)):
-            lo, hi = float(min(p)), float(max(p))
-            where = ""
-        else:
-            lo = hi = float(p)
-            where = ""
-        span = sig3(lo) if lo == hi else f"{sig3(lo)}-{sig3(hi)}"
-        # a figure of ours (nccl-tests on a machine of ours) is labelled so, never "published"
-        ours = isinstance(p, dict) and p.get("kind") == "ours"
-        ref.update(low=lo, high=hi, label=f"{'nccl-tests, ours' if ours else 'published'}{where}: {span} GB/s")
-        refs.append(ref)
-    return refs
-
-
-def published_for(ok: pd.DataFrame, gpu_name: str | None, nvls: bool | None = None) -> list[dict]:
-    """The published figures (distbench.comm.analysis.peak.expected_for) that apply to the NCCL rows of `ok` at
-    each (world size, op)'s largest measured size."""
-    from distbench.comm.analysis.peak import expected_for
-
-    if not gpu_name or ok is None or ok.empty:
-        return []
-    out = []
-    nccl = ok[(ok["backend"] == "nccl") & (ok["size_bytes"] > 0)]
-    for (ws, op), g in nccl.groupby(["world_size", "op"], sort=True):
-        exp = expected_for(gpu_name, int(ws), str(op), int(g["size_bytes"].max()), nvls=nvls)
-        if exp and exp not in out:
-            out.append(exp)
-    return out
-
-
-def _draw_refs(ax, refs, d: pd.DataFrame) -> list[dict]:
-    """Draw the reference lines that apply to the panel showing `d`; return those drawn."""
-    drawn = []
-    for r in refs:
-        mine = d[d["backend"] == r["backend"]] if r.get("backend") else d
-        if mine.empty:
-            continue
-        if r.get("op") and not (mine["op"].map(_norm_op) == _norm_op(r["op"])).any():
-            continue
-        if r.get("world_size") and int(r["world_size"]) not in set(mine["world_size"].astype(int)):
-            continue
-        color, ls = ((palette.PEAK_COLOR, palette.PEAK_LINESTYLE) if r["kind"] == "peak"
-                     else (palette.PUBLISHED_COLOR, palette.PUBLISHED_LINESTYLE))
-        ax.axhline(r["low"], color=color, ls=ls, lw=1.1, label=r["label"], zorder=1)
-        if r["high"] != r["low"]:
-            ax.axhline(r["high"], color=color, ls=ls, lw=1.1, label="_" + r["label"], zorder=1)
-        drawn.append(r)
-    if drawn:  # room above the highest line, which would otherwise sit on the frame
-        top = max(r["high"] for r in drawn)
-        lo, hi = ax.get_ylim()
-        ax.set_ylim(lo, max(hi, top * (1.6 if ax.get_yscale() == "log" else 1.08)))  # call on the final scale
-    return drawn
-
-
-def peak_time_us(d: pd.DataFrame, peak_gbps: float) -> pd.DataFrame:
-    """The time each NCCL size of the panel would take at the link peak's bus bandwidth, at its
-    largest NCCL world size: time x busbw / peak (= size x the op's bus factor / peak), as
-    [size_bytes, time_us] rows; empty without NCCL bandwidth rows."""
-    n = d[(d["backend"] == "nccl") & (d["size_bytes"] > 0) & (d["busbw_gbps_median"] > 0)]
-    if n.empty or not peak_gbps:
-        return pd.DataFrame(columns=["size_bytes", "time_us"])
-    n = n[n["world_size"] == n["world_size"].max()].drop_duplicates("size_bytes").sort_values("size_bytes")
-    return pd.DataFrame({"size_bytes": n["size_bytes"],
-                         "time_us": n["time_us_median"] * n["busbw_gbps_median"] / float(peak_gbps)})
-
-
-def _draw_peak_time(ax, refs, d: pd.DataFrame) -> list[dict]:
-    """On a time panel: the time at the link peak (the floor NCCL's time approaches at large sizes)."""
-    peak = next((r for r in refs if r["kind"] == "peak"), None)
-    line = peak_time_us(d, peak["low"]) if peak else None
-    if line is None or line.empty:
-        return []
-    limits = ax.get_ylim()  # the measured times set the axis: the line is cut where it leaves them
-    ax.plot(line["size_bytes"], line["time_us"], color=palette.PEAK_COLOR, ls=palette.PEAK_LINESTYLE, lw=1.1,
-            zorder=1)
-    ax.set_ylim(*limits)
-    return [{**peak, "label": f"time at the {peak['label']} busbw\n(largest NCCL world size)"}]
-
-
-def _ref_handle(r: dict) -> Line2D:
-    color, ls = ((palette.PEAK_COLOR, palette.PEAK_LINESTYLE) if r["kind"] == "peak"
-                 else (palette.PUBLISHED_COLOR, palette.PUBLISHED_LINESTYLE))
-    return Line2D([], [], color=color, ls=ls, lw=1.1, label=r["label"])
-
-
 # ---------------------------------------------------------------- line figures
 def _header(text: str) -> Line2D:
     return Line2D([], [], ls="none", label=text)
@@ -257,11 +140,11 @@ def _lines(df, y, title, *, hue, colors: dict, hue_label=str, hue_title=None, st
             _band(ax, g, col_col, color)
         ax.set_yscale("log")
         if col_col == BUSBW[0]:
-            drawn_refs.update((r["label"], r) for r in _draw_refs(ax, refs, d))
+            drawn_refs.update((r["label"], r) for r in draw_refs(ax, refs, d))
         elif col_col == TIME[0]:
-            drawn_refs.update((r["label"], r) for r in _draw_peak_time(ax, refs, d))
+            drawn_refs.update((r["label"], r) for r in draw_peak_time(ax, refs, d))
         if col_col in (BUSBW[0], TIME[0]):  # where NCCL switches algorithm/protocol, on both figures
-            annotated = _draw_nccl_ranges(ax, d) or annotated
+            annotated = draw_nccl_ranges(ax, d) or annotated
         _size_axis(ax, df["size_bytes"])
         _y_log_axis(ax, y)
         ax.grid(True, which="major", alpha=0.3)
@@ -281,44 +164,13 @@ def _lines(df, y, title, *, hue, colors: dict, hue_label=str, hue_title=None, st
         handles.append(Patch(color="0.35", alpha=palette.BAND_ALPHA * 2, label="p5-p95"))
     if drawn_refs:
         handles.append(_header("reference"))
-        handles += [_ref_handle(r) for r in drawn_refs.values()]
+        handles += [ref_handle(r) for r in drawn_refs.values()]
     if annotated:
         handles.append(Patch(color=palette.NCCL_RANGE_COLORS[0], label="NCCL algorithm/protocol\n(largest NCCL world size)"))
     fig.tight_layout()
     fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 0.98), fontsize=7, frameon=False)
     fig.suptitle(title, fontsize=9, y=1.03)
     return fig
-
-
-def nccl_ranges(d: pd.DataFrame) -> list[tuple[int, int, str]]:
-    """Runs of sizes over which NCCL chose the same algorithm/protocol (the NCCL probe's tuning
-    table, joined onto the summary as nccl_algo / nccl_proto in comm_diagnosed.csv), at the
-    largest NCCL world size of the panel: [(first size, last size, "Ring/LL"), ...]."""
-    if "nccl_proto" not in d or "nccl_algo" not in d:
-        return []
-    n = d[(d["backend"] == "nccl") & d["nccl_proto"].notna() & d["nccl_algo"].notna()]
-    if n.empty:
-        return []
-    n = n[n["world_size"] == n["world_size"].max()].drop_duplicates("size_bytes").sort_values("size_bytes")
-    runs: list[list] = []
-    for size, algo, proto in zip(n["size_bytes"], n["nccl_algo"], n["nccl_proto"]):
-        label = f"{algo}/{proto}"
-        if runs and runs[-1][2] == label:
-            runs[-1][1] = int(size)
-        else:
-            runs.append([int(size), int(size), label])
-    return [tuple(r) for r in runs]
-
-
-def _draw_nccl_ranges(ax, d: pd.DataFrame) -> bool:
-    """A strip along the bottom of the panel: one segment per NCCL algorithm/protocol range."""
-    runs = nccl_ranges(d)
-    trans = blended_transform_factory(ax.transData, ax.transAxes)
-    for i, (lo, hi, label) in enumerate(runs):
-        ax.axvspan(lo / 1.41, hi * 1.41, ymin=0, ymax=0.05, color=palette.NCCL_RANGE_COLORS[i % 2], lw=0, zorder=1)
-        ax.text(math.sqrt(lo * hi), 0.065, label, transform=trans, ha="center", va="bottom", fontsize=5.5,
-                color="0.25", zorder=4)
-    return bool(runs)
 
 
 def _ws_label(ws) -> str:
@@ -422,7 +274,7 @@ def fig_timing_modes(ok: pd.DataFrame, *, refs=()) -> plt.Figure | None:
                 _band(ax, s, col, color)
             ax.set_yscale("log")
             if y is BUSBW:
-                _draw_refs(ax, refs, d)
+                draw_refs(ax, refs, d)
             _size_axis(ax, d["size_bytes"])
             _y_log_axis(ax, y)
             ax.set_ylabel(label)
