@@ -63,13 +63,18 @@ def test_agent_commands_are_argument_lists_for_every_launcher(monkeypatch):
 
     ssh = agent_commands("py", "distbench.comm", args, Launch(2, 8, "ssh", ("h1", "h2", "h3"), 29555), "id",
                          {"NCCL_ALGO": "Ring", "HOME": "/root"}, "/w d")
-    assert [c[3] for c in ssh] == ["h1", "h2"]
-    remote = ssh[0][4]
+    # -tt: a terminal, so the remote agent gets SIGHUP when the local client ends (tests/test_ssh.py)
+    assert [c[:4] for c in ssh] == [["ssh", "-tt", "-o", "BatchMode=yes"]] * 2 and [c[4] for c in ssh] == ["h1", "h2"]
+    remote = ssh[0][5]
     # the remote shell sees every argument quoted: the hostile label stays one word
     words = shlex.split(remote.split(" && ", 1)[1])
     assert words[0] == "env" and "NCCL_ALGO=Ring" in words and "HOME=/root" not in words
     assert args[-1] in words and "--rdzv-endpoint=h1:29555" in words
     assert remote.startswith("cd '/w d' && ")
+    # with a limit, the remote agent also ends by itself (where no hang-up reaches it)
+    bounded = agent_commands("py", "distbench.comm", args, Launch(2, 8, "ssh", ("h1", "h2"), 29555), "id", {},
+                             "/w", limit_s=660.5)
+    assert shlex.split(bounded[1][5].split(" && ", 1)[1])[:6] == ["timeout", "--foreground", "-k", "10", "660", "env"]
 
 
 def test_slurm_resources_ask_for_whole_nodes_and_gpus_per_node():

@@ -211,3 +211,12 @@ def test_a_node_item_is_matched_by_the_node_name_the_placement_file_records(tmp_
     assert [job.name for job, _ in found.on] == ["training nccl/mlp/ws1/plain"] and not found.unknown
     found = jobs_on(("node1", NODE), ("", ""), jobs, {"node1", "node2"})
     assert not found.on and not found.unknown
+
+
+def test_nodes_that_answer_from_one_machine_are_failing_except_the_local_launchers():
+    machines = {"gpu-a": ["gpu-a"], "gpu-b": ["gpu-b", "gpu-b.cluster"]}
+    (row,) = health_node.same_machine_rows(machines, "srun")
+    assert (row.host, row.gpu, row.item, row.state) == ("gpu-b", NODE, health_node.SAME_MACHINE, FAILING)
+    assert row.value == "gpu-b = gpu-b.cluster" and "share its GPUs" in row.reason
+    assert health_node.same_machine_rows(machines, "local") == []  # local "nodes" share this host by design
+    assert health_node.same_machine_rows({"gpu-a": ["gpu-a"], "gpu-b": ["gpu-b"]}, "ssh") == []

@@ -115,9 +115,10 @@ def rendezvous(launch: Launch, launcher: str) -> tuple[str, int]:
 
 
 def agent_commands(python: str, module: str, args: list[str], launch: Launch, run_id: str, env: dict,
-                   cwd: str) -> list[list[str]]:
+                   cwd: str, limit_s: float | None = None) -> list[list[str]]:
     """The argument lists (never shell strings) that start one job's torchrun agents: one for a
-    one-node job; for several nodes, one per node (local, ssh) or one srun that starts them all."""
+    one-node job; for several nodes, one per node (local, ssh) or one srun that starts them all.
+    limit_s: on ssh, how long the remote agent may run at most (see below)."""
     run = [python, "-m", "torch.distributed.run"]
     tail = ["-m", module, *args]
     if launch.nodes == 1:
@@ -138,8 +139,14 @@ def agent_commands(python: str, module: str, args: list[str], launch: Launch, ru
     # ssh passes one string to the remote shell: every argument quoted, the environment the job
     # needs (what differs from this host's) set through env(1), the working directory first.
     job_vars = [f"{k}={v}" for k, v in sorted(env.items()) if k.startswith(("NCCL_", "TORCH_", "NVSHMEM_", "OMP_", "PYTHON", "DISTBENCH_"))]
-    remote = f"cd {shlex.quote(cwd)} && " + shlex.join(["env", *job_vars, *agent])
-    return [["ssh", "-o", "BatchMode=yes", h, remote] for h in launch.hosts[: launch.nodes]]
+    # -tt: the agent runs on a pseudo-terminal, so when the launcher ends the local ssh client (the
+    # job's limit, an interrupt, a rank failed elsewhere) sshd hangs the terminal up and the agent
+    # and its ranks get SIGHUP; without a terminal they outlived the job (tests/test_ssh.py, a real
+    # sshd). timeout(1), in the foreground so it gets that SIGHUP too: the bound where the connection
+    # itself is lost and no hang-up comes.
+    bound = ["timeout", "--foreground", "-k", "10", str(max(1, int(limit_s)))] if limit_s else []
+    remote = f"cd {shlex.quote(cwd)} && " + shlex.join([*bound, "env", *job_vars, *agent])
+    return [["ssh", "-tt", "-o", "BatchMode=yes", h, remote] for h in launch.hosts[: launch.nodes]]
 
 
 # What srun needs to find its allocation; the rest of SLURM_* describes the step this launcher runs

@@ -86,7 +86,9 @@ def torchrun_commands(job: TorchrunJob) -> list[list[str]]:
     if mode == "torchrun":
         return [[*job.wrapper, *torchrun_command(job)]]
     run_id = f"distbench-{os.getpid()}-{time.time_ns()}"
-    return agent_commands(sys.executable, job.module, job.args, launch, run_id, job.env, os.getcwd())
+    # a remote agent ends by itself a minute after the job's limit, should this launcher not reach it
+    return agent_commands(sys.executable, job.module, job.args, launch, run_id, job.env, os.getcwd(),
+                          limit_s=job.timeout_s + REMOTE_MARGIN_S)
 
 
 def worker_command(job: TorchrunJob) -> list[str]:
@@ -171,6 +173,7 @@ class HostCannotRun(JobNotKept):
 
 INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 SIGNAL_GRACE_S = 5  # SIGTERM to the job's process group, then SIGKILL after this long
+REMOTE_MARGIN_S = 60  # ssh agents: past the job's limit, for the dumps and kills that come first
 DUMP_WAIT_S = 10  # a job past its time limit: how long its ranks get to write their Flight Recorder dumps
 POLL_S = 0.1  # how often the launcher looks at its job and at its own parent
 

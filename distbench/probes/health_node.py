@@ -35,6 +35,7 @@ from distbench.probes.health_table import (across_nodes, check_after, check_befo
                                           write_health)
 
 NODE_READ = "node_read"  # the item of a node whose reading did not come back
+SAME_MACHINE = "same_machine"  # the item of nodes that answered from one machine
 MARGIN_S = 60  # starting Python and the launcher, dmesg, NVML's own calls on every GPU
 # Test-only (never set in a real run): the node of this index sleeps instead of reading.
 TEST_HANG_ENV = "DISTBENCH_TEST_HEALTH_HANG"
@@ -100,6 +101,18 @@ def node_commands(python: str, args: list[str], nodes: int, launcher: str, hosts
             for k, host in enumerate(list(hosts)[:nodes])]
 
 
+def same_machine_rows(machines: dict[str, list[str]], launcher: str) -> list[HealthRow]:
+    """A failing row for each machine that answered for more than one node (ssh, srun): cluster.hosts
+    naming one host twice (under two names), so the run's "nodes" share one machine's GPUs and no
+    figure across them is what the plan says. The local launcher's nodes share this host by design."""
+    if launcher == "local":
+        return []
+    return [HealthRow(machine, NODE, SAME_MACHINE, " = ".join(nodes), "one node per machine", FAILING,
+                      f"nodes {' and '.join(nodes)} answered from one machine ({machine}): their ranks share "
+                      "its GPUs, so no figure over those nodes is a multi-node one")
+            for machine, nodes in machines.items() if len(nodes) > 1]
+
+
 def _tail(path: Path) -> str:
     try:
         lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
@@ -132,10 +145,14 @@ def read_nodes(nodes: int, launcher: str, hosts, expected_gpus: int | None, load
                                               stdin=subprocess.DEVNULL, start_new_session=True))
         late = wait_all(procs, timeout_s)
         rows: list[HealthRow] = []
+        machines: dict[str, list[str]] = {}  # the name a node answered with -> the nodes that did
         for k in range(nodes):
             path = work / f"node{k}.csv"
             if path.exists():
-                rows += rows_of(read_health_csv(path))
+                mine = rows_of(read_health_csv(path))
+                rows += mine
+                if mine:
+                    machines.setdefault(mine[0].host, []).append(names[k])
                 continue
             k_proc = 0 if len(procs) == 1 else k  # srun: one process for every node
             log = work / f"launch{k_proc}.log"
@@ -146,7 +163,7 @@ def read_nodes(nodes: int, launcher: str, hosts, expected_gpus: int | None, load
             tail = _tail(log)
             rows += unread_rows(names[k], f"{names[k]} {why} through {launcher}" + (f": {tail}" if tail else ""),
                                 expected_gpus)
-        return rows + across_nodes(rows)
+        return rows + same_machine_rows(machines, launcher) + across_nodes(rows)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

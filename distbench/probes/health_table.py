@@ -21,8 +21,9 @@ HEALTH = Contract(
     (Column("host", "string", "the node the reading was taken on"),
      Column("gpu", "string", "NVML GPU index; `node` for a per-node item; `all` when no GPU could be read"),
      Column("item", "string", "what was checked (distbench.probes.health: GPU_ITEMS, NODE_ITEMS, "
-                              "driver_version_across_nodes / cuda_driver_version_across_nodes, and node_read "
-                              "for a node whose reading did not come back: distbench.probes.health_node)"),
+                              "driver_version_across_nodes / cuda_driver_version_across_nodes, node_read "
+                              "for a node whose reading did not come back and same_machine for nodes that "
+                              "answered from one machine: distbench.probes.health_node)"),
      Column("value", "string", "the reading (units in the item's name: _c, _w, _mhz, _ms; counts otherwise)"),
      Column("expected", "string", "the limit or expected value it is held against (empty: none)"),
      Column("state", "string", "ok, degraded, failing or not available here"),

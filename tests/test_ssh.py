@@ -1,0 +1,127 @@
+"""The ssh launcher against a real sshd: tools/ssh-test-server.sh starts one on 127.0.0.1 with its
+own keys and config; the "nodes" are 127.0.0.1 and localhost (both this machine), reached with the
+real ssh client (a wrapper on PATH adds the test's client config, so no ~/.ssh is read or changed).
+A two-node Gloo comm job runs with one torchrun agent per node started over ssh; a job that hangs
+ends at its limit and leaves no process on any node; the health check reads both nodes over ssh
+(and says they are one machine).
+
+CI installs openssh-server and sets DISTBENCH_REQUIRE_SSH=1: there a server that cannot start is a
+failure, not a skip."""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+
+import pytest
+
+from distbench.comm.contract import read_comm_csv
+from distbench.comm.job import run_comm_job
+from distbench.comm.plan import CommJob, job_params
+from distbench.launch.cluster import free_port
+from distbench.pipeline.config import check_config
+from distbench.probes import health_node
+from distbench.probes.health import FAILING, NODE, OK
+from tests.conftest import REPO
+from tests.test_health_nodes import FAKE_MODULE
+
+REQUIRED = bool(os.environ.get("DISTBENCH_REQUIRE_SSH"))
+HAVE = bool(shutil.which("sshd") or os.path.exists("/usr/sbin/sshd")) and bool(shutil.which("ssh")) and os.geteuid() == 0
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not HAVE and not REQUIRED, reason=(
+    "needs openssh-server, as root (tools/ssh-test-server.sh install); CI sets DISTBENCH_REQUIRE_SSH=1"))]
+
+HOSTS = ["127.0.0.1", "localhost"]
+
+
+@pytest.fixture(scope="module")
+def ssh_path(tmp_path_factory):
+    """PATH with the test's ssh first, while the test's sshd runs."""
+    assert HAVE, "DISTBENCH_REQUIRE_SSH is set but openssh-server/ssh are missing or this is not root"
+    state = tmp_path_factory.mktemp("ssh")
+    env = {**os.environ, "SSH_TEST_STATE": str(state), "SSH_TEST_PORT": str(free_port())}
+    script = str(REPO / "tools/ssh-test-server.sh")
+    started = subprocess.run(["bash", script, "start"], env=env, capture_output=True, text=True, timeout=60)
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        yield f"{state / 'bin'}:{os.environ['PATH']}"
+    finally:
+        stopped = subprocess.run(["bash", script, "stop"], env=env, capture_output=True, text=True, timeout=30)
+        assert not (state / "sshd.pid").exists(), stopped.stderr
+
+
+def _comm_job(tmp_path, name, extra_env, timeout_s):
+    cfg = check_config({"backends": ["gloo"]})
+    params = {**job_params(cfg, "gloo"), "ops": ["all_reduce"], "sizes": [8, 4096], "trials": 2, "iters": 2,
+              "warmup": 1, "job_timeout_s": timeout_s,
+              "launch": {"nodes": 2, "ranks_per_node": 1, "launcher": "ssh", "hosts": HOSTS,
+                         "rdzv_port": free_port()}}
+    params["job_env"] = {**params["job_env"], **extra_env}
+    out = tmp_path / name / "comm.csv"
+    t0 = time.monotonic()
+    status = run_comm_job(CommJob("gloo", "float32", 2, "default", {}), params, out, out.with_name("placement.json"),
+                          out.with_name("job.log"))
+    return status, out, time.monotonic() - t0
+
+
+def _processes_naming(text: str) -> list[str]:
+    """Command lines of the processes (any node: all are this machine) that name `text`."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit() and int(pid) != os.getpid():
+            try:
+                cmdline = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if text in cmdline:
+                found.append(f"{pid}: {cmdline[:200]}")
+    return found
+
+
+def test_a_two_node_job_runs_one_agent_per_node_over_ssh(tmp_path, monkeypatch, ssh_path):
+    monkeypatch.setenv("PATH", ssh_path)
+    status, out, _ = _comm_job(tmp_path, "ok", {}, 180)
+    log = out.with_name("job.log").read_text()
+    assert status == "ok", log[-3000:]
+    # one agent per host, each started by ssh with the job's environment set remotely
+    started = [ln for ln in log.splitlines() if ln.startswith("# ssh ")]
+    assert [ln.split()[5] for ln in started] == HOSTS and all("--nnodes=2" in ln for ln in started)
+    df = read_comm_csv(out)
+    assert (df["status"] == "ok").all() and set(df["world_size"]) == {2} and set(df["nodes"]) == {2}
+    assert not _processes_naming(str(out))  # nothing of the job left on either node
+
+
+def test_a_job_that_hangs_over_ssh_ends_at_its_limit_and_leaves_no_process(tmp_path, monkeypatch, ssh_path):
+    monkeypatch.setenv("PATH", ssh_path)
+    # rank 1 (on the second node) never joins the first collective; the job's limit is 25 s
+    status, out, wall_s = _comm_job(tmp_path, "hang", {"DISTBENCH_TEST_HANG_RANK": "1:0"}, 25)
+    assert status != "ok" and wall_s < 25 + 30, (status, wall_s)
+    df = read_comm_csv(out)
+    assert set(df["status"]) <= {"hung", "failed", "not_run"} and (df["status"] != "ok").all()
+    # the agents and ranks on both nodes are gone, not only the local ssh clients
+    deadline = time.monotonic() + 15
+    while _processes_naming(str(out)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not _processes_naming(str(out)), _processes_naming(str(out))
+
+
+def test_the_health_check_reads_every_node_over_ssh(tmp_path, monkeypatch, ssh_path):
+    # each node's reading imports a fake NVML (tests/test_health_nodes.py), reaching the remote side
+    # through the PYTHONPATH the ssh command sets there; node 1 reports another driver
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (fake / "pynvml.py").write_text(FAKE_MODULE)
+    monkeypatch.setenv("PATH", ssh_path)
+    monkeypatch.setenv("PYTHONPATH", f"{fake}:{REPO}")
+    monkeypatch.setenv("DISTBENCH_FAKE_NVML", json.dumps({"1": {"driver": "550.9"}}))
+    monkeypatch.chdir(REPO)
+    rows = health_node.read_nodes(2, "ssh", HOSTS, 2, 0.0, tmp_path, timeout_s=60)
+
+    assert not [r for r in rows if r.item == health_node.NODE_READ], rows  # both nodes answered
+    drivers = sorted(r.value for r in rows if r.gpu == NODE and r.item == "driver_version")
+    assert drivers == ["550.9", "570.1"]  # one reading per node, each with its own node index
+    assert [r.state for r in rows if r.gpu == NODE and r.item == "gpu_count"] == [OK, OK]
+    # both "nodes" are this machine: said, as failing (a real cluster.hosts naming one host twice)
+    (same,) = [r for r in rows if r.item == health_node.SAME_MACHINE]
+    assert same.state == FAILING and same.value == "127.0.0.1 = localhost" and same.host == socket.gethostname()
