@@ -359,8 +359,11 @@ def test_the_probe_starts_one_process_per_rank_with_torchruns_environment_and_ki
 
     from distbench.probes.nccl_probe import _run_ranks
 
-    show = ["-c", "import os, sys; print('rank', os.environ['RANK'], 'of', os.environ['WORLD_SIZE'], "
-            "'port', os.environ['MASTER_PORT']); sys.exit(int(os.environ['RANK']) * 3)"]
+    # one write per rank: both share the log, and print() under PYTHONUNBUFFERED=1 (set on CI's
+    # machine) writes word by word, so two ranks printing at once interleave their words
+    show = ["-c", "import os, sys; e = os.environ; "
+            "os.write(1, f\"rank {e['RANK']} of {e['WORLD_SIZE']} port {e['MASTER_PORT']}\\n\".encode()); "
+            "sys.exit(int(e['RANK']) * 3)"]
     log = tmp_path / "ranks.log"
     assert _run_ranks(2, show, dict(os.environ), log, timeout_s=60) == [0, 3]
     lines = sorted(log.read_text().split("\n"))[1:]
