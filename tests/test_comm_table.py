@@ -24,9 +24,10 @@ def test_the_live_table_follows_nccl_tests_columns_and_the_csv(tmp_path):
     df = pd.read_csv(out)
     med = df.groupby(["op", "size_bytes"], sort=False)["time_us"].median().tolist()
     # the median over trials, as printed to 2 decimals (the CSV keeps 6 significant digits, so a
-    # value on a rounding boundary may print one unit of the last place apart)
+    # value on a rounding boundary may print one unit of the last place apart, and a time of 10 ms
+    # or more, on a busy host, keeps one decimal: half a unit of its 6th digit more)
     printed = [float(x[5]) for x in rows]
-    assert len(printed) == len(med) and all(abs(p - m) <= 0.0051 + 1e-9 for p, m in zip(printed, med))
+    assert len(printed) == len(med) and all(abs(p - m) <= 0.0051 + 5e-6 * abs(m) + 1e-9 for p, m in zip(printed, med))
     assert all(x[8] == "0" and x[-1] == "ok" for x in rows)  # checked exactly: no wrong elements
     # Gloo times with the host clock: there is no separate issue time, so nothing is host-bound
     assert "host_issue_us" in df and df["host_issue_us"].isna().all() and "host-bound" not in r.stdout

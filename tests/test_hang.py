@@ -117,7 +117,8 @@ def test_the_report_names_the_hung_rank_and_fails_the_verdict(tmp_path):
 # ------------------------------------------------------------------- the real workflow
 HANG = {
     "backends": ["gloo"], "world_sizes": [2],
-    "comm": {"ops": ["all_reduce"], "sizes": ["8", "1KiB"], "job_timeout_s": 10,
+    # 25 s: the ranks' start and the 8 B point must fit before the limit on a busy 2-core host
+    "comm": {"ops": ["all_reduce"], "sizes": ["8", "1KiB"], "job_timeout_s": 25,
              "gloo": {"max_bytes": "1MiB", "warmup": 1, "iters": 2, "trials": 2}},
     "training": {"enabled": False}, "memory": {"enabled": False}, "predict": {"enabled": False},
 }

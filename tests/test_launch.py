@@ -74,8 +74,9 @@ def test_a_hung_job_is_killed_in_bounded_time_and_keeps_finished_rows(tmp_path, 
 
     _swap_entry_point(monkeypatch, "rank_hangs.py")  # rank 1 sleeps forever at the second point
     t0 = time.monotonic()
-    msg = run_comm_job(job, _params(sizes=[8, 1024, 4096], job_timeout_s=limit_s), tmp_path / "c.csv",
-                       tmp_path / "p.json", tmp_path / "log")
+    # the collective's own timeout well after the job's limit, whatever the start-up took
+    msg = run_comm_job(job, _params(sizes=[8, 1024, 4096], job_timeout_s=limit_s, op_timeout_s=limit_s + 120),
+                       tmp_path / "c.csv", tmp_path / "p.json", tmp_path / "log")
     elapsed = time.monotonic() - t0
     assert f"killed after {limit_s} s" in msg
     assert limit_s <= elapsed < limit_s + 25, (elapsed, limit_s)  # SIGTERM, then SIGKILL 10 s later at most
@@ -90,6 +91,19 @@ def test_a_hung_job_is_killed_in_bounded_time_and_keeps_finished_rows(tmp_path, 
     ranks = read_comm_ranks_csv(tmp_path / "c_ranks.csv")
     assert set(ranks["size_bytes"]) == {8} and len(ranks) == 2 * 2  # finished point only: 2 trials x 2 ranks
     assert not (tmp_path / "c.csv.partial").exists() and not (tmp_path / "c_ranks.csv.partial").exists()
+
+
+def test_the_root_cause_is_a_rank_seen_failed_before_the_launcher_killed_the_others():
+    # rank 1 failed (code 17); the launcher then killed rank 0 (SIGTERM), and on a busy host rank 1's
+    # waiter thread recorded its end after rank 0's: the rank seen failed first is still the one named
+    from types import SimpleNamespace
+
+    from distbench.launch.torchrun import _first_failure
+
+    procs = [SimpleNamespace(returncode=-15), SimpleNamespace(returncode=17)]
+    ended = {0: 10.0, 1: 10.2}
+    assert _first_failure(procs, ended, [1]) == "rank 1 exited with code 17"
+    assert _first_failure(procs, ended) == "rank 0 exited with code -15 (SIGTERM)"  # without: the killed one
 
 
 def test_a_lost_rank_ends_the_job_with_a_recorded_status(tmp_path, monkeypatch):

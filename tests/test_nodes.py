@@ -106,13 +106,17 @@ def test_scale_on_paper_and_the_parse_time_message(tmp_path):
 TINY = {
     "backends": ["gloo"], "world_sizes": [2], "training": {"enabled": False}, "memory": {"enabled": False},
     "predict": {"enabled": False},
-    # the delay is 20 ms in iterations of ~0.1-1 ms. A shared 2-core host moves healthy pairs by 2-4x and
-    # at times a whole round by more (a burst of load lands on every pair measuring then), so the
-    # thresholds are looser than the defaults (made for GPUs on a quiet cluster) and there are 20 timed
-    # iterations: the median then outlasts a short burst, at little cost (starting the agents dominates)
+    # the delay is 60 ms (SLOW_US) in iterations of ~0.1-1 ms. A shared 2-core host moves healthy pairs
+    # by 2-4x and at times a whole round by more (a burst of load lands on every pair measuring then),
+    # so the thresholds are far looser than the defaults (made for GPUs on a quiet cluster) and still
+    # far below the delay's 60-600x, and there are 20 timed iterations: the median then outlasts a
+    # short burst, at little cost (starting the agents dominates)
     "nodes": {"enabled": True, "simulate": 4, "sizes": ["8", "64KiB"], "warmup": 2, "iters": 20,
-              "slow_latency": 8.0, "slow_bandwidth": 0.2, "job_timeout_s": 120},
+              "slow_latency": 16.0, "slow_bandwidth": 0.1, "job_timeout_s": 120},
 }
+
+
+SLOW_US = "60000"
 
 
 @pytest.mark.e2e
@@ -126,8 +130,8 @@ def test_the_verdict_names_the_slow_node_or_link_on_four_simulated_nodes(workflo
     from tests.conftest import RUN, snakemake
 
     (workflow_dir / "tiny.yaml").write_text(yaml.safe_dump(TINY))
-    env = {"slow_node": {"DISTBENCH_TEST_SLOW_NODE": "2"}, "slow_link": {"DISTBENCH_TEST_SLOW_LINK": "0-3"},
-           "healthy": {}}[case]
+    env = {"slow_node": {"DISTBENCH_TEST_SLOW_NODE": "2", "DISTBENCH_TEST_SLOW_US": SLOW_US},
+           "slow_link": {"DISTBENCH_TEST_SLOW_LINK": "0-3", "DISTBENCH_TEST_SLOW_US": SLOW_US}, "healthy": {}}[case]
     run = snakemake(workflow_dir, "nodes", "--configfile", "tiny.yaml", env=env, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "distbench: node rounds: 4 nodes (simulated on this host)" in run.stderr

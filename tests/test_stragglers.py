@@ -25,11 +25,12 @@ def _run(tmp_path, name, world_size, extra_env):
 
 
 def test_a_slow_rank_is_flagged_as_a_straggler_and_a_normal_job_is_not(tmp_path):
-    slow, slow_ranks = _run(tmp_path, "slow", 3, {"DISTBENCH_TEST_SLOW_RANK": "2:40"})
-    # every trial: rank 2 ready last, the first rank waiting ~40 ms for it
-    assert (slow["last_rank"] == 2).all() and (slow["arrival_skew_us"] > 30_000).all()
+    slow, slow_ranks = _run(tmp_path, "slow", 3, {"DISTBENCH_TEST_SLOW_RANK": "2:100"})
+    # every trial: rank 2 ready last, the first rank waiting ~100 ms for it (50 ms either side of the
+    # 50 ms line: room for a busy host to delay any rank)
+    assert (slow["last_rank"] == 2).all() and (slow["arrival_skew_us"] > 50_000).all()
     late = slow_ranks[slow_ranks["rank"] == 2]["arrival_us"]
-    assert (late > 30_000).all() and (slow_ranks[slow_ranks["rank"] != 2]["arrival_us"] < 30_000).all()
+    assert (late > 50_000).all() and (slow_ranks[slow_ranks["rank"] != 2]["arrival_us"] < 50_000).all()
     found = stragglers(slow)
     assert list(found["straggler"]) == [True] and int(found["last_rank"].iloc[0]) == 2
     (line,) = straggler_findings(found)

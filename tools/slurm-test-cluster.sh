@@ -20,7 +20,8 @@
 # Traps this avoids (written down in ../shared/snakemake-notes.md when we found them):
 # - without slurmdbd, `sacct` fails, and the Snakemake SLURM plugin's default status command is
 #   sacct: profiles/slurm sets `slurm-status-command: squeue`, which needs finished jobs to stay
-#   visible for >= 3x the first status-check delay, hence MinJobAge=300;
+#   visible for >= 3x the first status-check delay, and the SLURM test counts every job of its
+#   run in squeue afterwards (a run of several minutes on a busy 2-core host), hence MinJobAge=1800;
 # - `slurmd` drains a node whose configured memory exceeds the real one: RealMemory is 85% of what
 #   `slurmd -C` reports, split between the nodes; SlurmdParameters=config_overrides lets N nodes
 #   share this machine's cores.
@@ -78,7 +79,7 @@ SelectTypeParameters=CR_Core_Memory
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
-MinJobAge=300
+MinJobAge=1800
 NodeName=node[1-$NODES] NodeHostname=localhost NodeAddr=127.0.0.1 Port=17001-$((17000 + NODES)) CPUs=$cpus RealMemory=$mem State=UNKNOWN
 PartitionName=$PARTITION Nodes=ALL Default=YES MaxTime=INFINITE DefMemPerCPU=500 OverSubscribe=NO State=UP
 CONF

@@ -245,12 +245,14 @@ def run_torchrun_job(job: TorchrunJob) -> str:
             for i, p in enumerate(procs):
                 threading.Thread(target=lambda i=i, p=p: (p.wait(), ended.setdefault(i, time.monotonic())),
                                  daemon=True).start()
-            rc, reason = None, None
+            rc, reason, failed_first = None, None, []
             while rc is None:
                 codes = [p.poll() for p in procs]
                 failed = [c for c in codes if c]
                 if failed:  # one rank (or agent) failed: the others would wait for it in a collective
                     rc = failed[0]
+                    # before the kills below make the others fail too: only these can be the root cause
+                    failed_first = [i for i, c in enumerate(codes) if c]
                     for p in procs:
                         kill_group(p, SIGNAL_GRACE_S)
                 elif all(c == 0 for c in codes):
@@ -270,7 +272,7 @@ def run_torchrun_job(job: TorchrunJob) -> str:
                         kill_group(p, 10)
                     rc, reason = -1, f"job killed after {job.timeout_s} s (job time limit): a rank hung or was lost"
             if rc and reason is None:
-                reason = _first_failure(procs, ended) if direct else f"torchrun exited with code {rc}"
+                reason = _first_failure(procs, ended, failed_first) if direct else f"torchrun exited with code {rc}"
         timeline = breakdown(read_marks(timeline_dir), launch_t, time.time())
     finally:
         for sig, handler in previous.items():
@@ -380,11 +382,12 @@ def record_provenance(placement_json, started: datetime, wall_s: float, outcome:
     atomic_write_json(path, data)
 
 
-def _first_failure(procs: list[subprocess.Popen], ended: dict[int, float]) -> str:
+def _first_failure(procs: list[subprocess.Popen], ended: dict[int, float], candidates: list[int] = ()) -> str:
     """'rank 1 exited with code 17' for the rank (ranks started directly: process i is rank i) that
-    ended first with an error, as torchrun's root cause names it."""
+    ended first with an error, as torchrun's root cause names it: among `candidates` (those seen
+    failed before the launcher killed the rest) where given, by when each ended."""
     time.sleep(POLL_S)  # let the waiter threads record the exits that were just seen
-    failed = [i for i, p in enumerate(procs) if p.returncode]
+    failed = list(candidates) or [i for i, p in enumerate(procs) if p.returncode]
     first = min(failed, key=lambda i: ended.get(i, float("inf")))
     code = procs[first].returncode
     sig = f" ({signal.Signals(-code).name})" if code < 0 and -code in signal.Signals._value2member_map_ else ""
