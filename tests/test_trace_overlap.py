@@ -208,10 +208,11 @@ def test_traces_section_shows_breakdown_beside_overlap(tmp_path):
     tov.write_overlap_table({gpu: {"family": "training", "job": "nccl/g"}, cpu: {"family": "comm", "job": "gloo/c"}}, out)
     part = build(ReportInputs(traces_csv=out))
     headers, rows = part["table"]["headers"], {r[1]: r for r in part["table"]["rows"]}
-    col = headers.index("GPU time: idle / compute / non-compute (median over ranks)")
+    col = headers.index("GPU time: idle / compute / non-compute (per rank)")
     assert col == headers.index("overlap by step times") + 1
-    # rank 0: 40 / 50 / 10 %; rank 1 (span 40, idle [20, 30)): 25 / 50 / 25 %; the medians of each
-    assert rows["nccl/g"][col] == "32.5% / 50.0% / 17.5%"
+    # rank 0: 40 / 50 / 10 %; rank 1 (span 40, idle [20, 30)): 25 / 50 / 25 %: each rank, since a
+    # median would hide the rank that idles
+    assert rows["nccl/g"][col] == "rank 0: 40.0% / 50.0% / 10.0%; rank 1: 25.0% / 50.0% / 25.0%"
     assert rows["gloo/c"][col] == "not available on CPU"
     assert "temporal breakdown" in part["note"]
 
@@ -423,3 +424,15 @@ def test_real_h100_trace_profiled_step_matches_the_unprofiled_step():
     p = profiled_steps(events)
     assert p.n_steps == 3 and sorted(spans)[1] < 0.6 * unprofiled  # the median span
     assert p.median_ms == pytest.approx(unprofiled, rel=0.01)
+
+
+def test_the_breakdown_of_many_ranks_names_the_idlest_beside_the_medians():
+    import pandas as pd
+
+    from distbench.traces.section import _breakdown_cell
+
+    idle = [10.0, 12.0, 11.0, 97.0, 13.0, 9.0]  # rank 3 waits for the others
+    other = [5.0, 5.0, 5.0, 1.0, 5.0, 5.0]
+    ranks = pd.DataFrame({"rank": range(6), "source": "gpu_kernels", "idle_pct": idle,
+                          "compute_time_pct": [100 - i - o for i, o in zip(idle, other)], "non_compute_time_pct": other})
+    assert _breakdown_cell(ranks) == "median 11.5% / 83.5% / 5.0%; idlest, rank 3: 97.0% / 2.0% / 1.0%"

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pandas as pd
 
-NCCL_TESTS_OPS = {"all_reduce_perf": "all_reduce", "all_gather_perf": "all_gather",
-                  "reduce_scatter_perf": "reduce_scatter", "broadcast_perf": "broadcast",
-                  "alltoall_perf": "all_to_all", "sendrecv_perf": "send_recv"}
+from distbench.comm.spec import SPECS  # the one op table: nccl-tests' program per op
+
+NCCL_TESTS_OPS = {s.nccl_tests_binary: s.name for s in SPECS.values() if s.nccl_tests_binary}
 BUSBW_TARGET = 0.97  # at 32 MiB and above (issue 24)
 
 

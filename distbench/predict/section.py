@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from distbench.comm.analysis.peak import EXPECTED, reference_text
 from distbench.core.section import ReportInputs, Section, pct_cell, table
 from distbench.predict.model import get_preset
 from distbench.predict.tables import validation_summary
@@ -15,9 +16,10 @@ from distbench.predict.tables import validation_summary
 TEMPLATES = Path(__file__).parent / "templates"
 
 
-# Published 8-GPU NVLink ring all_reduce busbw at large sizes, NVLS off (H100/H200 HGX): nccl-tests
-# issue 212, NCCL issue 1455. What the prediction at 8 GPUs is compared with.
-PUBLISHED_8GPU_ALLREDUCE_BUSBW_GBPS = (360.0, 370.0)
+def published_8gpu_ring() -> dict:
+    """What the prediction at 8 GPUs is compared with: the published 8x H100 all_reduce busbw at large
+    sizes with NVLS off (ring), from the one table of reference figures with their sources."""
+    return next(r for r in EXPECTED if (r["gpu"], r["gpus"], r["op"], r["nvls"]) == ("H100", 8, "all_reduce", False))
 
 
 def build(inputs: ReportInputs) -> dict | None:
@@ -52,10 +54,10 @@ def build(inputs: ReportInputs) -> dict | None:
                & (comm["backend"] == "nccl") & (comm["algorithm"] == "ring")] if len(comm) else comm
     if len(ar8):
         top = ar8[ar8["size_bytes"] == ar8["size_bytes"].max()]
-        lo, hi = PUBLISHED_8GPU_ALLREDUCE_BUSBW_GBPS
         findings.append(f"8 GPUs on NVLink, all_reduce at {int(top['size_bytes'].iloc[0]) / 2**20:g} MiB from the measured "
                         f"link: {top['busbw_gbps'].min():.0f}-{top['busbw_gbps'].max():.0f} GB/s busbw predicted "
-                        f"(by timing mode and fitted world size); published for 8x H100/H200 with NVLS off: {lo:.0f}-{hi:.0f} GB/s.")
+                        f"(by timing mode and fitted world size); compare {reference_text(published_8gpu_ring())}, "
+                        "NVLS off.")
     if len(training):
         t = training[training["efficiency"].notna()]
         gpus = sorted(t["gpus"].unique())

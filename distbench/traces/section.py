@@ -26,19 +26,34 @@ def _read_traces(path) -> pd.DataFrame:
     return pd.read_csv(path, dtype={"job": "string", "trace": "string", "note": "string", "mode": "string"})
 
 
+BREAKDOWN_PCT = ("idle_pct", "compute_time_pct", "non_compute_time_pct")
+BREAKDOWN_RANKS_LISTED = 4  # more ranks than this: the median, and the idlest rank by name
+
+
 def _breakdown_cell(traced: pd.DataFrame) -> str | None:
-    """"idle / compute / non-compute" percentages of the GPU span, each the median over the ranks;
-    a CPU-only trace has no device timeline to break down, so it says so rather than show a number."""
+    """"idle / compute / non-compute" percentages of the GPU span per rank ("rank 0: a / b / c; rank 1:
+    ..."), or, over more than BREAKDOWN_RANKS_LISTED ranks, their medians and the idlest rank's: a
+    median alone would hide the one rank that sits idle waiting for the others. A CPU-only trace has
+    no device timeline to break down, so it says so rather than show a number."""
     if traced.empty:
         return None
     if (traced["source"] == "cpu_ops").all():
         return "not available on CPU"
     if "idle_pct" not in traced.columns:  # a table written before the breakdown existed
         return None
-    parts = [traced[c].dropna() for c in ("idle_pct", "compute_time_pct", "non_compute_time_pct")]
-    if any(p.empty for p in parts):
+    ranks = traced.dropna(subset=list(BREAKDOWN_PCT)).sort_values("rank")
+    if ranks.empty:
         return None
-    return " / ".join(pct_cell(p.median() / 100) for p in parts)
+
+    def split(r) -> str:
+        return " / ".join(pct_cell(r[c] / 100) for c in BREAKDOWN_PCT)
+
+    if len(ranks) == 1:
+        return split(ranks.iloc[0])
+    if len(ranks) <= BREAKDOWN_RANKS_LISTED:
+        return "; ".join(f"rank {int(r['rank'])}: {split(r)}" for _, r in ranks.iterrows())
+    idlest = ranks.loc[ranks["idle_pct"].idxmax()]
+    return f"median {split(ranks[list(BREAKDOWN_PCT)].median())}; idlest, rank {int(idlest['rank'])}: {split(idlest)}"
 
 
 def _job_key(r) -> str:
@@ -79,7 +94,7 @@ def build(inputs: ReportInputs) -> dict | None:
         if "step_time_ms_median" in s.columns:
             step_ms = {_job_key(r): r["step_time_ms_median"] for _, r in s.iterrows()}
     headers = ["family", "job", "mode", "ranks traced", "overlap in the trace (median over ranks)",
-               "overlap by step times", "GPU time: idle / compute / non-compute (median over ranks)",
+               "overlap by step times", "GPU time: idle / compute / non-compute (per rank)",
                "profiled step ms", "unprofiled step ms", "profiler slowdown %", "traces"]
     rows, warnings = [], []
     for (family, job), g in t.groupby(["family", "job"], sort=True):
