@@ -2,7 +2,7 @@
 own cached output.
 
 Every training or memory job pays 9-12 s before it measures anything on a GPU host (`import torch`,
-CUDA and NCCL set-up, DDP's import of torch._dynamo: benchmarks/results/time-to-answer-2026-11-27).
+CUDA and NCCL set-up, DDP's import of torch._dynamo: benchmarks/results/time-to-answer-h200x2-2026-11-27).
 The jobs of one family, backend and world size differ only in what they measure, so the first of
 them that Snakemake runs measures all of them in one launch (one `python -m distbench.<family>
 --batch FILE` per rank, one process group) and the others find their results waiting:

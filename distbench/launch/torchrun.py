@@ -117,7 +117,7 @@ def direct_rank_envs(world_size: int) -> list[dict]:
 def job_environment(job_env: dict, nccl_env: dict, base: dict | None = None, flight_recorder: bool = True) -> dict:
     """The job's whole environment. flight_recorder: torch's Flight Recorder on by default
     (distbench.launch.hang: what a hung job's ranks last did); the comm family turns it off, as it
-    adds 5-20 us of host time to each eager collective (benchmarks/results/issue26-27-h200x2-2026-11-27).
+    adds 5-20 us of host time to each eager collective (benchmarks/results/hang-nodes-h200x2-2026-11-27).
     DISTBENCH_FLIGHT_RECORDER=0/1 in the launcher's environment decides for every job."""
     env = dict(os.environ if base is None else base)
     env.update({k: str(v) for k, v in job_env.items()})

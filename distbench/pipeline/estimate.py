@@ -55,7 +55,7 @@ class Default:
 
 # Default per-job wall time, keyed by (host, family, backend); host is "gpu" when the plan has GPUs.
 # Measured after one-node jobs started their ranks directly (distbench.launch.torchrun), default
-# config, Snakemake's benchmark files (benchmarks/results/time-to-answer-2026-11-27):
+# config, Snakemake's benchmark files (benchmarks/results/time-to-answer-h200x2-2026-11-27):
 # gpu: 2x H200, 2026-11-27: memory jobs 14.4-23.8 s (median 20), training 10.1-21.9 s (median 19),
 #   the NCCL comm job at 2 ranks 24.9 s, the Gloo comm job 16.3 / 19.0 / 19.4 s at 2 / 4 / 6 ranks
 #   (32 cores: flat), the NCCL probe 10.8 s. Not scaled with world size (2 GPUs: too few sizes).
@@ -77,7 +77,7 @@ DEFAULTS = {
 # With batch_launch (distbench.launch.batch) the training and memory jobs of one backend and world
 # size share a launch: its first job pays the launch's fixed cost, the others only their own
 # measurement, this much less than the default above. 2x H200, 2026-11-27
-# (benchmarks/results/batch-launch-2026-11-27): the first configuration of a launch took 14-18 s,
+# (benchmarks/results/batch-launch-h200x2-2026-11-27): the first configuration of a launch took 14-18 s,
 # the others 7-10 s (DDP) and 3 s (FSDP memory jobs, no search); 2 cores: about 1.5 s (import torch
 # and the Gloo group) of a 3-5 s job.
 LAUNCH_COST_S = {("gpu", "training"): 9.0, ("gpu", "memory"): 9.0, ("cpu", "training"): 1.5, ("cpu", "memory"): 1.5}
