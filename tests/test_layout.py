@@ -44,12 +44,23 @@ def families() -> list[str]:
                   if (d / "__main__.py").exists() and (d / "harness.py").exists())
 
 
+DYNAMIC = "<a module named at run time>"  # importlib.import_module / __import__ of a computed name
+
+
 def imports(path: Path, name: str) -> set[str]:
-    """Every module `path` imports (absolute names; `from x import y` also as x.y), at any depth of the file."""
+    """Every module `path` imports (absolute names; `from x import y` also as x.y), at any depth of the
+    file; importlib.import_module("x") and __import__("x") too, and DYNAMIC where the name is computed."""
     out = set()
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
+        if isinstance(node, ast.Call):
+            f = node.func
+            called = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            if called in ("import_module", "__import__"):
+                arg = node.args[0] if node.args else None
+                literal = isinstance(arg, ast.Constant) and isinstance(arg.value, str)
+                out.add(arg.value if literal and not arg.value.startswith(".") else DYNAMIC)
+        elif isinstance(node, ast.Import):
             out.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
@@ -94,8 +105,10 @@ def is_table_reader(name: str) -> bool:
 
 
 def forbidden_for_readers(name: str) -> bool:
+    """What a table reader must not reach: torch, a harness, the ops, the workloads, or a module it
+    names only at run time (which no check here can follow)."""
     last = name.rsplit(".", 1)[-1]
-    return any(_in(name, f) for f in FORBIDDEN_FOR_READERS) or (
+    return name == DYNAMIC or any(_in(name, f) for f in FORBIDDEN_FOR_READERS) or (
         name.startswith("distbench.") and last in ("harness", "ops"))
 
 
@@ -230,3 +243,15 @@ def test_an_import_back_up_a_layer_is_caught(g):
 def test_a_cycle_is_caught(g):
     g["distbench.core.units"] = g["distbench.core.units"] | {"distbench.core.sizes"}
     assert cycles(g)
+
+
+def test_a_reader_importing_torch_at_run_time_is_caught(tmp_path):
+    src = tmp_path / "summary.py"
+    src.write_text("import importlib\n\ndef f(name):\n    importlib.import_module('torch')\n"
+                   "    return __import__(name)\n")
+    found = imports(src, "distbench.training.analysis.summary")
+    assert {"torch", DYNAMIC} <= found
+    g = graph()
+    g["distbench.training.analysis.summary"] = found
+    bad = reader_violations(g)
+    assert any(v.endswith("reaches torch") for v in bad) and any(DYNAMIC in v for v in bad), bad
