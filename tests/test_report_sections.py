@@ -143,6 +143,9 @@ def test_the_report_holds_no_family_sentences():
     for p, text in texts.items():
         families = re.findall(r"^\s*(?:from|import) distbench\.(comm|training|memory|predict|traces)\b", text, re.M)
         assert not families or p.name == "sections.py", (p, families)
+        # nor by name: no branch of the report's code on one family
+        branches = re.findall(r"""[=!]= ["'](comm|training|memory|nodes|predict|traces)["']""", text)
+        assert not branches, (p, branches)
 
 
 def test_report_path_functions_take_few_parameters():

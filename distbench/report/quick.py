@@ -18,9 +18,10 @@ FULL_COMMAND = "snakemake --cores 1"
 
 
 def _job(family: str, wc: dict) -> str:
-    if family == "comm":
-        return f"comm {wc['backend']} {wc['dtype']} at {wc['world_size']} ranks ({wc['nccl_env']})"
-    return f"{family} {wc['backend']} {wc['model']} {wc['config']} at {wc['world_size']} rank(s)"
+    """One job as its family's plan names it: 'comm nccl float32 default at 2 rank(s)' (its wildcards
+    in the plan's order, whatever the family)."""
+    named = " ".join(str(v) for k, v in wc.items() if k != "world_size")
+    return f"{family} {named} at {wc['world_size']} rank(s)"
 
 
 def quick_context(inputs: ReportInputs, quick: dict) -> dict:
