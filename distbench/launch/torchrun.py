@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from distbench.launch import hang
 from distbench.launch.cluster import Launch, agent_commands, agent_environment
@@ -382,7 +382,7 @@ def record_provenance(placement_json, started: datetime, wall_s: float, outcome:
     atomic_write_json(path, data)
 
 
-def _first_failure(procs: list[subprocess.Popen], ended: dict[int, float], candidates: list[int] = ()) -> str:
+def _first_failure(procs: list[subprocess.Popen], ended: dict[int, float], candidates: Sequence[int] = ()) -> str:
     """'rank 1 exited with code 17' for the rank (ranks started directly: process i is rank i) that
     ended first with an error, as torchrun's root cause names it: among `candidates` (those seen
     failed before the launcher killed the rest) where given, by when each ended."""

@@ -186,8 +186,9 @@ def reference_text(exp: dict) -> str:
     return f"the {span} we measured for {where} ({exp['source']}; our measurement, not a publication)"
 
 
-def _norm_op(op: str) -> str:
-    return op.replace("_", "").lower()
+def norm_op(op) -> str:
+    """An op name as the reference figures compare it: "AllReduce", "all_reduce", "allreduce" alike."""
+    return str(op).replace("_", "").lower()
 
 
 def expected_for(gpu_name: str | None, world_size: int, op: str, size_bytes: int,
@@ -199,7 +200,7 @@ def expected_for(gpu_name: str | None, world_size: int, op: str, size_bytes: int
     rows = [
         r for r in EXPECTED
         if re.search(rf"\b{r['gpu']}\b", gpu_name, re.I) and r["gpus"] == world_size
-        and _norm_op(r["op"]) == _norm_op(op) and size_bytes >= r["min_bytes"]
+        and norm_op(r["op"]) == norm_op(op) and size_bytes >= r["min_bytes"]
         and (nvls is None or r["nvls"] == nvls)
     ]
     if not rows:

@@ -10,15 +10,12 @@ import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.transforms import blended_transform_factory
 
+from distbench.comm.analysis.peak import norm_op
 from distbench.core import palette
 from distbench.core.units import human_bytes, sig3
 
 
 # ---------------------------------------------------------------- reference lines (link peak, published)
-def _norm_op(op) -> str:
-    return str(op).replace("_", "").lower()
-
-
 def reference_lines(peak=None, published=None) -> list[dict]:
     """Horizontal busbw lines to draw: the link peak and the published figure(s).
 
@@ -85,7 +82,7 @@ def draw_refs(ax, refs, d: pd.DataFrame) -> list[dict]:
         mine = d[d["backend"] == r["backend"]] if r.get("backend") else d
         if mine.empty:
             continue
-        if r.get("op") and not (mine["op"].map(_norm_op) == _norm_op(r["op"])).any():
+        if r.get("op") and not (mine["op"].map(norm_op) == norm_op(r["op"])).any():
             continue
         if r.get("world_size") and int(r["world_size"]) not in set(mine["world_size"].astype(int)):
             continue
