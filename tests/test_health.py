@@ -1,8 +1,8 @@
 """The hardware health check (distbench.probes.health, health_table, health_section): without NVML
 every item is "not available here"; a fake NVML module returning degraded values (a downtrained x8
 link, an inactive NVLink, a thermal throttle, a pending remap) reaches the report's Verdict, first,
-and qualifies the other headlines; counters that moved between the readings are differences; the
-stop setting stops a failing check before the benchmarks."""
+and marks the other headlines (the GPU is named in its own row only); counters that moved between
+the readings are differences; the stop setting stops a failing check before the benchmarks."""
 
 import importlib.util
 import sys
@@ -12,7 +12,7 @@ import pytest
 from distbench.core.section import Headline, ReportInputs
 from distbench.probes import health, health_load
 from distbench.probes.health import DEGRADED, FAILING, GPU_ITEMS, NODE_ITEMS, NOT_AVAILABLE, OK, read_health
-from distbench.probes.health_section import HEALTH_SECTION, health_findings, health_headlines
+from distbench.probes.health_section import HEALTH_SECTION, MARK, health_findings, health_headlines
 from distbench.probes.health_table import (
     HEALTH, HEALTH_DIFF, across_nodes, differences, read_diff, read_health_csv, stop_reason, write_diff,
     write_health,
@@ -117,12 +117,15 @@ def test_each_degraded_reading_opens_the_verdict_and_qualifies_the_other_headlin
     inputs = write_readings(tmp_path, rows, rows)
     heads = health_headlines(inputs)
     assert [h.headline for h in heads] == ["GPU 1 (n1): degraded"]
-    assert heads[0].verdict == "below expected" and item in heads[0].reason and item in heads[0].qualifies
+    assert heads[0].verdict == "below expected" and item in heads[0].reason and heads[0].qualifies == MARK
     comm = Headline("communication", "NCCL all_reduce 1 GiB: 400 GB/s", "failing", "below 50% of the link peak")
     verdict = ordered([comm, *heads])  # health comes first even behind a failing benchmark headline
-    assert verdict[0]["area"] == "hardware health"
-    assert "GPU 1 (n1) was degraded" in verdict[1]["reason"] and item in verdict[1]["reason"]
-    assert any("GPU 1 (n1) was degraded" in f for f in health_findings(inputs))
+    assert verdict[0]["area"] == "hardware health" and verdict[0]["anchor"] == "verdict-health"
+    # the other row carries only the mark linking to the GPU's row, not the GPU's items
+    assert verdict[1]["reason"] == "below 50% of the link peak"
+    assert verdict[1]["marks"] == [{"text": MARK, "anchor": "verdict-health"}]
+    [finding] = health_findings(inputs)
+    assert finding.startswith(MARK) and "GPU 1" not in finding
     ctx = HEALTH_SECTION.build(inputs)
     assert {(r[2], r[3]) for r in ctx["not_ok"]["rows"]} == {("1", item)}
 
@@ -156,7 +159,7 @@ def test_counters_that_moved_during_the_run_are_differences(monkeypatch, tmp_pat
     assert {(r[1], r[2], r[5]) for r in ctx["diff"]["rows"]} == {("1", "nvlink_replay_errors", "+5"),
                                                                  ("0", "ecc_volatile_corrected", "+7")}
     heads = {h.headline: h for h in health_headlines(inputs)}
-    assert "nvlink_replay_errors moved" in heads["GPU 1 (n1): degraded"].qualifies
+    assert "GPU 1 nvlink_replay_errors (0 -> 5)" in heads["GPU 1 (n1): degraded"].reason
 
 
 def test_time_throttled_during_the_run_is_a_difference_thermal_degrades_power_is_noted(monkeypatch, tmp_path, no_dmesg):
@@ -273,19 +276,11 @@ def test_the_rendered_report_opens_its_verdict_with_the_degraded_gpu(monkeypatch
     render_report(inputs, tmp_path / "r.md", tmp_path / "r.html", sections=(VERDICT, FINDINGS, HEALTH_SECTION, bench))
     md = (tmp_path / "r.md").read_text()
     verdict = md.split("## Verdict")[1].split("##")[0].strip().splitlines()
-    assert verdict[2].startswith("| hardware health | GPU 1 (n1): degraded |")
-    assert "communication" in verdict[3] and "GPU 1 (n1) was degraded: pcie_link" in verdict[3]
+    assert verdict[2].startswith('| hardware health | <a id="verdict-health"></a>GPU 1 (n1): degraded |')
+    assert "communication" in verdict[3]
+    assert verdict[3].endswith("| 90% of the link peak [†health](#verdict-health) |")
     assert "## Hardware health" in md and "x8 of x16" in md.split("## Hardware health")[1]
-    assert "GPU 1 (n1) was degraded during this run" in (tmp_path / "r.html").read_text()
-
-
-def test_a_few_nvlink_crc_errors_are_ok_and_many_degrade():
-    """CRC errors tick on healthy links (+2 in 15 s on an idle H200 NVLink): only ALLOWED_DELTA or more
-    during a run degrades the GPU."""
-    from distbench.probes.health_table import ALLOWED_DELTA
-
-    def crc(value):
-        return [health.HealthRow("n1", "0", "nvlink_crc_errors", str(value), "", OK, "")]
-    limit = ALLOWED_DELTA["nvlink_crc_errors"]
-    assert differences(crc(366), crc(368))[0].state == OK
-    assert differences(crc(366), crc(366 + limit))[0].state == DEGRADED
+    assert md.count("GPU 1 (n1)") == 1 + md.split("## Hardware health")[1].count("GPU 1 (n1)")  # named once above
+    assert "- [†health](#verdict-health) 1 GPU(s)" in md.split("## Findings")[1]
+    html = (tmp_path / "r.html").read_text()
+    assert '<tr id="verdict-health">' in html and '<a href="#verdict-health">†health</a>' in html

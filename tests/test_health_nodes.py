@@ -148,13 +148,13 @@ def test_a_degraded_gpu_names_the_jobs_measured_on_it_and_not_the_others(tmp_pat
     inputs = ReportInputs(health=degraded_gpu1, placements=placements, config={"health": {}})
     [head] = health_headlines(inputs)
     assert head.headline == "GPU 1 (n1): degraded"
-    q = head.qualifies
+    q = head.reason  # the jobs are named in the GPU's own Verdict row; the others carry only its mark
     assert "comm nccl/float32/ws2/default (rank 1)" in q and "memory nccl/mlp/ws1/default (rank 0)" in q
     assert "training" not in q  # its rank ran on the healthy GPU 0
     assert "whether 1 job(s) ran on it is unknown (its ranks name no GPU (no UUID or PCI bus id in its placement file))" in q
     assert "ws4" not in q
-    [finding] = health_findings(inputs)
-    assert "comm nccl/float32/ws2/default" in finding and "training" not in finding
+    [finding] = health_findings(inputs)  # only the mark: the jobs are named once, in the Verdict row
+    assert finding.startswith("†health") and "nccl/float32" not in finding
     jobs = HEALTH_SECTION.build(inputs)["jobs"]["rows"]
     assert [(r[2], r[3], r[4]) for r in jobs] == [
         ("comm", "nccl/float32/ws2/default", "1"), ("memory", "nccl/mlp/ws1/default", "0"),
@@ -165,12 +165,12 @@ def test_a_degraded_gpu_names_the_jobs_measured_on_it_and_not_the_others(tmp_pat
 def test_a_degraded_gpu_no_job_ran_on_or_without_placements_says_so(tmp_path, degraded_gpu1):
     only_gpu0 = [_placement(tmp_path, "training/nccl/mlp/ws1/default", [_rank(0, "n1", "GPU-0")])]
     [head] = health_headlines(ReportInputs(health=degraded_gpu1, placements=only_gpu0))
-    assert head.qualifies.endswith("; no benchmark job ran on it")
+    assert head.reason.endswith("; no benchmark job ran on it")
     [head] = health_headlines(ReportInputs(health=degraded_gpu1, placements=[]))
-    assert head.qualifies.endswith("; which jobs ran on it is unknown (no job placement files)")
+    assert head.reason.endswith("; which jobs ran on it is unknown (no job placement files)")
 
 
-def test_the_note_of_a_degraded_gpu_goes_to_the_headlines_of_the_families_measured_on_it(tmp_path, degraded_gpu1):
+def test_the_mark_of_a_degraded_gpu_goes_to_the_headlines_of_the_families_measured_on_it(tmp_path, degraded_gpu1):
     from distbench.core.section import Headline
     from distbench.report.verdict import ordered
 
@@ -180,9 +180,9 @@ def test_the_note_of_a_degraded_gpu_goes_to_the_headlines_of_the_families_measur
     assert head.qualifies_areas == ("communication",)
     others = [Headline("communication", "NCCL all_reduce", "healthy", "at 95%"),
               Headline("training", "DDP 2 ranks", "healthy", "92% efficient")]
-    reasons = {d["area"]: d["reason"] for d in ordered([*others, head])}
-    assert "GPU 1 (n1) was degraded" in reasons["communication"]
-    assert reasons["training"] == "92% efficient"  # its job ran on the healthy GPU 0
+    marks = {d["area"]: [m["text"] for m in d["marks"]] for d in ordered([*others, head])}
+    assert marks["communication"] == ["†health"]
+    assert marks["training"] == []  # its job ran on the healthy GPU 0
     # a CPU job beside them changes nothing; where a job's placement cannot say, every headline carries the note
     cpu = [*on_gpu1, _placement(tmp_path, "comm/gloo/float32/ws2/default", [_rank(0, "n1", device="cpu")])]
     [head] = health_headlines(ReportInputs(health=degraded_gpu1, placements=cpu))
@@ -190,10 +190,10 @@ def test_the_note_of_a_degraded_gpu_goes_to_the_headlines_of_the_families_measur
     unknown = [*on_gpu1, _placement(tmp_path, "memory/nccl/mlp/ws1/ddp", [_rank(0, "n1")])]
     [head] = health_headlines(ReportInputs(health=degraded_gpu1, placements=unknown))
     assert head.qualifies_areas is None
-    assert all("GPU 1 (n1) was degraded" in d["reason"] for d in ordered([*others, head]) if d["area"] != "hardware health")
+    assert all(d["marks"] for d in ordered([*others, head]) if d["area"] != "hardware health")
     # no job on it: no other headline carries it
     [head] = health_headlines(ReportInputs(health=degraded_gpu1, placements=on_gpu1[1:]))
-    assert [d["reason"] for d in ordered([*others, head])][1:] == ["at 95%", "92% efficient"]
+    assert [d["marks"] for d in ordered([*others, head])][1:] == [[], []]
 
 
 def test_a_node_item_is_matched_by_the_node_name_the_placement_file_records(tmp_path, monkeypatch):

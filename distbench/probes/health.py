@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 import subprocess
 from dataclasses import dataclass, replace
+from datetime import datetime, timezone
 
 from distbench.core.run_label import node_name  # the name the jobs' placement files carry too
 from distbench.probes.health_load import CLOCK_MEM, CLOCK_SM, sample
@@ -67,6 +68,12 @@ XID_CRITICAL_EVENT = 0x8  # nvmlEventTypeXidCriticalError
 # ns since the driver loaded): the after-before difference is the throttled time of the whole run,
 # which no sampling window sees.
 PERF_POLICY_POWER, PERF_POLICY_THERMAL = 0, 1
+# DCGM's limits on a GPU's memory totals (NVIDIA/DCGM common/DcgmGPUHardwareLimits.h, applied by
+# modules/health/DcgmHealthWatch.cpp): DCGM_LIMIT_MAX_RETIRED_PAGES 63 retired pages (SBE + DBE) fail
+# (MonitorMemSbeDbeRetiredPages, DCGM_FR_RETIRED_PAGES_LIMIT); DCGM_LIMIT_MAX_ROW_REMAP_UNCORRECTABLE 512
+# rows remapped for uncorrectable errors warn ("this number ... indicates GPU is in a bad state").
+MAX_RETIRED_PAGES = 63
+MAX_ROW_REMAP_UNCORRECTABLE = 512
 
 
 
@@ -84,6 +91,9 @@ class HealthRow:
     # carry the same two): NVML's UUID and PCI bus id ("" for a per-node item or when NVML gives none)
     uuid: str = ""
     pci_bus_id: str = ""
+    # when this node's counters were read (ISO 8601, UTC; "" when not read): a counter judged as a rate
+    # (NVLink CRC errors, distbench.probes.health_rules) moves per second of the time between two readings
+    read_at: str = ""
 
 
 def _na_rows(host: str, reason: str, expected_gpus: int | None) -> list[HealthRow]:
@@ -132,6 +142,11 @@ class _Guarded:
         return next((getattr(self._module, n) for n in names if hasattr(self._module, n)), getattr(self, names[-1]))
 
 
+def reading_time() -> str:
+    """Now, as a reading's read_at (ISO 8601 UTC, ms); the tests' clock seam."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
 def _read(nv, host: str, expected_gpus: int | None, load_s: float) -> list[HealthRow]:
     count = _call(nv.nvmlDeviceGetCount, default=0) or 0
     handles = {i: h for i in range(count) if (h := _call(nv.nvmlDeviceGetHandleByIndex, i)) is not None}
@@ -142,6 +157,8 @@ def _read(nv, host: str, expected_gpus: int | None, load_s: float) -> list[Healt
     events = _xid_event_set(nv, handles)
     samples, load_note = sample(nv, handles, load_s)
     xids = _drain_xids(nv, events, handles)
+    # the counters are read from here on (the load's seconds come before): the reading's time
+    read_at = reading_time()
     for i, h in handles.items():
         g = str(i)
         rows += _pcie_rows(nv, h, host, g, samples[i], load_note)
@@ -154,7 +171,7 @@ def _read(nv, host: str, expected_gpus: int | None, load_s: float) -> list[Healt
         rows += _violation_rows(nv, h, host, g)
         ident = _identity(nv, h)
         rows = [replace(r, uuid=ident[0], pci_bus_id=ident[1]) if r.gpu == g else r for r in rows]
-    return rows
+    return [replace(r, read_at=read_at) for r in rows]
 
 
 def _identity(nv, h) -> tuple[str, str]:
@@ -279,8 +296,11 @@ def _page_rows(nv, h, host, g) -> list[HealthRow]:
     remap = _call(nv.nvmlDeviceGetRemappedRows, h)
     if remap is not None:
         corr, unc, pending, failed = (int(x) for x in list(remap)[:4])
-        rows.append(HealthRow(host, g, "remapped_rows", str(corr + unc), "", OK,
-                              f"{corr} for corrected and {unc} for uncorrected errors"))
+        bad = unc >= MAX_ROW_REMAP_UNCORRECTABLE
+        rows.append(HealthRow(host, g, "remapped_rows", str(corr + unc), "", DEGRADED if bad else OK,
+                              f"{corr} for corrected and {unc} for uncorrected errors"
+                              + (f": {unc} uncorrectable, at or over DCGM's {MAX_ROW_REMAP_UNCORRECTABLE} "
+                                 "(DCGM_LIMIT_MAX_ROW_REMAP_UNCORRECTABLE)" if bad else "")))
         state, why = OK, "none pending"
         if failed:
             state, why = FAILING, "a row remap failed: the GPU needs service"
@@ -296,8 +316,12 @@ def _page_rows(nv, h, host, g) -> list[HealthRow]:
                               "NVML gives no retired pages here (GPUs with row remapping retire none)"))
     else:
         n_sbe, n_dbe = len(sbe or ()), len(dbe or ())
-        rows.append(HealthRow(host, g, "retired_pages", str(n_sbe + n_dbe), "", OK,
-                              f"{n_sbe} for repeated corrected and {n_dbe} for uncorrected errors"))
+        full = n_sbe + n_dbe >= MAX_RETIRED_PAGES
+        rows.append(HealthRow(host, g, "retired_pages", str(n_sbe + n_dbe), f"under {MAX_RETIRED_PAGES}",
+                              FAILING if full else OK,
+                              f"{n_sbe} for repeated corrected and {n_dbe} for uncorrected errors"
+                              + (f": at or over DCGM's {MAX_RETIRED_PAGES} (DCGM_LIMIT_MAX_RETIRED_PAGES)"
+                                 if full else "")))
     pending = _call(nv.nvmlDeviceGetRetiredPagesPendingStatus, h)
     if pending is None:
         rows.append(HealthRow(host, g, "retired_pages_pending", "", "no", NOT_AVAILABLE,
@@ -340,7 +364,7 @@ def _nvlink_rows(nv, h, host, g) -> list[HealthRow]:
 
 def _violation_rows(nv, h, host, g) -> list[HealthRow]:
     """The time the power and the thermal policy held this GPU's clocks down since the driver loaded
-    (ms); what counts is how much it grows during the run (health_table.COUNTERS)."""
+    (ms); what counts is how much it grows during the run (health_rules.RULES)."""
     rows = []
     for item, policy in (("throttle_power_ms", PERF_POLICY_POWER), ("throttle_thermal_ms", PERF_POLICY_THERMAL)):
         v = _call(nv.nvmlDeviceGetViolationStatus, h, policy)

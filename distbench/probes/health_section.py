@@ -1,11 +1,14 @@
 """The report's "Hardware health" section (distbench.probes.health, read before and after the
-benchmarks): the items that were not ok, the counters that moved during the run, whether
-health.stop_on_failing was on, the benchmark jobs measured on an affected GPU (their placement files
-against the GPU's UUID: distbench.probes.health_jobs), and one Verdict headline per degraded or
-failing GPU. Such a headline carries a `qualifies` note naming the GPU and the jobs that ran on it
-(or saying that is unknown): the Verdict opens with it, and the headlines of the families measured
-on it (every headline where that is unknown) carry it (distbench.report.verdict.ordered), since a
-figure measured on that GPU may be its fault rather than the software's. Fragments: templates/health.*.j2. Torch-free; imports no family.
+benchmarks): the items that were not ok (in a reading, or in a counter's move during the run), the
+counters that moved (each judged by distbench.probes.health_rules: a rate or a count, DCGM's limit
+where it has one), whether health.stop_on_failing was on, the benchmark jobs measured on an affected
+GPU (their placement files against the GPU's UUID: distbench.probes.health_jobs), and one Verdict
+headline per degraded or failing GPU. That headline is the one place the GPU is named, with its
+items and the jobs that ran on it (or that this is unknown); its `qualifies` is the short mark
+(MARK) that the headlines of the families measured on it (every headline where that is unknown)
+and the Findings carry, linking to it (distbench.report.verdict.ordered), since a figure measured
+on that GPU may be its fault rather than the software's. Fragments: templates/health.*.j2.
+Torch-free; imports no family.
 """
 
 from __future__ import annotations
@@ -17,10 +20,14 @@ import pandas as pd
 from distbench.core.section import Headline, ReportInputs, Section, table
 from distbench.probes.health import DEGRADED, FAILING, NODE, NOT_AVAILABLE, OK
 from distbench.probes.health_jobs import GpuJobs, describe, jobs_on, read_jobs
-from distbench.probes.health_table import item_label, read_diff, read_health_csv, rows_of, worst
+from distbench.probes.health_rules import WITHIN
+from distbench.probes.health_table import HEALTH_DIFF, item_label, read_diff, read_health_csv, rows_of, worst
 
 TEMPLATES = Path(__file__).parent / "templates"
 AREA = "hardware health"
+# The mark a figure measured on an affected GPU carries, in the Verdict and the Findings: it links to
+# the Verdict row naming the GPU (distbench.report.verdict.mark_anchor), so the GPU is named once.
+MARK = "†health"
 PHASES = ("before", "after")
 
 
@@ -37,9 +44,9 @@ def _tables(inputs: ReportInputs) -> dict | None:
 
 def _moved(diff: pd.DataFrame | None) -> pd.DataFrame:
     """Every counter that moved during the run: the faults (degraded, failing) and those whose move is
-    noted but ok (NVLink CRC errors within their allowance, time at the power limit)."""
+    listed but ok ("moved, within limits": NVLink CRC errors under DCGM's rate; time at the power limit)."""
     if diff is None or diff.empty:
-        return pd.DataFrame(columns=["host", "gpu", "item", "before", "after", "delta", "state", "reason"])
+        return pd.DataFrame(columns=list(HEALTH_DIFF.names))
     return diff[diff["state"].isin([DEGRADED, FAILING]) | (diff["delta"].fillna(0) != 0)]
 
 
@@ -98,35 +105,46 @@ def _areas(found, any_jobs: bool) -> tuple[str, ...] | None:
     return tuple(sorted({AREA_OF_FAMILY.get(job.family, job.family) for job, _ in found.on}))
 
 
+def _healthy_reason(t: dict) -> str:
+    """The healthy headline's why: that nothing moved, or which counters moved within their limits."""
+    moved = _moved(t["diff"])
+    parts = []
+    for state, what in ((OK, WITHIN), (NOT_AVAILABLE, "moved, not judged (see Hardware health)")):
+        shown = [f"GPU {r.gpu} {r.item} {r.delta:+g}" + (f" ({_rate_cell(r)})" if _rate_cell(r) else "")
+                 for r in moved[(moved["state"] == state) & (moved["delta"] > 0)].itertuples(index=False)]
+        if shown:
+            more = f" and {len(shown) - 4} more" if len(shown) > 4 else ""
+            parts.append(f"{what} during the run: {', '.join(shown[:4])}{more}")
+    return "; ".join(["before and after the benchmarks", *(parts or ["no error counter moved"])])
+
+
 def health_headlines(inputs: ReportInputs) -> list[Headline]:
+    """One headline per affected GPU (or node), the only place it is named: its items and the jobs
+    measured on it; its mark goes to the other headlines it concerns. Else one healthy headline."""
     affected, jobs = affected_gpus(inputs), affected_jobs(inputs)
     any_jobs = bool(inputs.placements)
     out = [Headline(AREA, f"{_who(host, gpu)}: {g['state']}", "failing" if g["state"] == FAILING else "below expected",
-                    "; ".join(g["items"]),
-                    qualifies=f"measured while {_who(host, gpu)} was {g['state']}: {', '.join(g['names'])}; "
-                              + describe(jobs[(host, gpu)], any_jobs),
-                    qualifies_areas=_areas(jobs[(host, gpu)], any_jobs))
+                    "; ".join(g["items"]) + "; " + describe(jobs[(host, gpu)], any_jobs),
+                    qualifies=MARK, qualifies_areas=_areas(jobs[(host, gpu)], any_jobs))
            for (host, gpu), g in affected.items()]
     t = _tables(inputs)
     if not out and t is not None:
         read = [r for p in PHASES for r in t[p] if r.state == OK and r.gpu != NODE]
         if read:
             gpus = sorted({(r.host, r.gpu) for r in read})
-            out.append(Headline(AREA, f"{len(gpus)} GPU(s): every item ok", "healthy",
-                                "before and after the benchmarks; no error counter moved"))
+            out.append(Headline(AREA, f"{len(gpus)} GPU(s): every item ok", "healthy", _healthy_reason(t)))
     return out
 
 
 def health_findings(inputs: ReportInputs) -> list[str]:
-    jobs, any_jobs = affected_jobs(inputs), bool(inputs.placements)
-    out = []
-    for (host, gpu), g in affected_gpus(inputs).items():
-        found = jobs[(host, gpu)]
-        tail = ("their figures may show the hardware rather than the software" if found.on else
-                "figures from the jobs that used it may show the hardware rather than the software")
-        out.append(f"{_who(host, gpu)} was {g['state']} during this run ({', '.join(g['names'])}); "
-                   f"{describe(found, any_jobs)}: {tail}; see Hardware health.")
-    return out
+    """One short line, led by the mark that links to the Verdict rows naming the affected GPUs."""
+    affected = affected_gpus(inputs)
+    if not affected:
+        return []
+    states = sorted({g["state"] for g in affected.values()})
+    return [f"{MARK} {len(affected)} GPU(s) or node(s) {' or '.join(states)} during this run: figures measured on "
+            "them may show the hardware rather than the software (the Verdict names them and their jobs; "
+            "see Hardware health)."]
 
 
 def _jobs_table(inputs: ReportInputs) -> dict:
@@ -142,17 +160,30 @@ def _jobs_table(inputs: ReportInputs) -> dict:
     return table(["GPU", "state", "family", "configuration", "ranks on it"], rows)
 
 
+def _not_ok_rows(t: dict) -> list[list]:
+    """The items not ok: those of each reading, then the counters whose move during the run was a
+    fault (so this list and the counters' table agree)."""
+    rows = [[phase, r.host, r.gpu, r.item, r.value, r.expected, r.state, r.reason]
+            for phase in PHASES for r in t[phase] if r.state in (DEGRADED, FAILING)]
+    moved = _moved(t["diff"])
+    return rows + [["during the run", r.host, r.gpu, r.item, f"{r.before:g} → {r.after:g}", "", r.state, r.reason]
+                   for r in moved[moved["state"].isin([DEGRADED, FAILING])].itertuples(index=False)]
+
+
+def _rate_cell(r) -> str:
+    """A counter judged as a rate: its move per second between the readings ("" for a count)."""
+    return f"{r.rate_per_s:.3g}/s" if pd.notna(r.rate_per_s) else ""
+
+
 def _build(inputs: ReportInputs) -> dict | None:
     t = _tables(inputs)
     if t is None:
         return None
     stop = bool(((inputs.config or {}).get("health") or {}).get("stop_on_failing"))
-    rows, unavailable = [], {}
+    rows, unavailable = _not_ok_rows(t), {}
     for phase in PHASES:
         for r in t[phase]:
-            if r.state in (DEGRADED, FAILING):
-                rows.append([phase, r.host, r.gpu, r.item, r.value, r.expected, r.state, r.reason])
-            elif r.state == NOT_AVAILABLE:
+            if r.state == NOT_AVAILABLE:
                 unavailable.setdefault(r.reason, set()).add(r.item)
     hosts = sorted({r.host for p in PHASES for r in t[p]})
     gpus = sorted({(r.host, r.gpu) for p in PHASES for r in t[p] if r.gpu != NODE and r.state != NOT_AVAILABLE})
@@ -165,7 +196,8 @@ def _build(inputs: ReportInputs) -> dict | None:
     diff = t["diff"]
     moved = _moved(diff)
     compared = 0 if diff is None else int((diff["state"] != NOT_AVAILABLE).sum())
-    diff_rows = [[r.host, r.gpu, r.item, r.before, r.after, f"{r.delta:+g}", r.state, r.reason]
+    diff_rows = [[r.host, r.gpu, r.item, f"{r.before:g}", f"{r.after:g}", f"{r.delta:+g}", _rate_cell(r), r.state,
+                  r.reason]
                  for r in moved.itertuples(index=False)]
     return {
         "note": note,
@@ -174,7 +206,7 @@ def _build(inputs: ReportInputs) -> dict | None:
         "diff_note": (f"{compared} counter(s) read before and after; {len(moved)} moved during the run, "
                       f"{int(moved['state'].isin([DEGRADED, FAILING]).sum())} of them degraded or failing."
                       if diff is not None else "No after reading: the differences are not known."),
-        "diff": table(["host", "gpu", "counter", "before", "after", "change", "state", "why"], diff_rows),
+        "diff": table(["host", "gpu", "counter", "before", "after", "change", "rate", "state", "why"], diff_rows),
         "jobs": _jobs_table(inputs),
         "jobs_note": ("Each benchmark job's placement file (the GPU UUID, PCI bus id and host of every rank) "
                       "against the affected GPUs' UUIDs (else host and PCI bus id; a node by host name). A "

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
+from datetime import datetime
 
 import pandas as pd
 
 from distbench.core.contract import Column, Contract, read_csv
 from distbench.core.io import atomic_write_csv
 from distbench.probes.health import DEGRADED, FAILING, NODE, NOT_AVAILABLE, OK, STATES, HealthRow
+from distbench.probes.health_rules import RULES, judge
 
 HEALTH = Contract(
     "health",
@@ -30,30 +32,16 @@ HEALTH = Contract(
      Column("reason", "string", "why the state (what NVML did not give, when not available)"),
      Column("uuid", "string", "the GPU's UUID as NVML gives it (empty: a per-node item, or NVML gave none)"),
      Column("pci_bus_id", "string",
-            "the GPU's PCI bus id as NVML gives it, domain:bus:device.function (empty: as uuid)")),
+            "the GPU's PCI bus id as NVML gives it, domain:bus:device.function (empty: as uuid)"),
+     Column("read_at", "string", "when the node's counters were read, ISO 8601 UTC (empty: not read); the "
+                                 "time base of a counter's rate between the two readings (health_diff.csv)")),
     allowed=(("state", STATES),),
+    filled_when_missing=(("read_at", ""),),  # files from before the readings carried their time
 )
 
-# The counters that can move during a run: an increase is a fault that happened while the benchmarks
-# ran. The state of an increase: uncorrectable memory errors fail the run's GPU; the others degrade it.
-COUNTERS = {
-    "ecc_volatile_corrected": DEGRADED, "ecc_volatile_uncorrected": FAILING,
-    "ecc_aggregate_corrected": DEGRADED, "ecc_aggregate_uncorrected": FAILING,
-    "retired_pages": DEGRADED, "remapped_rows": DEGRADED,
-    "nvlink_crc_errors": DEGRADED, "nvlink_replay_errors": DEGRADED, "nvlink_recovery_errors": DEGRADED,
-    "xid_kernel_log": DEGRADED,
-    # clocks held down by the thermal policy while the benchmarks ran: their figures are the GPU's heat
-    "throttle_thermal_ms": DEGRADED,
-    # at its power limit under a full load the GPU works as designed: noted, not a fault
-    "throttle_power_ms": OK,
-}
-# What a move of a counter whose increase stays ok means (the others: "+N during the run").
-NOTED = {"throttle_power_ms": "ms at its power limit during the run (working as designed at full load)"}
-# How much a counter may move and still be ok. NVLink CRC errors are corrected by the link (a flit is
-# sent again) and tick on healthy links: on 2x H200 (NV18, benchmarks/results/health-h200x2-2026-11-27)
-# GPU 0's rose by 2 within 15 s with no NVLink traffic, from 366 since the driver loaded. 100 is our
-# margin over that, not a vendor figure; every other counter must not move at all.
-ALLOWED_DELTA = {"nvlink_crc_errors": 100}
+# The counters that can move during a run, and how a move is judged (DCGM's rule where it has one,
+# each cited there): distbench.probes.health_rules.RULES.
+COUNTERS = tuple(RULES)
 
 HEALTH_DIFF = Contract(
     "health_diff",
@@ -63,9 +51,17 @@ HEALTH_DIFF = Contract(
      Column("before", "float64", "its value before the benchmarks (empty: not available)"),
      Column("after", "float64", "its value after them"),
      Column("delta", "float64", "after - before"),
-     Column("state", "string", "ok (did not move, or a move that is no fault: NVLink CRC errors within their allowance, time at the power limit), degraded or failing (moved), not available here"),
-     Column("reason", "string", "what moving means")),
+     Column("interval_s", "float64", "wall time between the two readings (their read_at), s (empty: a reading "
+                                     "has no time)"),
+     Column("rate_per_s", "float64", "delta / interval_s for a counter judged as a rate (NVLink CRC errors, "
+                                     "against DCGM's 100/s); empty for the counters judged as counts"),
+     Column("state", "string", "ok (did not move, a move within its limit: \"moved, within limits\", or one "
+                               "that is no fault: time at the power limit), degraded or failing (a move at or "
+                               "past its limit: distbench.probes.health_rules), not available here"),
+     Column("reason", "string", "what the move means, with its limit and the limit's source")),
     allowed=(("state", STATES),),
+    # files from before the readings carried their time: no interval, so no rate
+    filled_when_missing=(("interval_s", float("nan")), ("rate_per_s", float("nan"))),
 )
 
 
@@ -77,6 +73,8 @@ class DiffRow:
     before: float | None
     after: float | None
     delta: float | None
+    interval_s: float | None
+    rate_per_s: float | None
     state: str
     reason: str
 
@@ -107,8 +105,19 @@ def _number(v) -> float | None:
         return None
 
 
+def interval_s(before: HealthRow | None, after: HealthRow) -> float | None:
+    """Seconds between two readings of one item, from their read_at (None when either has none)."""
+    if before is None or not before.read_at or not after.read_at:
+        return None
+    try:
+        return (datetime.fromisoformat(after.read_at) - datetime.fromisoformat(before.read_at)).total_seconds()
+    except ValueError:
+        return None
+
+
 def differences(before: Sequence[HealthRow], after: Sequence[HealthRow]) -> list[DiffRow]:
-    """Each counter of each GPU read both times, after - before (not available when either is missing)."""
+    """Each counter of each GPU read both times, after - before, judged by its rule (health_rules: a
+    rate over the time between the readings, or a count); not available when either is missing."""
     then = {(r.host, r.gpu, r.item): r for r in before}
     out = []
     for r in after:
@@ -116,21 +125,12 @@ def differences(before: Sequence[HealthRow], after: Sequence[HealthRow]) -> list
             continue
         b = then.get((r.host, r.gpu, r.item))
         x, y = _number(b.value) if b else None, _number(r.value)
+        seconds = interval_s(b, r)
         if x is None or y is None:
-            out.append(DiffRow(r.host, r.gpu, r.item, x, y, None, NOT_AVAILABLE, "not read both times"))
+            out.append(DiffRow(r.host, r.gpu, r.item, x, y, None, seconds, None, NOT_AVAILABLE, "not read both times"))
             continue
-        delta = y - x
-        if 0 < delta < ALLOWED_DELTA.get(r.item, 0):
-            out.append(DiffRow(r.host, r.gpu, r.item, x, y, delta, OK,
-                               f"+{delta:g} during the run, under {ALLOWED_DELTA[r.item]} (corrected by the link)"))
-        elif delta > 0:
-            out.append(DiffRow(r.host, r.gpu, r.item, x, y, delta, COUNTERS[r.item],
-                               f"+{delta:g} {NOTED[r.item]}" if r.item in NOTED else f"+{delta:g} during the run"))
-        elif delta < 0:
-            out.append(DiffRow(r.host, r.gpu, r.item, x, y, delta, OK,
-                               "went down: the counter was reset (driver reload or GPU reset)"))
-        else:
-            out.append(DiffRow(r.host, r.gpu, r.item, x, y, delta, OK, "did not move"))
+        j = judge(r.item, y - x, seconds)
+        out.append(DiffRow(r.host, r.gpu, r.item, x, y, y - x, seconds, j.rate_per_s, j.state, j.reason))
     return out
 
 
