@@ -145,14 +145,18 @@ def test_a_rank_that_skips_a_collective_is_named_in_the_csv_and_the_report(workf
     hung = [ln for ln in csv if ",1024,1024," in ln]
     assert ok and all(ln.endswith(",ok,") for ln in ok)  # the finished point is kept
     assert hung and all(",hung," in ln for ln in hung)
-    assert re.search(r"rank 1 never joined collective #\d+ \(gloo:all_reduce", hung[0])
+    # the Flight Recorder's collective follows; which one it names depends on when Gloo's CPU recorder
+    # marks a collective completed (under load it can lag), so only that it names one is asserted
+    assert re.search(r"; Flight Recorder: .*collective #\d+ \(gloo:all_reduce", hung[0]), hung[0]
     analysis = json.loads((job_dir / "comm.hang.json").read_text())
-    assert analysis["groups"][0]["never_joined"] == [1] and analysis["dumps"] == [0, 1]
+    assert analysis["culprits"] == [1] and analysis["dumps"] == [0, 1]
 
     report = (workflow_dir / "report/report.md").read_text()
     assert "## Hung jobs" in report and "harness.py" in report  # the stuck rank's stack
     verdict = report.split("## Verdict", 1)[1].split("\n## ", 1)[0]
-    assert re.search(r"hung at rank 1 in gloo:all_reduce #\d+ \| \*\*failing\*\*", verdict), verdict
+    assert re.search(r"rank 1 stopped responding in gloo:all_reduce #\d+ \| \*\*failing\*\*", verdict), verdict
+    # the launcher's own reading leads: rank 1's process runs but is behind (it waits in host code)
+    assert "rank 1 stopped responding (its process runs, but it is behind the others)" in hung[0]
 
     # cached as today's failed jobs are: its finished point kept, not rerun
     again = subprocess.run([*run, "-n"], cwd=workflow_dir, capture_output=True, text=True, timeout=300)

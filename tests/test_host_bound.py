@@ -23,6 +23,7 @@ from distbench.comm.contract import (
     read_comm_ranks_csv,
 )
 from distbench.core.section import ReportInputs
+from distbench.launch.progress import Beacon
 from distbench.pipeline.config import check_config
 from distbench.report.summary_json import summary_document, validate_summary
 
@@ -197,6 +198,8 @@ def test_the_harness_times_the_issuing_loop_beside_the_events(gpu_us, bound):
     h = object.__new__(Harness)
     h.torch, h.slow_ms, h.sync = SimpleNamespace(cuda=cuda), 0, lambda: None
     h.args = SimpleNamespace(warmup=0, iters=3, trials=2, graph_launches=1)
+    # no progress directory: the beacon writes nothing (distbench.launch.progress)
+    h.beacon, h.where, h.op_s, h.op_s_per_byte, h.size_bytes = Beacon(None, 0), "all_reduce 8 B (events)", 0.0, 0.0, 8
 
     def run(ctx, slot):
         time.sleep(0.002)  # torch's per-call host cost, exaggerated

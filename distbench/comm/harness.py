@@ -50,6 +50,7 @@ from dataclasses import dataclass
 
 from distbench.comm.spec import SPECS, element_count, placements
 from distbench.core.choices import DEVICE_TIMINGS, RANK_AGGS
+from distbench.core.units import human_bytes
 from distbench.launch.ranks import RankContext, node_count, ranks_text
 from distbench.launch.fr_watch import dump_on_timeout
 from distbench.comm.contract import COMM_RANK_COLUMN_NAMES
@@ -148,6 +149,9 @@ class Harness(RankContext):
         args.world_size, args.nodes = self.world_size, node_count()
         self.slow_ms = test_slow_ms(self.rank)
         self.hang_at, self.measured = test_hang_point(self.rank), 0
+        # the last trial's time per op, and per op and byte: how long the next step should take, so
+        # that a bigger message than any before is not called hung for its size (distbench.launch.progress)
+        self.op_s, self.op_s_per_byte, self.size_bytes = 0.0, 0.0, 0
         self.dtype = getattr(self.torch, args.dtype)
         self.elem_bytes = self.torch.empty((), dtype=self.dtype).element_size()
 
@@ -161,6 +165,10 @@ class Harness(RankContext):
         size_bytes = count * self.elem_bytes if spec.moves_data else 0
         row = base_row(args, point, count, size_bytes if spec.moves_data and count else point.size_bytes)
         self.arrivals_us, self.issue_us = [], []
+        self.where = f"{point.op} {human_bytes(row['size_bytes'])} ({point.timing})"
+        self.size_bytes = row["size_bytes"]
+        self.op_s = max(self.op_s, self.op_s_per_byte * self.size_bytes)
+        self.beacon.at(f"{self.where}: buffers")
 
         def emit_status(status, message):
             emit([{**row, "trial": t, "status": status, "message": message} for t in range(args.trials)], [])
@@ -206,6 +214,7 @@ class Harness(RankContext):
         self.measured += 1
         try:
             # Before warm-up one buffer set is enough: the check after timing covers every set.
+            self.beacon.at(f"{self.where}: check before timing", self.op_s)
             before = self._check(ctx, slots[:1], lambda: torch_op.run(ctx, slots[0]))
             times_us, after = self._time_and_check(torch_op, ctx, slots, point.timing)
             err = None
@@ -303,17 +312,21 @@ class Harness(RankContext):
         stream = torch.cuda.Stream(self.device) if timing == "graph" else None
         if stream is not None:
             stream.wait_stream(torch.cuda.current_stream(self.device))
+        self.beacon.at(f"{self.where}: warm-up", self.op_s * args.warmup)
         with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
             for j in range(args.warmup):
                 run(j)
         self.sync()
+        self.beacon.done(args.warmup)
         graph = check_graph = None
         if timing == "graph":
             graph = self._capture(stream, [lambda j=j: run(j) for j in range(args.iters)])
             graph.replay()
             self.sync()
         times, self.arrivals_us, self.issue_us = [], [], []
-        for _ in range(args.trials):
+        for trial in range(args.trials):
+            # between two trials, outside the clock: where this rank is going (distbench.launch.progress)
+            self.beacon.at(f"{self.where}, trial {trial}", self.op_s * (1 + ops_per_trial(args, timing)))
             run(0)  # one un-timed op aligns the ranks before the clock starts
             self.sync()
             # When this rank is ready to issue the trial's first op (wall clock, µs): after the
@@ -331,6 +344,7 @@ class Harness(RankContext):
                     total += time.perf_counter() - t0
                 times.append(total / args.iters * 1e6)
                 self.issue_us.append(math.nan)  # the host clock is the measurement itself
+                self._trial_done(times[-1], 1 + args.iters)
                 continue
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
@@ -348,8 +362,10 @@ class Harness(RankContext):
             end.synchronize()
             times.append(start.elapsed_time(end) * 1e3 / ops_per_trial(args, timing))
             self.issue_us.append(issued * 1e6 / ops_per_trial(args, timing))
+            self._trial_done(times[-1], 1 + ops_per_trial(args, timing))
 
         # Check what was timed, outside the timed region.
+        self.beacon.at(f"{self.where}: check after timing", self.op_s * n_slots)
         if graph is not None:
             if n_slots < args.iters:  # the timed graph repeats ops on one buffer set: one op per set instead
                 check_graph = self._capture(stream, [lambda j=j: run(j) for j in range(n_slots)])
@@ -359,6 +375,13 @@ class Harness(RankContext):
             after = self._check(ctx, slots, lambda: self._run_each_slot(torch_op, ctx, slots))
         del graph, check_graph
         return times, after
+
+    def _trial_done(self, op_us: float, ops: int) -> None:
+        """A trial ended (outside the clock): its ops count as progress, its time per op sets the next expectation."""
+        self.op_s = op_us * 1e-6
+        # the latest point's (sizes ascend): scaled linearly to the next size, which over-estimates (safe)
+        self.op_s_per_byte = self.op_s / max(self.size_bytes, 1)
+        self.beacon.done(ops)
 
     def _capture(self, stream, ops):
         graph = self.torch.cuda.CUDAGraph()

@@ -24,11 +24,13 @@ DEVICE_TIMINGS = ("events", "graph")
 RANK_AGGS = ("max", "avg", "min", "rank0")
 # skipped: not applicable by design (e.g. send_recv at 1 rank); not_run: not reached because the
 # job ended early (its point in progress is `failed`, with the reason); hung: the point in progress
-# when the job outlived its time limit and its ranks' Flight Recorder dumps named the rank(s) that
-# never joined a collective (distbench.launch.hang).
-STATUSES = ("ok", "oom", "skipped", "not_run", "failed", "hung", "wrong")
+# when the job outlived its time limit and its ranks had stopped completing collectives (the
+# rank that stopped is named: distbench.launch.progress, distbench.launch.hang); timeout: the point
+# in progress when the job outlived its time limit while its ranks were still completing work
+# (slow, not hung: a longer job_timeout_s or fewer steps would finish it).
+STATUSES = ("ok", "oom", "skipped", "not_run", "failed", "hung", "timeout", "wrong")
 # Worst first: a point's (or a job's) status is the worst over its rows.
-STATUS_SEVERITY = {s: i for i, s in enumerate(("wrong", "hung", "failed", "oom", "not_run", "skipped", "ok"))}
+STATUS_SEVERITY = {s: i for i, s in enumerate(("wrong", "hung", "failed", "timeout", "oom", "not_run", "skipped", "ok"))}
 
 # The training family.
 COMM_HOOKS = ("none", "bf16_compress", "fp16_compress")

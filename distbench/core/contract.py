@@ -20,7 +20,7 @@ class Column:
 
 
 # The outcome columns every family's CSV ends with.
-STATUS_COLUMN = Column("status", "string", "ok, oom, skipped (not applicable, by design), not_run (not reached: the job ended early), failed, hung (a rank never joined a collective) or wrong")
+STATUS_COLUMN = Column("status", "string", "ok, oom, skipped (not applicable, by design), not_run (not reached: the job ended early), failed, hung (the job outlived its limit with its ranks no longer progressing; the rank that stopped is named), timeout (the job outlived its limit while still progressing: slow, not hung) or wrong")
 MESSAGE_COLUMN = Column("message", "string", "why the status is not ok (empty when ok)")
 
 

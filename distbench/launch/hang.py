@@ -277,8 +277,11 @@ def summary(analysis: dict, path: Path) -> dict:
     the group where it hangs and the stacks of the ranks that never joined (else of those waiting);
     the whole analysis stays in `path`."""
     g = stuck(analysis) or {}
-    named = g.get("never_joined") or g.get("waiting") or []
+    named = analysis.get("culprits") or g.get("never_joined") or g.get("waiting") or []
     return {"message": analysis.get("message"), "group": g, "analysis": str(path),
+            # from the progress beacons (distbench.launch.progress): the rank(s) that stopped, in every family
+            "culprits": analysis.get("culprits", []), "waiting": analysis.get("waiting", []),
+            "progress": analysis.get("progress"),
             "stacks": {str(r): analysis.get("stacks", {}).get(str(r), {}) for r in named},
             "missing_dumps": analysis.get("missing_dumps", []), "stack_note": stack_note(analysis),
             "torch_analyser": analysis.get("torch_analyser")}

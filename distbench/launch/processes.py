@@ -19,6 +19,8 @@ def kill_group(proc: subprocess.Popen, grace_s: float = 0.0) -> None:
     for sig, wait_s in steps:
         try:
             os.killpg(proc.pid, sig)
+            if sig == signal.SIGTERM:  # a stopped (SIGSTOP) rank acts on SIGTERM only once continued
+                os.killpg(proc.pid, signal.SIGCONT)
         except (ProcessLookupError, PermissionError):
             break
         try:

@@ -97,8 +97,14 @@ def run_configs(main, argv: list[str]) -> int:
 
 
 def _time_limit(config) -> None:
+    # hung or slow is judged when the configuration runs alone (the launcher's progress readings); here
+    # only what this rank knows of itself
+    from distbench.launch import progress
+
+    b = progress.beacon()
+    since = f"{(time.time_ns() - b.updated_ns) / 1e9:.1f} s ago in {b.where}" if b.updated_ns else "never"
     print(f"distbench error: {config.name}: job killed after {config.timeout_s} s (job time limit) in a batch "
-          "launch: a rank hung or was lost", file=sys.stderr, flush=True)
+          f"launch; this rank last made progress {since}", file=sys.stderr, flush=True)
     os._exit(124)
 
 
@@ -121,8 +127,13 @@ def _allocated_note() -> str:
 
 
 class RankContext:
-    def __init__(self, backend: str, op_timeout_s: int, ctrl_on_gloo_too: bool = False):
+    def __init__(self, backend: str, op_timeout_s: int, ctrl_on_gloo_too: bool = False, progress_unit: str = "collectives"):
+        from distbench.launch import progress
         from distbench.launch.timeline import mark
+
+        # where this rank is and what it completed, for the launcher (distbench.launch.progress)
+        self.beacon = progress.beacon(int(os.environ.get("RANK", 0)), progress_unit)
+        self.beacon.at("setup: import torch, process group")
 
         mark("torch_import")
         import torch
@@ -175,14 +186,25 @@ class RankContext:
         """Every rank votes; all take the worst outcome, so no rank is left waiting in a collective."""
         t = self.torch.tensor([1 if ok else 0], dtype=self.torch.int32)
         self.dist.all_reduce(t, op=self.dist.ReduceOp.MIN, group=self.ctrl)
-        return bool(t.item())
+        ok = bool(t.item())
+        self._bookkept()
+        return ok
 
     def gather_rows(self, values: list[float]) -> list[list[float]]:
         """Every rank's vector of values, indexed by rank (on every rank)."""
         t = self.torch.tensor(values, dtype=self.torch.float64)
         out = [self.torch.empty_like(t) for _ in range(self.world_size)]
         self.dist.all_gather(out, t, group=self.ctrl)
+        self._bookkept()
         return [o.tolist() for o in out]
+
+    def _bookkept(self) -> None:
+        """A bookkeeping collective completed: counted where the beacon counts collectives, a sign
+        of life where it counts steps (distbench.launch.progress)."""
+        if self.beacon.unit == "collectives":
+            self.beacon.done()
+        else:
+            self.beacon.alive()
 
     def placement_ok(self, placement_out) -> bool:
         """Record every rank's GPU (placement_out) and check no two share one; on a problem rank 0

@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Sequence
 
-from distbench.launch import hang
+from distbench.launch import hang, progress
 from distbench.launch.cluster import Launch, agent_commands, agent_environment
 from distbench.launch.failure import host_unfit_reason
 from distbench.launch.processes import kill_group
@@ -175,6 +175,8 @@ INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 SIGNAL_GRACE_S = 5  # SIGTERM to the job's process group, then SIGKILL after this long
 REMOTE_MARGIN_S = 60  # ssh agents: past the job's limit, for the dumps and kills that come first
 DUMP_WAIT_S = 10  # a job past its time limit: how long its ranks get to write their Flight Recorder dumps
+PROGRESS_GAP_S = 2.0  # a job past its time limit: two progress readings this far apart tell hung from slow
+PROGRESS_WAIT_S = 30.0  # ... and at most this much more while a stall is too short to be called a hang
 POLL_S = 0.1  # how often the launcher looks at its job and at its own parent
 
 
@@ -206,6 +208,9 @@ def run_torchrun_job(job: TorchrunJob) -> str:
         hang.reset_dump_dir(fr_dir)
         fr_env = {hang.DUMP_DIR_ENV: str(fr_dir.resolve()),
                   "TORCH_FR_DUMP_TEMP_FILE": str(fr_dir.resolve() / hang.DUMP_PREFIX)}  # NCCL's own dumps
+    # Every rank's progress beacon (distbench.launch.progress): hung told from slow, the stopped rank named
+    progress_dir = hang.dump_dir(job.outputs[0]).with_name(Path(job.outputs[0]).stem + ".progress")
+    hang.reset_dump_dir(progress_dir)
     cmds = torchrun_commands(job)
     direct = one_node_launch(job) == "direct"
     t0 = time.monotonic()
@@ -225,9 +230,11 @@ def run_torchrun_job(job: TorchrunJob) -> str:
     scratch = tempfile.mkdtemp(prefix="distbench-job-")
     # Every rank writes its phase marks here (distbench.launch.timeline): the job's fixed cost by piece.
     timeline_dir = os.path.join(scratch, "timeline")
-    env = agent_environment(cmds, {**job.env, **fr_env, "TMPDIR": scratch, TIMELINE_ENV: timeline_dir})
+    env = agent_environment(cmds, {**job.env, **fr_env, "TMPDIR": scratch, TIMELINE_ENV: timeline_dir,
+                                   progress.PROGRESS_DIR_ENV: str(progress_dir.resolve())})
     launch_t = time.time()
     timeline = None
+    judgement = None  # what the progress beacons said when the job ran past its limit
     try:
         with open(job.log_path, "w") as log:
             for cmd in cmds:
@@ -266,11 +273,13 @@ def run_torchrun_job(job: TorchrunJob) -> str:
                         kill_group(p, SIGNAL_GRACE_S)
                     rc = next((p.returncode for p in procs if p.returncode), procs[0].returncode)
                 elif rc is None and time.monotonic() - t0 > job.timeout_s:
-                    if fr_dir is not None:  # first every rank's dump and stack, while the job still hangs
+                    # before any dump or kill: still progressing (slow) or stopped (hung), and who stopped
+                    judgement = judge_progress(progress_dir, job.world_size, procs, direct)
+                    if fr_dir is not None and judgement.status == "hung":  # first every rank's dump and stack, while the job still hangs
                         hang.collect(fr_dir, job.world_size, _rank_pids(procs, direct), DUMP_WAIT_S)
                     for p in procs:
                         kill_group(p, 10)
-                    rc, reason = -1, f"job killed after {job.timeout_s} s (job time limit): a rank hung or was lost"
+                    rc, reason = -1, f"job killed after {job.timeout_s} s (job time limit)"
             if rc and reason is None:
                 reason = _first_failure(procs, ended, failed_first) if direct else f"torchrun exited with code {rc}"
         timeline = breakdown(read_marks(timeline_dir), launch_t, time.time())
@@ -278,6 +287,7 @@ def run_torchrun_job(job: TorchrunJob) -> str:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         shutil.rmtree(scratch, ignore_errors=True)
+        shutil.rmtree(progress_dir, ignore_errors=True)
     wall_s = time.monotonic() - t0
     log_text = job.log_path.read_text(errors="replace")
     timed_out = reason is not None and reason.startswith("job killed after")
@@ -311,7 +321,9 @@ def run_torchrun_job(job: TorchrunJob) -> str:
         raise HostCannotRun(f"{unfit}; nothing of this job is kept, and a run on a host that can run it "
                             "starts it again", 1)
     message, status = f"{reason}: {_last_error(log_text)}", "failed"
-    if fr_dir is not None and (timed_out or hang.dumps_written(fr_dir)):  # dumps: ours, or NCCL's watchdog's
+    if timed_out and judgement is not None:
+        message, status = _timeout_outcome(job, fr_dir, judgement)
+    elif fr_dir is not None and (timed_out or hang.dumps_written(fr_dir)):  # dumps: ours, or NCCL's watchdog's
         message, status = _hang_outcome(job, fr_dir, reason, message, timed_out)
     elif timed_out:
         message = f"{message} ({hang.no_dump_reason(fr_dir, job.env)})"
@@ -341,6 +353,48 @@ def _hang_outcome(job: TorchrunJob, fr_dir: Path, reason: str, message: str, tim
         return (f"{message} ({hang.no_dump_reason(fr_dir, job.env)})" if timed_out else message), "failed"
     why = f"the job was killed after {job.timeout_s} s (job time limit)" if timed_out else reason
     analysis["message"] = f"hung: {found}; {why}"
+    atomic_write_json(hang.hang_path(job.outputs[0]), analysis)
+    return analysis["message"][:600], "hung"
+
+
+def judge_progress(directory: Path, world_size: int, procs: list[subprocess.Popen], direct: bool) -> progress.Judgement:
+    """At the job's limit, before anything is dumped or killed: two readings of the ranks' progress
+    PROGRESS_GAP_S apart, and what the kernel says of each rank's process on this host. A stall too
+    short to be called a hang is watched for up to PROGRESS_WAIT_S more (the time stays bounded)."""
+    pids = _rank_pids(procs, direct)
+    codes = {i: p.poll() for i, p in enumerate(procs)} if direct else {}
+    first = progress.read_all(directory, world_size)
+    waited, deadline = PROGRESS_GAP_S, time.monotonic() + PROGRESS_GAP_S + PROGRESS_WAIT_S
+    time.sleep(PROGRESS_GAP_S)
+    while True:
+        second = progress.read_all(directory, world_size)
+        states = {r: progress.process_state(pids.get(r), codes.get(r)) for r in range(world_size) if r in pids}
+        verdict = progress.judge(first, second, waited, world_size, states)
+        if verdict.status == "hung" or progress.progressed(first, second) or time.monotonic() >= deadline:
+            return verdict
+        time.sleep(1.0)
+        waited += 1.0
+
+
+def _timeout_outcome(job: TorchrunJob, fr_dir: Path | None, judgement: progress.Judgement) -> tuple[str, str]:
+    """A job killed at its limit: ('timeout: ... still progressing ...', 'timeout') when its ranks still
+    completed work, else ('hung: rank 1 stopped responding (process stopped) in ...', 'hung') with the
+    Flight Recorder's collective where it has one; the analysis is written beside the first output."""
+    limit = f"killed after {job.timeout_s} s (job time limit)"
+    if judgement.status != "hung":
+        if fr_dir is not None:
+            shutil.rmtree(fr_dir, ignore_errors=True)
+        joint = " while " if judgement.message.startswith("still") else ": "
+        return f"timeout: {limit}{joint}{judgement.message}", "timeout"
+    analysis = hang.analyse(fr_dir, job.world_size) if fr_dir is not None else {
+        "world_size": job.world_size, "groups": [], "stacks": {}, "missing_dumps": []}
+    analysis["py_spy"] = hang.py_spy()
+    found = hang.hang_message(analysis) if fr_dir is not None else None
+    detail = (f"; Flight Recorder: {found}" if found
+              else f"; {hang.no_dump_reason(fr_dir, job.env)}" if fr_dir is not None else "")
+    analysis.update(message=f"hung: {judgement.message}; {limit}{detail}", culprits=list(judgement.culprits),
+                    waiting=list(judgement.waiting),
+                    progress=judgement.message)
     atomic_write_json(hang.hang_path(job.outputs[0]), analysis)
     return analysis["message"][:600], "hung"
 

@@ -53,7 +53,7 @@ MEASURED = ("params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes
 
 class MemoryHarness(RankContext):
     def __init__(self, args):
-        super().__init__(args.backend, args.op_timeout_s, ctrl_on_gloo_too=True)
+        super().__init__(args.backend, args.op_timeout_s, ctrl_on_gloo_too=True, progress_unit="steps")
         self.args = args
         self.device_name = self.torch.cuda.get_device_name(self.device) if self.cuda else "cpu"
 
@@ -112,6 +112,7 @@ class MemoryHarness(RankContext):
         from distbench.memory import accounting
 
         torch = self.torch
+        self.beacon.at(f"measured step at batch {batch}")
         x, y = self.data(batch)
         self.release()
         retries0 = self._retries()
@@ -126,6 +127,7 @@ class MemoryHarness(RankContext):
         grads = accounting.gradient_bytes(self.model)
         self.opt.step()
         self.sync()
+        self.beacon.done()
         out = [accounting.parameter_bytes(self.model), grads, accounting.optimizer_state_bytes(self.opt), saved.bytes]
         if self.cuda:
             if snapshot:
@@ -146,6 +148,7 @@ class MemoryHarness(RankContext):
         """One step at `batch` under no_sync (no collective inside), every rank voting:
         ('ok', ''), ('oom', why) or ('failed', why)."""
         status, why = "ok", ""
+        self.beacon.at(f"largest-batch search: step at batch {batch}")
         try:
             x, y = self.data(batch)
             with self.wrapped.no_sync():
@@ -154,6 +157,7 @@ class MemoryHarness(RankContext):
                 loss.backward()
             self.opt.step()
             self.sync()
+            self.beacon.done()
             del x, y, loss
         except Exception as e:  # noqa: BLE001 - an OOM is the answer; anything else is said as a failure
             status, why = failure_status(e), first_line(e)

@@ -30,6 +30,7 @@ import time
 
 from distbench.core.choices import BACKENDS
 from distbench.core.io import atomic_write_text, csv_text
+from distbench.launch import progress
 from distbench.launch.timeline import mark
 from distbench.nodes.contract import NODES_COLUMN_NAMES
 from distbench.nodes.schedule import parse_pairs
@@ -170,6 +171,8 @@ class Round:
                         dist.recv(buf, src=peer, group=group)
 
                 times = []
+                beacon = progress.beacon(self.rank)
+                beacon.at(f"round {a.round}: {op} {direction} {size} B with node {self.names[peer_node]}")
                 for i in range(a.warmup + a.iters):
                     dist.barrier(group=group)
                     self.sync()
@@ -180,6 +183,7 @@ class Round:
                     self.sync()
                     if i >= a.warmup:
                         times.append((time.perf_counter() - t0) * 1e6)
+                    beacon.done()  # after the clock is read
                 med = percentile(times, 0.5)
                 algbw = size / (med * 1e-6) / 1e9
                 bus = algbw * (2 * (n_pair - 1) / n_pair if op == "all_reduce" else 1.0)

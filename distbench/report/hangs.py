@@ -1,7 +1,8 @@
-"""The report's section on hung jobs: per job killed at its time limit whose ranks' Flight Recorder
-dumps named where they parted (status `hung`, distbench.launch.hang), the collective (process group,
-sequence number, op, sizes, where it was called), the rank(s) that never joined it, those that waited
-in it, and the stuck ranks' Python stacks. Read from each job's placement file (the launcher adds
+"""The report's section on hung jobs: per job killed at its time limit whose ranks had stopped
+completing work (status `hung`): the rank that stopped and why, from the ranks' progress beacons and
+their processes (distbench.launch.progress, every family); where the Flight Recorder ran
+(distbench.launch.hang), the collective (process group, sequence number, op, sizes, where it was
+called) and the ranks that never joined it; and the stuck ranks' Python stacks. Read from each job's placement file (the launcher adds
 `hang` there); each hung job is also a failing headline of the Verdict, naming the rank.
 Fragments: templates/sections/hangs.*.j2."""
 
@@ -42,17 +43,22 @@ def build(inputs: ReportInputs) -> dict | None:
     rows, details = [], []
     for j in jobs:
         h, g = j["hang"], j["hang"].get("group") or {}
-        rows.append([j["job"], _ranks(g.get("never_joined")), _ranks(g.get("waiting")),
-                     f"{g.get('process_group')} ({g.get('name') or 'unnamed'})", g.get("seq"), g.get("op"),
-                     f"{g.get('input_sizes')} {', '.join(g.get('dtypes') or [])}", h.get("analysis")])
+        # without the Flight Recorder (the comm family's default) only the progress beacons speak
+        fr = [f"{g.get('process_group')} ({g.get('name') or 'unnamed'})", g.get("seq"), g.get("op"),
+              f"{g.get('input_sizes')} {', '.join(g.get('dtypes') or [])}"] if g else ["—"] * 4
+        rows.append([j["job"], _ranks(h.get("culprits") or g.get("never_joined")),
+                     _ranks(g.get("waiting") or h.get("waiting")), *fr, h.get("analysis")])
         stacks = [{"rank": r, "python": s.get("python") or "(no stack written)", "py_spy": s.get("py_spy")}
                   for r, s in (h.get("stacks") or {}).items()]
         details.append({"job": j["job"], "message": h.get("message") or "", "called_from": g.get("called_from") or [],
                         "stacks": stacks, "note": h.get("stack_note") or ""})
-    headers = ["job", "never joined (rank)", "waited in it (rank)", "process group", "seq", "collective",
+    headers = ["job", "stopped (rank)", "waited in it (rank)", "process group", "seq", "collective",
                "sizes", "analysis"]
     return {"table": table(headers, rows), "jobs": details,
-            "note": ("Each job here outlived its time limit (job_timeout_s). Before killing it the launcher had every rank "
+            "note": ("Each job here outlived its time limit (job_timeout_s) with its ranks no longer completing work: "
+                     "two readings of every rank's progress a few seconds apart showed none (a job still progressing at its "
+                     "limit is `timeout`, not here), and the rank named first is the one that stopped (its process "
+                     "stopped, gone or behind the others, as the launcher saw it). Where the Flight Recorder ran, the launcher had every rank "
                      "write its Flight Recorder buffer (torch's record of its last collectives, Gloo's and NCCL's) and its "
                      "Python stacks; the first collective not every rank completed is where they parted: `seq` is its "
                      "sequence number in its process group, the ranks that never entered it are the stuck ones. The job's "
@@ -63,9 +69,9 @@ def headlines(inputs: ReportInputs) -> list[Headline]:
     out = []
     for j in hung_jobs(inputs.placements):
         g = j["hang"].get("group") or {}
-        who = g.get("never_joined") or g.get("waiting") or []
-        out.append(Headline("hung job", f"{j['job']}: hung at rank {_ranks(who)} in {g.get('op')} "
-                                                   f"#{g.get('seq')}", "failing",
+        who = j["hang"].get("culprits") or g.get("never_joined") or g.get("waiting") or []
+        where = f" in {g.get('op')} #{g.get('seq')}" if g.get("op") else ""
+        out.append(Headline("hung job", f"{j['job']}: rank {_ranks(who)} stopped responding{where}", "failing",
                             j["hang"].get("message") or "the job hung"))
     return out
 

@@ -15,6 +15,7 @@ def run_phase(h, phase: str) -> tuple[list[list[float]] | None, dict]:
     (the same on every rank)."""
     args = h.args
     err, result, extras = None, None, {}
+    h.beacon.at(f"phase {phase}")
     h.reset_peak()
     try:
         if phase == "step":

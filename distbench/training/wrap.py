@@ -90,7 +90,7 @@ class TrainingHarness(RankContext):
         # rank mid-step while the others are still in DDP's collectives, and a vote on the default
         # group would then be paired with one of those (a hang until --op-timeout-s is the honest
         # outcome, not mismatched collectives).
-        super().__init__(args.backend, args.op_timeout_s, ctrl_on_gloo_too=True)
+        super().__init__(args.backend, args.op_timeout_s, ctrl_on_gloo_too=True, progress_unit="steps")
         self.args = args
         self.energy = EnergyMeter(self.device)
         self.device_name = self.torch.cuda.get_device_name(self.device) if self.cuda else "cpu"
@@ -265,9 +265,10 @@ class TrainingHarness(RankContext):
         work (or another rank's late start) lands inside it; the collectives keep the ranks in step.
         On CPU the host clock is read between calls. Energy: NVML's counter is read before and after
         the whole run (it updates too coarsely for one step) and divided evenly over the calls."""
-        torch = self.torch
+        torch, beacon = self.torch, self.beacon
         for _ in range(warmup):
             fn()
+            beacon.done()
         self.align()
         e0 = self.energy.read_mj()
         if self.cuda:
@@ -276,14 +277,16 @@ class TrainingHarness(RankContext):
             for i in range(n):
                 fn()
                 events[i + 1].record()
+                beacon.done()  # host side, after the event is queued: not in the GPU's time
             events[-1].synchronize()
             times = [events[i].elapsed_time(events[i + 1]) for i in range(n)]
         else:
-            stamps = [time.perf_counter()]
+            times = []
             for _ in range(n):
+                t0 = time.perf_counter()
                 fn()
-                stamps.append(time.perf_counter())
-            times = [(stamps[i + 1] - stamps[i]) * 1e3 for i in range(n)]
+                times.append((time.perf_counter() - t0) * 1e3)
+                beacon.done()  # between two clock readings, never inside one
         self.sync()
         e1 = self.energy.read_mj()
         per_call = (e1 - e0) / n if e0 is not None and e1 is not None else math.nan

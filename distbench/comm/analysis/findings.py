@@ -27,7 +27,8 @@ STATUS_PHRASES = {
     "skipped": "were skipped",
     "not_run": "were not reached (their job ended early)",
     "failed": "failed",
-    "hung": "hung (a rank never joined a collective; the report's Hung jobs names it)",
+    "hung": "hung (a rank stopped responding; the report's Hung jobs names it)",
+    "timeout": "ran past the job's time limit while still progressing (slow, not hung)",
     "wrong": "returned WRONG results",
 }
 

@@ -64,7 +64,7 @@ def search_capped(search: pd.DataFrame) -> bool | None:
     recorded = search["search_capped"].dropna() if "search_capped" in search else pd.Series(dtype="boolean")
     if len(recorded):
         return bool(recorded.any())
-    return not search["status"].isin(["oom", "failed", "hung"]).any()
+    return not search["status"].isin(["oom", "failed", "hung", "timeout"]).any()
 
 
 def capped_text(batch) -> str:
@@ -81,7 +81,7 @@ def _summarize(key, g: pd.DataFrame) -> dict:
     search = g[g["phase"] == "search"]
     fits = search[(search["status"] == "ok") & search["batch_size"].notna()]["batch_size"]
     ooms = search[(search["status"] == "oom") & search["batch_size"].notna()]["batch_size"]
-    note = "; ".join(sorted(set(search[search["status"].isin(["skipped", "failed", "hung"])]["message"].fillna("").astype(str))
+    note = "; ".join(sorted(set(search[search["status"].isin(["skipped", "failed", "hung", "timeout"])]["message"].fillna("").astype(str))
                             - {""}))
     bad = g[~g["status"].isin(["ok", "skipped"]) & ~((g["phase"] == "search") & (g["status"] == "oom"))]
     worst = "ok" if bad.empty else str(bad.iloc[0]["status"])
