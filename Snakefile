@@ -70,12 +70,15 @@ rule all:
         comm_csvs,
         training_csvs,
         memory_csvs,
+        # no input: prints the plan and estimate of this invocation's targets (rules/common.smk)
+        announce_plan,
 
 
 # One family (or the probes) at a time: `snakemake --cores 1 comm` runs the comm jobs and their
 # tables and figures, nothing else; `snakemake -n training` lists what would run and what is cached.
 rule probes:
     input:
+        announce_plan,
         results("probe/env.json"),
         results("probe/topology.json"),
         results("probe/nccl.json"),
@@ -83,6 +86,7 @@ rule probes:
 
 rule comm:
     input:
+        announce_plan,
         comm_csvs,
         results("tables/comm_diagnosed.csv"),
         results("figures"),
@@ -90,12 +94,14 @@ rule comm:
 
 rule training:
     input:
+        announce_plan,
         training_csvs,
         family_outputs("training"),
 
 
 rule memory:
     input:
+        announce_plan,
         memory_csvs,
         family_outputs("memory"),
 

@@ -12,7 +12,12 @@ from distbench.launch.profiling import family_mode
 from distbench.core.run_label import resolve_label
 from distbench.comm.plan import job_params, pairs_job
 from distbench.memory.plan import memory_params
-from distbench.pipeline.estimate import BENCHMARKS, estimate, probe_benchmark
+from distbench.pipeline.estimate import (
+    BENCHMARKS,
+    estimate,
+    probe_benchmark,
+    targets_plan,
+)
 from distbench.pipeline.quick import quick_jobs, quick_summary
 from distbench.pipeline.host_fit import host_fit, other_host_reason
 from distbench.pipeline.plan import (
@@ -119,16 +124,26 @@ PROFILE = {family: family_mode(config, family) for family in ("comm", "training"
 PROBE_WORLD_SIZE = nccl_probe_params(config, PLAN)["world_size"]
 PROBE_BENCHMARK = probe_benchmark(PROBE_WORLD_SIZE)
 
-# Before the first job: how many benchmark jobs will run and about how long (from the job times of
-# earlier runs, else stated defaults). Only in the main Snakemake process (a dry run included): a
-# cluster executor's job re-parses this file in a process of its own (exec mode remote/subprocess).
-if workflow.is_main_process:
-    print(
-        estimate(
-            PLAN, "results", RUN_LABEL, PROBE_WORLD_SIZE, config["batch_launch"]
-        ).message(),
-        file=sys.stderr,
-    )
+# Before the first job: how many benchmark jobs this invocation's targets run and about how long
+# (from the job times of earlier runs, else stated defaults). Snakemake knows the targets only once it
+# builds the DAG (not when it parses this file), so every target rule takes this input function (no
+# input): the first call prints. Only in the main Snakemake process (a dry run included): a cluster
+# executor's job re-parses this file in a process of its own (exec mode remote/subprocess).
+PLAN_ANNOUNCED = []
+
+
+def announce_plan(wildcards=None):
+    if workflow.is_main_process and not PLAN_ANNOUNCED:
+        PLAN_ANNOUNCED.append(True)
+        picked = targets_plan(PLAN, QUICK, invocation_targets())
+        if picked:
+            plan, probe = picked
+            probe_ws = PROBE_WORLD_SIZE if probe else 0
+            estimated = estimate(
+                plan, "results", RUN_LABEL, probe_ws, config["batch_launch"]
+            )
+            print(estimated.message(), file=sys.stderr)
+    return []
 
 
 wildcard_constraints:

@@ -14,6 +14,7 @@ localrules:
 rule quick:
     input:
         "report/quick.md",
+        announce_plan,
     log:
         results("logs/quick/quick.log"),
     conda:

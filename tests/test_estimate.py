@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from distbench.pipeline.config import check_config
-from distbench.pipeline.estimate import DEFAULTS, LAUNCH_COST_S, estimate, read_seconds
+from distbench.pipeline.estimate import DEFAULTS, LAUNCH_COST_S, estimate, read_seconds, targets_plan
 from distbench.pipeline.plan import make_plan, nccl_probe_params
+from distbench.pipeline.quick import quick_jobs
 from tests.conftest import RUN, snakemake
 
 HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
@@ -181,3 +182,28 @@ def test_a_job_measured_in_a_shared_launch_counts_its_own_seconds(tmp_path):
     s = _seconds(est)
     assert s[("memory", "nccl", 1, "ddp")] == (12.0, "job history")
     assert s[("memory", "nccl", 1, "ddp+gbv")] == (9.0, "job history")
+
+
+@pytest.mark.parametrize("targets,jobs,probe", [
+    (set(), (3, 20, 10), True),  # no target named: `all`
+    ({"all"}, (3, 20, 10), True),
+    ({"quick"}, (1, 2, 0), True),  # the quick answer's own jobs (and the probe its diagnosis reads)
+    ({"comm"}, (3, 0, 0), True),
+    ({"training", "memory"}, (0, 20, 10), False),
+    ({"quick", "comm"}, (3, 2, 0), True),  # a job of both counted once
+    ({"probes"}, (0, 0, 0), True),
+])
+def test_each_target_estimates_only_its_own_jobs(targets, jobs, probe):
+    cfg = check_config({"gpus": 0})
+    plan = make_plan(cfg)
+    picked, with_probe = targets_plan(plan, quick_jobs(plan, cfg, cores=2), targets)
+    assert tuple(len(picked[f"{f}_jobs"]) for f in ("comm", "training", "memory")) == jobs and with_probe == probe
+    assert picked["gpus"] == plan["gpus"]
+
+
+def test_report_and_unknown_targets_estimate_nothing():
+    cfg = check_config({"gpus": 0})
+    plan = make_plan(cfg)
+    quick = quick_jobs(plan, cfg, cores=2)
+    assert targets_plan(plan, quick, {"report"}) is None  # it renders from the cache
+    assert targets_plan(plan, quick, {"results/x/probe/env.json"}) is None

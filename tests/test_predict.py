@@ -426,6 +426,40 @@ def test_cli_without_training_writes_an_empty_training_table(tmp_path):
         T.main([str(tmp_path / "comm_summary.csv"), "--out-dir", str(tmp_path / "o"), "--gpus", "12"])
 
 
+def test_a_cpu_run_gets_the_method_check_and_no_gpu_cluster(tmp_path, capsys):
+    """Issue 34: on a 2-core CPU run the H100/InfiniBand preset was applied to CPU compute times and
+    shown as 99.7-100% efficiency at 8-64 GPUs. With no NCCL row, the fits and their check on this
+    host's own world sizes stay; the GPU-cluster tables keep their columns and get no rows, and the
+    section says why, titled as what it is."""
+    from distbench.core.section import ReportInputs
+    from distbench.predict.section import CPU_TITLE
+    from distbench.predict.section import build as prediction_section
+
+    comm = comm_table({("all_reduce", 2): hockney(60.0, 3.0, SIZES), ("all_reduce", 4): hockney(90.0, 2.5, SIZES)})
+    comm = comm.assign(backend="gloo", timing="host")
+    comm.to_csv(tmp_path / "comm_summary.csv", index=False)
+    training_table(backend="gloo").to_csv(tmp_path / "t.csv", index=False)
+    out = tmp_path / "pred"
+    assert T.main([str(tmp_path / "comm_summary.csv"), "--training", str(tmp_path / "t.csv"), "--out-dir", str(out)]) == 0
+    assert "no GPU-cluster prediction" in capsys.readouterr().err
+    for name, columns in (("prediction_comm.csv", T.CLUSTER_COLUMNS), ("prediction_training.csv", T.TRAINING_OUT)):
+        table = pd.read_csv(out / name)
+        assert table.empty and set(columns) <= set(table.columns), name  # the contract's columns, no rows
+    assert len(pd.read_csv(out / "alpha_beta.csv")) == 2
+    validation = pd.read_csv(out / "prediction_validation.csv")
+    assert set(validation["fit_world_size"]) == {2} and set(validation["check_world_size"]) == {4}
+    section = prediction_section(ReportInputs(predict_validation=out / "prediction_validation.csv"))
+    assert section["cpu_only"] and section["title"] == CPU_TITLE
+    assert set(section["tables"]) == {"validation", "fits"}  # no training at larger GPU counts
+    assert section["findings"][0].startswith("The model, fitted on the smallest world size")
+    assert len(section["findings"]) == 1 and "Preset" not in section["note"]
+    # a GPU run keeps its prediction
+    T.main([str(H200_COMM), "--out-dir", str(tmp_path / "gpu"), "--gpus", "8,16"])
+    assert len(pd.read_csv(tmp_path / "gpu" / "prediction_comm.csv"))
+    gpu = prediction_section(ReportInputs(predict_validation=tmp_path / "gpu" / "prediction_validation.csv"))
+    assert not gpu["cpu_only"] and gpu["title"] == "Larger clusters (predicted)"
+
+
 def test_predict_imports_only_tables_helpers():
     allowed = {"argparse", "math", "re", "sys", "dataclasses", "pathlib", "__future__", "numpy", "pandas",
                "distbench.core.choices", "distbench.core.sizes", "distbench.core.io", "distbench.comm.spec",

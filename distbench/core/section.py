@@ -20,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 
+from distbench.core.judged import judged_world_size, oversubscribed  # noqa: F401 (the families' API)
 from distbench.core.units import human_time_us, pct, sig3
 
 MAX_TABLE_ROWS = 200  # beyond this a table stops being read; the CSVs hold everything
@@ -31,8 +32,9 @@ class Headline:
     headline: str  # the number(s), with units
     verdict: str  # one of distbench.report.verdict.VERDICTS
     reason: str
-    # a note that holds for other headlines (a GPU the health check found degraded): such a headline
-    # opens the Verdict and the others' reasons carry the note (distbench.report.verdict) ...
+    # a short mark ("†health") for a headline that holds for other headlines (a GPU the health check
+    # found degraded, named in this one row): it opens the Verdict, and the others carry only the mark,
+    # linking to it (distbench.report.verdict) ...
     qualifies: str = ""
     # ... those of these areas only (the families whose jobs ran on that GPU); None: every headline
     # (which jobs ran there is not known)
@@ -84,26 +86,6 @@ class ReportInputs:
             path = Path(self.env) if self.env else None
             self._tables["env"] = json.loads(path.read_text()) if path and path.exists() else {}
         return self._tables["env"]
-
-
-def oversubscribed(ranks_per_host: int, backend: str, env: Mapping) -> str | None:
-    """'6 ranks on 2 cores' when a Gloo job put more ranks on a host than it has cores (env.json's
-    cpu_count), else None (and None when env.json does not give the count).
-
-    Such ranks time-share the cores, so their throughput and communication time say how busy the CPU
-    was, not how the job scales: the run is a smoke test. NCCL is not checked here: the planner gives
-    each rank its own GPU (world sizes above the GPUs are skipped) and the placement check fails a job
-    whose ranks share one, so no NCCL row of shared GPUs reaches a report; and env.json's gpu_count is
-    what the probe saw, which need not be what a job was given."""
-    if str(backend) == "nccl":
-        return None
-    try:
-        cores, ranks = int(env.get("cpu_count")), int(ranks_per_host)
-    except (TypeError, ValueError):
-        return None
-    if cores <= 0 or ranks <= cores:
-        return None
-    return f"{ranks} ranks on {cores} core{'s' if cores > 1 else ''}"
 
 
 SMOKE_TEST = "smoke test: {}, scaling not judged"  # what a row's judgement becomes when oversubscribed

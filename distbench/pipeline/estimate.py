@@ -1,5 +1,6 @@
 """How many benchmark jobs a run will start and about how long they will take, printed before the
-first job (rules/common.smk), so a user knows whether to wait or to come back later.
+first job (rules/common.smk), so a user knows whether to wait or to come back later: those of the
+invocation's own targets (targets_plan: `snakemake quick` its 3 jobs, `snakemake comm` the comm jobs).
 
 Each benchmark rule records its job's wall time with Snakemake's `benchmark:` directive (a tsv whose
 column `s` is seconds) under results/<label>/benchmarks/ (BENCHMARKS). A job's estimate is the median
@@ -156,6 +157,49 @@ def human_duration(seconds: float) -> str:
         return f"{round(seconds)} s"
     minutes = seconds / 60
     return f"{round(minutes)} min" if minutes < 120 else f"{minutes / 60:.1f} h"
+
+
+@dataclass(frozen=True)
+class TargetJobs:
+    """What one target rule of the Snakefile runs of the plan's benchmark jobs."""
+
+    families: tuple[str, ...]  # its families' jobs (the quick answer's own for `quick`)
+    probe: bool  # the NCCL probe job (probe/nccl.json, which the comm tables' diagnosis reads)
+
+
+JOB_FAMILIES = ("comm", "training", "memory")
+# The Snakefile's target rules. `report` runs none: it renders from the cache (rules/report.smk).
+TARGET_JOBS = {
+    "all": TargetJobs(JOB_FAMILIES, True),
+    "comm": TargetJobs(("comm",), True),
+    "training": TargetJobs(("training",), False),
+    "memory": TargetJobs(("memory",), False),
+    "probes": TargetJobs((), True),
+    "quick": TargetJobs(JOB_FAMILIES, True),
+    "report": TargetJobs((), False),
+}
+DEFAULT_TARGET = "all"  # what Snakemake builds when no target is named
+
+
+def targets_plan(plan: dict, quick: dict, targets) -> tuple[dict, bool] | None:
+    """The part of `plan` this invocation's `targets` run (each a rule of TARGET_JOBS; none named:
+    DEFAULT_TARGET), and whether the NCCL probe job is among it: what the estimate counts, so
+    `snakemake quick` announces its 3 jobs, not the plan's 33. `quick`: the quick answer's jobs
+    (distbench.pipeline.quick). None when no target runs a benchmark job or is one of these rules
+    (`report`; a file: `snakemake -n` lists what it needs)."""
+    picked: dict[str, list] = {f: [] for f in JOB_FAMILIES}
+    probe = False
+    for target in sorted(set(targets) or {DEFAULT_TARGET}):
+        spec = TARGET_JOBS.get(target)
+        if spec is None:
+            continue
+        probe |= spec.probe
+        for family in spec.families:
+            jobs = (quick if target == "quick" else plan).get(f"{family}_jobs", [])
+            picked[family] += [j for j in jobs if all(j is not k for k in picked[family])]
+    if not probe and not any(picked.values()):
+        return None
+    return {**plan, **{f"{f}_jobs": jobs for f, jobs in picked.items()}}, probe
 
 
 def plan_keys(plan: dict, probe_world_size: int = 0) -> list[JobKey]:

@@ -12,14 +12,16 @@ The subset, chosen to judge what the Verdict judges at the least cost:
   one rank (the efficiency baseline) and at that largest world size;
 - no memory search, predictions or traces (the full run adds them).
 A Gloo world size whose ranks outnumber the host's cores is a smoke test the Verdict does not judge
-(distbench.core.section.oversubscribed), and it is slow: the quick answer takes the largest world size
-that gives each rank a core of its own (the smallest planned if none does).
+(distbench.core.judged.oversubscribed), and it is slow: the quick answer takes the largest world size
+that gives each rank a core of its own (the smallest planned if none does), the world size the full
+report's Verdict judges too (distbench.core.judged.judged_world_size).
 """
 
 from __future__ import annotations
 
 import os
 
+from distbench.core.judged import judged_world_size, oversubscribed
 from distbench.pipeline.plan import layout_of
 
 QUICK_MODEL = "mlp"
@@ -27,11 +29,11 @@ QUICK_CONFIG = "plain"
 
 
 def _judged(config: dict, plan: dict, backend: str, sizes: list[int], cores: int) -> int:
-    """The largest of `sizes` the Verdict can judge on this host (see the module docstring)."""
-    if backend == "nccl":  # the planner gives each rank its own GPU
-        return max(sizes)
-    fits = [ws for ws in sizes if layout_of(config, plan, backend, ws).ranks_per_node <= cores]
-    return max(fits) if fits else min(sizes)
+    """The world size of `sizes` the Verdict judges on this host: the rule its headlines apply to the
+    full run's tables (distbench.core.judged), so both judge the same rows."""
+    env = {"cpu_count": cores}  # what the probe's env.json will say of this host
+    return judged_world_size(sizes, lambda ws: oversubscribed(layout_of(config, plan, backend, ws).ranks_per_node,
+                                                              backend, env))
 
 
 def quick_jobs(plan: dict, config: dict, cores: int | None = None) -> dict:

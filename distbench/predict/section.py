@@ -1,6 +1,8 @@
 """The cluster prediction's report section ("Larger clusters (predicted)"): the check of the model,
 the comparison at 8 GPUs with published figures, training at scale, the fits and the model's
-assumptions. Fragments: templates/prediction.*.j2."""
+assumptions. A CPU run (no NCCL row: distbench.predict.tables.measured_on_gpus) has no GPU-cluster
+prediction: the section is then the method checked on this host's own numbers (the check and the
+fits), titled so, and says why in one sentence. Fragments: templates/prediction.*.j2."""
 
 from __future__ import annotations
 
@@ -11,9 +13,11 @@ import pandas as pd
 from distbench.comm.analysis.peak import EXPECTED, reference_text
 from distbench.core.section import ReportInputs, Section, pct_cell, table
 from distbench.predict.model import get_preset
-from distbench.predict.tables import validation_summary
+from distbench.predict.tables import measured_on_gpus, validation_summary
 
 TEMPLATES = Path(__file__).parent / "templates"
+TITLE = "Larger clusters (predicted)"
+CPU_TITLE = "The prediction method, checked on this host"  # a CPU run: no cluster is predicted
 
 
 def published_8gpu_ring() -> dict:
@@ -31,6 +35,9 @@ def build(inputs: ReportInputs) -> dict | None:
     d = Path(inputs.predict_validation).parent
     fits, comm, training = (pd.read_csv(d / f) for f in ("alpha_beta.csv", "prediction_comm.csv",
                                                           "prediction_training.csv"))
+    gpus = measured_on_gpus(fits, comm, training)
+    if not gpus:  # a CPU run: no GPU cluster from it (also from tables written before it said so)
+        comm, training = comm.iloc[0:0], training.iloc[0:0]
     findings, tables = [], {}
     if len(validation):
         vs = validation_summary(validation)
@@ -76,7 +83,8 @@ def build(inputs: ReportInputs) -> dict | None:
             "distbench/predict/model.py has every formula.")
     if preset is not None:
         note += f" Preset {preset.name}: {preset.source}"
-    return {"findings": findings, "tables": tables, "note": note}
+    return {"findings": findings, "tables": tables, "note": note, "cpu_only": not gpus,
+            "title": TITLE if gpus else CPU_TITLE}
 
 
-PREDICTION = Section("prediction", "Larger clusters (predicted)", TEMPLATES, build, figure_dirs=("figures_predict",))
+PREDICTION = Section("prediction", TITLE, TEMPLATES, build, figure_dirs=("figures_predict",))

@@ -394,6 +394,17 @@ def validate_all(comm_summary: pd.DataFrame, tolerance: float = TOLERANCE, prese
     return pd.DataFrame(columns=[*_keys(d, with_world_size=False), *VALIDATION_COLUMNS])
 
 
+# ================================================================ which runs a GPU cluster is predicted from
+def measured_on_gpus(*tables: pd.DataFrame | None) -> bool:
+    """Whether any of the tables (comm_summary, training_summary, alpha_beta) has an NCCL row, i.e.
+    the run measured GPUs. A CPU run (Gloo only) has none: its link fits are CPU processes over
+    shared memory or TCP and its compute times a CPU's, so a cluster of the preset's GPUs predicted
+    from them would describe no machine (issue 34: 99.7-100% efficiency at 8-64 GPUs from a laptop).
+    Such a run gets the fits and their check on its own world sizes (validate_all) and no
+    prediction_comm / prediction_training rows (their columns only)."""
+    return any(t is not None and "backend" in t and (t["backend"].astype(str) == "nccl").any() for t in tables)
+
+
 # ================================================================ CLI
 def _int_list(text: str) -> list[int]:
     return [int(x) for x in str(text).split(",") if x.strip()]
@@ -434,17 +445,24 @@ def main(argv=None) -> int:
         if path and not Path(path).is_file():
             ap.error(f"no such file: {path}")
     comm = pd.read_csv(args.comm_summary)
+    summary = pd.read_csv(args.training) if args.training else None
     out = Path(args.out_dir)
+    gpus = measured_on_gpus(comm, summary)
 
     fits = fit_table(comm, args.tolerance, preset=p)
     atomic_write_csv(out / "alpha_beta.csv", fits)
-    atomic_write_csv(out / "prediction_comm.csv", predict_cluster(fits, p, args.sizes, args.gpus))
-    if args.training:
+    cluster = predict_cluster(fits, p, args.sizes, args.gpus) if gpus else pd.DataFrame(columns=CLUSTER_COLUMNS)
+    atomic_write_csv(out / "prediction_comm.csv", cluster)
+    if not gpus:
+        print("distbench.predict.tables: no NCCL row (a CPU run): no GPU-cluster prediction; prediction_comm.csv and "
+              "prediction_training.csv hold their columns only", file=sys.stderr)
+        training = pd.DataFrame(columns=[*TRAINING_KEYS, *TRAINING_OUT])
+    elif args.training:
         intra = pick_link(fits) if args.training_intra == "measured" else None
         if args.training_intra == "measured" and intra is None:
             print("distbench.predict.tables: no NCCL all_reduce fit: the training prediction uses the preset's intra link",
                   file=sys.stderr)
-        training = predict_training(pd.read_csv(args.training), p, args.gpus, intra)
+        training = predict_training(summary, p, args.gpus, intra)
     else:
         training = pd.DataFrame(columns=[*TRAINING_KEYS, *TRAINING_OUT])
     atomic_write_csv(out / "prediction_training.csv", training)

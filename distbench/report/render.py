@@ -21,7 +21,7 @@ from distbench.core.io import atomic_write_text
 from distbench.core.section import ReportInputs, Section
 from distbench.report.publish import figures_dir_of, figures_of, full_tables_of, publish_files, tables_dir_of
 from distbench.report.sections import SECTIONS
-from distbench.report.verdict import ordered
+from distbench.report.verdict import verdict_rows
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -47,7 +47,7 @@ def build_context(inputs: ReportInputs, out_md, figures_dir=None, tables_dir=Non
         **built,
         "title": "distbench benchmark report",
         "sections": [s.name for s in sections if built[s.name] is not None],
-        "gathered": {"headlines": ordered(h for s in sections for h in s.headlines(inputs)),
+        "gathered": {"headlines": verdict_rows(sections, inputs),
                      "findings": [f for s in sections for f in s.findings(inputs)],
                      "skipped": [x for s in sections for x in s.skipped(inputs)]},
         # where this run's tables are (results/<label>/tables), named in the text

@@ -1,9 +1,11 @@
 import json
+from datetime import datetime, timezone
 from pathlib import Path
 
 from distbench.core.section import ReportInputs
 from distbench.pipeline.in_rule import logged
 from distbench.report.appendix import snakemake_run_started
+from distbench.report.quick import supersede_quick
 from distbench.report.render import render_report
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
@@ -27,3 +29,6 @@ with logged(sm.log[0]):
         run_started=snakemake_run_started(), results_dir=Path(sm.input.run).parent.parent,
         run_label=sm.params.run_label, full_tables=list(sm.input.full_tables))
     render_report(inputs, sm.output.md, sm.output.html, figures_dir=sm.output.figures, tables_dir=sm.output.tables)
+    # a quick answer beside it (report/quick.md) said what was left for the full run: no longer so
+    supersede_quick(sm.output.md, sm.params.plan, Path(sm.input.run).parent,
+                    datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"))

@@ -1,4 +1,6 @@
-"""Communication's headlines for the report's Verdict: per backend, at its largest world size,
+"""Communication's headlines for the report's Verdict: per backend, at its largest judged world size
+(distbench.core.judged.judged_world_size: the largest whose ranks each have a core; the quick answer
+judges the same one),
 all_reduce at its largest size measured ok (primary timing), against the published busbw figure for
 this GPU, world size and op (distbench.comm.analysis.peak.expected_for: healthy from
 HEALTHY_OF_PUBLISHED of its low end), else the link peak (healthy from
@@ -16,7 +18,7 @@ from distbench.comm.analysis.findings import (
 )
 from distbench.comm.analysis.peak import expected_for, reference_text
 from distbench.core.choices import backend_name
-from distbench.core.section import Headline, oversubscribed
+from distbench.core.section import Headline, judged_world_size, oversubscribed
 from distbench.core.units import human_bytes, sig3
 from distbench.core.units import pct as _pct
 
@@ -26,7 +28,7 @@ HEADLINE_OP = "all_reduce"  # the collective of data-parallel training; another 
 
 def comm_headlines(summary: pd.DataFrame, gpu_name: str | None = None, peak: dict | None = None,
                    nvls: bool | None = None, env: dict | None = None) -> list[Headline]:
-    """One headline per backend: its largest world size, all_reduce (or the first op measured) at
+    """One headline per backend: its largest judged world size, all_reduce (or the first op measured) at
     the largest size that ran ok, against the published figure or the link peak (`env`: env.json,
     for the host's cores)."""
     if summary is None or summary.empty:
@@ -38,12 +40,13 @@ def comm_headlines(summary: pd.DataFrame, gpu_name: str | None = None, peak: dic
         p = primary_rows(b)
         p = p[p["busbw_gbps_median"].notna()] if len(p) else p
         if p.empty:
-            failed = b[b["status"].isin(["failed", "hung", "wrong", "oom"])]
+            failed = b[b["status"].isin(["failed", "hung", "timeout", "wrong", "oom"])]
             out.append(Headline("communication", f"{backend_name(backend)}: no collective measured ok",
                                 "failing" if len(failed) else "measured",
                                 f"{len(failed)} measurement(s) failed" if len(failed) else "nothing ran"))
             continue
-        ws = int(p["world_size"].max())
+        # the largest world size whose ranks each have a core (the quick answer's too: one rule)
+        ws = judged_world_size(p["world_size"], lambda w: oversubscribed(ranks_per_host(p, w), str(backend), env or {}))
         at = p[p["world_size"] == ws]
         op = HEADLINE_OP if (at["op"] == HEADLINE_OP).any() else at["op"].iloc[0]
         r = at[at["op"] == op].sort_values("size_bytes").iloc[-1]

@@ -1,9 +1,10 @@
 """The training family's report section: its findings, the MLP (DDP) table, the language models'
-table, its figures, and its Verdict headlines (per model, plain DDP at the largest world size:
+table, its figures, and its Verdict headlines (per model, plain DDP at the largest judged world size:
 scaling efficiency against plain DDP on one GPU (one rank under Gloo), healthy from HEALTHY_EFFICIENCY;
 the reason names the bottleneck, distbench.training.analysis.findings.bottleneck). A row whose ranks
-outnumber its host's cores (Gloo) is a smoke test: "measured", its scaling not judged
-(distbench.core.section.oversubscribed). Fragments: templates/training.*.j2."""
+outnumber its host's cores (Gloo) is a smoke test (distbench.core.section.oversubscribed): the headline
+takes the largest world size without one, and reads "measured", its scaling not judged, only when
+every world size is one. Fragments: templates/training.*.j2."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from pathlib import Path
 import pandas as pd
 
 from distbench.core.section import (
-    SMOKE_TEST, Headline, Measure, ReportInputs, Section, SummaryPart, oversubscribed, pct_cell, table,
+    SMOKE_TEST, Headline, Measure, ReportInputs, Section, SummaryPart, judged_world_size, oversubscribed, pct_cell,
+    table,
 )
 from distbench.core.units import human_time_us
 from distbench.core.units import pct as _pct
@@ -102,8 +104,16 @@ def build(inputs: ReportInputs) -> dict | None:
                        " all-reduce alone.")}
 
 
+def _crowded(rows: pd.DataFrame, ws: int) -> str | None:
+    """The `oversubscribed` mark (with_host) of the rows at world size ws, None when they have none."""
+    marks = rows.loc[rows["world_size"] == ws, "oversubscribed"] if "oversubscribed" in rows else ()
+    return next((m for m in marks if isinstance(m, str)), None)
+
+
 def training_headlines(training: pd.DataFrame | None) -> list[Headline]:
-    """Per model: plain DDP (else its first configuration) at the largest world size."""
+    """Per model: plain DDP (else its first configuration) at the largest judged world size (the
+    largest whose ranks each have a core: distbench.core.judged.judged_world_size, the rule by which
+    the quick answer picks its jobs)."""
     if training is None or training.empty:
         return []
     out = []
@@ -112,7 +122,7 @@ def training_headlines(training: pd.DataFrame | None) -> list[Headline]:
         multi = g[g["world_size"] > 1]
         if multi.empty:
             continue
-        ws = int(multi["world_size"].max())
+        ws = judged_world_size(multi["world_size"], lambda w: _crowded(multi, w))  # the quick answer's too
         at = multi[multi["world_size"] == ws]
         plain = at[at["config"] == "plain"]
         r = (plain if len(plain) else at).iloc[0]
