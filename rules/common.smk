@@ -55,6 +55,9 @@ def results(path):
 
 
 PLAN = make_plan(config)
+# world_sizes: auto, resolved on this host's GPUs (distbench.launch.planning.auto_world_sizes): the
+# jobs' params and the report read the list the plan used.
+config["world_sizes"] = PLAN["config_world_sizes"]
 # The plan against this host (distbench.pipeline.host_fit): Gloo jobs with more ranks than cores are
 # allowed up to a limit and named in the plan; a plan that cannot run here is named now (a dry run
 # shows it) and stops a real run before its first job (stop_if_unfit, the Snakefile's onstart).

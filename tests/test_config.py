@@ -12,10 +12,45 @@ from tests.conftest import REPO, snakemake
 
 def test_default_config_is_valid_and_defaults_fill_in():
     cfg = check_config(yaml.safe_load((REPO / "config.yaml").read_text()))
-    assert cfg["world_sizes"] == [2, 4, 6]
+    assert cfg["world_sizes"] == "auto"  # the node's own (tests/test_plan.py: 2, 4, 6, 8 GPUs and CPU)
     minimal = check_config({})
     assert minimal["comm"]["iters"] == 20 and minimal["comm"]["gloo"]["max_bytes"] == "16MiB"
-    assert minimal["job_env"]["NCCL_NVLS_ENABLE"] == "0"
+    assert minimal["world_sizes"] == "auto" and minimal["job_env"] == {}
+
+
+MULTICAST = re.compile(r"NVLS|MULTICAST", re.I)
+
+
+def test_the_defaults_name_no_nvls_or_multicast_variable():
+    """NVLink SHARP stays NCCL's choice by default (issue 35): neither config.yaml nor the schema's
+    defaults set NCCL_NVLS_ENABLE, TORCH_SYMM_MEM_DISABLE_MULTICAST or NVSHMEM_DISABLE_NVLS."""
+    from distbench.comm.plan import job_params
+    from distbench.pipeline.config import load_schema
+    from distbench.training.plan import TrainingJob, training_params
+
+    for cfg in (check_config(yaml.safe_load((REPO / "config.yaml").read_text())), check_config({})):
+        assert cfg["job_env"] == {}
+        assert not [k for k in cfg["job_env"] if MULTICAST.search(k)]
+        for backend in ("nccl", "gloo"):
+            assert job_params(cfg, backend)["job_env"] == {}
+        cfg["world_sizes"] = [2]
+        assert training_params(cfg, TrainingJob("nccl", 2, "plain", {}, {}))["job_env"] == {}
+    assert load_schema()["properties"]["job_env"]["default"] == {}
+    # no multicast switch is set anywhere in config.yaml, commented examples aside
+    set_lines = [ln.split("#")[0] for ln in (REPO / "config.yaml").read_text().splitlines()]
+    assert not [ln for ln in set_lines if MULTICAST.search(ln)]
+    # a user who needs them sets them (README: job_env)
+    need = check_config({"job_env": {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+                                     "NVSHMEM_DISABLE_NVLS": "1"}})
+    assert job_params(need, "nccl")["job_env"]["NCCL_NVLS_ENABLE"] == "0"
+
+
+def test_world_sizes_is_auto_or_a_list_also_from_the_command_line():
+    assert check_config({"world_sizes": "auto"})["world_sizes"] == "auto"
+    assert check_config({"world_sizes": ["2", "4", "6"]})["world_sizes"] == [2, 4, 6]  # --config world_sizes=[2,4,6]
+    assert check_config({"comm": {"gloo": {"world_sizes": ["2"]}}})["comm"]["gloo"]["world_sizes"] == [2]
+    with pytest.raises(ConfigError, match="world_sizes"):
+        check_config({"world_sizes": "all"})
 
 
 # Defaults come from snakemake.utils.validate(set_default=True); these fail if nested ones stop filling.

@@ -82,12 +82,16 @@ def test_summary_marks_only_the_point_where_the_gpu_waited_for_the_host(summary)
 
 
 def test_report_tables_mark_the_host_bound_cell_with_a_footnote(summary):
-    main = _pivots(summary)[0]["main"]["table"]  # events first: the primary timing
+    # without a graph measurement of the point, the main table keeps the events figure, marked
+    main = _pivots(summary[summary["timing"] == "events"])[0]["main"]["table"]
     cells = {r[1]: r[2] for r in main["rows"]}
     assert cells["8 B"].split(" · ")[0].endswith(HOST_BOUND_MARK)
     assert HOST_BOUND_MARK not in cells["64 MiB"]
     foot = main["footnote"]
     assert HOST_COST in foot and "events timing at 8 B" in foot and "40.5 µs to issue each op" in foot
+    # the events table itself (collapsed in HTML) marks it the same way beside the graph one
+    events = next(o for o in _pivots(summary)[0]["others"] if o["timing"] == "events")["table"]
+    assert {r[1]: r[2] for r in events["rows"]}["8 B"].split(" · ")[0].endswith(HOST_BOUND_MARK)
     graph = next(o for o in _pivots(summary)[0]["others"] if o["timing"] == "graph")["table"]
     assert HOST_BOUND_MARK not in str(graph["rows"]) and not graph["footnote"]
     # the largest size is GPU-bound: nothing marked there
@@ -222,3 +226,56 @@ def test_advice_does_not_call_a_host_bound_events_figure_the_gpu_time(summary):
     (item,) = [a for a in advise(both) if "host timing is much slower" in a["text"]]
     assert "with CUDA events" in item["text"] and "itself host-bound" in item["text"]
     assert "on the GPU" not in item["text"]
+
+
+# Issue 35: where events timing is host-bound and graph timing measured the same point, the headline
+# and the main tables show the GPU's side (graph), the graph-mixing setting named, and torch's per-call
+# host cost beside it, labelled; nccl-tests' default output is compared like with like.
+def test_a_host_bound_events_series_does_not_make_the_main_table(summary):
+    from distbench.comm.analysis.section import GPU_SIDE_MARK
+
+    (pivot,) = _pivots(summary)
+    main = pivot["main"]["table"]
+    assert main["headers"][2] == "nccl ws2 (events; ‡ graph)"
+    cells = {r[1]: r[2] for r in main["rows"]}
+    small = cells["8 B"].split(" · ")
+    assert small[0] == f"10.4 µs {GPU_SIDE_MARK}" and small[-1] == "torch host cost 42.1 µs"  # graph; events beside it
+    assert HOST_BOUND_MARK not in cells["8 B"] and "42.1 µs" not in small[0]
+    assert cells["64 MiB"].startswith("301 µs ·") and GPU_SIDE_MARK not in cells["64 MiB"]  # GPU-bound: events
+    foot = main["footnote"]
+    assert "8 B (graph mixing on: NCCL_GRAPH_MIXING_SUPPORT unset, NCCL's default)" in foot
+    assert HOST_COST in foot and "40.5 µs to issue each op" in foot and "NCCL_GRAPH_MIXING_SUPPORT: 0" in foot
+    assert f"{HOST_BOUND_MARK} host-bound" not in foot  # no cell left host-bound
+
+
+def test_a_host_bound_events_series_does_not_make_the_headline():
+    """Only small sizes ran (the quick answer's shape): events timing at 8 B is torch's host cost, so
+    the headline quotes graph timing there, names graph mixing and puts the host cost beside it."""
+    only_small = normalise_summary(summarize(raw_table()[lambda d: d["size_bytes"] == SMALL]))
+    (h,) = comm_headlines(only_small, peak={"peak_gbps": 450.0, "link": "NVLink"})
+    assert "10.4 µs per op" in h.headline and "(graph timing, graph mixing on: NCCL_GRAPH_MIXING_SUPPORT unset" in h.headline
+    assert "torch host cost: 42.1 µs per op under events timing" in h.headline
+    assert h.headline.index("10.4 µs") < h.headline.index("42.1 µs")
+    assert h.verdict == "measured" and "not judged" in h.reason and "host-bound" in h.reason
+    # graph mixing set off in the config's job_env, or by the launcher (env.json), is named so
+    (off,) = comm_headlines(only_small, job_env={"NCCL_GRAPH_MIXING_SUPPORT": "0"})
+    assert "graph mixing off: NCCL_GRAPH_MIXING_SUPPORT=0 in job_env;" in off.headline
+    (launcher,) = comm_headlines(only_small, env={"job_env": {"NCCL_GRAPH_MIXING_SUPPORT": "0"}})
+    assert "NCCL_GRAPH_MIXING_SUPPORT=0 in the launcher's environment" in launcher.headline
+    # without graph timing the events figure stays, said to be the host's and not judged
+    (events,) = comm_headlines(only_small[only_small["timing"] == "events"], peak={"peak_gbps": 450.0})
+    assert "42.1" not in events.headline or "graph" not in events.headline
+    assert events.verdict == "measured" and HOST_COST in events.reason
+    # a GPU-bound largest size keeps its events headline, judged as before
+    (full,) = comm_headlines(normalise_summary(summarize(raw_table())), peak={"peak_gbps": 450.0, "link": "NVLink"})
+    assert "graph" not in full.headline and full.verdict != "measured"
+
+
+def test_the_graph_mixing_setting_comes_from_the_point_then_job_env_then_the_launcher():
+    from distbench.comm.analysis.headlines import graph_mixing
+
+    assert graph_mixing("default") == "graph mixing on: NCCL_GRAPH_MIXING_SUPPORT unset, NCCL's default"
+    assert graph_mixing("NCCL_ALGO=Ring+NCCL_GRAPH_MIXING_SUPPORT=0", {"NCCL_GRAPH_MIXING_SUPPORT": "1"}) == (
+        "graph mixing off: NCCL_GRAPH_MIXING_SUPPORT=0 in comm.nccl_env")
+    assert graph_mixing("default", {"NCCL_GRAPH_MIXING_SUPPORT": 1}, {"NCCL_GRAPH_MIXING_SUPPORT": "0"}) == (
+        "graph mixing on: NCCL_GRAPH_MIXING_SUPPORT=1 in job_env")

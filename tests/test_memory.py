@@ -98,15 +98,20 @@ def test_memory_jobs_in_the_plan():
     # on CPU the bucket-view variant is left out (its effect is on the GPU allocator), and said so
     jobs, skipped = memory_jobs(check_config({"memory": {"gradient_as_bucket_view": [False, True]}}), gpus=0)
     assert {j.config_label for j in jobs} == {"ddp", "fsdp"} and "gradient_as_bucket_view=true" in skipped[0]["what"]
-    # the GPU default: DDP's default only, the search at the largest world size; the plan names both
+    # the GPU default: DDP's default only, at 2 ranks (memory.world_sizes: auto), with the search; the plan names both
     gpu_jobs, skipped = memory_jobs(check_config({"backends": ["nccl"]}), gpus=2)
-    assert {j.config_label for j in gpu_jobs} == {"ddp", "fsdp"} and len(gpu_jobs) == 10
-    assert {j.world_size for j in gpu_jobs if j.search} == {2}
+    assert {j.config_label for j in gpu_jobs} == {"ddp", "fsdp"} and len(gpu_jobs) == 5
+    assert {j.world_size for j in gpu_jobs if j.search} == {2} == {j.world_size for j in gpu_jobs}
+    assert [s["what"] for s in skipped] == ["memory jobs at 1 rank", "memory jobs with gradient_as_bucket_view=true"]
+    assert "{world_sizes: [1, 2]}" in skipped[0]["why"] and "{gradient_as_bucket_view: [false, true]}" in skipped[1]["why"]
+    # at 1 and 2 ranks, the search at the largest only
+    both = check_config({"backends": ["nccl"], "memory": {"world_sizes": [1, 2]}})
+    jobs12, skipped = memory_jobs(both, gpus=2)
     assert [s["what"] for s in skipped] == ["memory jobs with gradient_as_bucket_view=true",
-                                            "the largest-batch search at 1 rank(s)"]
-    assert "{gradient_as_bucket_view: [false, true]}" in skipped[0]["why"] and "{search_at: all}" in skipped[1]["why"]
-    assert not memory_params(check_config({}), next(j for j in gpu_jobs if j.world_size == 1))["search"]
-    full = check_config({"backends": ["nccl"], "memory": {"gradient_as_bucket_view": [False, True], "search_at": "all"}})
+                                            "the largest-batch search at 1 rank(s)"] and "{search_at: all}" in skipped[1]["why"]
+    assert not memory_params(both, next(j for j in jobs12 if j.world_size == 1))["search"]
+    full = check_config({"backends": ["nccl"], "memory": {"world_sizes": [1, 2], "gradient_as_bucket_view": [False, True],
+                                                          "search_at": "all"}})
     gpu_jobs, skipped = memory_jobs(full, gpus=2)
     assert {j.config_label for j in gpu_jobs} == {"ddp", "ddp+gbv", "fsdp"} and len(gpu_jobs) == 16 and not skipped
     assert all(j.search for j in gpu_jobs)

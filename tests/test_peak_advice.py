@@ -160,7 +160,7 @@ def test_host_timing_overhead_at_small_sizes():
     s = frame(row(size_bytes=KiB, timing="events", time_us_median=10.0),
               row(size_bytes=KiB, timing="host", time_us_median=45.0))
     info = texts(advise(s), "info")
-    assert any("45.0 us by the host clock but 10.0 us on the GPU" in t for t in info)
+    assert any("45.0 µs by the host clock but 10.0 µs on the GPU" in t for t in info)
     s = frame(row(size_bytes=KiB, timing="events", time_us_median=10.0),
               row(size_bytes=KiB, timing="host", time_us_median=12.0))
     assert not texts(advise(s), "info")
@@ -197,8 +197,8 @@ def test_graph_mixing_measured_side_by_side_or_suggested():
     graph = dict(timing="graph", size_bytes=8, busbw_gbps_median=float("nan"))
     both = frame(row(**graph, time_us_median=10.7), row(**graph, time_us_median=5.0, nccl_env="NCCL_GRAPH_MIXING_SUPPORT=0"))
     info = texts(advise(both), "info")
-    assert any("10.7 us per op with NCCL's graph mixing on" in t and "5.0 us with NCCL_GRAPH_MIXING_SUPPORT=0" in t
-               and "5.7 us difference" in t for t in info)
+    assert any("10.7 µs per op with NCCL's graph mixing on" in t and "5.00 µs with NCCL_GRAPH_MIXING_SUPPORT=0" in t
+               and "5.70 µs difference" in t for t in info)
     only_default = texts(advise(frame(row(**graph, time_us_median=10.7))), "info")
     assert any("add {NCCL_GRAPH_MIXING_SUPPORT: 0} to comm.nccl_env" in t for t in only_default)
     # no graph timing, or only large sizes: nothing to say

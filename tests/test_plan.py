@@ -14,17 +14,65 @@ def test_cpu_host_skips_nccl_and_says_why():
     assert nccl and "no GPU" in nccl[0]["why"]
 
 
+@pytest.mark.parametrize("gpus,expected", [(0, [2, 4, 6]), (1, [2, 4, 6]), (2, [2]), (4, [2, 4]), (6, [2, 4, 6]),
+                                           (8, [2, 4, 8]), (16, [2, 4, 8, 16])])
+def test_default_world_sizes_follow_the_detected_node_whole_node_included(gpus, expected):
+    """world_sizes: auto (the default): on G GPUs the powers of two from 2 below G and G itself; a
+    CPU host keeps seed 001's 2, 4, 6 (the README's CPU quick start)."""
+    cfg = check_config({})
+    plan = make_plan(cfg, detected=(gpus, f"detected {gpus} (test)"))
+    assert plan["config_world_sizes"] == expected and plan["world_sizes_auto"]
+    comm = {b: sorted({j.world_size for j in plan["comm_jobs"] if j.backend == b}) for b in ("nccl", "gloo")}
+    if gpus >= 2:
+        assert comm["nccl"] == expected  # the whole node; Gloo beside it at some of these sizes
+        assert comm["gloo"] and set(comm["gloo"]) <= set(expected)
+        assert not [s for s in plan["skipped"] if s["what"].startswith(("nccl world sizes", "training world sizes"))]
+        assert nccl_probe_params(cfg, plan)["world_size"] == gpus
+    else:  # no GPU: Gloo's CPU processes; one GPU: no NCCL size fits (named), Gloo runs every size
+        assert comm["gloo"] == expected and not comm["nccl"]
+    # training follows the top-level list (plus its 1-rank baseline); memory (auto) runs at 2 ranks on
+    # GPUs (1 on a single GPU) and at 1 and 2 on CPU
+    trained = [1] if gpus == 1 else [1, *expected]
+    assert sorted({j.world_size for j in plan["training_jobs"]}) == trained
+    assert sorted({j.world_size for j in plan["memory_jobs"]}) == ([1, 2] if gpus == 0 else [1] if gpus == 1 else [2])
+    assert plan_summary(plan)["config_world_sizes"] == expected
+
+
+def test_auto_world_sizes_span_the_cluster_nodes():
+    from distbench.launch.planning import auto_world_sizes
+
+    assert auto_world_sizes(8, 2) == [2, 4, 8, 16]
+    plan = make_plan(check_config({"gpus": 8, "cluster": {"nodes": 2}, "training": {"enabled": False},
+                                   "memory": {"enabled": False}}))
+    assert plan["world_sizes"]["nccl"] == [2, 4, 8, 16]
+
+
+@pytest.mark.parametrize("gpus", [2, 8])
+def test_an_explicit_world_size_list_is_honoured_as_given(gpus):
+    cfg = check_config({"world_sizes": [2, 4, 6]})
+    plan = make_plan(cfg, detected=(gpus, "test"))
+    assert plan["config_world_sizes"] == [2, 4, 6] and not plan["world_sizes_auto"]
+    placed = [ws for ws in (2, 4, 6) if ws <= gpus]
+    assert plan["world_sizes"]["nccl"] == placed
+    assert sorted({j.world_size for j in plan["training_jobs"]}) == [1, *placed]
+    dropped = [s for s in plan["skipped"] if s["what"] == "nccl world sizes [4, 6]"]
+    assert bool(dropped) == (gpus == 2)  # above gpus: dropped and named, as before
+    assert 8 not in {j.world_size for j in plan["comm_jobs"]}  # the 8-GPU node is not added to a list
+
+
 def test_declared_gpus_clamp_nccl_world_sizes_and_name_the_dropped():
-    cfg = check_config({"gpus": 2, "comm": {"nccl_env": [{}, {"NCCL_ALGO": "Ring"}, {"NCCL_ALGO": "Tree"}]}})
+    cfg = check_config({"gpus": 2, "world_sizes": [2, 4, 6],
+                        "comm": {"nccl_env": [{}, {"NCCL_ALGO": "Ring"}, {"NCCL_ALGO": "Tree"}]}})
     plan = make_plan(cfg)
     nccl = [j for j in plan["comm_jobs"] if j.backend == "nccl"]
     assert {j.world_size for j in nccl} == {2}
     assert [j.nccl_env_label for j in nccl] == ["default", "NCCL_ALGO=Ring", "NCCL_ALGO=Tree"]
     assert any(s["what"] == "nccl world sizes [4, 6]" and "gpus=2" in s["why"] for s in plan["skipped"])
-    # On a GPU host Gloo runs beside NCCL at NCCL's world sizes; the others are named, with how to run them
+    # On a GPU host Gloo runs beside NCCL at NCCL's smallest world size; the others are named, with how to run them
     assert [j.world_size for j in plan["comm_jobs"] if j.backend == "gloo"] == [2]
     gloo = [s for s in plan["skipped"] if s["what"] == "gloo world sizes [4, 6]"]
     assert gloo and "gpus=2" in gloo[0]["why"] and "world_sizes: [2, 4, 6]" in gloo[0]["why"]
+    assert "smallest world size" in gloo[0]["why"]
 
 
 def test_gloo_world_sizes_follow_nccl_on_a_gpu_host_and_every_size_otherwise():
@@ -33,12 +81,17 @@ def test_gloo_world_sizes_follow_nccl_on_a_gpu_host_and_every_size_otherwise():
         return [j.world_size for j in plan["comm_jobs"] if j.backend == "gloo"]
 
     assert gloo_sizes({}, 0) == [2, 4, 6]  # a CPU host: Gloo is the comm family
-    assert gloo_sizes({}, 4) == [2, 4]
+    assert gloo_sizes({}, 4) == [2]  # beside NCCL's smallest world size: one comparison
+    assert gloo_sizes({"world_sizes": [2, 4, 8]}, 8) == [2]
     assert gloo_sizes({"backends": ["gloo"]}, 2) == [2, 4, 6]  # no NCCL to compare with
     assert gloo_sizes({"world_sizes": [4, 6]}, 2) == [4, 6]  # NCCL runs no size here
-    assert gloo_sizes({"comm": {"gloo": {"world_sizes": [2, 6]}}}, 2) == [2, 6]  # asked for
+    assert gloo_sizes({"world_sizes": [2, 4, 6], "comm": {"gloo": {"world_sizes": [2, 6]}}}, 2) == [2, 6]  # asked for
     with pytest.raises(ConfigError, match=r"comm.gloo.world_sizes\[1\]: 8 is not in world_sizes \[2, 4, 6\]"):
-        check_config({"comm": {"gloo": {"world_sizes": [2, 8]}}})
+        check_config({"world_sizes": [2, 4, 6], "comm": {"gloo": {"world_sizes": [2, 8]}}})
+    # world_sizes: auto: a Gloo size the node's sizes do not hold is named by the plan
+    plan = make_plan(check_config({"gpus": 2, "comm": {"gloo": {"world_sizes": [2, 6]}}}))
+    assert [j.world_size for j in plan["comm_jobs"] if j.backend == "gloo"] == [2]
+    assert any(s["what"] == "gloo world sizes [6]" and "auto on gpus=2" in s["why"] for s in plan["skipped"])
 
 
 def test_env_labels_are_stable_and_path_safe():

@@ -80,9 +80,10 @@ def test_only_ok_rows_plotted_and_empty_data_skipped(tmp_path):
     assert plots.make_all(data["summary_csv"], tmp_path / "figures") == []
 
 
-def test_the_house_theme_is_seaborns_ticks_paper_theme_without_importing_seaborn():
-    """palette.HOUSE_RC is what seaborn.set_theme(style="ticks", context="paper") sets (checked here
-    against seaborn itself), so the comm and memory figures look as before without seaborn's import."""
+def test_the_house_theme_is_seaborns_ticks_notebook_theme_without_importing_seaborn():
+    """palette.HOUSE_RC is what seaborn.set_theme(style="ticks", context="notebook", font_scale=0.9)
+    sets (checked here against seaborn itself), so the comm and memory figures match the seaborn ones
+    without seaborn's import."""
     import subprocess
     import sys
 
@@ -93,7 +94,7 @@ def test_the_house_theme_is_seaborns_ticks_paper_theme_without_importing_seaborn
     from distbench.core.figures import set_house_theme
 
     with mpl.rc_context():
-        sns.set_theme(style="ticks", context="paper", palette=list(palette.SERIES))
+        sns.set_theme(style="ticks", context="notebook", font_scale=0.9, palette=list(palette.SERIES))
         theirs = {k: mpl.rcParams[k] for k in [*palette.HOUSE_RC, "axes.prop_cycle"]}
     with mpl.rc_context():
         set_house_theme()

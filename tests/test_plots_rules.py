@@ -1,7 +1,8 @@
 """The house rules every figure follows (distbench.core.palette, distbench.comm.analysis.plots*), checked on the
 matplotlib objects the builders return, from synthetic data (CPU, Agg, no files unless said):
 
-1. a backend / world size / training configuration has one colour (and marker) in every figure;
+1. a world size has one colour (and marker) in every figure, a training configuration in every
+   training figure; the backend, timing mode, NCCL environment or dtype is the line style;
 2. message-size axes are log base 2 with B/KiB/MiB/GiB tick labels;
 3. median lines carry a p5-p95 band (fill_between) where the summary has the percentiles;
 4. busbw figures draw the link peak and the published figure when given;
@@ -73,6 +74,12 @@ def _tick_texts(ax, axis="x", minor=False) -> list[str]:
     return [t.get_text() for t in ticks if t.get_text()]
 
 
+def _legend_texts(fig) -> list[str]:
+    """Every legend entry of the figure (figure and panel legends), wrapped lines joined by a space."""
+    legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend() is not None)]
+    return [" ".join(t.get_text().split()) for lg in legends for t in lg.get_texts()]
+
+
 def _axes_by_title(fig) -> dict:
     return {ax.get_title(): ax for ax in _visible_axes(fig) if ax.get_title()}
 
@@ -95,29 +102,74 @@ def test_palette_is_fixed_per_value_and_deterministic_outside_the_tables():
     assert colors == {"b": palette.SERIES[1], "a": palette.SERIES[0], "c": palette.SERIES[2]}
 
 
-def test_same_backend_same_colour_in_every_comm_figure(ok):
-    nccl, gloo = _rgb(palette.backend_color("nccl")), _rgb(palette.backend_color("gloo"))
-    figs = [plots.fig_vs_size(ok, plots.TIME), plots.fig_vs_size(ok, plots.BUSBW)]
-    for fig in figs:
-        assert _line_rgbs(fig, "NCCL") == {nccl} and _line_rgbs(fig, "Gloo") == {gloo}
-    bars = plots.fig_backend_comparison(ok)
-    assert _bar_rgbs(bars, "NCCL") == {nccl} and _bar_rgbs(bars, "Gloo") == {gloo}
-    # seaborn's cycling would paint a lone backend in the first colour: the palette does not
+def _ws_rgbs(fig, ws: int) -> set:
+    """The colours of the lines drawn for world size `ws` (labels '<ws> ranks, ...')."""
+    return _line_rgbs(fig, f"{ws} ranks")
+
+
+def test_world_size_is_the_colour_and_backend_the_line_style_in_the_size_figures(ok):
+    """Issue 35: every world size was the backend's colour in the comm figures (one blue for all of
+    a Gloo run's world sizes), told apart by the marker only. Colour and marker are the world
+    size's now; the backend is the line style (NCCL solid, Gloo dash-dot)."""
+    for fig in (plots.fig_vs_size(ok, plots.TIME), plots.fig_vs_size(ok, plots.BUSBW)):
+        for ws in (2, 4):
+            assert _ws_rgbs(fig, ws) == {_rgb(palette.world_size_color(ws))}
+        styles = {line.get_label().split(", ")[1]: line.get_linestyle() for ax in fig.axes for line in ax.lines
+                  if "ranks, " in line.get_label()}
+        assert styles == {"NCCL": "-", "Gloo": "-."}
+        legend = _legend_texts(fig)
+        assert {"world size", "2 ranks", "4 ranks", "backend", "NCCL", "Gloo"} <= set(legend)
+    # one backend alone: still one colour per world size, not one per backend
     alone = plots.fig_vs_size(_ok(build_summary(backends=("gloo",))), plots.BUSBW)
-    assert _line_rgbs(alone, "Gloo") == {gloo}
+    assert _ws_rgbs(alone, 2) == {_rgb(palette.world_size_color(2))} != _ws_rgbs(alone, 4)
+    # the bars: each bar its world size's colour, the backend a hatch
+    bars = plots.fig_backend_comparison(ok)
+    for c in bars.axes[0].containers:
+        if isinstance(c, BarContainer):
+            hatch = {p.get_hatch() or "" for p in c}
+            assert hatch == {palette.backend_hatch("nccl" if c.get_label() == "NCCL" else "gloo")}
+            assert [_rgb(p.get_facecolor()) for p in c] == [_rgb(palette.world_size_color(w)) for w in (2, 4)]
 
 
 def test_same_world_size_same_colour_and_marker_in_every_figure():
-    a = _ok(build_summary(world_sizes=(2, 4)))
+    """Draw every figure that shows world sizes from two tables that share world size 4 only: 4 ranks
+    is one colour (and marker) in all of them, whatever else the figure compares."""
+    a = _ok(build_summary(world_sizes=(2, 4), dtypes=("float32", "bfloat16"), nccl_envs=("default", "NCCL_ALGO=Ring")))
     b = _ok(build_summary(world_sizes=(4, 8)))
     four = _rgb(palette.world_size_color(4))
-    colours = [_line_rgbs(plots.fig_timing_modes(d), "4 ranks") for d in (a, b)]
-    assert colours == [{four}, {four}]
-    assert _line_rgbs(plots.fig_timing_modes(a), "2 ranks") == {_rgb(palette.world_size_color(2))}
-    for d in (a, b):  # marker = world size in the size figures, whatever else is drawn
-        fig = plots.fig_vs_size(d, plots.BUSBW)
-        markers = {line.get_marker() for ax in fig.axes for line in ax.lines if line.get_label().endswith(", 4 ranks")}
+    figs = [plots.fig_timing_modes(a), plots.fig_timing_modes(b), plots.fig_vs_size(a, plots.TIME),
+            plots.fig_vs_size(b, plots.BUSBW), plots.fig_nccl_env(a), plots.fig_dtype(a)]
+    assert all(f is not None for f in figs)
+    assert [_ws_rgbs(f, 4) for f in figs] == [{four}] * len(figs)
+    assert _ws_rgbs(figs[0], 2) == {_rgb(palette.world_size_color(2))}
+    assert _ws_rgbs(figs[1], 8) == {_rgb(palette.world_size_color(8))}
+    for fig in figs:  # the marker is the world size's too
+        markers = {line.get_marker() for ax in fig.axes for line in ax.lines if line.get_label().startswith("4 ranks")}
         assert markers == {palette.world_size_marker(4)}
+    bars = [_rgb(p.get_facecolor()) for c in plots.fig_backend_comparison(b).axes[0].containers
+            if isinstance(c, BarContainer) for p in c]
+    assert four in bars and _rgb(palette.world_size_color(8)) in bars
+    # the memory figure: one line per job, its world size's colour
+    mem = pd.DataFrame([dict(model="mlp", config="ddp", world_size=ws, batch_size=bs, activations_bytes=bs * 2**20 * ws,
+                             phase="measure", status="ok", parts_bytes=2**30)
+                        for ws in (2, 4) for bs in (8, 16, 32)])
+    fig = plots_memory.fig_activations(mem)
+    scatter = {c.get_label(): _rgb(c.get_facecolor()[0]) for c in fig.axes[0].collections}
+    assert scatter == {"mlp ddp ws2": _rgb(palette.world_size_color(2)), "mlp ddp ws4": four}
+
+
+def test_a_compared_level_is_the_line_style_where_colour_is_the_world_size():
+    ok = _ok(build_summary(backends=("nccl",), world_sizes=(2, 4), timings={"nccl": ("events",)},
+                           dtypes=("float32", "bfloat16"), nccl_envs=("default", "NCCL_ALGO=Ring")))
+    env = plots.fig_nccl_env(ok)
+    styles = {line.get_label().split(", ")[1]: line.get_linestyle() for ax in env.axes for line in ax.lines
+              if "ranks, " in line.get_label()}
+    assert styles == {"default": "-", "NCCL_ALGO=Ring": "--"}
+    dtype = plots.fig_dtype(ok)
+    styles = {line.get_label().split(", ")[1]: line.get_linestyle() for ax in dtype.axes for line in ax.lines
+              if "ranks, " in line.get_label()}
+    assert styles == {"bfloat16": "-", "float32": "--"}
+    assert palette.style_levels(["a", "b", "a", "c"]) == {"a": "-", "b": "--", "c": ":"}
 
 
 def _training_ok() -> pd.DataFrame:
@@ -209,7 +261,7 @@ def test_busbw_figures_draw_the_link_peak_and_the_published_figure(ok):
     assert _hlines(axes["all_reduce"], "published") == set()
     assert _hlines(axes["broadcast"], "nccl-tests, ours") == set()  # the figure is for all_reduce only
     fig = plots.fig_vs_size(ok, plots.BUSBW, refs=refs)
-    assert any("link peak" in t.get_text() for leg in fig.legends for t in leg.get_texts())
+    assert any("link peak" in t for t in _legend_texts(fig))
     # the timing-modes figure's busbw panel too; plain numbers and a (low, high) pair work as well
     tm = plots.fig_timing_modes(ok, refs=plot_refs.reference_lines(peak=450.0, published=(360.0, 370.0)))
     busbw = [ax for ax in _visible_axes(tm) if "bandwidth" in ax.get_ylabel()]
@@ -231,7 +283,8 @@ def test_make_all_passes_the_peak_and_the_published_figure_on(tmp_path):
     paths = plots.make_all(data["summary_csv"], tmp_path / "fig", peak=data["extra"]["peak"], gpu_name="NVIDIA H200")
     assert "busbw_vs_size.svg" in {p.name for p in paths}
     svg = (tmp_path / "fig" / "busbw_vs_size.svg").read_text()
-    assert "link peak NVLink4 x18: 450 GB/s" in svg and "nccl-tests, ours (2x H200 all_reduce" in svg
+    # (a legend entry longer than figures.LEGEND_WRAP wraps: one SVG text per line)
+    assert "link peak NVLink4 x18: 450 GB/s" in svg and "nccl-tests, ours (2x H200" in svg
     assert "published (2x H200" not in svg
 
 
@@ -342,8 +395,7 @@ def test_busbw_and_latency_figures_mark_nccl_algorithm_protocol_ranges():
         fig = fig_vs_size(s, y)
         texts = {t.get_text() for ax in fig.axes for t in ax.texts}
         assert {"Ring/LL", "Ring/LL128", "Ring/Simple"} <= texts, y
-        legend = {t.get_text() for lg in fig.legends for t in lg.get_texts()}
-        assert any(t.startswith("NCCL algorithm/protocol") for t in legend), y
+        assert any(t.startswith("NCCL algorithm/protocol") for t in _legend_texts(fig)), y
     assert not nccl_ranges(s.drop(columns=["nccl_proto"]))  # a plain summary: no strip
     assert nccl_ranges(pd.DataFrame(columns=s.columns)) == []
 
@@ -366,9 +418,8 @@ def test_the_time_figure_shows_the_time_at_the_link_peak():
     assert big["time_us"] == pytest.approx(big["size_bytes"] * 1.5 / 450e9 * 1e6, rel=1e-3)
     assert peak_time_us(ar[ar["backend"] == "gloo"], 450.0).empty  # a GPU link: NCCL rows only
     fig = fig_vs_size(s, TIME, refs=reference_lines(450.0))
-    legend = [t.get_text() for lg in fig.legends for t in lg.get_texts()]
-    assert "time at the link peak: 450 GB/s busbw\n(largest NCCL world size)" in legend
+    assert "time at the link peak: 450 GB/s busbw (largest NCCL world size)" in _legend_texts(fig)
     panel = next(ax for ax in fig.axes if ax.get_title() == "all_reduce")
     drawn = [ln for ln in panel.lines if ln.get_linestyle() == "--" and len(ln.get_xdata()) == len(line)]
     assert drawn and list(drawn[0].get_ydata()) == pytest.approx(list(line["time_us"]))
-    assert "time at" not in " ".join(t.get_text() for lg in fig_vs_size(s, TIME).legends for t in lg.get_texts())
+    assert "time at" not in " ".join(_legend_texts(fig_vs_size(s, TIME)))

@@ -1,6 +1,6 @@
 # Sourced by the GPU run scripts from the repository root (they cd there first), on a lent machine
 # (device tool, carry .whl) or a GPU host of your own: NVLink multicast off (the lent machines need
-# it), the wheelhouse on PYTHONPATH (wheels.sh), $OUT made, and the
+# it; config.yaml's job_env no longer sets it, and every job inherits these exports), the wheelhouse on PYTHONPATH (wheels.sh), $OUT made, and the
 # machine described (GPUs, topology, torch and NCCL versions) in $OUT; $R is the run's results/<label>.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 source benchmarks/runs/wheels.sh  # Snakemake from .whl/ where carried; distbench from this checkout

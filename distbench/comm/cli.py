@@ -47,6 +47,8 @@ def parse_args(argv=None):
     p.add_argument("--trials", type=int, default=5)
     p.add_argument("--graph-launches", type=int, default=1,
                    help="graph timing: replays of the captured `iters` ops per trial (nccl-tests -G)")
+    p.add_argument("--graph-max-bytes", type=int, default=0,
+                   help="graph timing only up to this many bytes (0: every size)")
     p.add_argument("--rank-agg", choices=RANK_AGGS, default="max",
                    help="how a trial's per-rank times become time_us (nccl-tests -a: rank0/avg/min/max)")
     p.add_argument("--rotate-bytes", default=str(DEFAULT_ROTATE_BYTES),
@@ -171,7 +173,7 @@ def main(argv=None) -> int:
             print(table_line(rows), flush=True)
 
     mark("measure_start")
-    for point in plan_points(args.ops, args.sizes, args.timing, args.inplace, args.traffic):
+    for point in plan_points(args.ops, args.sizes, args.timing, args.inplace, args.traffic, args.graph_max_bytes):
         if h.rank == 0:
             print(f"distbench: measuring {point.op} {point.size_bytes} B {point.timing}{' in-place' if point.inplace else ''}"
                   f"{'' if point.traffic == 'none' else ' traffic ' + point.traffic}", file=sys.stderr, flush=True)

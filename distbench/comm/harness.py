@@ -76,8 +76,9 @@ def job_timings(backend: str, timings: list[str]) -> list[str]:
 
 
 def plan_points(ops: list[str], sizes: list[int], timings: list[str], inplace=(False,),
-                traffic=("uniform",)) -> list[Point]:
-    """The measurement order shared by the harness and the launcher (which fills in after a crash)."""
+                traffic=("uniform",), graph_max_bytes: int = 0) -> list[Point]:
+    """The measurement order shared by the harness and the launcher (which fills in after a crash).
+    graph_max_bytes > 0: graph timing only up to that size (comm.graph_max_bytes)."""
     from distbench.comm.traffic import NONE
 
     points = []
@@ -86,6 +87,8 @@ def plan_points(ops: list[str], sizes: list[int], timings: list[str], inplace=(F
         for pattern in (list(dict.fromkeys(traffic)) if spec.takes_traffic else [NONE]):
             for size in (sizes if spec.moves_data else [0]):
                 for timing in timings:
+                    if timing == "graph" and 0 < graph_max_bytes < size:
+                        continue
                     for ip in placements(spec, list(inplace)):
                         points.append(Point(op, size, timing, ip, pattern))
     return points

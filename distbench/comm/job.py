@@ -26,6 +26,7 @@ def comm_args(job, params: dict, out_csv, placement_json) -> list[str]:
         *[a for spec in params.get("traffic", ["uniform"]) for a in ("--traffic", spec)],
         "--warmup", str(params["warmup"]), "--iters", str(params["iters"]),
         "--trials", str(params["trials"]), "--graph-launches", str(params["graph_launches"]),
+        "--graph-max-bytes", str(params.get("graph_max_bytes", 0)),
         "--rank-agg", params["rank_agg"], "--rotate-bytes", str(params["rotate_bytes"]),
         "--op-timeout-s", str(params["op_timeout_s"]),
         "--nccl-env-label", job.nccl_env_label,
@@ -85,7 +86,7 @@ def write_failure_rows(job, params, out_csv: Path, message: str, status: str = "
                              nccl_env_label=job.nccl_env_label, iters=params["iters"],
                              graph_launches=params["graph_launches"], rank_agg=params["rank_agg"])
     points = plan_points(params["ops"], params["sizes"], params["timing"], params.get("inplace", [False]),
-                         params.get("traffic", ["uniform"]))
+                         params.get("traffic", ["uniform"]), params.get("graph_max_bytes", 0))
 
     def point_rows(point) -> list[dict]:
         spec = SPECS[point.op]

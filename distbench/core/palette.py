@@ -1,6 +1,14 @@
 """One palette for every figure of a report: a backend, a world size, a timing mode always look the
 same, whichever figure (comm, training, memory, pairs, predict) shows them.
 
+Colour is the world size's wherever a figure draws one line, band or bar per world size (the comm
+figures, the activation-memory figure): the same world size is the same colour in every figure, and
+a line also carries its world size's marker. What a figure compares besides (the backend, the timing
+mode, an NCCL environment, a dtype, a memory job's model and configuration) is the line style
+(BACKEND_LINESTYLES, TIMING_LINESTYLES, style_levels), or a bar's hatch (BACKEND_HATCHES). Where the
+world size is the x axis (the training figures) the position names it and colour is the
+configuration's (training_colors).
+
 Colours are fixed per value, never taken from the order a figure happens to meet its values in
 (seaborn's default cycling would paint NCCL blue in one figure and orange in the next). Values
 outside the fixed tables get a colour from a fallback list picked by a stable hash of the value, so
@@ -33,6 +41,14 @@ WORLD_SIZE_MARKERS = {
     128: ">", 256: "H",
 }
 BACKEND_MARKERS = {"nccl": "o", "gloo": "s", "mpi": "^", "ucc": "D", "xccl": "v"}
+# Where colour is the world size, a backend is a line style (lines) or a hatch (bars).
+# (not "--" nor ":": the link peak and the published figure are dashed and dotted)
+BACKEND_LINESTYLES = {"nccl": "-", "gloo": "-.", "mpi": (0, (5, 1, 1, 1, 1, 1)), "ucc": (0, (8, 2)),
+                      "xccl": (0, (3, 1, 1, 1))}
+BACKEND_HATCHES = {"nccl": "", "gloo": "//", "mpi": "..", "ucc": "xx", "xccl": "\\\\"}
+# Any other compared level where colour is the world size (NCCL environments, dtypes, memory jobs):
+# line styles in the order of the levels the caller passes, then a stable hash.
+LINESTYLES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3)), (0, (8, 2)), (0, (3, 1, 1, 1)))
 # Timing modes differ by line style (their colour is the world size's in the timing-modes figure).
 TIMING_LINESTYLES = {"events": "-", "graph": "--", "host": ":"}
 # Everything else that is a hue (configs, dtypes, NCCL env, series of the predict figures): seaborn's
@@ -77,6 +93,29 @@ def backend_marker(backend) -> str:
     """The marker of a backend where a figure marks backends by marker (colour being another hue)."""
     b = str(backend).lower()
     return BACKEND_MARKERS.get(b) or FALLBACK_MARKERS[_stable_index(b, len(FALLBACK_MARKERS))]
+
+
+def backend_linestyle(backend) -> str | tuple:
+    """The line style of a backend where colour is the world size: NCCL solid, Gloo dash-dot."""
+    b = str(backend).lower()
+    return BACKEND_LINESTYLES.get(b) or LINESTYLES[1 + _stable_index(b, len(LINESTYLES) - 1)]
+
+
+def backend_hatch(backend) -> str:
+    """The hatch of a backend's bars where colour is the world size: NCCL plain, Gloo hatched."""
+    b = str(backend).lower()
+    return BACKEND_HATCHES.get(b, "oo")
+
+
+def style_levels(levels) -> dict:
+    """{level: line style} for a compared level where colour is the world size: LINESTYLES in the
+    order given (pass a deterministic order), past those a stable-hash pick."""
+    out: dict = {}
+    for level in levels:
+        if level not in out:
+            i = len(out)
+            out[level] = LINESTYLES[i] if i < len(LINESTYLES) else LINESTYLES[_stable_index(level, len(LINESTYLES))]
+    return out
 
 
 def _ws(ws) -> int:
@@ -127,19 +166,22 @@ def series_colors(levels, fixed: dict | None = None) -> dict:
 NCCL_RANGE_COLORS = ("#c9d3e0", "#e6ebf2")
 
 
-# Seaborn's "ticks" style at its "paper" scale (seaborn.set_theme(style="ticks", context="paper")),
-# as the matplotlib settings it makes. The figures use it without importing seaborn where they draw
-# with plain matplotlib: seaborn pulls in scipy.stats, about half a second per plotting process, and
-# the report's rebuild has a time budget. tests/test_plots.py checks these equal seaborn's own.
+# Seaborn's "ticks" style at its "notebook" scale with font_scale 0.9
+# (seaborn.set_theme(style="ticks", context="notebook", font_scale=0.9)), as the matplotlib settings
+# it makes: legends and tick labels 9.9 pt, axis labels and titles 10.8 pt, which distbench.core.figures'
+# DPI (110) draws at 15-16.5 px, at least report.html's 14 px body text when the page shows a figure at
+# its native size (distbench.core.figures.FIG_WIDTH_IN). The figures use it without importing seaborn
+# where they draw with plain matplotlib: seaborn pulls in scipy.stats, about half a second per plotting
+# process, and the report's rebuild has a time budget. tests/test_plots.py checks these equal seaborn's own.
 HOUSE_RC = {
-    "axes.axisbelow": True, "axes.edgecolor": ".15", "axes.labelcolor": ".15", "axes.labelsize": 9.6,
-    "axes.linewidth": 1.0, "axes.titlesize": 9.6, "font.size": 9.6,
+    "axes.axisbelow": True, "axes.edgecolor": ".15", "axes.labelcolor": ".15", "axes.labelsize": 10.8,
+    "axes.linewidth": 1.25, "axes.titlesize": 10.8, "font.size": 10.8,
     "font.sans-serif": ["Arial", "DejaVu Sans", "Liberation Sans", "Bitstream Vera Sans", "sans-serif"],
-    "grid.color": ".8", "legend.fontsize": 8.8, "legend.title_fontsize": 9.6, "lines.linewidth": 1.2,
-    "lines.markersize": 4.8, "lines.solid_capstyle": "round", "patch.edgecolor": "w", "patch.force_edgecolor": True,
-    "patch.linewidth": 0.8, "text.color": ".15",
-    "xtick.color": ".15", "xtick.labelsize": 8.8, "xtick.major.size": 4.8, "xtick.major.width": 1.0,
-    "xtick.minor.size": 3.2, "xtick.minor.width": 0.8,
-    "ytick.color": ".15", "ytick.labelsize": 8.8, "ytick.major.size": 4.8, "ytick.major.width": 1.0,
-    "ytick.minor.size": 3.2, "ytick.minor.width": 0.8,
+    "grid.color": ".8", "legend.fontsize": 9.9, "legend.title_fontsize": 10.8, "lines.linewidth": 1.5,
+    "lines.markersize": 6.0, "lines.solid_capstyle": "round", "patch.edgecolor": "w", "patch.force_edgecolor": True,
+    "patch.linewidth": 1.0, "text.color": ".15",
+    "xtick.color": ".15", "xtick.labelsize": 9.9, "xtick.major.size": 6.0, "xtick.major.width": 1.25,
+    "xtick.minor.size": 4.0, "xtick.minor.width": 1.0,
+    "ytick.color": ".15", "ytick.labelsize": 9.9, "ytick.major.size": 6.0, "ytick.major.width": 1.25,
+    "ytick.minor.size": 4.0, "ytick.minor.width": 1.0,
 }

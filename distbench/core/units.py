@@ -19,7 +19,10 @@ def sig3(x: float) -> str:
         return f"{x:g}"
     if abs(x) >= 999.5:
         return f"{x:.0f}"
-    return f"{x:#.3g}".rstrip(".")  # '#' keeps trailing zeros (8.00), rstrip drops a bare point (412.)
+    # the decimal exponent after rounding to three digits (9.996 rounds to 10.0: two decimals, not three);
+    # a fixed-point format then, never the exponent form '2.00e-06' that '.3g' gives below 0.0001
+    exponent = int(f"{x:.2e}".split("e")[1])
+    return f"{x:.{max(0, 2 - exponent)}f}"
 
 
 def human_bytes(n) -> str:
@@ -49,6 +52,19 @@ def human_time_us(us) -> str:
 def human_gbps(gbps) -> str:
     """A bandwidth in GB/s (10^9 B/s), three significant digits: '353 GB/s'."""
     return f"{sig3(gbps)} GB/s"
+
+
+def ordinal(n: int) -> str:
+    """1st, 2nd, 3rd, 4th, 11th, 12th, 13th, 21st, 22nd, 101st, 111th."""
+    n = int(n)
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def every_nth(n: int, noun: str) -> str:
+    """'every size' (1), 'every other size' (2), 'every 3rd size', 'every 21st size'."""
+    n = int(n)
+    return f"every {noun}" if n == 1 else f"every other {noun}" if n == 2 else f"every {ordinal(n)} {noun}"
 
 
 def pct(fraction, digits: int = 0) -> str:

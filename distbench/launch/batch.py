@@ -267,11 +267,15 @@ def run_job(me: Entry, results_dir, family: Family, alone) -> str:
     try:
         outcome = run_torchrun_job(job)
     finally:
+        # the launch's command lines (its placement file's provenance): every configuration measured
+        # in it lists them as its own, so the report's appendix shows the launch (once, by its log)
+        commands = _launch_commands(job.placement_json)
         for e in group:  # what each finished configuration says of itself (read when its job adopts it)
             if (d := done_record(results_dir, e)) is not None:
                 atomic_write_json(staged_dir(results_dir, e) / DONE,
                                   {**d, "launched_by": me.name, "configurations": len(group),
-                                   "log": str(job.log_path), "started": started_at.isoformat()})
+                                   "log": str(job.log_path), "started": started_at.isoformat(),
+                                   "commands": commands})
     if outcome != "ok":
         record_failed(results_dir, group)
     done = adopt(results_dir, me)
@@ -280,6 +284,13 @@ def run_job(me: Entry, results_dir, family: Family, alone) -> str:
     _adopted_log(me, done, _launch_timeline(launch_dir / "placement.json"))
     return f"ok (measured first of {len(group)} configurations in one launch)" + (
         "" if outcome == "ok" else f"; the launch then failed ({outcome}): its unfinished configurations run alone")
+
+
+def _launch_commands(placement_json: Path) -> list[str]:
+    try:
+        return list(json.loads(Path(placement_json).read_text())["provenance"].get("commands") or [])
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
 
 
 def _launch_timeline(placement_json: Path) -> dict | None:
@@ -294,6 +305,7 @@ def _provenance_extra(placement_json, done: dict, timeline: dict | None) -> None
     data = json.loads(path.read_text())
     prov = data.setdefault("provenance", {})
     prov["batch"] = {k: done.get(k) for k in ("launched_by", "configurations", "wall_s", "log")}
+    prov["commands"] = list(done.get("commands") or [])  # the shared launch's, as a shell reads them
     if timeline is not None:
         prov["timeline"] = timeline
     atomic_write_json(path, data)

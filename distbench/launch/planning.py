@@ -20,6 +20,34 @@ def nccl_env_label(env: dict) -> str:
     return "+".join(f"{k}={env[k]}" for k in sorted(env))
 
 
+# world_sizes: auto on a host with no GPU (and fewer than 2): seed 001's grid, the CPU quick start's
+CPU_WORLD_SIZES = (2, 4, 6)
+
+
+def auto_world_sizes(gpus: int, nodes: int = 1) -> list[int]:
+    """world_sizes: auto. On `gpus` GPUs per node (times cluster.nodes): the powers of two from 2
+    below that count, and the count itself, so the whole node (cluster) is measured: 2 -> [2],
+    4 -> [2, 4], 6 -> [2, 4, 6], 8 -> [2, 4, 8]. Fewer than 2 GPUs: CPU_WORLD_SIZES (Gloo's CPU
+    processes; NCCL's are dropped and named, as for any size above gpus)."""
+    total = gpus * max(nodes, 1)
+    if total < 2:
+        return list(CPU_WORLD_SIZES)
+    sizes, p = [], 2
+    while p < total:
+        sizes.append(p)
+        p *= 2
+    return sizes + [total]
+
+
+def world_sizes(config: dict, gpus: int) -> list[int]:
+    """The top-level world sizes of this plan: an explicit list as given, `auto` from the GPUs where
+    NCCL runs (without nccl in backends, Gloo's CPU processes: CPU_WORLD_SIZES)."""
+    chosen = config["world_sizes"]
+    if chosen == "auto":
+        return auto_world_sizes(gpus if "nccl" in config["backends"] else 0, config["cluster"]["nodes"])
+    return list(chosen)
+
+
 def placeable(config: dict, backend: str, gpus: int, sizes: list[int], what: str) -> tuple[list[int], list[dict]]:
     """The world sizes a job can be placed at (distbench.launch.cluster.job_layout), and a skipped entry
     naming the others and why."""

@@ -24,6 +24,17 @@ class MemoryJob:
         return {"backend": self.backend, "model": self.model, "world_size": self.world_size, "config": self.config_label}
 
 
+def memory_world_sizes(mem: dict, backend: str, gpus: int) -> list[int]:
+    """memory.world_sizes: `auto` is 2 ranks on GPUs (1 with a single GPU): DDP's per-rank split at 2
+    ranks is the 1-rank one plus its buckets, FSDP's needs more than one rank, and the 1-rank launch
+    cost ~29 s of the default run (issue 35); on CPU 1 and 2, as before. A list is kept as given."""
+    if mem["world_sizes"] != "auto":
+        return sorted(set(mem["world_sizes"]))
+    if backend == "nccl":
+        return [2] if gpus >= 2 else [1]
+    return [1, 2]
+
+
 def memory_jobs(config: dict, gpus: int) -> tuple[list[MemoryJob], list[dict]]:
     """One memory job per model, strategy (DDP with each gradient_as_bucket_view value; FSDP for
     gpt/lora) and world size."""
@@ -31,7 +42,11 @@ def memory_jobs(config: dict, gpus: int) -> tuple[list[MemoryJob], list[dict]]:
     backend, why = family_backend(config, "memory", gpus)
     if why:
         return [], [why]
-    sizes, skipped = placeable(config, backend, gpus, sorted(set(mem["world_sizes"])), "memory world sizes")
+    sizes, skipped = placeable(config, backend, gpus, memory_world_sizes(mem, backend, gpus), "memory world sizes")
+    if mem["world_sizes"] == "auto" and backend == "nccl" and gpus >= 2:
+        skipped.append({"what": "memory jobs at 1 rank",
+                        "why": "on GPUs memory measures at 2 ranks (memory.world_sizes: auto: DDP's per-rank split is the "
+                               "1-rank one plus its buckets, FSDP's needs 2); a full run: --config memory='{world_sizes: [1, 2]}'"})
     views = list(mem["gradient_as_bucket_view"])
     if backend == "gloo" and len(views) > 1:
         # Its effect is on the GPU allocator's peak; on CPU the counted split is the same.

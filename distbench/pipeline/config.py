@@ -256,8 +256,11 @@ def coerce_cli_values(node, schema: dict, sub: dict | None = None):
         return int(node)
     if isinstance(node, str) and node.strip().lower() in ("true", "false") and _accepts_boolean(schema, sub):
         return node.strip().lower() == "true"  # `--config profile=true`
-    if isinstance(node, list) and "items" in sub:
-        return [coerce_cli_values(v, schema, sub["items"]) for v in node]
+    if isinstance(node, list):  # a list, or the list alternative of a oneOf (world_sizes: auto or a list)
+        items = next((a["items"] for a in [sub, *(_resolve(schema, a) for a in sub.get("oneOf", []))]
+                      if "items" in a), None)
+        if items is not None:
+            return [coerce_cli_values(v, schema, items) for v in node]
     if isinstance(node, dict):
         props = dict(sub.get("properties") or {})
         for alt in sub.get("oneOf", []):
@@ -426,7 +429,7 @@ def check_config(config: dict) -> dict:
                             f"host(s) for cluster.nodes {cluster['nodes']}")
         problems += _size_problems(config["comm"]["sizes"])
         gloo_sizes = config["comm"]["gloo"]["world_sizes"]
-        if gloo_sizes != "auto":
+        if gloo_sizes != "auto" and config["world_sizes"] != "auto":  # auto: the plan names what it leaves out
             problems += [f"config key comm.gloo.world_sizes[{i}]: {ws} is not in world_sizes {config['world_sizes']}"
                          for i, ws in enumerate(gloo_sizes) if ws not in config["world_sizes"]]
         problems += _name_length_problems(config)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from distbench.comm.plan import comm_jobs, job_params
 from distbench.launch.cluster import Layout, job_layout, launch_params, slurm_resources
+from distbench.launch.planning import world_sizes as world_sizes_of
 from distbench.memory.plan import memory_jobs
 from distbench.nodes.plan import nodes_plan
 from distbench.training.plan import training_jobs
@@ -41,18 +42,22 @@ def detect_gpus() -> tuple[int, str]:
 
 def make_plan(config: dict, detected: tuple[int, str] | None = None) -> dict:
     """Return {'comm_jobs': [CommJob], 'training_jobs': [...], 'memory_jobs': [...], 'gpus': int,
-    'gpus_source': str, 'skipped': [{'what','why'}], 'world_sizes': {backend: [int]}, 'backends_run'}."""
+    'gpus_source': str, 'skipped': [{'what','why'}], 'world_sizes': {backend: [int]}, 'backends_run',
+    'config_world_sizes': [int] (the top-level list; `auto` resolved on these GPUs), 'world_sizes_auto': bool}."""
     if config["gpus"] == "auto":
         gpus, source = detected if detected is not None else detect_gpus()
         gpus_source = f"auto: {source}"
     else:
         gpus, gpus_source = int(config["gpus"]), "declared in config (gpus)"
+    top = world_sizes_of(config, gpus)  # world_sizes: auto -> the node's own (distbench.launch.planning)
     jobs, skipped, world_sizes = comm_jobs(config, gpus, gpus_source)
     tjobs, tskipped = training_jobs(config, gpus)
     mjobs, mskipped = memory_jobs(config, gpus)
     return {"comm_jobs": jobs, "gpus": gpus, "gpus_source": gpus_source, "skipped": skipped + tskipped + mskipped,
             "world_sizes": world_sizes, "backends_run": sorted({j.backend for j in jobs}),
-            "training_jobs": tjobs, "memory_jobs": mjobs}
+            "training_jobs": tjobs, "memory_jobs": mjobs,
+            # the top-level world_sizes as planned: the list given, or what `auto` chose on these GPUs
+            "config_world_sizes": top, "world_sizes_auto": config["world_sizes"] == "auto"}
 
 
 def layout_of(config: dict, plan: dict, backend: str, world_size: int) -> Layout:
@@ -114,6 +119,7 @@ def plan_summary(plan: dict, gpus_source: str | None = None) -> dict:
     """The plan as the report shows it (plain data: it reaches the report rule through params)."""
     return {"gpus": plan["gpus"], "gpus_source": gpus_source or plan["gpus_source"], "skipped": plan["skipped"],
             "world_sizes": plan["world_sizes"], "backends_run": plan["backends_run"],
+            "config_world_sizes": plan.get("config_world_sizes"), "world_sizes_auto": plan.get("world_sizes_auto", False),
             # Gloo jobs with more ranks than cores (distbench.pipeline.host_fit): allowed, named
             "oversubscribed": plan.get("oversubscribed", []),
             "comm_jobs": [j.wildcards for j in plan["comm_jobs"]],

@@ -16,7 +16,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from distbench.core import palette  # noqa: E402
-from distbench.core.figures import size_axis as _size_axis, write_figures  # noqa: E402
+from distbench.core.figures import legend_outside, new_figure, size_axis as _size_axis, write_figures  # noqa: E402
 
 FIGURES = ("predict_validation", "predict_allreduce_busbw", "predict_training_efficiency")
 
@@ -28,7 +28,7 @@ def _validation(tables: dict):
     v = v.assign(series=v["op"] + " " + v["timing"].astype(str) + " (" + v["backend"] + ")")
     colors = palette.series_colors(sorted(v["series"].unique()))  # one colour per series in every panel
     checks = sorted(v["check_world_size"].unique())
-    fig, axes = plt.subplots(1, len(checks), figsize=(6.5 * len(checks), 4.2), squeeze=False)
+    fig, axes = new_figure(1, len(checks), height=4.8)
     for ax, ws in zip(axes[0], checks):
         g = v[v["check_world_size"] == ws]
         sns.lineplot(data=g, x="size_bytes", y="rel_err_pct", hue="series", hue_order=sorted(g["series"].unique()),
@@ -38,9 +38,11 @@ def _validation(tables: dict):
         _size_axis(ax, g["size_bytes"])
         fit = int(g["fit_world_size"].iloc[0])
         ax.set_ylabel("predicted / measured time - 1 (%)")
-        ax.set_title(f"fitted on {fit} ranks, predicted {int(ws)} ranks, against the measured {int(ws)}-rank run",
-                     fontsize=9)
-        ax.legend(fontsize=6, ncol=2)
+        ax.set_title(f"fitted on {fit} ranks, predicted {int(ws)} ranks,\nagainst the measured {int(ws)}-rank run")
+        if ax is axes[0][-1]:
+            legend_outside(ax)
+        else:
+            ax.get_legend().remove()
         ax.grid(True, alpha=0.3)
     return fig
 
@@ -66,7 +68,8 @@ def _allreduce_busbw(tables: dict):
                                         f"{int(measured['fit_world_size'].iloc[0])} ranks)")
     preset = c[c["intra_source"] == "preset"].assign(link="preset")
     c = pd.concat([measured, preset])
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    fig, axes = new_figure(height=4.8)
+    ax = axes[0, 0]
     algorithms = sorted(c["algorithm"].astype(str).unique())
     sns.lineplot(data=c, x="gpus", y="busbw_gbps", hue="algorithm", hue_order=algorithms,
                  palette=palette.series_colors(algorithms), style="link", marker="o", errorbar=None, ax=ax)
@@ -74,8 +77,8 @@ def _allreduce_busbw(tables: dict):
     ax.set_ylabel("predicted all_reduce bus bandwidth (GB/s)")
     ax.set_ylim(bottom=0)
     ax.set_title(f"all_reduce of {int(c['size_bytes'].iloc[0]) / 2**20:g} MiB at scale, preset {c['preset'].iloc[0]}",
-                 fontsize=9)
-    ax.legend(fontsize=6)
+)
+    legend_outside(ax)
     ax.grid(True, alpha=0.3)
     return fig
 
@@ -96,7 +99,8 @@ def _training_efficiency(tables: dict):
     if t.empty:
         return None
     t = t.assign(series=t["model"].astype(str) + " " + t["strategy"].astype(str) + " " + t["config"].astype(str))
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    fig, axes = new_figure(height=4.8)
+    ax = axes[0, 0]
     order = sorted(t["series"].unique())
     sns.lineplot(data=t, x="gpus", y="efficiency", hue="series", hue_order=order, palette=palette.series_colors(order),
                  marker="o", errorbar=None, ax=ax)
@@ -104,8 +108,8 @@ def _training_efficiency(tables: dict):
     _gpu_axis(ax, t["gpus"])
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("predicted scaling efficiency (weak)")
-    ax.set_title(f"training at scale, preset {t['preset'].iloc[0]}: step = compute + exposed comm", fontsize=9)
-    ax.legend(fontsize=6)
+    ax.set_title(f"training at scale, preset {t['preset'].iloc[0]}: step = compute + exposed comm")
+    legend_outside(ax)
     ax.grid(True, alpha=0.3)
     return fig
 

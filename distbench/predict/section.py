@@ -87,4 +87,11 @@ def build(inputs: ReportInputs) -> dict | None:
             "title": TITLE if gpus else CPU_TITLE}
 
 
-PREDICTION = Section("prediction", TITLE, TEMPLATES, build, figure_dirs=("figures_predict",))
+# The captions of the figures (distbench.predict.plots), each what its figure draws.
+FIGURE_TITLES = {
+    "predict_validation": "The model checked: predicted against measured time at the larger measured world sizes",
+    "predict_allreduce_busbw": "Predicted all_reduce bus bandwidth vs GPU count, per algorithm",
+    "predict_training_efficiency": "Predicted training scaling efficiency vs GPU count",
+}
+PREDICTION = Section("prediction", TITLE, TEMPLATES, build, figure_dirs=("figures_predict",),
+                     figure_titles=FIGURE_TITLES)

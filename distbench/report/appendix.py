@@ -149,7 +149,7 @@ def _cache_state(placements, run_started) -> dict | None:
     if not placements:
         return None
     headers = ["job", "results", "finished (UTC)", "host", "commit", "outcome"]
-    rows, reused, commands = [], 0, []
+    rows, reused, launches = [], 0, {}
     for path in map(Path, placements):
         try:
             prov = json.loads(path.read_text()).get("provenance") or {}
@@ -166,15 +166,53 @@ def _cache_state(placements, run_started) -> dict | None:
         else:
             state = "this run"
         commit = prov.get("commit") or "—"
-        commands += [f"# {job}\n{c}" for c in prov.get("commands") or []]
+        _add_launch(launches, job, prov)
         rows.append([job, state, (finished or "—").replace("T", " ").replace("+00:00", ""), prov.get("host") or "—",
                      commit[:12] + ("-dirty" if commit.endswith("-dirty") and len(commit) > 12 else ""),
                      (prov.get("outcome") or "—")[:120]])
     note = (f"{len(rows)} benchmark job(s): {reused} reused from earlier runs (Snakemake's cache), "
             f"{len(rows) - reused} made by this run" if run_started else f"{len(rows)} benchmark job(s)")
-    return {"table": table(headers, rows), "commands": "\n".join(commands),
+    return {"table": table(headers, rows), "commands": _launch_text(launches),
             "note": note + ". A job reruns when its parameters change or its outputs are deleted (README, Caching "
                            "and reruns)."}
+
+
+def _add_launch(launches: dict, job: str, prov: dict) -> None:
+    """File a job under its launch: a configuration measured in a shared launch (distbench.launch.batch)
+    under that launch (its log names it), any other job under its own."""
+    if not prov:  # no provenance (a missing or older placement file): the cache table says so
+        return
+    batch = prov.get("batch") if isinstance(prov.get("batch"), dict) else {}
+    # its log and start: a later run's launch by the same job writes the same log path
+    key = ("batch", batch["log"], prov.get("started")) if batch.get("log") else ("job", job)
+    launch = launches.setdefault(key, {"jobs": [], "commands": [], "batch": batch})
+    launch["jobs"].append(job)
+    launch["commands"] = launch["commands"] or list(prov.get("commands") or [])
+
+
+def _launch_text(launches: dict) -> str:
+    """Every launch once: its job(s) as a comment, then its command lines, a command that every rank
+    runs alike (a direct one-node launch: one process per rank, each told its rank by RANK) written
+    once with "x N ranks". A shared launch is listed once, with every configuration measured in it."""
+    out = []
+    for (kind, *_), launch in launches.items():
+        jobs, commands = launch["jobs"], launch["commands"]
+        head = "# " + ", ".join(jobs)
+        if kind == "batch":
+            head += (f" (one shared launch of {launch['batch'].get('configurations') or len(jobs)} configurations, "
+                     f"started by {launch['batch'].get('launched_by') or jobs[0]})")
+        if not commands:
+            where = f"; its log {launch['batch']['log']} starts with them" if kind == "batch" else ""
+            out.append(f"{head}\n# (no command line recorded{where})")
+            continue
+        counted = {}
+        for c in commands:
+            counted[c] = counted.get(c, 0) + 1
+        if len(counted) == 1 and len(commands) > 1:
+            head += f" x {len(commands)} ranks (one process per rank, the same command; each rank's RANK tells it apart)"
+        out.append(head + "\n" + "\n".join(c + (f"  # x {n}" if n > 1 and len(counted) > 1 else "")
+                                           for c, n in counted.items()))
+    return "\n".join(out)
 
 
 def _appendix(inputs: ReportInputs) -> dict:

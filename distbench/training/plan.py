@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from distbench.launch.planning import family_backend, nccl_env_label, placeable, profile_params
+from distbench.launch.planning import family_backend, nccl_env_label, placeable, profile_params, world_sizes
 from distbench.workloads.registry import workload
 
 DDP_DEFAULTS = {"bucket_cap_mb": 25, "gradient_as_bucket_view": False, "static_graph": False,
@@ -45,6 +45,26 @@ def ddp_label(ddp: dict, nccl_env: dict) -> str:
     return "+".join(parts) or PLAIN_LABEL
 
 
+def lm_world_sizes(tr: dict, backend: str, sizes: list[int], models: list[str]) -> tuple[list[int], list[dict]]:
+    """training.lm.world_sizes: `auto` on GPUs (NCCL) is 1 rank and the largest world size, the two a
+    language model's scaling efficiency needs (each size between adds ~35 s of 1.3B-model launches:
+    on an 8-GPU node, sizes 2 and 4 left the default run past its 5 minutes); elsewhere (Gloo on CPU,
+    tiny models) every size. A list keeps the sizes it names (the 1-rank baseline always runs)."""
+    every = sorted({1, *sizes})
+    chosen = tr["lm"].get("world_sizes", "auto")
+    if chosen == "auto":
+        kept = [ws for ws in every if ws in (1, max(every))] if backend == "nccl" else every
+    else:
+        kept = [ws for ws in every if ws == 1 or ws in chosen]
+    left = [ws for ws in every if ws not in kept]
+    if not left or not models:
+        return kept, []
+    return kept, [{"what": f"{', '.join(models)} at world sizes {left}",
+                   "why": "on GPUs the language models run at 1 rank and the largest world size (training.lm.world_sizes: "
+                          f"auto; the MLP draws the scaling curve at every size); every size: "
+                          f"--config training='{{lm: {{world_sizes: {every}}}}}'"}]
+
+
 def training_jobs(config: dict, gpus: int) -> tuple[list[TrainingJob], list[dict]]:
     """The training jobs (and what was skipped, and why): the configured DDP setup at every world
     size plus a 1-rank baseline of plain DDP; with `tune`, every tune_space point at the largest
@@ -53,14 +73,17 @@ def training_jobs(config: dict, gpus: int) -> tuple[list[TrainingJob], list[dict
     backend, why = family_backend(config, "training", gpus)
     if why:
         return [], [why]
-    sizes, skipped = placeable(config, backend, gpus, sorted(set(tr.get("world_sizes") or config["world_sizes"])),
+    sizes, skipped = placeable(config, backend, gpus, sorted(set(tr.get("world_sizes") or world_sizes(config, gpus))),
                                "training world sizes")
     jobs = {}
 
-    # The language-model block (training.lm): plain DDP and/or FSDP at every world size; plain DDP on
+    # The language-model block (training.lm): plain DDP and/or FSDP at its world sizes; plain DDP on
     # one rank is the fair baseline of both (FSDP on one rank is FSDP's own).
-    for model in [m for m in tr["models"] if workload(m).block == "lm"]:
-        for ws in sorted({1, *sizes}):
+    lm_models = [m for m in tr["models"] if workload(m).block == "lm"]
+    lm_sizes, lm_skipped = lm_world_sizes(tr, backend, sizes, lm_models)
+    skipped += lm_skipped
+    for model in lm_models:
+        for ws in lm_sizes:
             for strategy in sorted({"ddp", *tr["lm"]["strategies"]} if ws == 1 else tr["lm"]["strategies"]):
                 label = PLAIN_LABEL if strategy == "ddp" else strategy
                 jobs[(model, ws, label)] = TrainingJob(backend, ws, label, dict(DDP_DEFAULTS), {}, model, strategy)
@@ -98,7 +121,10 @@ def training_params(config: dict, job: TrainingJob) -> dict:
         return {**lm_params(config, job), **profile_params(config, "training")}
     work = tr["gpu"] if job.backend == "nccl" else tr["cpu"]
     if tr["scaling"] == "strong":  # a fixed global batch, split over the ranks
-        global_batch = tr.get("global_batch_size") or work["batch_size"] * max(tr.get("world_sizes") or config["world_sizes"])
+        top = tr.get("world_sizes") or config["world_sizes"]
+        if top == "auto":  # make_plan resolves it on this host (rules/common.smk writes it back)
+            raise ValueError("training_params needs world_sizes resolved (distbench.launch.planning.world_sizes)")
+        global_batch = tr.get("global_batch_size") or work["batch_size"] * max(top)
     else:  # weak: the per-rank batch is fixed (a new world size must not change the other jobs' params)
         global_batch = work["batch_size"] * job.world_size
     return {"model": job.model, "strategy": "ddp", "compile": False, **work, "scaling": tr["scaling"], "global_batch_size": global_batch,

@@ -15,6 +15,7 @@ import pandas as pd
 from distbench.comm.analysis import peak as peak_mod
 from distbench.core.contract import to_bool
 from distbench.core.sizes import human_bytes
+from distbench.core.units import human_time_us
 
 # busbw below this share of the link peak at the largest size is suspicious. Healthy NVLink runs
 # reach ~60% (2-GPU all_gather/reduce_scatter) to ~80% (all_reduce, broadcast) of the raw peak,
@@ -222,7 +223,7 @@ def rule_noisy(ctx: _Ctx) -> list[dict]:
         "warn",
         f"{len(noisy)} large-message measurements vary by more than {100 * CV_NOISY:.0f}% between trials; the worst, "
         f"{worst['op']} at {human_bytes(worst['size_bytes'])} ({worst['timing']} timing), has a coefficient of variation "
-        f"of {100 * worst['time_us_cv']:.0f}% (p5 {worst['time_us_p5']:.1f} us, p95 {worst['time_us_p95']:.1f} us): "
+        f"of {100 * worst['time_us_cv']:.0f}% (p5 {human_time_us(worst['time_us_p5'])}, p95 {human_time_us(worst['time_us_p95'])}): "
         f"other jobs, clock changes or too few iterations are likely; rerun on an idle machine with more trials.",
         count=int(len(noisy)), op=worst["op"], size_bytes=int(worst["size_bytes"]), cv=float(worst["time_us_cv"]))]
 
@@ -250,7 +251,7 @@ def rule_host_overhead(ctx: _Ctx) -> list[dict]:
     return [_item(
         "info",
         f"At small sizes host timing is much slower than CUDA events: {r['op']} at {human_bytes(r['size_bytes'])} "
-        f"takes {r['host']:.1f} us by the host clock but {r['events']:.1f} us "
+        f"takes {human_time_us(r['host'])} by the host clock but {human_time_us(r['events'])} "
         f"{'with CUDA events' if ev_bound else 'on the GPU'}; {why}.",
         op=r["op"], size_bytes=int(r["size_bytes"]), host_us=float(r["host"]), events_us=float(r["events"]),
         cases=int(len(both)))]
@@ -284,18 +285,18 @@ def rule_graph_mixing(ctx: _Ctx) -> list[dict]:
         r = both.loc[both["size_bytes"].idxmin()]
         return [_item(
             "info",
-            f"CUDA-graph {r['op']} at {human_bytes(r['size_bytes'])}: {r['on']:.1f} us per op with NCCL's graph mixing "
-            f"on (the default) and {r['off']:.1f} us with {MIXING_OFF}; the {r['on'] - r['off']:.1f} us difference is "
+            f"CUDA-graph {r['op']} at {human_bytes(r['size_bytes'])}: {human_time_us(r['on'])} per op with NCCL's graph mixing "
+            f"on (the default) and {human_time_us(r['off'])} with {MIXING_OFF}; the {human_time_us(r['on'] - r['off'])} difference is "
             f"the event NCCL records after every captured op so that graph and eager use of a communicator stay "
-            f"ordered, which torch's c10d capture pays per op (nccl-tests and raw NCCL pay under 1 us of it: "
+            f"ordered, which torch's c10d capture pays per op (nccl-tests and raw NCCL pay under 1 µs of it: "
             f"{MIXING_EVIDENCE}). Training that replays graphs with the default pays it too.",
             op=r["op"], size_bytes=int(r["size_bytes"]), mixing_on_us=float(r["on"]), mixing_off_us=float(r["off"]))]
     r = default.loc[default["size_bytes"].idxmin()]
     return [_item(
         "info",
-        f"CUDA-graph {r['op']} at {human_bytes(r['size_bytes'])} took {r['time_us_median']:.1f} us per op with NCCL's "
-        f"graph mixing on (the default); torch's c10d capture pays about 5 us per op for it on 2x H200, nccl-tests and "
-        f"raw NCCL under 1 us ({MIXING_EVIDENCE}). To measure NCCL's own small-message latency beside it, add "
+        f"CUDA-graph {r['op']} at {human_bytes(r['size_bytes'])} took {human_time_us(r['time_us_median'])} per op with NCCL's "
+        f"graph mixing on (the default); torch's c10d capture pays about 5 µs per op for it on 2x H200, nccl-tests and "
+        f"raw NCCL under 1 µs ({MIXING_EVIDENCE}). To measure NCCL's own small-message latency beside it, add "
         f"{{NCCL_GRAPH_MIXING_SUPPORT: 0}} to comm.nccl_env.",
         op=r["op"], size_bytes=int(r["size_bytes"]), mixing_on_us=float(r["time_us_median"]))]
 

@@ -23,7 +23,7 @@ import pandas as pd  # noqa: E402
 from distbench.core import palette  # noqa: E402
 from distbench.core.choices import backend_name  # noqa: E402
 from distbench.comm.analysis.pairs import UNKNOWN, read_pairs_table  # noqa: E402
-from distbench.core.figures import write_figures  # noqa: E402
+from distbench.core.figures import ANNOTATION_PT, FIG_WIDTH_IN, new_figure, write_figures  # noqa: E402
 from distbench.core.units import human_bytes  # noqa: E402
 
 VALUE = ("algbw_gbps_median", "bandwidth (GB/s, median)")
@@ -69,7 +69,7 @@ def _heatmap(ax, values, labels, title: str, vmax: float, fig) -> None:
     # the diagonal and missing pairs: blank, not a colour that reads as a value
     cmap = plt.get_cmap(palette.HEATMAP_CMAP).with_extremes(bad="white")
     im = ax.imshow(np.ma.masked_invalid(values), cmap=cmap, vmin=0, vmax=vmax)
-    size = max(4.0, 8.0 - n / 3)  # smaller labels for larger matrices
+    size = ANNOTATION_PT if n <= 8 else max(5.0, ANNOTATION_PT - (n - 8) / 3)  # smaller past 8 ranks
     for i in range(n):
         for j in range(n):
             if labels[i][j]:
@@ -81,7 +81,7 @@ def _heatmap(ax, values, labels, title: str, vmax: float, fig) -> None:
     ax.set_yticks(range(n))
     ax.set_xlabel("dst rank")
     ax.set_ylabel("src rank")
-    ax.set_title(title, fontsize=9)
+    ax.set_title(title)
     fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label=VALUE[1])
 
 
@@ -101,15 +101,15 @@ def fig_pairs(summary: pd.DataFrame, backend: str, world_size: int) -> plt.Figur
         size = ok["size_bytes"].max()
         panels.append((f"{what} at {human_bytes(size)}", *_grid(m[m["size_bytes"] == size], n)))
     vmax = max(np.nanmax(v) for _, v, _ in panels)  # one scale: both panels read against each other
-    side = max(3.2, 0.55 * n + 1.5)
-    fig, axes = plt.subplots(1, len(panels), figsize=(side * len(panels) + 1.0, side), squeeze=False)
+    # the house width for two panels (one panel: as tall, half as wide plus its colour bar)
+    side = min((FIG_WIDTH_IN - 1.0) / 2, max(4.0, 0.55 * n + 1.5))
+    fig, axes = new_figure(1, len(panels), width=side * len(panels) + 1.0, height=side + 0.6)
     for ax, (title, values, labels) in zip(axes[0], panels):
         _heatmap(ax, values, labels, title, vmax, fig)
     first = d.iloc[0]
     nodes = int(first["nodes"])
     fig.suptitle(f"GPU-pair bandwidth: {backend_name(backend)} {first['dtype']}, {n} ranks"
-                 + (f" on {nodes} nodes" if nodes > 1 else "") + " (cell: GB/s and link class)", fontsize=9)
-    fig.tight_layout()
+                 + (f" on {nodes} nodes" if nodes > 1 else "") + " (cell: GB/s and link class)")
     return fig
 
 

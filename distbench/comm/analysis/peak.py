@@ -186,6 +186,36 @@ def reference_text(exp: dict) -> str:
     return f"the {span} we measured for {where} ({exp['source']}; our measurement, not a publication)"
 
 
+TABLE = "distbench/comm/analysis/peak.py"  # where the reference figures are kept (EXPECTED), as the report names it
+
+
+def missing_reference(gpu_name: str | None, world_size: int, op: str, size_bytes: int,
+                      nvls: bool | None = None) -> str:
+    """What a verdict without a reference figure lacks, named (GPU, world size, op, size) with why
+    the table has none: "no reference figure for 4x H100 all_reduce at 1 GiB in
+    distbench/comm/analysis/peak.py's table (published, or measured by us; it has all_reduce for 8x
+    A100, 8x H100, 2x H200, 8x H200)". Say it only where expected_for found none."""
+    from distbench.core.units import human_bytes
+
+    if not gpu_name:
+        return (f"no GPU name in env.json, so no reference figure for {world_size} ranks of {op} at "
+                f"{human_bytes(size_bytes)} from {TABLE}'s table")
+    gpu = next((r["gpu"] for r in EXPECTED if re.search(rf"\b{r['gpu']}\b", gpu_name, re.I)), gpu_name)
+    what = f"no reference figure for {world_size}x {gpu} {op} at {human_bytes(size_bytes)} in {TABLE}'s table"
+    if re.search(r"PCIe|NVL\b", gpu_name, re.I):
+        return f"{what} (its figures are for SXM parts on NVSwitch baseboards, not {gpu_name})"
+    same = [r for r in EXPECTED if r["gpu"] == gpu and r["gpus"] == world_size and norm_op(r["op"]) == norm_op(op)]
+    if same and all(size_bytes < r["min_bytes"] for r in same):
+        return f"{what} (its {world_size}x {gpu} {op} figure holds from {human_bytes(min(r['min_bytes'] for r in same))})"
+    if same and nvls is not None:
+        return f"{what} (it has {world_size}x {gpu} {op} with NVLS {'on' if same[0]['nvls'] else 'off'} only)"
+    has = [f"{r['gpus']}x {r['gpu']}" for r in sorted(EXPECTED, key=lambda r: (r["gpu"], r["gpus"]))
+           if norm_op(r["op"]) == norm_op(op)]
+    has = list(dict.fromkeys(has))
+    return f"{what} (published, or measured by us; " + (
+        f"it has {op} for {', '.join(has)})" if has else f"it has no {op} figure)")
+
+
 def norm_op(op) -> str:
     """An op name as the reference figures compare it: "AllReduce", "all_reduce", "allreduce" alike."""
     return str(op).replace("_", "").lower()

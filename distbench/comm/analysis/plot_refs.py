@@ -12,6 +12,7 @@ from matplotlib.transforms import blended_transform_factory
 
 from distbench.comm.analysis.peak import norm_op
 from distbench.core import palette
+from distbench.core.figures import ANNOTATION_PT
 from distbench.core.units import human_bytes, sig3
 
 
@@ -158,6 +159,7 @@ def draw_nccl_ranges(ax, d: pd.DataFrame) -> bool:
     trans = blended_transform_factory(ax.transData, ax.transAxes)
     for i, (lo, hi, label) in enumerate(runs):
         ax.axvspan(lo / 1.41, hi * 1.41, ymin=0, ymax=0.05, color=palette.NCCL_RANGE_COLORS[i % 2], lw=0, zorder=1)
-        ax.text(math.sqrt(lo * hi), 0.065, label, transform=trans, ha="center", va="bottom", fontsize=5.5,
-                color="0.25", zorder=4)
+        # two rows of labels, alternating: neighbouring ranges' labels do not overlap in a narrow panel
+        ax.text(math.sqrt(lo * hi), 0.065 + 0.075 * (i % 2), label, transform=trans, ha="center", va="bottom",
+                fontsize=ANNOTATION_PT, color="0.25", zorder=4)
     return bool(runs)

@@ -3,7 +3,10 @@
 Only status-ok rows are drawn; a figure whose data are empty is skipped, not an error.
 
 House rules, shared by every plot module (distbench.plots_*):
-- colours from distbench.core.palette: a backend, a world size, a timing mode look the same in every figure;
+- colours from distbench.core.palette: colour and marker = the world size, the same in every figure;
+  what a figure compares besides (backend, timing mode, NCCL environment, dtype) is the line style
+  (a hatch on bars);
+- one width (distbench.core.figures.new_figure) and the theme's font sizes, legends outside the panels;
 - message-size axes on log base 2, ticks labelled 8 B, 4 KiB, 1 MiB (distbench.core.units.human_bytes);
 - median lines with a p5-p95 band where the summary has time_us_p5/p95 (busbw's band from the time
   band: busbw is proportional to 1/time);
@@ -34,7 +37,8 @@ from distbench.comm.analysis.plot_refs import (draw_nccl_ranges, draw_peak_time,
                                                ref_handle, reference_lines)
 from distbench.comm.analysis.findings import closest_size, pick_op, primary_rows, read_summary
 from distbench.core.choices import backend_name  # noqa: E402
-from distbench.core.figures import save_figure, set_house_theme, size_axis as _size_axis, time_tick, time_unit  # noqa: E402
+from distbench.core.figures import (ANNOTATION_PT, header, legend_below, legend_outside, new_figure, save_figure,  # noqa: E402
+                                   set_house_theme, size_axis as _size_axis, time_tick, time_unit)
 from distbench.core.units import human_bytes, human_time_us  # noqa: E402
 
 TIME = ("time_us_median", "time per op (median)")  # log axis: each tick names its unit (µs, ms, s)
@@ -105,14 +109,22 @@ def _band(ax, g: pd.DataFrame, y: str, color) -> None:
 
 
 # ---------------------------------------------------------------- line figures
-def _header(text: str) -> Line2D:
-    return Line2D([], [], ls="none", label=text)
+def _ws_handles(sizes) -> list:
+    """The world-size part of a legend: each world size's colour and marker, as its lines have them."""
+    return [header("world size")] + [
+        Line2D([], [], color=palette.world_size_color(w), marker=palette.world_size_marker(w), label=_ws_label(w))
+        for w in sorted(sizes)]
 
 
-def _lines(df, y, title, *, hue, colors: dict, hue_label=str, hue_title=None, style=None, markers=None,
-           style_label=str, style_title=None, col=None, col_title="{col_name}", refs=()) -> plt.Figure | None:
-    """Log-log lines of y vs size with p5-p95 bands, one panel per `col` value (wrapped at 3), one
-    colour per `hue` value (colors[value]), one marker per `style` value (markers[value])."""
+def _style_handles(title: str, styles: dict, label=str) -> list:
+    return [header(title)] + [Line2D([], [], color="0.35", ls=ls, lw=1.5, label=label(v)) for v, ls in styles.items()]
+
+
+def _lines(df, y, title, *, style, styles: dict, style_label=str, style_title=None, col=None,
+           col_title="{col_name}", col_label=None, refs=()) -> plt.Figure | None:
+    """Log-log lines of y vs size with p5-p95 bands, one panel per `col` value (wrapped at 3): colour
+    and marker = the world size (palette.world_size_color/marker), line style = the `style` value
+    (styles[value])."""
     col_col, label = y
     df = _positive(df, col_col)
     if df.empty:
@@ -125,18 +137,16 @@ def _lines(df, y, title, *, hue, colors: dict, hue_label=str, hue_title=None, st
         facets = [None]
     ncols = min(3, len(facets))
     nrows = math.ceil(len(facets) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.5 * ncols, 2.6 * nrows), squeeze=False)
-    keys = [hue] + ([style] if style else [])
+    fig, axes = new_figure(nrows, ncols, height=3.3 * nrows + 2.0)  # + the legend below the panels
     drawn_refs: dict[str, dict] = {}
     annotated = False
     for i, (ax, f) in enumerate(zip(axes.flat, facets)):
         d = df[df[col] == f] if col else df
-        for k, g in d.groupby(keys, sort=True):
-            h, s = (k[0], k[1]) if style else (k[0] if isinstance(k, tuple) else k, None)  # pandas: tuple keys
+        for (ws, s), g in d.groupby(["world_size", style], sort=True):
             g = g.sort_values("size_bytes")
-            color = colors[h]
-            ax.plot(g["size_bytes"], g[col_col], color=color, marker=markers[s] if style else "o", ms=3.5, lw=1.2,
-                    label=f"{hue_label(h)}" + (f", {style_label(s)}" if style else ""), zorder=3)
+            color = palette.world_size_color(ws)
+            ax.plot(g["size_bytes"], g[col_col], color=color, ls=styles[s], marker=palette.world_size_marker(ws),
+                    ms=4.5, label=f"{_ws_label(ws)}, {style_label(s)}", zorder=3)
             _band(ax, g, col_col, color)
         ax.set_yscale("log")
         if col_col == BUSBW[0]:
@@ -149,27 +159,24 @@ def _lines(df, y, title, *, hue, colors: dict, hue_label=str, hue_title=None, st
         _y_log_axis(ax, y)
         ax.grid(True, which="major", alpha=0.3)
         if col:
-            ax.set_title(col_title.format(col_name=f), fontsize=9)
+            ax.set_title((col_label or col_title.format)(col_name=f))
         if i % ncols == 0:
             ax.set_ylabel(label)
+        if i < len(facets) - ncols:  # the panel below names the axis
+            ax.set_xlabel("")
     for ax in list(axes.flat)[len(facets):]:
         ax.set_visible(False)
-    handles = [_header(hue_title or hue)]
-    handles += [Line2D([], [], color=colors[h], lw=1.5, label=hue_label(h)) for h in sorted(df[hue].unique())]
-    if style:
-        handles.append(_header(style_title or style))
-        handles += [Line2D([], [], color="0.35", marker=markers[s], ls="none", label=style_label(s))
-                    for s in sorted(df[style].unique())]
+    present = set(df[style])
+    groups = [_ws_handles(df["world_size"].unique()),
+              _style_handles(style_title or style, {s: ls for s, ls in styles.items() if s in present}, style_label)]
     if band_bounds(df, col_col) is not None:
-        handles.append(Patch(color="0.35", alpha=palette.BAND_ALPHA * 2, label="p5-p95"))
-    if drawn_refs:
-        handles.append(_header("reference"))
-        handles += [ref_handle(r) for r in drawn_refs.values()]
+        groups[1].append(Patch(color="0.35", alpha=palette.BAND_ALPHA * 2, label="p5-p95"))
+    extra = [header("reference")] + [ref_handle(r) for r in drawn_refs.values()] if drawn_refs else []
     if annotated:
-        handles.append(Patch(color=palette.NCCL_RANGE_COLORS[0], label="NCCL algorithm/protocol\n(largest NCCL world size)"))
-    fig.tight_layout()
-    fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 0.98), fontsize=7, frameon=False)
-    fig.suptitle(title, fontsize=9, y=1.03)
+        extra = extra or [header("reference")]
+        extra.append(Patch(color=palette.NCCL_RANGE_COLORS[0], label="NCCL algorithm/protocol\n(largest NCCL world size)"))
+    legend_below(fig, [*groups, extra])
+    fig.suptitle(title)
     return fig
 
 
@@ -182,9 +189,14 @@ def _timing_note(df: pd.DataFrame) -> str:
                      for b, g in df.groupby("backend"))
 
 
+def _backend_styles(backends) -> dict:
+    return {b: palette.backend_linestyle(b) for b in sorted(backends, key=str)}
+
+
 def fig_vs_size(ok: pd.DataFrame, y, *, refs=()) -> plt.Figure | None:
-    """Time or busbw vs size per op: colour = backend, marker = world size, p5-p95 bands; on busbw the
-    link peak / published lines in `refs` (reference_lines), on time the time at the link peak."""
+    """Time or busbw vs size per op: colour and marker = world size, line style = backend (NCCL
+    solid, Gloo dash-dot), p5-p95 bands; on busbw the link peak / published lines in `refs`
+    (reference_lines), on time the time at the link peak."""
     p = primary_rows(ok)
     if y is BUSBW or y[0] == BUSBW[0]:
         p = p[p["op"] != "barrier"]  # barrier moves no data: no bus bandwidth
@@ -192,15 +204,14 @@ def fig_vs_size(ok: pd.DataFrame, y, *, refs=()) -> plt.Figure | None:
     if p.empty:
         return None
     return _lines(p, y, f"{what} vs message size (timing: {_timing_note(p)}; {BAND_NOTE})",
-                  hue="backend", colors=palette.backend_palette(p["backend"].unique()), hue_label=backend_name,
-                  style="world_size", markers={w: palette.world_size_marker(w) for w in p["world_size"].unique()},
-                  style_label=_ws_label, style_title="world size", col="op", refs=refs)
+                  style="backend", styles=_backend_styles(p["backend"].unique()), style_label=backend_name,
+                  style_title="backend", col="op", refs=refs)
 
 
 def fig_backend_comparison(ok: pd.DataFrame) -> plt.Figure | None:
-    """One op at the size closest to 100 MB: a bar per (world size, backend), on a LINEAR time axis
-    from zero in the unit that fits (248 ms against 601 ms must look like 2.4x, not 10x), whiskers
-    p5-p95."""
+    """One op at the size closest to 100 MB: a bar per (world size, backend), coloured by world size,
+    hatched by backend (NCCL plain, Gloo hatched), on a LINEAR time axis from zero in the unit that fits
+    (248 ms against 601 ms must look like 2.4x, not 10x), whiskers p5-p95."""
     p = primary_rows(ok)
     p = p[p["size_bytes"] > 0]
     op = pick_op(p["op"].unique())
@@ -219,11 +230,13 @@ def fig_backend_comparison(ok: pd.DataFrame) -> plt.Figure | None:
     backends = sorted(q["backend"].unique())
     sizes = sorted(int(w) for w in q["world_size"].unique())
     width = 0.8 / len(backends)
-    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    fig, axes = new_figure(height=4.6)
+    ax = axes[0, 0]
     for i, b in enumerate(backends):
         g = q[q["backend"] == b].set_index(q[q["backend"] == b]["world_size"].astype(int))
+        shown = [w for w in sizes if w in g.index]
         xs = [j - 0.4 + width * (i + 0.5) for j, w in enumerate(sizes) if w in g.index]
-        rows = g.loc[[w for w in sizes if w in g.index]]
+        rows = g.loc[shown]
         t = rows["time_us_median"].to_numpy(float)
         err = None
         if {"time_us_p5", "time_us_p95"} <= set(rows.columns):
@@ -231,24 +244,28 @@ def fig_backend_comparison(ok: pd.DataFrame) -> plt.Figure | None:
             hi = rows["time_us_p95"].to_numpy(float)
             if np.isfinite(lo).all() and np.isfinite(hi).all():
                 err = np.vstack([np.clip(t - lo, 0, None), np.clip(hi - t, 0, None)]) / scale
-        bars = ax.bar(xs, t / scale, width, color=palette.backend_color(b), label=backend_name(b),
-                      yerr=err, error_kw={"elinewidth": 0.8, "capsize": 2, "ecolor": "0.25"})
-        ax.bar_label(bars, labels=[human_time_us(v) for v in t], fontsize=7, padding=2)
+        bars = ax.bar(xs, t / scale, width, color=[palette.world_size_color(w) for w in shown],
+                      hatch=palette.backend_hatch(b), edgecolor="white", label=backend_name(b),
+                      yerr=err, error_kw={"elinewidth": 1.0, "capsize": 3, "ecolor": "0.25"})
+        ax.bar_label(bars, labels=[human_time_us(v) for v in t], fontsize=ANNOTATION_PT, padding=2)
     ax.set_yscale("linear")  # bars compare lengths: a log axis turns 2.4x into what looks like 10x
     ax.set_ylim(0, ax.get_ylim()[1] * 1.08)  # headroom for the labels
-    ax.set_xticks(range(len(sizes)), [str(w) for w in sizes])
-    ax.set_xlabel("world size (ranks)")
+    ax.set_xticks(range(len(sizes)), [_ws_label(w) for w in sizes])
+    ax.set_xlabel("world size")
     ax.set_ylabel(f"time per op ({unit}, median)")
-    ax.legend(title="backend", fontsize=7, title_fontsize=7)
+    handles = [header("world size")] + [Patch(facecolor=palette.world_size_color(w), label=_ws_label(w)) for w in sizes]
+    handles += [header("backend")] + [Patch(facecolor="0.75", edgecolor="white", hatch=palette.backend_hatch(b),
+                                             label=backend_name(b)) for b in backends]
+    legend_outside(ax, handles)
     ax.grid(True, axis="y", alpha=0.3)
-    ax.set_title(f"{op} at {human_bytes(size)} (measured size closest to 100 MB; timing: {_timing_note(q)}; "
-                 "whiskers p5-p95)", fontsize=9)
+    ax.set_title(f"{op} at {human_bytes(size)} (measured size closest to 100 MB;\ntiming: {_timing_note(q)}; "
+                 "whiskers p5-p95)")
     return fig
 
 
 def fig_timing_modes(ok: pd.DataFrame, *, refs=()) -> plt.Figure | None:
-    """Time and busbw vs size per timing mode: colour = world size, line style = timing mode (events
-    solid, graph dashed, host dotted); shows what host timing adds at small sizes."""
+    """Time and busbw vs size per timing mode: colour and marker = world size, line style = timing mode
+    (events solid, graph dashed, host dotted); shows what host timing adds at small sizes."""
     p = primary_rows(ok, vary=("timing",))
     p = p[p["size_bytes"] > 0]  # log axes
     op = pick_op(p["op"].unique())
@@ -256,7 +273,7 @@ def fig_timing_modes(ok: pd.DataFrame, *, refs=()) -> plt.Figure | None:
     backends = [b for b, g in p.groupby("backend", sort=True) if g["timing"].nunique() > 1]
     if not backends:
         return None
-    fig, axes = plt.subplots(len(backends), 2, figsize=(8, 3 * len(backends)), squeeze=False)
+    fig, axes = new_figure(len(backends), 2, height=4.4 * len(backends) + (0.5 if len(backends) > 1 else 0))
     for row, b in zip(axes, backends):
         g = p[p["backend"] == b]
         for ax, y in zip(row, (TIME, BUSBW)):
@@ -269,7 +286,7 @@ def fig_timing_modes(ok: pd.DataFrame, *, refs=()) -> plt.Figure | None:
                 s = s.sort_values("size_bytes")
                 color = palette.world_size_color(ws)
                 ax.plot(s["size_bytes"], s[col], color=color, ls=palette.timing_linestyle(timing),
-                        marker=palette.world_size_marker(ws), ms=3.5, lw=1.2, label=f"{_ws_label(ws)}, {timing}",
+                        marker=palette.world_size_marker(ws), ms=4.5, label=f"{_ws_label(ws)}, {timing}",
                         zorder=3)
                 _band(ax, s, col, color)
             ax.set_yscale("log")
@@ -278,19 +295,22 @@ def fig_timing_modes(ok: pd.DataFrame, *, refs=()) -> plt.Figure | None:
             _size_axis(ax, d["size_bytes"])
             _y_log_axis(ax, y)
             ax.set_ylabel(label)
-            ax.set_title(f"{backend_name(b)} {op}", fontsize=9)
+            ax.set_title(f"{backend_name(b)} {op}")
             ax.grid(True, alpha=0.3)
-    fig.suptitle("Timing modes: events (CUDA events, solid), graph (CUDA-graph replay, dashed), "
-                 f"host (host clock + sync, dotted); {BAND_NOTE}", fontsize=9)
-    fig.tight_layout()
-    for row in axes:  # one legend per backend, outside the panels (the curves fill them), after the layout
-        shown = [ax for ax in row if ax.get_visible()]
-        if shown:
-            shown[-1].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+    present = set(p[p["backend"].isin(backends)]["timing"].astype(str))
+    timings = [t for t in palette.TIMING_LINESTYLES if t in present] + sorted(present - set(palette.TIMING_LINESTYLES))
+    handles = _ws_handles(p[p["backend"].isin(backends)]["world_size"].unique())
+    handles += _style_handles("timing", {t: palette.timing_linestyle(t) for t in timings})
+    handles.append(Patch(color="0.35", alpha=palette.BAND_ALPHA * 2, label="p5-p95"))
+    legend_outside([a for a in axes.flat if a.get_visible()][min(1, len(backends) * 2 - 1)], handles)
+    fig.suptitle("Timing modes: events (CUDA events, solid), graph (CUDA-graph replay, dashed),\n"
+                 f"host (host clock + sync, dotted); {BAND_NOTE}")
     return fig
 
 
 def fig_nccl_env(ok: pd.DataFrame, *, refs=()) -> plt.Figure | None:
+    """Bus bandwidth vs size per op for each NCCL environment: colour and marker = world size, line
+    style = NCCL environment (default solid)."""
     p = primary_rows(ok, vary=("nccl_env",))
     p = p[(p["op"] != "barrier") & (p["backend"] == "nccl")]  # Gloo rows are all 'default': they would blend in
     ops = [o for o, g in p.groupby("op", sort=False) if g["nccl_env"].nunique() > 1]
@@ -299,22 +319,23 @@ def fig_nccl_env(ok: pd.DataFrame, *, refs=()) -> plt.Figure | None:
     p = p[p["op"].isin(ops)]
     envs = sorted(p["nccl_env"].unique(), key=lambda e: (e != "default", str(e)))
     return _lines(p, BUSBW, f"NCCL environment sweep: bus bandwidth vs size ({BAND_NOTE})",
-                  hue="nccl_env", colors=palette.series_colors(envs), hue_title="NCCL environment",
-                  style="world_size", markers={w: palette.world_size_marker(w) for w in p["world_size"].unique()},
-                  style_label=_ws_label, style_title="world size", col="op", refs=refs)
+                  style="nccl_env", styles=palette.style_levels(envs), style_title="NCCL environment", col="op",
+                  refs=refs)
 
 
 def fig_dtype(ok: pd.DataFrame, *, refs=()) -> plt.Figure | None:
+    """One op's bus bandwidth vs size per dtype, a panel per backend: colour and marker = world size,
+    line style = dtype."""
     p = primary_rows(ok, vary=("dtype",))
     op = pick_op(p["op"].unique())
     p = p[p["op"] == op]
     if p["dtype"].nunique() < 2:
         return None
     dtypes = sorted(p["dtype"].astype(str).unique())
-    return _lines(p, BUSBW, f"{op}: bus bandwidth by dtype ({BAND_NOTE})", hue="dtype",
-                  colors=palette.series_colors(dtypes), style="backend",
-                  markers={b: palette.backend_marker(b) for b in p["backend"].unique()}, style_label=backend_name,
-                  col="world_size", col_title="world size {col_name}", refs=refs)
+    p = p.assign(dtype=p["dtype"].astype(str))
+    return _lines(p, BUSBW, f"{op}: bus bandwidth by dtype ({BAND_NOTE})", style="dtype",
+                  styles=palette.style_levels(dtypes), col="backend",
+                  col_label=lambda col_name: backend_name(col_name), refs=refs)
 
 
 def figure_builders(refs=()) -> dict:

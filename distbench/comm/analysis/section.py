@@ -13,7 +13,7 @@ from distbench.comm.analysis.findings import (
     HOST_BOUND, HOST_COST, SUMMARY_COLUMNS, TIMING_PREFERENCE, compute_findings, human_bytes, human_time_us,
     is_host_bound, normalise_summary, primary_rows, read_summary, skipped_points, straggler_findings,
 )
-from distbench.comm.analysis.headlines import comm_headlines
+from distbench.comm.analysis.headlines import HOST_COST_LABEL, comm_headlines, gpu_side_rows, graph_mixing
 from distbench.comm.analysis.pairs import pair_findings
 from distbench.comm.analysis.runs import ACROSS_RUNS
 from distbench.comm.spec import SPECS
@@ -109,6 +109,48 @@ class HostBound:
                 f"to issue one, so it is {HOST_COST}{graph}.")
 
 
+GPU_SIDE_MARK = "‡"
+
+
+class GpuSide:
+    """One table's cells that show graph timing where events timing is host-bound (gpu_side_rows):
+    `mark` flags such a cell with GPU_SIDE_MARK and puts torch's per-call host cost (the events time
+    per op) beside it, labelled; `footnote` names the graph-mixing setting (`mixing`: nccl_env label ->
+    text, distbench.comm.analysis.headlines.graph_mixing), so a reader compares it with nccl-tests' figure."""
+
+    def __init__(self, mixing=graph_mixing):
+        self.mixing = mixing
+        self.seen: dict[str, list[tuple[int, float]]] = {}  # mixing text -> [(requested size, host issue µs)]
+
+    def mark(self, r, text):
+        if not bool(r.get("gpu_side", False)):
+            return text
+        self.seen.setdefault(self.mixing(r["nccl_env"]), []).append(
+            (int(r["requested_bytes"]), float(r["host_cost_issue_us"])))
+        return f"{text} {GPU_SIDE_MARK}" if text else GPU_SIDE_MARK
+
+    @staticmethod
+    def host_cost(r) -> str:
+        """The cell's addition for a replaced point: torch's per-call host cost, labelled."""
+        return f" · {HOST_COST_LABEL} {human_time_us(r['host_cost_us'])}" if bool(r.get("gpu_side", False)) else ""
+
+    def footnote(self) -> str:
+        def span(values, fmt):
+            lo, hi = min(values), max(values)
+            return fmt(lo) if fmt(lo) == fmt(hi) else f"{fmt(lo)}–{fmt(hi)}"
+
+        parts = [f"{span([s for s, _ in seen], human_bytes)} ({mixing})" for mixing, seen in self.seen.items()]
+        if not parts:
+            return ""
+        issue = [i for seen in self.seen.values() for _, i in seen if pd.notna(i)]
+        took = f"; the host took {span(issue, human_time_us)} to issue each op" if issue else ""
+        off = ("; with graph mixing off ({NCCL_GRAPH_MIXING_SUPPORT: 0} in comm.nccl_env) it is NCCL's own latency, "
+               "what nccl-tests prints" if any(m.startswith("graph mixing on") for m in self.seen) else "")
+        return (f"{GPU_SIDE_MARK} graph timing (CUDA-graph replay: the GPU's time per op) where events timing is "
+                f"{HOST_BOUND}: {'; '.join(parts)}{off}. \"{HOST_COST_LABEL}\" beside it is the events time per op "
+                f"there, {HOST_COST}{took}.")
+
+
 def _comm_table(inputs: ReportInputs, key: str) -> pd.DataFrame:
     """comm summary or largest table, normalised (read once); an empty one when missing."""
     t = inputs.table(key, read_summary)
@@ -146,8 +188,9 @@ def _largest_table(largest: pd.DataFrame, peak: dict | None) -> dict:
     return _with_footnote(table(headers, rows), rounded, host)
 
 
-def _with_footnote(t: dict, rounded: Rounded, host: HostBound | None = None) -> dict:
-    t["footnote"] = " ".join(f for f in (rounded.footnote(), host.footnote() if host else "") if f)
+def _with_footnote(t: dict, rounded: Rounded, host: HostBound | None = None, gpu: GpuSide | None = None) -> dict:
+    t["footnote"] = " ".join(f for f in (rounded.footnote(), gpu.footnote() if gpu else "",
+                                         host.footnote() if host else "") if f)
     return t
 
 
@@ -158,7 +201,7 @@ def _thin(sizes: list[int]) -> list[int]:
     return sorted({sizes[round(i * step)] for i in range(MAX_SIZES_PER_OP)})
 
 
-def _compact_table(summary: pd.DataFrame, primary: bool = True) -> dict:
+def _compact_table(summary: pd.DataFrame, primary: bool = True, mixing=graph_mixing) -> dict:
     """op × size rows, one column per (backend, world size): median time and busbw, primary timing
     (or the rows as given, primary=False)."""
     p = primary_rows(summary) if primary else summary[summary["status"] == "ok"]
@@ -170,9 +213,12 @@ def _compact_table(summary: pd.DataFrame, primary: bool = True) -> dict:
     # rows by the requested size: a split op measured at 6 ranks rounds 50 B down to 48 B, and its
     # cell belongs in the 50 B row beside the 2-rank job's (marked, with a footnote)
     cell = {(r["op"], r["requested_bytes"], r["backend"], r["world_size"], r["nodes"]): r for _, r in p.iterrows()}
-    timing = {b: g["timing"].iloc[0] for b, g in p.groupby("backend")}
+    # a backend's timing; graph rows standing in for host-bound events points (gpu_side_rows) are marked
+    replaced = p["gpu_side"].astype(bool) if "gpu_side" in p else pd.Series(False, index=p.index)
+    timing = {b: (g.loc[~replaced[g.index], "timing"].iloc[0] if (~replaced[g.index]).any() else g["timing"].iloc[0])
+              + (f"; {GPU_SIDE_MARK} graph" if replaced[g.index].any() else "") for b, g in p.groupby("backend")}
     headers = ["op", "size"] + [f"{b} ws{w}{f' on {n} nodes' if n > 1 else ''} ({timing[b]})" for b, w, n in cols]
-    rows, total, rounded, host = [], 0, Rounded(), HostBound()
+    rows, total, rounded, host, gpu = [], 0, Rounded(), HostBound(), GpuSide(mixing)
     for op in dict.fromkeys(p["op"]):
         sizes = sorted(set(p.loc[p["op"] == op, "requested_bytes"]))
         total += len(sizes)
@@ -184,18 +230,21 @@ def _compact_table(summary: pd.DataFrame, primary: bool = True) -> dict:
                     row.append(None)
                     continue
                 bw = r["busbw_gbps_median"]
-                text = host.mark(r, time_cell(r["time_us_median"])) + (f" · {human_gbps(bw)}" if pd.notna(bw) else "")
+                text = (gpu.mark(r, host.mark(r, time_cell(r["time_us_median"])))
+                        + (f" · {human_gbps(bw)}" if pd.notna(bw) else "") + gpu.host_cost(r))
                 row.append(rounded.mark(r, text))
             rows.append(row)
-    t = _with_footnote(table(headers, rows), rounded, host)
+    t = _with_footnote(table(headers, rows), rounded, host, gpu)
     t["note"] = f"{len(rows)} of {total} op × size rows shown" if len(rows) < total else ""
     return t
 
 
-def _pivots(summary: pd.DataFrame) -> list[dict]:
+def _pivots(summary: pd.DataFrame, mixing=graph_mixing) -> list[dict]:
     """One compact table per op: sizes as rows, one column per (backend, world size[, nodes]),
     each cell the median time and busbw; the best timing mode per backend first (CUDA events,
-    else graph, else host), the other modes as further tables (collapsed in HTML)."""
+    else graph, else host; where events timing is host-bound and graph timing measured the point, the
+    graph figure with torch's host cost beside it: gpu_side_rows), the other modes as further tables
+    (collapsed in HTML). `mixing`: an nccl_env label -> its graph-mixing setting, in words."""
     out = []
     for op in dict.fromkeys(summary["op"]) if len(summary) else []:
         rows = summary[summary["op"] == op]
@@ -203,11 +252,15 @@ def _pivots(summary: pd.DataFrame) -> list[dict]:
         tables = []
         for i, mode in enumerate(modes):
             # the best mode: each backend's own first choice (Gloo has host only); then each mode alone
-            pick = primary_rows(rows) if i == 0 else primary_rows(rows[rows["timing"] == mode])
+            pick = gpu_side_rows(rows, primary_rows(rows)) if i == 0 else primary_rows(rows[rows["timing"] == mode])
             if mode == modes[0] or len(pick):
-                t = _compact_table(pick, primary=False)
+                t = _compact_table(pick, primary=False, mixing=mixing)
                 if t["rows"]:
                     tables.append({"timing": "best per backend" if i == 0 else mode, "table": t})
+            if i == 0 and pick["gpu_side"].any():  # the events series as measured, host-bound cells and all
+                t = _compact_table(primary_rows(rows[rows["timing"] == mode]), primary=False, mixing=mixing)
+                if t["rows"]:
+                    tables.append({"timing": mode, "table": t})
         if tables:
             out.append({"op": op, "main": tables[0], "others": tables[1:]})
     return out
@@ -273,9 +326,19 @@ def _nvls(nccl: dict | None) -> bool | None:
     return None if channels is None else channels > 0
 
 
+def _job_env(inputs: ReportInputs) -> dict:
+    return dict((inputs.config or {}).get("job_env") or {})
+
+
+def _mixing(inputs: ReportInputs):
+    """An nccl_env label -> its graph-mixing setting in words, from this run's config and env.json."""
+    job_env, launcher = _job_env(inputs), inputs.env_dict().get("job_env")
+    return lambda label: graph_mixing(label, job_env, launcher)
+
+
 def headlines(inputs: ReportInputs) -> list:
     return comm_headlines(_comm_table(inputs, "summary"), gpu_name=_gpu_name(inputs.env_dict()), peak=_peak(inputs),
-                          nvls=_nvls((inputs.extra or {}).get("nccl")), env=inputs.env_dict())
+                          nvls=_nvls((inputs.extra or {}).get("nccl")), env=inputs.env_dict(), job_env=_job_env(inputs))
 
 
 def findings(inputs: ReportInputs) -> list[str]:
@@ -295,7 +358,7 @@ def skipped(inputs: ReportInputs) -> list[str]:
 
 def build(inputs: ReportInputs) -> dict:
     summary, largest = _comm_table(inputs, "summary"), _comm_table(inputs, "largest")
-    return {"pivots": _pivots(summary),
+    return {"pivots": _pivots(summary, _mixing(inputs)),
             "rank_agg": "/".join(sorted(set(summary["rank_agg"].dropna().astype(str)))) if "rank_agg" in summary else "",
             "largest": _largest_table(largest, _peak(inputs)),
             "nodes": _nodes_table(largest),

@@ -4,7 +4,8 @@ HTML report and SVG for papers, in the house style of distbench.comm.analysis.pl
 - memory_split: per model (its first configuration at its smallest world size), stacked bars per
   batch size: parameters, gradients, optimizer state, activations, and on GPU the allocator's
   unexplained rest up to its peak.
-- memory_activations: activation bytes vs batch size for every job, with each job's fitted line.
+- memory_activations: activation bytes vs batch size for every job, with each job's fitted line;
+  colour and marker = the job's world size, line style = its model and configuration.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import pandas as pd  # noqa: E402
 
 from distbench.core import palette  # noqa: E402
 from distbench.memory.analysis.summary import fit_line  # noqa: E402
-from distbench.core.figures import write_figures  # noqa: E402
+from distbench.core.figures import header, legend_outside, new_figure, write_figures  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
 
 FIGURES = ("memory_split", "memory_activations")
 # each part in one fixed colour (distbench.core.palette's series colours, as before)
@@ -52,7 +54,7 @@ def fig_split(ok: pd.DataFrame) -> plt.Figure | None:
     known = ("mlp", "gpt", "lora")  # the built-in workloads first, then any other in the table
     models = sorted(set(ok["model"]), key=lambda m: (known.index(m) if m in known else len(known), m))
     unit, scale = _unit(ok)
-    fig, axes = plt.subplots(1, len(models), figsize=(3.4 * len(models) + 1.6, 3.4), squeeze=False)
+    fig, axes = new_figure(1, len(models), height=4.6)
     for ax, model in zip(axes[0], models):
         d = ok[ok["model"] == model]
         first = d.sort_values(["world_size", "config"]).iloc[0]
@@ -69,35 +71,46 @@ def fig_split(ok: pd.DataFrame) -> plt.Figure | None:
         ax.set_ylim(bottom=0)
         ax.set_xticks(x, [str(int(b)) for b in d["batch_size"]])
         ax.set_xlabel("batch size per rank")
-        ax.set_title(_label(first), fontsize=8)
+        ax.set_title(_label(first))
         ax.grid(True, axis="y", alpha=0.3)
     axes[0][0].set_ylabel(f"memory per rank ({unit})")
-    axes[0][-1].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    fig.suptitle("What takes the memory of a training step", fontsize=9)
+    legend_outside(axes[0][-1])
+    fig.suptitle("What takes the memory of a training step")
     return fig
 
 
 def fig_activations(ok: pd.DataFrame) -> plt.Figure | None:
+    """Activation bytes vs batch size, one job per line: colour and marker = the job's world size
+    (palette.world_size_color/marker), line style = its model and configuration (palette.style_levels)."""
     if ok.empty:
         return None
     unit, scale = _unit(ok)
-    fig, ax = plt.subplots(figsize=(5.5, 3.4))
-    groups = list(ok.groupby(["model", "config", "world_size"]))  # sorted: the same job, the same colour
-    colors = palette.series_colors([k for k, _ in groups])
-    for key, g in groups:
-        color = colors[key]
+    fig, axes = new_figure(height=4.6)
+    ax = axes[0, 0]
+    groups = list(ok.groupby(["model", "config", "world_size"]))  # sorted: the same job, the same look
+    styles = palette.style_levels(dict.fromkeys((m, c) for (m, c, _), _ in groups))
+    for (model, config, ws), g in groups:
+        color = palette.world_size_color(ws)
         g = g.sort_values("batch_size")
         y = pd.to_numeric(g["activations_bytes"], errors="coerce").to_numpy(float)
-        ax.scatter(g["batch_size"], y / scale, color=color, s=14, label=_label(g.iloc[0]))
+        ax.scatter(g["batch_size"], y / scale, color=color, marker=palette.world_size_marker(ws), s=30,
+                   label=_label(g.iloc[0]), zorder=3)
         slope, intercept, _ = fit_line(g["batch_size"], y)
         if slope == slope:
             xs = np.array([g["batch_size"].min(), g["batch_size"].max()], dtype=float)
-            ax.plot(xs, (slope * xs + intercept) / scale, color=color, lw=1)
+            ax.plot(xs, (slope * xs + intercept) / scale, color=color, lw=1.5, ls=styles[(model, config)],
+                    label=f"_fit {_label(g.iloc[0])}")
     ax.set_xlabel("batch size per rank")
     ax.set_ylim(bottom=0)
     ax.set_ylabel(f"activations saved for backward ({unit})")
-    ax.set_title("Activation memory vs batch size (lines: least-squares fit)", fontsize=9)
-    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    ax.set_title("Activation memory vs batch size (lines: least-squares fit)")
+    sizes = sorted({int(ws) for (_, _, ws), _ in groups})
+    handles = [header("world size")] + [
+        Line2D([], [], color=palette.world_size_color(w), marker=palette.world_size_marker(w), ls="none",
+               label=f"{w} rank{'s' if w != 1 else ''}") for w in sizes]
+    handles += [header("model, configuration")] + [
+        Line2D([], [], color="0.35", ls=ls, lw=1.5, label=f"{m} {c}") for (m, c), ls in styles.items()]
+    legend_outside(ax, handles)
     ax.grid(True, alpha=0.3)
     return fig
 

@@ -102,5 +102,11 @@ SUMMARY_FIELDS = ("model", "config", "backend", "world_size", "largest_measured_
                   "optimizer_bytes", "activations_bytes", "activation_bytes_per_sample", "peak_allocated_bytes",
                   "estimate_error_bytes", "largest_batch_fits", "largest_batch_capped", "status")
 
+# The captions of the figures (distbench.memory.analysis.plots), each what its figure draws.
+FIGURE_TITLES = {
+    "memory_split": "What takes the memory of a training step, per batch size",
+    "memory_activations": "Activation memory vs batch size, per memory job, with each job's fit",
+}
 MEMORY = Section("memory", "Memory", TEMPLATES, build, headlines=headlines, figure_dirs=("figures_memory",),
-                 regressions=(PEAK,), summary=SummaryPart("memory", "memory_summary", SUMMARY_FIELDS))
+                 figure_titles=FIGURE_TITLES, regressions=(PEAK,),
+                 summary=SummaryPart("memory", "memory_summary", SUMMARY_FIELDS))

@@ -19,7 +19,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from distbench.core.figures import write_figures  # noqa: E402
+from distbench.core.figures import ANNOTATION_PT, FIG_WIDTH_IN, new_figure, write_figures  # noqa: E402
 
 MAX_HEATMAP_NODES = 64
 FIGURES = ("nodes_bandwidth", "nodes_latency")
@@ -39,13 +39,14 @@ def _heatmap(pairs: pd.DataFrame, value: str, title: str, cmap: str, center: flo
     m = matrix(pairs, value)
     if len(m) > MAX_HEATMAP_NODES:
         return None
-    side = max(3.5, 0.35 * len(m) + 2)
-    fig, ax = plt.subplots(figsize=(side + 1, side))
+    side = min(FIG_WIDTH_IN - 1.5, max(4.5, 0.45 * len(m) + 2.5))
+    fig, axes = new_figure(width=side + 1.5, height=side)
+    ax = axes[0, 0]
     # A fixed span around the median: a healthy pair (ratio 1) keeps the middle colour even when
     # every pair is healthy (seaborn would otherwise stretch equal values to an end of the map).
     span = max(0.5, float(np.nanmax(np.abs(m.to_numpy(dtype=float) - center))))
     sns.heatmap(m, ax=ax, cmap=cmap, center=center, vmin=center - span, vmax=center + span, annot=len(m) <= 16,
-                fmt=".2g", square=True, linewidths=0.5, cbar_kws={"label": "x the cluster median"})
+                fmt=".2g", annot_kws={"fontsize": ANNOTATION_PT}, square=True, linewidths=0.5, cbar_kws={"label": "x the cluster median"})
     ax.set_title(title)
     ax.set_xlabel("node")
     ax.set_ylabel("node")

@@ -16,6 +16,7 @@ import pandas as pd
 
 from distbench.core.choices import STATUS_SEVERITY
 from distbench.core.section import SMOKE_TEST
+from distbench.core.units import human_time_us
 from distbench.core.units import pct as _pct
 from distbench.training.analysis.summary import NAN, PLAIN, _ms, _num, add_scaling, row_allowance_ms, row_split
 
@@ -123,6 +124,51 @@ def bottleneck(row) -> tuple[str, str]:
         return "communication-bound", "; ".join(parts) + "."
     parts.append(f"compute ({_ms(comp)} ms under no_sync) dominates")
     return "compute-bound", "; ".join(parts) + "."
+
+
+def shortfall(row, efficiency: float) -> str:
+    """Why a row misses linear scaling, in words, for a "below expected" verdict. Efficiency is
+    throughput against N x the 1-rank baseline, so step x efficiency is the step linear scaling
+    would give (the ideal), and step - ideal is what the row loses. The step's parts beyond compute
+    (exposed communication, time that is neither compute nor the collectives) and compute's own
+    excess over the ideal (compute_only - ideal: each rank computing slower than the baseline did)
+    add up to that loss; the largest is named first, the others after it. Never a bound label: a
+    row can be "compute-bound" (exposed communication under COMM_BOUND_FRACTION of the step) and
+    still lose most of its shortfall to communication."""
+    split = row_split(row)
+    step, one = split.step, one_device(row)
+    if math.isnan(step) or math.isnan(efficiency):
+        return "no step time to say where the time goes"
+    ideal = step * efficiency
+    head = (f"the {_t(step)} step is {_t(step - ideal)} over the {_t(ideal)} that linear scaling from "
+            f"{one} gives")
+    parts = []
+    if not math.isnan(split.exposed_comm):
+        parts.append((split.exposed_comm, f"exposed communication, {_t(split.exposed_comm)} "
+                                          f"({_pct(split.exposed_comm / step)} of the step)"))
+        if not math.isnan(split.other):
+            parts.append((split.other, f"time that is neither compute nor the collectives ({OTHER}), "
+                                       f"{_t(split.other)} ({_pct(split.other / step)} of the step)"))
+    elif not math.isnan(split.beyond_compute):
+        parts.append((split.beyond_compute, f"time beyond compute alone, {_t(split.beyond_compute)} "
+                                            f"({_pct(split.beyond_compute / step)} of the step; no all-reduce "
+                                            "time to tell communication from the rest)"))
+    if not math.isnan(split.compute):
+        parts.append((split.compute - ideal, f"compute itself, {_t(split.compute)} under no_sync, "
+                                             f"{_t(split.compute - ideal)} over the linear step (each rank "
+                                             f"computes slower than the {one.replace(' ', '-')} run did)"))
+    costs = sorted((p for p in parts if p[0] > 0), key=lambda p: -p[0])
+    if not costs:
+        return head + "; no part of the step (compute, exposed communication, the rest) accounts for it: noise"
+    text = f"{head}; the largest cost is {costs[0][1]}"
+    if len(costs) > 1:
+        text += "; then " + ", ".join(c[1] for c in costs[1:])
+    return text
+
+
+def _t(ms: float) -> str:
+    """A time in ms as the report writes times (distbench.core.units: the unit that fits)."""
+    return human_time_us(ms * 1e3)
 
 
 # ---------------------------------------------------------------- best configuration and findings

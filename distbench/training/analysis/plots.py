@@ -20,7 +20,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from distbench.core import palette  # noqa: E402
-from distbench.core.figures import time_unit, write_figures  # noqa: E402
+from distbench.core.figures import ANNOTATION_PT, legend_outside, new_figure, time_unit, write_figures  # noqa: E402
 from distbench.training.analysis.findings import one_device_of  # noqa: E402
 from distbench.training.analysis.summary import PLAIN, add_scaling, row_split  # noqa: E402
 
@@ -81,7 +81,12 @@ def _ideal(ax, x, y, label=None) -> None:
 
 def _legend_outside(ax) -> None:
     """The legend right of the axes: with a dozen tuning configurations it would hide the lines."""
-    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    legend_outside(ax)
+
+
+def _axes():
+    fig, axes = new_figure(height=4.6)
+    return fig, axes[0, 0]
 
 
 def _ws_ticks(ax, df) -> None:
@@ -97,7 +102,7 @@ def fig_throughput(ok: pd.DataFrame) -> plt.Figure | None:
     d = ok[ok["samples_per_s_median"].notna()]
     if d.empty:
         return None
-    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    fig, ax = _axes()
     order = _config_order(d)
     sns.lineplot(data=d.sort_values("world_size"), x="world_size", y="samples_per_s_median", hue="config",
                  hue_order=order, palette={c: colors[c] for c in order}, marker="o", errorbar=None, ax=ax)
@@ -109,7 +114,7 @@ def fig_throughput(ok: pd.DataFrame) -> plt.Figure | None:
     ax.set_ylim(bottom=0)
     _ws_ticks(ax, d)
     ax.set_ylabel("throughput (samples/s, median, all ranks)")
-    ax.set_title("MLP training throughput vs world size", fontsize=9)
+    ax.set_title("MLP training throughput vs world size")
     return fig
 
 
@@ -120,7 +125,7 @@ def fig_lm_throughput(ok: pd.DataFrame) -> plt.Figure | None:
     if d.empty:
         return None
     colors = training_colors(ok)
-    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    fig, ax = _axes()
     order = _series_order(d)
     sns.lineplot(data=d.sort_values("world_size"), x="world_size", y="tokens_per_s_median", hue="series",
                  hue_order=order, palette={s: colors[s] for s in order}, marker="o", errorbar=None, ax=ax)
@@ -134,7 +139,7 @@ def fig_lm_throughput(ok: pd.DataFrame) -> plt.Figure | None:
     ax.set_ylim(bottom=0)
     _ws_ticks(ax, d)
     ax.set_ylabel("tokens/s (median, all ranks)")
-    ax.set_title("Language-model throughput vs world size", fontsize=9)
+    ax.set_title("Language-model throughput vs world size")
     return fig
 
 
@@ -146,7 +151,7 @@ def fig_efficiency(ok: pd.DataFrame) -> plt.Figure | None:
     d = _with_series(d)
     colors = training_colors(ok)
     order = _series_order(d)
-    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    fig, ax = _axes()
     sns.lineplot(data=d.sort_values("world_size"), x="world_size", y="efficiency_pct", hue="series",
                  hue_order=order, palette={s: colors[s] for s in order}, marker="o", errorbar=None, ax=ax)
     ax.axhline(100, ls=palette.IDEAL_LINESTYLE, color=palette.IDEAL_COLOR, lw=1, label="ideal (100%)")
@@ -155,7 +160,7 @@ def fig_efficiency(ok: pd.DataFrame) -> plt.Figure | None:
     ax.set_ylim(0, max(105, float(d["efficiency_pct"].max()) * 1.05))
     one = one_device_of(d)
     ax.set_ylabel(f"scaling efficiency vs plain DDP on {one} (%)")
-    ax.set_title(f"Scaling efficiency: throughput(N) / (N × plain DDP's throughput on {one})", fontsize=9)
+    ax.set_title(f"Scaling efficiency: throughput(N) / (N × plain DDP's throughput on {one})")
     return fig
 
 
@@ -188,7 +193,7 @@ def fig_step_breakdown(ok: pd.DataFrame) -> plt.Figure | None:
     # the unit that fits: ms, or s once a step takes a second (never 6x10^5 on the axis)
     unit, per_unit_us = time_unit(np.concatenate([step, compute + tail + buckets + other + unsplit]) * 1e3)
     k = 1e3 / per_unit_us  # ms -> unit
-    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    fig, ax = _axes()
     pal = palette.SERIES
     ax.bar(x, compute * k, color=pal[0], label="compute only (no_sync)")
     bottom = compute.copy()
@@ -206,8 +211,8 @@ def fig_step_breakdown(ok: pd.DataFrame) -> plt.Figure | None:
     ax.set_xticks(x, [str(int(w)) for w in d["world_size"]])
     ax.set_xlabel(ws_label(d))
     ax.set_ylabel(f"step time ({unit}, median)")
-    ax.set_title(f"Where an MLP DDP step's time goes ({'plain DDP' if config == PLAIN else config})", fontsize=9)
-    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    ax.set_title(f"Where an MLP DDP step's time goes ({'plain DDP' if config == PLAIN else config})")
+    _legend_outside(ax)
     ax.grid(True, axis="y", alpha=0.3)
     return fig
 
@@ -224,7 +229,8 @@ def fig_tuning(ok: pd.DataFrame) -> plt.Figure | None:
         return None
     d["efficiency_pct"] = 100 * d["efficiency_vs_plain_1gpu"]
     d = d.sort_values("efficiency_pct", ascending=False)
-    fig, ax = plt.subplots(figsize=(5.5, max(2.4, 0.32 * len(d) + 1)))
+    fig, axes = new_figure(height=max(3.2, 0.42 * len(d) + 1.4))
+    ax = axes[0, 0]
     # plain DDP in its colour of the other training figures (outlined, bold label); the rest in one
     # neutral grey, so the ranking reads at a glance
     configs = d["config"].astype(str)
@@ -238,11 +244,11 @@ def fig_tuning(ok: pd.DataFrame) -> plt.Figure | None:
     ax.set_xlim(left=0)  # bars start at zero
     ax.invert_yaxis()  # best on top
     for y, v in enumerate(d["efficiency_pct"]):
-        ax.text(v, y, f" {v:.1f}%", va="center", fontsize=7)
+        ax.text(v, y, f" {v:.1f}%", va="center", fontsize=ANNOTATION_PT)
     ax.axvline(100, ls=palette.IDEAL_LINESTYLE, color=palette.IDEAL_COLOR, lw=1)
     ax.set_xlabel(f"scaling efficiency at world size {ws} vs plain DDP on {one_device_of(d)} (%)")
     ax.set_ylabel("DDP configuration")
-    ax.set_title(f"Tuning results at world size {ws} (plain DDP highlighted)", fontsize=9)
+    ax.set_title(f"Tuning results at world size {ws} (plain DDP highlighted)")
     ax.grid(True, axis="x", alpha=0.3)
     return fig
 

@@ -14,13 +14,13 @@ from pathlib import Path
 import pandas as pd
 
 from distbench.core.section import (
-    SMOKE_TEST, Headline, Measure, ReportInputs, Section, SummaryPart, judged_world_size, oversubscribed, pct_cell,
-    table,
+    SMOKE_TEST, Headline, Measure, ReportInputs, Section, SummaryPart, judged_world_size, oversubscribed,
+    pct_cell, table, time_cell,
 )
-from distbench.core.units import human_time_us
+from distbench.core.units import human_bytes, human_time_us, sig3
 from distbench.core.units import pct as _pct
 from distbench.launch.cluster import job_layout
-from distbench.training.analysis.findings import bottleneck, one_device, one_device_of, training_findings
+from distbench.training.analysis.findings import bottleneck, one_device, one_device_of, shortfall, training_findings
 from distbench.training.analysis.summary import row_split
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -47,20 +47,30 @@ def with_host(summary: pd.DataFrame | None, inputs: ReportInputs) -> pd.DataFram
                                           for ws, b in zip(summary["world_size"], summary["backend"], strict=True)])
 
 
+def _sig3_cell(x) -> str | None:
+    return None if x is None or pd.isna(x) else sig3(x)
+
+
+def _ms_cell(ms) -> str | None:
+    """A time in ms as a table cell, in the unit that fits (distbench.core.units): 412 µs, 15.3 ms."""
+    return None if ms is None or pd.isna(ms) else time_cell(float(ms) * 1e3)
+
+
 def _lm_table(lm: pd.DataFrame):
     one = one_device_of(lm)
     headers = ["model", "strategy", "ws", "tokens/s", "tokens/s per device", "TFLOP/s per device", "MFU", "peak",
-               f"efficiency vs plain {one}", "exposed comm ms", "other ms", "overlap", "trainable params", "grad MB per step",
+               f"efficiency vs plain {one}", "exposed comm", "other", "overlap", "trainable params", "gradients per step",
                "attention", "compile", "status"]
     rows = []
     for _, r in lm.sort_values(["model", "strategy", "world_size"]).iterrows():
         split = row_split(r)
         peak = f"{r['peak_device']} {r['peak_tflops']:g}" if isinstance(r.get("peak_device"), str) and r["peak_device"] else None
+        # TFLOP/s with three significant digits (distbench.core.units): a CPU rank's 0.0000757 is not 0.0
         rows.append([r["model"], r["strategy"], int(r["world_size"]), r["tokens_per_s_median"],
-                     r["tokens_per_s_per_device_median"], r["tflops_per_device"], pct_cell(r["mfu"]), peak,
-                     pct_cell(r["efficiency_vs_plain_1gpu"]), split.exposed_comm if r["world_size"] > 1 else None,
-                     split.other, pct_cell(r["overlap_fraction"]), r["params_trainable"],
-                     None if pd.isna(r["grad_bytes"]) else float(r["grad_bytes"]) / 1e6,
+                     r["tokens_per_s_per_device_median"], _sig3_cell(r["tflops_per_device"]), pct_cell(r["mfu"]), peak,
+                     pct_cell(r["efficiency_vs_plain_1gpu"]), _ms_cell(split.exposed_comm) if r["world_size"] > 1 else None,
+                     _ms_cell(split.other), pct_cell(r["overlap_fraction"]), r["params_trainable"],
+                     None if pd.isna(r["grad_bytes"]) else human_bytes(int(r["grad_bytes"])),
                      r["attention_kernel"], bool(r["compile"]), r["status"]])
     return table(headers, rows)
 
@@ -76,14 +86,14 @@ def build(inputs: ReportInputs) -> dict | None:
         s = s.assign(model="mlp")
     s = s.assign(_not_plain=s["config"] != "plain").sort_values(["model", "_not_plain", "config", "world_size"])  # plain first
     lm, s = s[s["model"] != "mlp"], s[s["model"] == "mlp"]
-    headers = ["config", "ws", "step ms", "compute-only ms", "exposed comm ms", "other ms", "overlap", "samples/s",
-               f"efficiency vs plain {one}", f"vs own {one}", "verdict", "status"]
+    headers = ["config", "ws", "step", "compute-only", "exposed comm", "other", "overlap", "samples/s",
+               f"efficiency vs plain {one}", f"vs own {one}", "bound", "status"]
     rows = []
     for _, r in s.iterrows():
         label = bottleneck(r)[0] if r["world_size"] > 1 and r["status"] == "ok" else None
         split = row_split(r)
-        rows.append([r["config"], int(r["world_size"]), r["step_time_ms_median"], r["compute_only_ms_median"],
-                     split.exposed_comm, split.other, pct_cell(r["overlap_fraction"]), r["samples_per_s_median"],
+        rows.append([r["config"], int(r["world_size"]), _ms_cell(r["step_time_ms_median"]),
+                     _ms_cell(r["compute_only_ms_median"]), _ms_cell(split.exposed_comm), _ms_cell(split.other), pct_cell(r["overlap_fraction"]), r["samples_per_s_median"],
                      pct_cell(r["efficiency_vs_plain_1gpu"]), pct_cell(r["efficiency_vs_own_1gpu"]), label, r["status"]])
     scaling = ", ".join(sorted(set(pd.concat([s, lm])["scaling"].astype(str))))
     return {"findings": training_findings(pd.concat([s, lm])), "table": table(headers, rows) if rows else None,
@@ -156,9 +166,9 @@ def training_headlines(training: pd.DataFrame | None) -> list[Headline]:
         elif eff >= HEALTHY_EFFICIENCY:
             verdict, reason = "healthy", f"at least {_pct(HEALTHY_EFFICIENCY)} of linear scaling ({kind})"
         else:
-            share = f"; {_pct(max(exposed_us, 0.0) / step_us)} of each step is exposed communication" \
-                if not math.isnan(exposed_us) else ""
-            verdict, reason = "below expected", f"under {_pct(HEALTHY_EFFICIENCY)} of linear scaling{share} ({kind})"
+            # why it is below: where the step's time beyond linear scaling goes, never the bound label
+            # (a row can be "compute-bound" and still lose its shortfall to exposed communication)
+            verdict, reason = "below expected", f"under {_pct(HEALTHY_EFFICIENCY)} of linear scaling: {shortfall(r, eff)}"
         out.append(Headline("training", text, verdict, reason))
     return out
 
@@ -177,5 +187,14 @@ SUMMARY_FIELDS = ("model", "strategy", "config", "backend", "world_size", "batch
                   "compute_only_ms_median", "exposed_comm_ms", "exposed_comm_capped_ms", "other_ms", "overlap_fraction", "samples_per_s_median",
                   "tokens_per_s_median", "tflops_per_device", "mfu", "efficiency_vs_plain_1gpu", "status")
 
+# The captions of the figures (distbench.training.analysis.plots), each what its figure draws.
+FIGURE_TITLES = {
+    "training_throughput": "MLP throughput vs world size, per DDP configuration, with ideal scaling",
+    "training_lm_throughput": "Language-model tokens/s vs world size, per model and configuration",
+    "training_efficiency": "Scaling efficiency vs world size, every model and configuration",
+    "training_step_breakdown": "Where an MLP DDP step's time goes, per world size",
+    "training_tuning": "DDP tuning results at the largest world size",
+}
 TRAINING = Section("training", "Training", TEMPLATES, build, headlines=headlines, figure_dirs=("figures_training",),
-                   regressions=(STEP_TIME,), summary=SummaryPart("training", "training_summary", SUMMARY_FIELDS))
+                   figure_titles=FIGURE_TITLES, regressions=(STEP_TIME,),
+                   summary=SummaryPart("training", "training_summary", SUMMARY_FIELDS))
