@@ -75,7 +75,7 @@ def test_a_stall_shorter_than_the_jobs_own_slowest_step_is_not_called_hung():
     # the rank said its next trial (a message larger than any before) may take 30 s: 8 s of silence is slow, not hung
     at = {0: _r(0, 40, 500, 10, expect_s=30), 1: _r(1, 40, 500, 10, expect_s=30)}
     j = judge(at, at, 2.0, 2, {0: None, 1: None}, now_ns=18 * S)
-    assert j.status == "timeout" and "too slow to tell from a hang" in j.message
+    assert j.status == "timeout" and "too slow to tell from a hang" in j.message and j.undecided  # worth another look
     # the same silence past 3x the expectation, or with no expectation past the 5 s floor: hung
     assert judge(at, at, 2.0, 2, {}, now_ns=101 * S).status == "hung"
     quick = {0: _r(0, 40, 500, 10, gap_s=0.001), 1: _r(1, 40, 500, 10, gap_s=0.001)}
@@ -86,7 +86,7 @@ def test_a_stall_shorter_than_the_jobs_own_slowest_step_is_not_called_hung():
 def test_a_job_cut_short_in_its_setup_is_slow_not_hung():
     at = {0: _r(0, 1, 0, 10, where="setup: import torch, process group"), 1: _r(1, 1, 0, 10, where="setup: import torch, process group")}
     j = judge(at, at, 2.0, 2, {}, now_ns=100 * S)
-    assert j.status == "timeout" and "no rank had completed its first collectives yet" in j.message
+    assert j.status == "timeout" and "no rank had completed its first collectives yet" in j.message and not j.undecided
     assert judge({}, {}, 2.0, 2, {}).status == "timeout"
     # ...unless the kernel says a rank's process is stopped
     assert judge(at, at, 2.0, 2, {1: "process stopped"}).culprits == (1,)

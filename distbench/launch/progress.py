@@ -173,6 +173,7 @@ class Judgement:
     message: str
     culprits: tuple[int, ...] = ()
     waiting: tuple[int, ...] = ()  # the ranks that waited for the culprits
+    undecided: bool = False  # a stall still shorter than a hang: another reading may decide it
 
 
 HUNG_MIN_STALL_S = 5.0  # no completion for this long at least before a job is called hung
@@ -226,7 +227,8 @@ def judge(first: dict[int, Reading], second: dict[int, Reading], gap_s: float, w
         return Judgement("timeout", f"no rank had completed its first {unit} yet (in: {wheres})")
     if not abnormal and stalled < hung_threshold_s(second):
         return Judgement("timeout", f"no {unit} completed in the last {stalled:.1f} s, but this job's slowest "
-                         f"took or was expected to take {slowest_s(second):.1f} s: too slow to tell from a hang")
+                         f"took or was expected to take {slowest_s(second):.1f} s: too slow to tell from a hang",
+                         undecided=True)
     return _hung(second, abnormal, world_size, unit)
 
 

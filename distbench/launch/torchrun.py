@@ -211,7 +211,9 @@ def run_torchrun_job(job: TorchrunJob) -> str:
     # Every rank's progress beacon (distbench.launch.progress): hung told from slow, the stopped rank named
     progress_dir = hang.dump_dir(job.outputs[0]).with_name(Path(job.outputs[0]).stem + ".progress")
     hang.reset_dump_dir(progress_dir)
-    cmds = torchrun_commands(job)
+    fr_env[progress.PROGRESS_DIR_ENV] = str(progress_dir.resolve())
+    # both directories reach ranks on other nodes too (an ssh agent's environment is its command line)
+    cmds = torchrun_commands(replace(job, env={**job.env, **fr_env}))
     direct = one_node_launch(job) == "direct"
     t0 = time.monotonic()
     started = datetime.now(timezone.utc)
@@ -230,8 +232,7 @@ def run_torchrun_job(job: TorchrunJob) -> str:
     scratch = tempfile.mkdtemp(prefix="distbench-job-")
     # Every rank writes its phase marks here (distbench.launch.timeline): the job's fixed cost by piece.
     timeline_dir = os.path.join(scratch, "timeline")
-    env = agent_environment(cmds, {**job.env, **fr_env, "TMPDIR": scratch, TIMELINE_ENV: timeline_dir,
-                                   progress.PROGRESS_DIR_ENV: str(progress_dir.resolve())})
+    env = agent_environment(cmds, {**job.env, **fr_env, "TMPDIR": scratch, TIMELINE_ENV: timeline_dir})
     launch_t = time.time()
     timeline = None
     judgement = None  # what the progress beacons said when the job ran past its limit
@@ -370,7 +371,7 @@ def judge_progress(directory: Path, world_size: int, procs: list[subprocess.Pope
         second = progress.read_all(directory, world_size)
         states = {r: progress.process_state(pids.get(r), codes.get(r)) for r in range(world_size) if r in pids}
         verdict = progress.judge(first, second, waited, world_size, states)
-        if verdict.status == "hung" or progress.progressed(first, second) or time.monotonic() >= deadline:
+        if not verdict.undecided or time.monotonic() >= deadline:
             return verdict
         time.sleep(1.0)
         waited += 1.0
