@@ -29,7 +29,8 @@ include: "rules/common.smk"
 
 
 # A plan that cannot run on this host stops here, before any job (distbench.pipeline.host_fit); the
-# training and memory jobs to run are listed for their shared launches (distbench.launch.batch).
+# training and memory jobs to run are listed for their shared launches, tied to this invocation, and
+# what earlier invocations staged and never adopted is discarded (distbench.launch.batch).
 onstart:
     stop_if_unfit()
     stop_report_rerunning_benchmarks()

@@ -37,7 +37,13 @@ rule comm_job:
     params:
         launch=launch_param,
         # Values that shape the measurements: a change reruns exactly the jobs it touches.
-        job=lambda wc: job_params(config, wc.backend, wc.nccl_env, int(wc.world_size)),
+        job=lambda wc: job_params(
+            config,
+            wc.backend,
+            wc.nccl_env,
+            int(wc.world_size),
+            beside_nccl=bool(PLAN["world_sizes"].get("nccl")),
+        ),
         nccl_env=lambda wc: comm_job(wc).nccl_env,
         pairs=lambda wc: pairs_job(config, PLAN, comm_job(wc)),
     script:
@@ -73,6 +79,7 @@ rule aggregate_comm:
         results("logs/aggregate/comm.log"),
     conda:
         "../envs/distbench.yaml"
+    threads: SIDE_THREADS
     script:
         "../workflow/scripts/aggregate_comm.py"
 
@@ -98,6 +105,7 @@ rule diagnose:
         results("logs/probe/diagnose.log"),
     conda:
         "../envs/distbench.yaml"
+    threads: SIDE_THREADS
     script:
         "../workflow/scripts/diagnose.py"
 
@@ -121,6 +129,7 @@ rule plot_comm:
         results("logs/plot/comm.log"),
     conda:
         "../envs/distbench.yaml"
+    threads: SIDE_THREADS
     script:
         "../workflow/scripts/plot_comm.py"
 
@@ -142,6 +151,7 @@ rule aggregate_pairs:
         results("logs/aggregate/pairs.log"),
     conda:
         "../envs/distbench.yaml"
+    threads: SIDE_THREADS
     script:
         "../workflow/scripts/aggregate_pairs.py"
 
@@ -161,5 +171,6 @@ rule plot_pairs:
         results("logs/plot/pairs.log"),
     conda:
         "../envs/distbench.yaml"
+    threads: SIDE_THREADS
     script:
         "../workflow/scripts/plot_pairs.py"

@@ -12,11 +12,13 @@ from distbench.launch.profiling import family_mode
 from distbench.core.run_label import resolve_label
 from distbench.comm.plan import job_params, pairs_job
 from distbench.memory.plan import memory_params
+from distbench.launch.dag_view import planned_jobs, when_planned
 from distbench.pipeline.estimate import (
     BENCHMARKS,
+    RULE_FAMILIES,
     estimate,
+    job_key,
     probe_benchmark,
-    targets_plan,
 )
 from distbench.pipeline.quick import quick_jobs, quick_summary
 from distbench.pipeline.host_fit import host_fit, other_host_reason
@@ -29,9 +31,11 @@ from distbench.pipeline.plan import (
     nccl_probe_params,
     probe_resources,
     plan_summary,
+    side_threads,
 )
 from distbench.training.plan import training_params
 from distbench.launch.batch import plan_shared_launches
+from distbench.launch.invocation import begin_invocation
 from distbench.pipeline.report_only import report_only, rerun_message
 
 try:
@@ -55,6 +59,9 @@ def results(path):
 
 
 PLAN = make_plan(config)
+# The steps that only read tables run beside a benchmark job on a GPU node with cores to spare
+# (threads 0), one after another elsewhere (distbench.pipeline.plan.side_threads).
+SIDE_THREADS = side_threads(PLAN, len(os.sched_getaffinity(0)))
 # world_sizes: auto, resolved on this host's GPUs (distbench.launch.planning.auto_world_sizes): the
 # jobs' params and the report read the list the plan used.
 config["world_sizes"] = PLAN["config_world_sizes"]
@@ -127,25 +134,35 @@ PROFILE = {family: family_mode(config, family) for family in ("comm", "training"
 PROBE_WORLD_SIZE = nccl_probe_params(config, PLAN)["world_size"]
 PROBE_BENCHMARK = probe_benchmark(PROBE_WORLD_SIZE)
 
-# Before the first job: how many benchmark jobs this invocation's targets run and about how long
-# (from the job times of earlier runs, else stated defaults). Snakemake knows the targets only once it
-# builds the DAG (not when it parses this file), so every target rule takes this input function (no
-# input): the first call prints. Only in the main Snakemake process (a dry run included): a cluster
-# executor's job re-parses this file in a process of its own (exec mode remote/subprocess).
-PLAN_ANNOUNCED = []
+
+# Before the first job: how many benchmark jobs this invocation runs and about how long (from the job
+# times of earlier runs, else stated defaults). Which jobs, and which of them run, is Snakemake's own
+# answer: its DAG's benchmark jobs and its rerun decisions (params, input digests, missing outputs),
+# known once the DAG is final (distbench.launch.dag_view.when_planned: a dry run included, and
+# --no-hooks, where onstart does not run). Only in the main Snakemake process: a cluster executor's job
+# re-parses this file in a process of its own (exec mode remote/subprocess). `report` alone runs no
+# benchmark job (rules/report.smk): nothing to announce.
+def announce_plan_now():
+    if report_only(invocation_targets()):
+        return
+    jobs = []
+    for job, runs in planned_jobs(workflow, RULE_FAMILIES):
+        key = job_key(job.rule.name, job.wildcards, PROBE_WORLD_SIZE)
+        if key is not None:
+            jobs.append((key, runs))
+    estimated = estimate(jobs, "results", PLAN["gpus"], config["batch_launch"])
+    print(estimated.message(), file=sys.stderr)
+
+
+if workflow.is_main_process:
+    # this invocation's id, for its shared launches (distbench.launch.batch): its jobs inherit it
+    begin_invocation()
+    when_planned(announce_plan_now)
 
 
 def announce_plan(wildcards=None):
-    if workflow.is_main_process and not PLAN_ANNOUNCED:
-        PLAN_ANNOUNCED.append(True)
-        picked = targets_plan(PLAN, QUICK, invocation_targets())
-        if picked:
-            plan, probe = picked
-            probe_ws = PROBE_WORLD_SIZE if probe else 0
-            estimated = estimate(
-                plan, "results", RUN_LABEL, probe_ws, config["batch_launch"]
-            )
-            print(estimated.message(), file=sys.stderr)
+    """An input (none) of every target rule, kept for them: the estimate is printed by
+    announce_plan_now, once Snakemake has decided which jobs run."""
     return []
 
 

@@ -52,6 +52,7 @@ rule aggregate_memory:
         results("logs/aggregate/memory.log"),
     conda:
         "../envs/distbench.yaml"
+    threads: SIDE_THREADS
     script:
         "../workflow/scripts/aggregate_memory.py"
 
@@ -71,5 +72,6 @@ rule plot_memory:
         results("logs/plot/memory.log"),
     conda:
         "../envs/distbench.yaml"
+    threads: SIDE_THREADS
     script:
         "../workflow/scripts/plot_memory.py"

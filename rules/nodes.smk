@@ -61,6 +61,7 @@ rule aggregate_nodes:
         results("logs/aggregate/nodes.log"),
     conda:
         "../envs/distbench.yaml"
+    threads: SIDE_THREADS
     params:
         limits=nodes_thresholds(config),
     script:
@@ -82,6 +83,7 @@ rule plot_nodes:
         results("logs/plot/nodes.log"),
     conda:
         "../envs/distbench.yaml"
+    threads: SIDE_THREADS
     script:
         "../workflow/scripts/plot_nodes.py"
 

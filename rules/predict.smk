@@ -36,6 +36,7 @@ rule predict:
         results("logs/predict/predict.log"),
     conda:
         "../envs/distbench.yaml"
+    threads: SIDE_THREADS
     params:
         preset=config["predict"]["preset"],
         gpu_counts=config["predict"]["gpu_counts"],
@@ -60,5 +61,6 @@ rule plot_predict:
         results("logs/plot/predict.log"),
     conda:
         "../envs/distbench.yaml"
+    threads: SIDE_THREADS
     script:
         "../workflow/scripts/plot_predict.py"

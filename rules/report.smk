@@ -34,14 +34,18 @@ rule report:
         run=results("run.json"),
         other_runs=other_runs,
     output:
-        md="report/report.md",
-        html="report/report.html",
+        # update(): Snakemake neither deletes the last good report before this job nor keeps it gone
+        # after a failure (it backs both up and puts them back); the script writes each atomically,
+        # once both are rendered. A file that cannot be read fails the job with its message.
+        md=update("report/report.md"),
+        html=update("report/report.html"),
         figures=directory("report/figures"),
         tables=directory("report/tables"),
     log:
         results("logs/report/report.log"),
     conda:
         "../envs/distbench.yaml"
+    threads: SIDE_THREADS
     params:
         plan=plan_summary(PLAN),
         config=config,
@@ -61,6 +65,7 @@ rule describe_run:
         results("logs/report/describe_run.log"),
     conda:
         "../envs/distbench.yaml"
+    threads: SIDE_THREADS
     params:
         label=RUN_LABEL,
     script:
@@ -79,12 +84,13 @@ rule summary_json:
         placements=comm_placements,
         env=results("probe/env.json"),
     output:
-        summary="report/summary.json",
+        summary=update("report/summary.json"),  # as report.md: a failure puts the last good one back
         nccl_tests=directory(results("nccl_tests")),
     log:
         results("logs/report/summary_json.log"),
     conda:
         "../envs/distbench.yaml"
+    threads: SIDE_THREADS
     params:
         config=config,
         # which job each placement file belongs to, in the same order

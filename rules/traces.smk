@@ -16,6 +16,7 @@ rule aggregate_traces:
         results("logs/aggregate/traces.log"),
     conda:
         "../envs/distbench.yaml"
+    threads: SIDE_THREADS
     params:
         jobs=trace_jobs(),
     script:

@@ -55,6 +55,7 @@ rule aggregate_training:
         results("logs/aggregate/training.log"),
     conda:
         "../envs/distbench.yaml"
+    threads: SIDE_THREADS
     params:
         cost_gpu_hour_usd=config["cost"].get("gpu_hour_usd"),
     script:
@@ -76,5 +77,6 @@ rule plot_training:
         results("logs/plot/training.log"),
     conda:
         "../envs/distbench.yaml"
+    threads: SIDE_THREADS
     script:
         "../workflow/scripts/plot_training.py"

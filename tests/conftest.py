@@ -14,6 +14,16 @@ REPO = Path(__file__).resolve().parents[1]
 RUN = "results/" + (os.environ.get("DISTBENCH_RUN_LABEL") or default_label())
 
 
+@pytest.fixture(autouse=True, scope="session")
+def own_host_lock(tmp_path_factory):
+    """The session's own host lock (distbench.launch.hostlock, DISTBENCH_HOST_LOCK): the suite's jobs
+    neither wait for a benchmark run on this machine nor for another test session."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv("DISTBENCH_HOST_LOCK", str(tmp_path_factory.mktemp("host_lock") / "host.lock"))
+    yield
+    patch.undo()
+
+
 def torchrun(args, nproc=2, timeout=180, env=None):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
            "-m", "distbench.comm", *args]

@@ -15,6 +15,7 @@ import yaml
 from conftest import RUN, snakemake
 from distbench.launch.ranks import TEST_EXIT_ENV
 from distbench.launch.batch import DONE, Entry, adopt, members, record_failed, staged_outputs, write_manifest
+from distbench.launch.invocation import code_version
 
 
 def _entry(tmp: Path, model: str, ws: int = 1, config: str = "plain", rule: str = "training_job", **params) -> Entry:
@@ -48,18 +49,31 @@ def test_members_are_the_job_then_its_group_still_to_run(tmp_path):
     assert members(tmp_path, me) == [me] and members(tmp_path, lora) == [lora]
 
 
-def test_adopt_moves_a_complete_staged_result_and_only_that(tmp_path):
-    e = _entry(tmp_path, "mlp")
-    staged = staged_outputs(tmp_path, e)
-    staged["csv"].parent.mkdir(parents=True)
+def _stage(tmp: Path, e: Entry, done: dict | None) -> dict:
+    staged = staged_outputs(tmp, e)
+    staged["csv"].parent.mkdir(parents=True, exist_ok=True)
     staged["csv"].write_text("rows\n")
     staged["placement"].write_text("{}")
-    assert adopt(tmp_path, e) is None  # no done.json: cut short, never adopted
-    (staged["csv"].parent / DONE).write_text(json.dumps({"digest": "not this one"}))
-    assert adopt(tmp_path, e) is None  # another configuration's result
-    (staged["csv"].parent / DONE).write_text(json.dumps({"digest": e.digest, "wall_s": 1.5}))
+    if done is not None:
+        (staged["csv"].parent / DONE).write_text(json.dumps(done))
+    return staged
+
+
+def test_adopt_moves_a_complete_staged_result_and_only_that(tmp_path, capsys):
+    e = _entry(tmp_path, "mlp")
+    code = code_version()
+    # each one is discarded (and named), never adopted: the job measures again
+    for done, why in ((None, "unfinished"), ({"digest": "not this one", "code": code}, "other params"),
+                      ({"digest": e.digest}, "other code"),  # a result that does not say which code measured it
+                      ({"digest": e.digest, "code": {**code, "sources": "edited"}}, "sources edited then")):
+        staged = _stage(tmp_path, e, done)
+        assert adopt(tmp_path, e) is None and not staged["csv"].parent.exists()
+        out = capsys.readouterr().out
+        assert f"discarded the staged result of {e.name}" in out and why in out, out
+    staged = _stage(tmp_path, e, {"digest": e.digest, "code": code, "wall_s": 1.5})
     assert adopt(tmp_path, e)["wall_s"] == 1.5
     assert Path(e.output["csv"]).read_text() == "rows\n" and not staged["csv"].parent.exists()
+    assert not any((tmp_path / "staged").iterdir())  # the invocation's emptied staged tree goes with it
 
 
 TRAINING = {

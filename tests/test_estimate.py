@@ -1,5 +1,7 @@
 """The estimate printed before a run (distbench.pipeline.estimate): job counts and the arithmetic of
-the seconds on crafted plans (6 and 8 GPUs) and a crafted results tree, and the message in a dry run."""
+the seconds on crafted plans (6 and 8 GPUs) and a crafted results tree, and the message in a dry run.
+Which jobs run is Snakemake's decision (distbench.launch.dag_view); here a job whose output is in
+place under results/now/ stands for one Snakemake finds cached."""
 
 import re
 from pathlib import Path
@@ -7,9 +9,8 @@ from pathlib import Path
 import pytest
 
 from distbench.pipeline.config import check_config
-from distbench.pipeline.estimate import DEFAULTS, LAUNCH_COST_S, estimate, read_seconds, targets_plan
+from distbench.pipeline.estimate import DEFAULTS, LAUNCH_COST_S, OUTPUTS, JobKey, estimate, read_seconds
 from distbench.pipeline.plan import make_plan, nccl_probe_params
-from distbench.pipeline.quick import quick_jobs
 from tests.conftest import RUN, snakemake
 
 HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
@@ -55,10 +56,25 @@ def results(tmp_path) -> Path:
     return root
 
 
-def _estimate(gpus: int, root: Path):
+def _keys(plan: dict, probe_world_size: int = 0) -> list[JobKey]:
+    """The plan's benchmark jobs (what Snakemake's DAG holds for the default target)."""
+    keys = [JobKey("comm", j.backend, j.world_size, config=j.nccl_env_label, dtype=j.dtype) for j in plan["comm_jobs"]]
+    for family in ("training", "memory"):
+        keys += [JobKey(family, j.backend, j.world_size, model=j.model, config=j.config_label)
+                 for j in plan[f"{family}_jobs"]]
+    return keys + ([JobKey("probe", "nccl", probe_world_size)] if probe_world_size >= 2 else [])
+
+
+def _jobs(plan: dict, root: Path, probe_world_size: int = 0) -> list[tuple[JobKey, bool]]:
+    """(key, runs): a job runs unless its output is in place under root/now/."""
+    return [(k, not (root / "now" / OUTPUTS[k.family].format(**k.wildcards)).exists())
+            for k in _keys(plan, probe_world_size)]
+
+
+def _estimate(gpus: int, root: Path, batch: bool = True):
     cfg = _config(gpus)
     plan = make_plan(cfg)
-    return estimate(plan, root, "now", nccl_probe_params(cfg, plan)["world_size"])
+    return estimate(_jobs(plan, root, nccl_probe_params(cfg, plan)["world_size"]), root, gpus, batch)
 
 
 def _seconds(est) -> dict:
@@ -118,9 +134,7 @@ def test_no_history_uses_the_hosts_defaults(tmp_path):
     # memory: ddp and ddp+gbv at 1 and at 2 ranks, two launches of two: the second of each without
     # the launch's fixed cost (training: one job per world size, nothing shared)
     assert gpu.seconds == alone - 2 * LAUNCH_COST_S[("gpu", "memory")]
-    cfg = _config(8)
-    plan = make_plan(cfg)
-    assert estimate(plan, tmp_path, "now", nccl_probe_params(cfg, plan)["world_size"], batch=False).seconds == alone
+    assert _estimate(8, tmp_path, batch=False).seconds == alone
     # CPU: no NCCL and no probe; Gloo comm, training and memory grow with the ranks (measured at several)
     cpu = _estimate(0, tmp_path)
     assert len(cpu.jobs) == 4 + 5 + 2
@@ -136,7 +150,7 @@ def test_nothing_to_run(tmp_path):
     out = tmp_path / "now/comm/gloo/float32/ws2/default/comm.csv"
     out.parent.mkdir(parents=True)
     out.write_text("x\n")
-    est = estimate(make_plan(cfg), tmp_path, "now")
+    est = estimate(_jobs(make_plan(cfg), tmp_path), tmp_path, 0)
     assert est.seconds == 0 and est.message() == "distbench: 1 benchmark jobs planned, 1 cached, 0 to run."
 
 
@@ -147,10 +161,12 @@ def test_read_seconds_takes_the_mean_of_repeats(tmp_path):
 
 
 def test_dry_run_prints_the_estimate_once_and_a_cluster_job_does_not(workflow_dir):
-    # a job of this run in place (cached) and an earlier run's time of a Gloo comm job
+    # a job of this run in place (all its outputs: Snakemake finds it cached) and an earlier run's
+    # time of a Gloo comm job
     done = workflow_dir / RUN / "comm/gloo/float32/ws2/default/comm.csv"
     done.parent.mkdir(parents=True)
-    done.write_text("x\n")
+    for name in ("comm.csv", "comm_ranks.csv", "placement.json", "pairs.csv"):
+        done.with_name(name).write_text("x\n")
     _tsv(workflow_dir / "results", "earlier", "comm/gloo/float32/ws4/default.tsv", 40)
     r = snakemake(workflow_dir, "-n")
     assert r.returncode == 0, r.stderr[-2000:]
@@ -184,26 +200,19 @@ def test_a_job_measured_in_a_shared_launch_counts_its_own_seconds(tmp_path):
     assert s[("memory", "nccl", 1, "ddp+gbv")] == (9.0, "job history")
 
 
-@pytest.mark.parametrize("targets,jobs,probe", [
-    (set(), (3, 20, 10), True),  # no target named: `all`
-    ({"all"}, (3, 20, 10), True),
-    ({"quick"}, (1, 2, 0), True),  # the quick answer's own jobs (and the probe its diagnosis reads)
-    ({"comm"}, (3, 0, 0), True),
-    ({"training", "memory"}, (0, 20, 10), False),
-    ({"quick", "comm"}, (3, 2, 0), True),  # a job of both counted once
-    ({"probes"}, (0, 0, 0), True),
-])
-def test_each_target_estimates_only_its_own_jobs(targets, jobs, probe):
-    cfg = check_config({"gpus": 0})
-    plan = make_plan(cfg)
-    picked, with_probe = targets_plan(plan, quick_jobs(plan, cfg, cores=2), targets)
-    assert tuple(len(picked[f"{f}_jobs"]) for f in ("comm", "training", "memory")) == jobs and with_probe == probe
-    assert picked["gpus"] == plan["gpus"]
+def test_a_wait_for_the_host_lock_is_not_counted_as_the_jobs_time(tmp_path):
+    """Snakemake's benchmark time holds the wait for the host lock (distbench.launch.hostlock); the
+    history keeps the job's own time, so one run that waited does not inflate the next estimate."""
+    import json
 
+    from distbench.pipeline import estimate as est
+    from distbench.pipeline.estimate import JobKey
 
-def test_report_and_unknown_targets_estimate_nothing():
-    cfg = check_config({"gpus": 0})
-    plan = make_plan(cfg)
-    quick = quick_jobs(plan, cfg, cores=2)
-    assert targets_plan(plan, quick, {"report"}) is None  # it renders from the cache
-    assert targets_plan(plan, quick, {"results/x/probe/env.json"}) is None
+    _tsv(tmp_path, "earlier", "comm/gloo/float32/ws2/default.tsv", 40)
+    job = tmp_path / "earlier/comm/gloo/float32/ws2/default"
+    job.mkdir(parents=True)
+    (job / "placement.json").write_text(json.dumps({"provenance": {"host_lock": {"waited_s": 30.0}}}))
+    key = JobKey("comm", "gloo", 2, config="default", dtype="float32")
+    assert est.history(tmp_path).times[key] == [10.0]
+    (job / "placement.json").write_text(json.dumps({"provenance": {"host_lock": {"waited_s": 0.0}}}))
+    assert est.history(tmp_path).times[key] == [40.0]

@@ -202,3 +202,26 @@ def test_a_hang_is_named_when_the_group_times_out_before_the_jobs_limit(workflow
     hung = [ln for ln in (job_dir / "comm.csv").read_text().splitlines() if ",1024,1024," in ln]
     assert hung and all(",hung," in ln for ln in hung), hung
     assert re.search(r"rank 1 never joined collective #\d+ \(gloo:all_reduce", hung[0])
+
+
+def test_a_hostile_stack_key_never_becomes_markup_in_either_report(tmp_path):
+    """Issue 37: a hang-stack key in placement.json such as `<img src=x onerror=alert(1)>` reached
+    report.md raw (Markdown viewers render HTML). Every expression of a Markdown template is escaped
+    now (render._md_finalize), fenced text shown as is, and the HTML is escaped as before."""
+    from distbench.report.render import render_report
+
+    evil = "<img src=x onerror=alert(1)>"
+    place = tmp_path / "results" / "run" / "comm" / "gloo" / "float32" / "ws2" / "default" / "placement.json"
+    place.parent.mkdir(parents=True)
+    place.write_text(json.dumps({"ranks": [], "hang": {
+        "message": f"hung: rank {evil} stopped", "stacks": {evil: {"python": "if a < b and c > d: wait() & more"}}}}))
+    from synthetic import build_summary, make_synthetic
+
+    data = make_synthetic(tmp_path, build_summary(backends=("gloo",), oom=False))
+    md, html = tmp_path / "report.md", tmp_path / "report.html"
+    render_report(ReportInputs(data["summary_csv"], data["largest_csv"], tmp_path / "missing.json", [], {},
+                               placements=[place]), md, html)
+    text = md.read_text()
+    assert "Rank &lt;img src=x onerror=alert(1)&gt;:" in text and "<img src=x" not in text
+    assert "if a < b and c > d: wait() & more" in text  # inside its code fence: as written
+    assert "onerror=alert(1)" in html.read_text() and "<img src=x" not in html.read_text()

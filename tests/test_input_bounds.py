@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from distbench.comm.traffic import MAX_MATRIX_BYTES, TrafficError, read_matrix
-from distbench.core.sizes import MAX_SIZES, size_sweep, sizes_from_config
+from distbench.core.sizes import MAX_SIZES, min_step_factor, size_sweep, sizes_from_config
 from distbench.pipeline.config import ConfigError, check_config, check_config_files
 from distbench.pipeline.plan import make_plan
 from tests.conftest import REPO, snakemake
@@ -70,7 +70,8 @@ def test_sweeps_are_deduplicated_after_rounding_and_capped():
     assert len(sizes) < 23  # the 23 raw steps hold repeats
     with pytest.raises(ValueError, match=f"at most {MAX_SIZES}"):
         size_sweep(8, "1GiB", 1.01)
-    assert len(size_sweep(1, 2**(MAX_SIZES - 1), 2)) == MAX_SIZES  # the cap itself is allowed
+    # the cap itself is allowed (within the largest size, 1 PiB)
+    assert len(size_sweep(2**20, 2**50, min_step_factor(2**20, 2**50))) == MAX_SIZES
     many = [str(i) for i in range(1, MAX_SIZES + 2)]
     assert f"{MAX_SIZES + 1} distinct sizes; at most {MAX_SIZES}" in _error({"comm": {"sizes": many}})
     assert len(sizes_from_config({"sizes": [*many[:MAX_SIZES], "1", "1B"]})) == MAX_SIZES  # repeats count once

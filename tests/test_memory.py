@@ -98,19 +98,22 @@ def test_memory_jobs_in_the_plan():
     # on CPU the bucket-view variant is left out (its effect is on the GPU allocator), and said so
     jobs, skipped = memory_jobs(check_config({"memory": {"gradient_as_bucket_view": [False, True]}}), gpus=0)
     assert {j.config_label for j in jobs} == {"ddp", "fsdp"} and "gradient_as_bucket_view=true" in skipped[0]["what"]
-    # the GPU default: DDP's default only, at 2 ranks (memory.world_sizes: auto), with the search; the plan names both
+    # the GPU default: DDP's default only, at 2 ranks (memory.world_sizes: auto), with the search, the
+    # language models only (memory.models: auto); the plan names all three
     gpu_jobs, skipped = memory_jobs(check_config({"backends": ["nccl"]}), gpus=2)
-    assert {j.config_label for j in gpu_jobs} == {"ddp", "fsdp"} and len(gpu_jobs) == 5
+    assert {j.config_label for j in gpu_jobs} == {"ddp", "fsdp"} and len(gpu_jobs) == 4
     assert {j.world_size for j in gpu_jobs if j.search} == {2} == {j.world_size for j in gpu_jobs}
-    assert [s["what"] for s in skipped] == ["memory jobs at 1 rank", "memory jobs with gradient_as_bucket_view=true"]
+    assert [s["what"] for s in skipped] == ["memory jobs at 1 rank", "memory jobs with gradient_as_bucket_view=true",
+                                            "memory jobs of mlp"]
     assert "{world_sizes: [1, 2]}" in skipped[0]["why"] and "{gradient_as_bucket_view: [false, true]}" in skipped[1]["why"]
     # at 1 and 2 ranks, the search at the largest only
-    both = check_config({"backends": ["nccl"], "memory": {"world_sizes": [1, 2]}})
+    both = check_config({"backends": ["nccl"], "memory": {"world_sizes": [1, 2], "models": ["mlp", "gpt", "lora"]}})
     jobs12, skipped = memory_jobs(both, gpus=2)
     assert [s["what"] for s in skipped] == ["memory jobs with gradient_as_bucket_view=true",
                                             "the largest-batch search at 1 rank(s)"] and "{search_at: all}" in skipped[1]["why"]
     assert not memory_params(both, next(j for j in jobs12 if j.world_size == 1))["search"]
     full = check_config({"backends": ["nccl"], "memory": {"world_sizes": [1, 2], "gradient_as_bucket_view": [False, True],
+                                                          "models": ["mlp", "gpt", "lora"],
                                                           "search_at": "all"}})
     gpu_jobs, skipped = memory_jobs(full, gpus=2)
     assert {j.config_label for j in gpu_jobs} == {"ddp", "ddp+gbv", "fsdp"} and len(gpu_jobs) == 16 and not skipped

@@ -30,9 +30,9 @@ def test_default_world_sizes_follow_the_detected_node_whole_node_included(gpus, 
         assert nccl_probe_params(cfg, plan)["world_size"] == gpus
     else:  # no GPU: Gloo's CPU processes; one GPU: no NCCL size fits (named), Gloo runs every size
         assert comm["gloo"] == expected and not comm["nccl"]
-    # training follows the top-level list (plus its 1-rank baseline); memory (auto) runs at 2 ranks on
-    # GPUs (1 on a single GPU) and at 1 and 2 on CPU
-    trained = [1] if gpus == 1 else [1, *expected]
+    # training follows the top-level list (plus its 1-rank baseline) on CPU, the whole node and 1 rank
+    # on GPUs; memory (auto) runs at 2 ranks on GPUs (1 on a single GPU) and at 1 and 2 on CPU
+    trained = [1] if gpus == 1 else [1, *expected] if gpus == 0 else [1, expected[-1]]
     assert sorted({j.world_size for j in plan["training_jobs"]}) == trained
     assert sorted({j.world_size for j in plan["memory_jobs"]}) == ([1, 2] if gpus == 0 else [1] if gpus == 1 else [2])
     assert plan_summary(plan)["config_world_sizes"] == expected

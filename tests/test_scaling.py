@@ -211,13 +211,13 @@ def test_bounds_step_faster_than_compute():
     # allowance = max(2 x 0, 2% x 9.0) = 0.18 ms; compute 9.5 > 9.0 + 0.18
     r = one(summary(job(2, step=9.0, compute=9.5, allreduce=2.0)), 2)
     assert not r["bounds_ok"]
-    assert "faster than compute alone" in r["bounds_note"] and "0.18 ms" in r["bounds_note"]
+    assert "faster than compute alone" in r["bounds_note"] and "180 µs noise allowance" in r["bounds_note"]
 
 
 def test_bounds_step_slower_than_compute_plus_allreduce():
     r = one(summary(job(2, step=15.0, compute=10.0, allreduce=2.0)), 2)
     assert not r["bounds_ok"]
-    assert "exceeds compute alone plus the all-reduce alone" in r["bounds_note"] and "12 ms" in r["bounds_note"]
+    assert "exceeds compute alone plus the all-reduce alone" in r["bounds_note"] and "12.0 ms" in r["bounds_note"]
 
 
 def test_bounds_allowance_ignores_the_step_spread():
@@ -240,10 +240,10 @@ def test_verdict_communication_bound():
     r = one(summary(job(2, step=10.9, compute=7.9, allreduce=4.0, last=0.9)), 2)  # exposed 3.0 = 27.5%
     label, text = bottleneck(r)
     assert label == "communication-bound"
-    assert text.startswith("2 GPUs: 3 ms of each 10.9 ms step (28%) is exposed communication")
-    assert "25% of the gradient all-reduce (4 ms alone) overlaps backward" in text
-    assert "0.9 ms is the last bucket's all-reduce" in text
-    assert "2.1 ms the other buckets' all-reduces not hidden behind it" in text and "slowed" not in text
+    assert text.startswith("2 GPUs: 3.00 ms of each 10.9 ms step (28%) is exposed communication")
+    assert "25% of the gradient all-reduce (4.00 ms alone) overlaps backward" in text
+    assert "900 µs is the last bucket's all-reduce" in text
+    assert "2.10 ms the other buckets' all-reduces not hidden behind it" in text and "slowed" not in text
 
 
 def test_verdict_threshold_is_25_percent_of_the_step():
@@ -257,7 +257,7 @@ def test_verdict_host_bound():
     r = one(summary(job(2, step=15.0, compute=10.0, allreduce=2.0)), 2)
     label, text = bottleneck(r)
     assert label == "host-bound"
-    assert "3 ms more than compute alone (10 ms)" in text and "(2 ms)" in text and "host" in text
+    assert "3.00 ms more than compute alone (10.0 ms)" in text and "(2.00 ms)" in text and "host" in text
 
 
 def test_verdict_host_bound_needs_more_than_the_noise_allowance():
@@ -270,14 +270,14 @@ def test_verdict_compute_bound():
     r = one(summary(job(2, step=10.5, compute=10.0, allreduce=2.0, last=0.3)), 2)
     label, text = bottleneck(r)
     assert label == "compute-bound"
-    assert "0.5 ms of each 10.5 ms step (5%)" in text and "75% of the gradient all-reduce" in text
-    assert "compute (10 ms under no_sync) dominates" in text
+    assert "500 µs of each 10.5 ms step (5%)" in text and "75% of the gradient all-reduce" in text
+    assert "compute (10.0 ms under no_sync) dominates" in text
 
 
 def test_verdict_at_one_rank_names_no_communication():
     label, text = bottleneck(one(summary(job(1, step=10.0, compute=9.0)), 1))
     assert label == "compute-bound"
-    assert text.startswith("1 GPU: no communication between ranks; each 10 ms step spends 1 ms (10%)")
+    assert text.startswith("1 GPU: no communication between ranks; each 10.0 ms step spends 1.00 ms (10%)")
 
 
 def test_findings_energy_per_1k_samples():
@@ -329,7 +329,7 @@ def test_findings_sentences_carry_the_numbers():
     assert lines[0] == "ws4 config hook=bf16_compress: failed — CUDA error."  # failures first
     eff = (200 / 10.5) / (2 * 100 / 10.0)  # 95.2%
     assert (f"MLP 256x2, 2 GPUs (plain DDP, weak scaling): {100 * eff:.1f}% scaling efficiency against the plain 1-GPU run; "
-            "0.9 ms of each 10.5 ms step is exposed communication; "
+            "900 µs of each 10.5 ms step is exposed communication; "
             "70% of gradient communication overlaps compute.") in lines
     assert any(line.startswith("MLP 256x2, 4 GPUs (bucket=100, weak scaling): 93.0% scaling efficiency") for line in lines)
     assert lines[-1] == "4 GPUs, best: bucket=100 at 93.0%, +3.0 points over plain DDP (90.0%)."
@@ -341,14 +341,14 @@ def test_findings_skip_missing_numbers_and_add_cost():
     assert len(lines) == 1
     assert "scaling efficiency" not in lines[0] and "overlaps" not in lines[0]
     cost = 2 * 3.6 / 3600 / (200 / 10.0 * 1000) * 1000
-    assert lines[0].startswith("MLP 256x2, 2 GPUs (plain DDP, weak scaling): 1 ms of each 10 ms step")
+    assert lines[0].startswith("MLP 256x2, 2 GPUs (plain DDP, weak scaling): 1.00 ms of each 10.0 ms step")
     assert cost == pytest.approx(0.0001) and "$0.0001 per 1K samples" in lines[0]
     assert training_findings(summarize_training(table())) == []
 
 
 def test_findings_report_a_failed_bounds_check():
     lines = training_findings(summary(job(1), job(2, step=15.0, compute=10.0, allreduce=2.0)))
-    assert "timing check failed: step 15 ms exceeds" in lines[0]
+    assert "timing check failed: step 15.0 ms exceeds" in lines[0]
 
 
 # ---------------------------------------------------------------- figures

@@ -78,7 +78,7 @@ def test_one_rank_has_no_exposed_communication_and_the_rest_is_other():
     assert r["other_ms"] == pytest.approx(0.8)
     label, text = bottleneck(r)
     assert label == "compute-bound"
-    assert "0.8 ms (8%) that is neither compute nor communication" in text and "bookkeeping" in text
+    assert "800 µs (8%) that is neither compute nor communication" in text and "bookkeeping" in text
 
 
 # ---------------------------------------------------------------- 2. findings and figure name the rest
@@ -86,7 +86,7 @@ def test_findings_name_the_rest_and_never_compute_slowed_by_nccl():
     s = issue_summary()
     lines = training_findings(s)
     text = " ".join(lines)
-    assert "5.7 ms of each 90.5 ms step is exposed communication" in text
+    assert "5.70 ms of each 90.5 ms step is exposed communication" in text
     assert ("15.4 ms of the step is neither compute nor the collectives: host-bound or idle time, "
             "DDP bookkeeping") in text
     assert "21.1 ms" not in text and "slowed" not in text
@@ -98,8 +98,8 @@ def test_findings_name_the_rest_and_never_compute_slowed_by_nccl():
 def test_a_rest_within_noise_is_said_to_be_within_it():
     # step 11.15 = compute 9 + the whole 2 ms all-reduce + 0.15 ms that is neither
     lines = training_findings(summary(job(2, step=11.15, compute=9.0, allreduce=2.0)))
-    assert "0.15 ms of the step is neither compute nor the collectives" in lines[0]
-    assert "within the 0.223 ms noise allowance" in lines[0]  # 2% of 11.15, the phases exact
+    assert "150 µs of the step is neither compute nor the collectives" in lines[0]
+    assert "within the 223 µs noise allowance" in lines[0]  # 2% of 11.15, the phases exact
 
 
 def test_headline_counts_only_the_capped_exposed_communication():

@@ -3,6 +3,7 @@ the appendix lists every launch of the run once, a training verdict's reason agr
 communication verdict without a reference figure says which one it lacks."""
 
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -79,6 +80,20 @@ def test_training_tables_write_times_in_the_unit_that_fits():
     t = training_section._lm_table(_cpu_training().query("model == 'gpt'"))
     other = t["headers"].index("exposed comm")
     assert [r[other] for r in t["rows"]] == ["—", "50.0 ms"]
+
+
+def test_training_findings_write_times_and_sizes_in_the_unit_that_fits():
+    """'exposed communication 0.332 ms of a 158 ms step' and '50.3 MB of gradients ... instead of 5250 MB'
+    (the 4x H100 default run) beside a table that says 48 MiB and 4.9 GiB."""
+    from distbench.training.analysis.findings import lora_findings, training_findings
+    from tests.conftest import REPO
+
+    t = pd.read_csv(REPO / "benchmarks/results/training-lm-h100x4-2026-11-26/training_summary.csv")
+    lora = lora_findings(t)
+    assert lora and all("48 MiB of gradients synced per step instead of 4.9 GiB" in f for f in lora)
+    assert "exposed communication 303 µs of a 158 ms step, against 20.0 ms of 180 ms" in lora[2]
+    said = " ".join(lora + training_findings(t))
+    assert " MB" not in said and not re.search(r"\b0\.\d+ ms", said)  # never '0.332 ms': 332 µs
 
 
 def test_a_below_expected_reason_says_why_never_compute_bound():

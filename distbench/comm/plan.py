@@ -70,6 +70,7 @@ def comm_jobs(config: dict, gpus: int, gpus_source: str) -> tuple[list[CommJob],
                 for env in _unique_envs(envs):
                     jobs.append(CommJob(backend, dtype, ws, nccl_env_label(env), {k: str(v) for k, v in env.items()}))
     skipped += graph_skipped(comm, world_sizes)
+    skipped += gloo_ops_skipped(comm, world_sizes)
     if "gloo" in world_sizes:
         cap = gloo_cap
         above = [s for s in sizes_from_config(comm) if s > cap]
@@ -96,6 +97,34 @@ def graph_skipped(comm: dict, world_sizes: dict) -> list[dict]:
     return [{"what": f"graph timing above {human_bytes(cap)} ({len(above)} sizes up to {human_bytes(max(above))})",
              "why": "events timing alone there: graph and events agree within 1% from 16 MiB up (comm.graph_max_bytes); "
                     "every size: --config comm='{graph_max_bytes: 1GiB}'"}]
+
+
+def gloo_ops(comm: dict, beside_nccl: bool) -> list[str]:
+    """comm.gloo.ops: a list as given (each also in comm.ops); `auto` is all_reduce alone where NCCL
+    comm jobs run beside Gloo (the comparison the report makes: "NCCL is N x faster than Gloo for
+    all_reduce"), else comm.ops (Gloo is then the comm family). Gloo's other ops on a GPU host cost
+    ~12 s of the default run and answer nothing asked of that host (issue 35)."""
+    chosen = comm["gloo"].get("ops", "auto")
+    if chosen != "auto":
+        return [op for op in comm["ops"] if op in chosen]
+    if not beside_nccl:
+        return list(comm["ops"])
+    return ["all_reduce"] if "all_reduce" in comm["ops"] else list(comm["ops"][:1])
+
+
+def gloo_ops_skipped(comm: dict, world_sizes: dict) -> list[dict]:
+    """The ops Gloo leaves out (comm.gloo.ops), named in the plan with the line that measures them."""
+    if not world_sizes.get("gloo"):
+        return []
+    kept = gloo_ops(comm, bool(world_sizes.get("nccl")))
+    left = [op for op in comm["ops"] if op not in kept]
+    if not left:
+        return []
+    if comm["gloo"].get("ops", "auto") != "auto":
+        return [{"what": f"gloo ops {', '.join(left)}", "why": "not in comm.gloo.ops"}]
+    return [{"what": f"gloo ops {', '.join(left)}",
+             "why": f"on a GPU host Gloo measures {', '.join(kept)} beside NCCL, the comparison "
+                    f"(comm.gloo.ops: auto); every op: --config comm='{{gloo: {{ops: [{', '.join(comm['ops'])}]}}}}'"}]
 
 
 def gloo_world_sizes(config: dict, gpus: int, placed: list[int], nccl: list[int]) -> tuple[list[int], list[dict]]:
@@ -144,9 +173,11 @@ def strided(sizes: list[int], stride: int) -> list[int]:
     return keep + ([sizes[-1]] if sizes and keep[-1] != sizes[-1] else [])
 
 
-def job_params(config: dict, backend: str, nccl_env: str = "default", world_size: int | None = None) -> dict:
+def job_params(config: dict, backend: str, nccl_env: str = "default", world_size: int | None = None,
+               beside_nccl: bool = False) -> dict:
     """The values that shape a job's measurements (a change reruns the job via Snakemake's params trigger).
-    With the job's world size, a `file:` traffic matrix reaches them by content too (traffic_digests)."""
+    With the job's world size, a `file:` traffic matrix reaches them by content too (traffic_digests).
+    `beside_nccl`: NCCL comm jobs run in this plan too (comm.gloo.ops: auto)."""
     comm = config["comm"]
     sizes = sizes_from_config(comm)
     ops = comm["ops"] if nccl_env == "default" else comm.get("nccl_env_ops") or comm["ops"]
@@ -162,7 +193,9 @@ def job_params(config: dict, backend: str, nccl_env: str = "default", world_size
         cap = parse_size(g["max_bytes"])
         sizes = strided([s for s in sizes if s <= cap], gloo_stride(comm))
         pairs = [min(s, cap) for s in pairs]
-        p.update(warmup=g["warmup"], iters=g["iters"], trials=g["trials"], timing=["host"])
+        p.update(warmup=g["warmup"], iters=g["iters"], trials=g["trials"], timing=["host"],
+                 ops=gloo_ops(comm, beside_nccl))
+        ops = p["ops"]
     elif "graph" in p["timing"]:  # only then: a change of the cap reruns no job without graph timing
         p["graph_max_bytes"] = parse_size(comm["graph_max_bytes"])
     p["sizes"] = sizes

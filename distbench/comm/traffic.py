@@ -35,6 +35,16 @@ class TrafficError(ValueError):
     pass
 
 
+# zipf:S weighs rank d by (d + 1)^-S: at the largest world size (1,024 ranks) 1024^S stays a finite
+# float (below 1.8e308) for S up to 102; beyond 100 rank 0 receives all but ~1e-300 of the traffic,
+# the same measurement. zipf:1000 overflowed on every rank (issue 37).
+MAX_ZIPF_EXPONENT = 100.0
+# A matrix file's weights are relative: any range of them fits below this bound, and the sums the
+# split takes (n x n weights, then weight x n x count elements) stay finite. 1e308 weights summed to
+# infinity and the split to NaN (issue 37).
+MAX_WEIGHT = 1e15
+
+
 @dataclass(frozen=True)
 class Traffic:
     kind: str  # one of TRAFFIC_KINDS
@@ -66,6 +76,9 @@ def parse_traffic(spec: str) -> Traffic:
             raise TrafficError(f"traffic {shown(repr(spec))}: zipf needs a number, e.g. zipf:1.2") from None
         if not (s > 0 and math.isfinite(s)):
             raise TrafficError(f"traffic {shown(repr(spec))}: the zipf exponent must be a positive number")
+        if s > MAX_ZIPF_EXPONENT:
+            raise TrafficError(f"traffic {shown(repr(spec))}: the zipf exponent must be at most {MAX_ZIPF_EXPONENT:g} "
+                               "(beyond it rank 0 receives all the traffic already, and the weights overflow)")
         return Traffic("zipf", exponent=s)
     if not arg:
         raise TrafficError(f"traffic {shown(repr(spec))}: file needs a path, e.g. file:traffic/moe8.csv")
@@ -136,8 +149,9 @@ def read_matrix(path: str | Path) -> list[list[float]]:
                 values.append(float(c))
             except ValueError:
                 raise TrafficError(f"{where}, line {lineno}: not all numbers (field {field})") from None
-        if any(v < 0 or not math.isfinite(v) for v in values):
-            raise TrafficError(f"{where}, line {lineno}: weights must be finite and >= 0")
+        if any(not 0 <= v <= MAX_WEIGHT for v in values):  # NaN fails both comparisons
+            raise TrafficError(f"{where}, line {lineno}: weights must be >= 0 and at most {MAX_WEIGHT:g} "
+                               "(they are relative: scale them down)")
         rows.append(values)
     n = len(rows)
     if n == 0:

@@ -67,9 +67,31 @@ def check_frame(contract: Contract, df) -> None:
         if bad:
             raise SchemaError(f"unknown {col} values {bad} in {contract.name}; allowed: {list(allowed)}")
     col = contract.positive_when_ok
-    rows = df[df["status"] == "ok"] if "status" in df else df
+    import numpy as np
+
+    ok = (df["status"] == "ok").fillna(False).to_numpy(bool) if "status" in df else np.ones(len(df), bool)
+    rows = df[ok]
     if col and (rows[col].isna().any() or (rows[col] <= 0).any()):
-        raise SchemaError(f"{contract.name}: rows with status ok must have a positive {col}")
+        first = _first_row(ok & (df[col].isna() | (df[col] <= 0)).fillna(True).to_numpy(bool))
+        raise SchemaError(f"{contract.name}: rows with status ok must have a positive {col} "
+                          f"(row {first}: {df[col].iloc[first - 1]})")
+    # A measurement is a finite number: an infinite one (a hand edit, a division by a zero time) would
+    # pass every check above and be printed as "inf s" or drawn off the axis. Only rows that say ok:
+    # a table without a status (the health check's counters) has no measurements to hold to it.
+    for c in contract.columns if "status" in df else ():
+        if c.dtype.startswith("float") and c.name in df:
+            bad = ok & df[c.name].isin([float("inf"), float("-inf")]).to_numpy(bool)
+            if bad.any():
+                first = _first_row(bad)
+                raise SchemaError(f"{contract.name}: column {c.name}, row {first}: {df[c.name].iloc[first - 1]} on a "
+                                  "row whose status is ok (a measurement must be a finite number)")
+
+
+def _first_row(mask) -> int:
+    """The 1-based data row (the CSV's line less its header) of the first True in mask."""
+    import numpy as np
+
+    return int(np.flatnonzero(mask)[0]) + 1
 
 
 def read_csv(contract: Contract, path):

@@ -12,7 +12,6 @@ shows of several runs side by side (AcrossRuns). distbench/report/sections.py li
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 
 import pandas as pd
 
+from distbench.core.readers import other_run_fix, read_json, read_table, remake
 from distbench.core.judged import judged_world_size, oversubscribed  # noqa: F401 (the families' API)
 from distbench.core.units import human_time_us, pct, sig3
 
@@ -73,18 +73,19 @@ class ReportInputs:
     _tables: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def table(self, key: str, reader: Callable[[Path], pd.DataFrame] = pd.read_csv) -> pd.DataFrame | None:
-        """The CSV named by field `key`, read once by `reader` (None when absent or empty on disk)."""
+        """The CSV named by field `key`, read once by `reader` through the one reader
+        (distbench.core.readers: a torn, binary or unparsable file raises UnreadableFile naming it);
+        None when absent or empty on disk."""
         if (key, reader) not in self._tables:
             path = getattr(self, key)
-            ok = path and Path(path).exists() and Path(path).stat().st_size
-            self._tables[(key, reader)] = reader(path) if ok else None
+            self._tables[(key, reader)] = read_table(path, remake(path), parse=reader, missing_ok=True) if path else None
         return self._tables[(key, reader)]
 
     def env_dict(self) -> dict:
-        """env.json as a dict ({} when missing)."""
+        """env.json as a dict ({} when missing); one that cannot be read raises UnreadableFile."""
         if "env" not in self._tables:
             path = Path(self.env) if self.env else None
-            self._tables["env"] = json.loads(path.read_text()) if path and path.exists() else {}
+            self._tables["env"] = read_json(path, remake(path)) if path and path.exists() else {}
         return self._tables["env"]
 
 
@@ -136,6 +137,14 @@ class Run:
     label: str
     about: dict  # its run.json: label, host, GPU, versions, when it was exported
     tables: Path  # its tables/ directory
+    # its tables already read (distbench.report.runs.load_runs reads each once, through the one reader)
+    frames: Mapping[str, pd.DataFrame] = field(default_factory=dict, compare=False, repr=False)
+
+    def table(self, name: str) -> pd.DataFrame | None:
+        """Its table `name` (a file under tables/), through the one reader; None when it has none."""
+        if name in self.frames:
+            return self.frames[name]
+        return read_table(self.tables / name, other_run_fix(self.tables.parent), missing_ok=True)
 
 
 @dataclass(frozen=True)
@@ -146,6 +155,11 @@ class AcrossRuns:
     build: Callable[[Mapping[str, Run]], Any]  # its fragment's context from the runs (this one first)
     fragment: str  # stem of its fragments <fragment>.md.j2 / .html.j2, in its section's templates;
     # the context is the variable `across_runs` there
+    # the columns `build` reads from each run's table, and those of them that must hold numbers (finite
+    # on ok rows): a run whose table lacks one or holds anything else there is left out and named
+    # (distbench.report.runs)
+    columns: tuple[str, ...] = ()
+    numeric: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

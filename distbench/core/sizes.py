@@ -15,6 +15,13 @@ _UNITS = {
     "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40,
 }
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+# The largest size: 1 PiB, beyond any one host's memory (the largest hold tens of TiB), so no buffer
+# of a valid config is refused by this bound, and every size stays a finite float and an int64 count.
+MAX_SIZE_BYTES = 2**50
+
+
+class SizeTooLarge(ValueError):
+    pass
 
 
 def parse_size(value) -> int:
@@ -24,6 +31,8 @@ def parse_size(value) -> int:
     if isinstance(value, int):
         if value < 0:
             raise ValueError(f"size must be >= 0, got {value}")
+        if value > MAX_SIZE_BYTES:
+            raise SizeTooLarge(f"size {value} is above 1 PiB ({MAX_SIZE_BYTES} bytes), the largest allowed")
         return value
     m = _SIZE_RE.match(str(value))
     if not m or m.group(2).lower() not in _UNITS:
@@ -32,6 +41,8 @@ def parse_size(value) -> int:
             "B, KB, MB, GB, TB (decimal), KiB, MiB, GiB, TiB or K, M, G, T (binary))"
         )
     n = float(m.group(1)) * _UNITS[m.group(2).lower()]
+    if not n <= MAX_SIZE_BYTES:  # also a number of 400 digits, which float() makes infinite
+        raise SizeTooLarge(f"size {str(value)[:40]!r} is above 1 PiB ({MAX_SIZE_BYTES} bytes), the largest allowed")
     if n != int(n):
         raise ValueError(f"size {value!r} is not a whole number of bytes")
     return int(n)

@@ -2,22 +2,22 @@
 
 Every job CSV is a cached output Snakemake will not remake while it is newer than its inputs, so a
 file that was truncated or edited by hand would poison every table after it. Each one is read on
-its own; whatever is wrong with it (torn rows, renamed columns, values the contract does not allow,
-text that does not parse) becomes one JobCsvError naming the files, what is wrong with each and how
-to get a good one back. The workflow scripts end with that message, never a traceback
+its own, by the one reader's checks (distbench.core.readers) plus its contract's; whatever is wrong
+with it (torn rows, renamed columns, values the contract does not allow, an infinite measurement on an
+ok row, text that does not parse) becomes one JobCsvError naming the files, what is wrong with each
+and how to get a good one back. The workflow scripts end with that message, never a traceback
 (distbench.pipeline.in_rule.run_in_rule).
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import shlex
 from pathlib import Path
 
 import pandas as pd
 
 from distbench.core.contract import Contract, SchemaError, read_csv
+from distbench.core.readers import UnreadableFile, csv_problem, read_text
 
 
 class JobCsvError(SchemaError):
@@ -35,27 +35,16 @@ class JobCsvError(SchemaError):
         lines.append(("It is" if n == 1 else "Each is") + " a benchmark job's output that was truncated, corrupted "
                      "or edited by hand. Delete it so that Snakemake runs that job again:")
         lines.append("  rm " + " ".join(shlex.quote(p) for p, _, _ in self.problems))
-        rules = sorted({rule for _, _, rule in self.problems})
-        lines.append("or rerun every such job: " + " ".join(f"snakemake -R {r}" for r in rules)
-                     + " (add your usual options, e.g. --configfile).")
+        rules = sorted({rule for _, _, rule in self.problems if rule})  # a contract may name no job rule
+        if rules:
+            lines.append("or rerun every such job: " + " ".join(f"snakemake -R {r}" for r in rules)
+                         + " (add your usual options, e.g. --configfile).")
         return "\n".join(lines)
 
 
-def _structure_problem(path: Path, contract: Contract) -> str | None:
-    """What makes this file unreadable as a CSV of the contract, before pandas guesses around it: no
-    text, a torn last row, rows with the wrong number of fields, columns renamed, added or missing."""
-    data = path.read_bytes()
-    if not data.strip():
-        return "the file is empty (not even a header)"
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        return f"not UTF-8 text (byte {e.start} is {data[e.start:e.start + 1]!r})"
-    if not text.endswith("\n"):
-        return "it ends in the middle of a row (no newline after the last line): the file was truncated"
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
-    try:
-        header = next(reader)
+def _header_problem(contract: Contract):
+    """The contract's check of a job CSV's header: columns renamed, added, missing or repeated."""
+    def problem(header: list[str]) -> str | None:
         names = contract.names
         fillable = {name for name, _ in contract.filled_when_missing}  # older files lack them: filled on reading
         missing = [c for c in names if c not in header and c not in fillable]
@@ -66,13 +55,19 @@ def _structure_problem(path: Path, contract: Contract) -> str | None:
                 + ([f"repeated {dup}"] if dup else [])
             return (f"its header does not match the {contract.name} CSV contract: " + ", ".join(parts)
                     + (" (a column renamed?)" if missing and extra else ""))
-        for row in reader:
-            if row and len(row) != len(header):
-                return (f"line {reader.line_num} has {len(row)} fields where the header has {len(header)}"
-                        " (a torn or hand-edited row)")
-    except csv.Error as e:
-        return f"not valid CSV at line {reader.line_num}: {e}"
-    return None
+        return None
+    return problem
+
+
+def _structure_problem(path: Path, contract: Contract) -> str | None:
+    """What makes this file unreadable as a CSV of the contract, before pandas guesses around it: no
+    text or not text, a torn last row, rows with the wrong number of fields, columns renamed, added or
+    missing (the one reader's checks, distbench.core.readers, with the contract's header)."""
+    try:
+        text = read_text(path, fix="")
+    except UnreadableFile as e:
+        return e.problem
+    return csv_problem(text, _header_problem(contract))
 
 
 def read_job_csv(path, contract: Contract) -> pd.DataFrame:
@@ -88,8 +83,6 @@ def read_job_csv(path, contract: Contract) -> pd.DataFrame:
         problem = str(e)
     except (ValueError, KeyError, TypeError, OverflowError, pd.errors.ParserError) as e:
         problem = f"a value does not parse as its column's type in the {contract.name} CSV contract ({e})"
-    except OSError as e:
-        problem = f"cannot be read: {e.strerror or e}"
     raise JobCsvError([(path, problem, rule)])
 
 

@@ -104,6 +104,12 @@ def slurm_first_node_addr(env: dict | None = None) -> str:
     return first
 
 
+def host_address(host: str) -> str:
+    """A cluster.hosts entry as an address: `user@node1` logs in as user through ssh, and the
+    rendezvous (torchrun's --rdzv-endpoint, which takes no user) is on node1."""
+    return host.rpartition("@")[2]
+
+
 def rendezvous(launch: Launch, launcher: str) -> tuple[str, int]:
     """(host, port) of the c10d rendezvous: on the first node, a free port when it is this host."""
     if launcher == "local":
@@ -111,7 +117,7 @@ def rendezvous(launch: Launch, launcher: str) -> tuple[str, int]:
     if launcher == "srun":
         # The batch script, and so this launcher, runs on the allocation's first node.
         return slurm_first_node_addr(), free_port()
-    return launch.hosts[0], launch.rdzv_port
+    return host_address(launch.hosts[0]), launch.rdzv_port
 
 
 def agent_commands(python: str, module: str, args: list[str], launch: Launch, run_id: str, env: dict,

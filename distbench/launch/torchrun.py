@@ -429,6 +429,7 @@ def record_provenance(placement_json, started: datetime, wall_s: float, outcome:
                           # full precision: a job may start within the same second as the Snakemake run
                           "started": started.isoformat(),
                           "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                          "ended": datetime.now(timezone.utc).isoformat(),  # exact, for the overlap check (launch.hostlock)
                           "wall_s": round(wall_s, 1), "outcome": outcome,
                           # what ran, as a shell would read it (the launcher itself runs argument lists)
                           "commands": [shlex.join(c) for c in commands]}

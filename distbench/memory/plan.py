@@ -35,6 +35,27 @@ def memory_world_sizes(mem: dict, backend: str, gpus: int) -> list[int]:
     return [1, 2]
 
 
+def memory_models(config: dict, backend: str) -> tuple[list[str], list[dict]]:
+    """memory.models: a list as given; `auto` on GPUs the language models of training.models (the
+    MLP's largest batch passed the search cap, 65,536 per rank at 2.7 GiB on an H100, and its job cost
+    ~13 s of the default run: benchmarks/results/day-one-h100x4-2026-11-27), on CPU every model of
+    training.models (the MLP is the CPU run's quick answer)."""
+    chosen = config["memory"]["models"]
+    if chosen != "auto":
+        return list(chosen), []
+    every = list(config["training"]["models"])
+    if backend != "nccl":
+        return every, []
+    kept = [m for m in every if workload(m).block == "lm"] or every
+    left = [m for m in every if m not in kept]
+    if not left:
+        return kept, []
+    return kept, [{"what": f"memory jobs of {', '.join(left)}",
+                   "why": "on GPUs memory measures the language models (memory.models: auto: the MLP's largest batch "
+                          "passes the search cap); every model: "
+                          f"--config memory='{{models: [{', '.join(every)}]}}'"}]
+
+
 def memory_jobs(config: dict, gpus: int) -> tuple[list[MemoryJob], list[dict]]:
     """One memory job per model, strategy (DDP with each gradient_as_bucket_view value; FSDP for
     gpt/lora) and world size."""
@@ -65,8 +86,10 @@ def memory_jobs(config: dict, gpus: int) -> tuple[list[MemoryJob], list[dict]]:
         skipped.append({"what": "the largest-batch search at " + ", ".join(map(str, sizes[:-1])) + " rank(s)",
                         "why": f"memory.search_at largest: searched at {sizes[-1]} ranks only; a full run: "
                                "--config memory='{search_at: all}'"})
+    models, why = memory_models(config, backend)
+    skipped += why
     jobs = []
-    for model in mem["models"]:
+    for model in models:
         for ws in sizes:
             for strategy in mem["strategies"]:
                 if strategy == "fsdp":

@@ -40,6 +40,17 @@ class NodesPlan:
 
 
 def nodes_plan(config: dict, gpus: int) -> NodesPlan:
+    layout = nodes_layout(config, gpus)
+    if not layout.backend:
+        return layout
+    cfg = config["nodes"]
+    rounds = schedule(layout.nodes, cfg["mode"], cfg["random_pairings"], cfg["seed"])
+    return NodesPlan(layout.backend, layout.nodes, layout.ranks_per_node, layout.simulated, cfg["mode"], tuple(rounds))
+
+
+def nodes_layout(config: dict, gpus: int) -> NodesPlan:
+    """The rounds' backend, nodes and ranks per node, without the schedule (its rounds): what the
+    host-fit check needs (distbench.pipeline.host_fit), in no time whatever cluster.nodes says."""
     cfg = config["nodes"]
     if not cfg["enabled"]:
         return NodesPlan(None, why="nodes.enabled is false")
@@ -61,8 +72,7 @@ def nodes_plan(config: dict, gpus: int) -> NodesPlan:
         if backend == "nccl" and int(cfg["ranks_per_node"]) > per_node:
             return NodesPlan(None, why=f"nodes.ranks_per_node {cfg['ranks_per_node']} is above the {per_node} GPU(s) of a node")
         per_node = int(cfg["ranks_per_node"])
-    rounds = schedule(n, cfg["mode"], cfg["random_pairings"], cfg["seed"])
-    return NodesPlan(backend, n, per_node, simulated, cfg["mode"], tuple(rounds))
+    return NodesPlan(backend, n, per_node, simulated, cfg["mode"])
 
 
 def sizes_of(config: dict) -> list[int]:

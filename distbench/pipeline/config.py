@@ -10,6 +10,7 @@ a plain dict, so tests and distbench.pipeline.plan users get the same config as 
 from __future__ import annotations
 
 import copy
+import math
 import re
 import reprlib
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 import yaml
 
 from distbench.core.run_label import baseline_tables_dir, label_problem
+from distbench.pipeline.cli_values import _resolve, coerce_cli_values
 
 SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
 SIZE_REF = "#/definitions/size"
@@ -28,15 +30,23 @@ SIZE_UNITS = ("B", "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB", "K", "M",
 _SIZE_LIKE = re.compile(r"^\s*(-?)\s*[0-9]+(?:\.[0-9]+)?\s*([A-Za-z]*)\s*$")
 
 # job_env names that change what a process loads or runs (the dynamic loader, the program and module
-# search paths, startup hooks, code NCCL and CUDA load by name). job_env reaches every rank of every
-# job, so these are refused unless the config opts in with LOADER_OPT_IN: true.
+# search paths, startup hooks, code NCCL and CUDA load by name, modules our own ranks import by name).
+# job_env reaches every rank of every job, so these are refused unless the config opts in with
+# LOADER_OPT_IN: true.
 LOADER_OPT_IN = "job_env_allow_loader_vars"
 LOADER_VARS = frozenset({
     "PATH", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTHONPLATLIBDIR", "PYTHONBREAKPOINT",
+    # a warning filter's category (-W action::module.Class) is imported at startup; a bytecode
+    # cache prefix is where the interpreter loads .pyc files from
+    "PYTHONWARNINGS", "PYTHONPYCACHEPREFIX",
     "BASH_ENV", "ENV", "GCONV_PATH", "CUDA_INJECTION64_PATH",
     "NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN", "NCCL_PROFILER_PLUGIN",
+    # distbench.workloads.registry.EXTENSIONS_ENV: every training and memory rank imports these modules
+    "DISTBENCH_WORKLOAD_MODULES",
 })
 LOADER_PREFIXES = ("LD_", "DYLD_")  # LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT, ... and macOS's DYLD_*
+# NCCL loads a shared library named by NCCL_<KIND>_PLUGIN (net, tuner, profiler, env, and those to come)
+LOADER_NCCL_SUFFIX = "_PLUGIN"
 
 # Variables that distort what a timed run measures: refused wherever a job's environment is set
 # (job_env, comm.nccl_env, training.tune_space.nccl_env), with the same message. The NCCL probe job
@@ -97,16 +107,6 @@ def _key(path) -> str:
     return out or "(top level)"
 
 
-def _resolve(schema: dict, sub: dict) -> dict:
-    ref = sub.get("$ref")
-    if ref:
-        node = schema
-        for part in ref.lstrip("#/").split("/"):
-            node = node[part]
-        return node
-    return sub
-
-
 def _allowed(schema: dict, sub: dict) -> str:
     if sub.get("$ref") == SIZE_REF:
         return f"a size ({SIZE_HELP})"
@@ -135,8 +135,14 @@ def _allowed(schema: dict, sub: dict) -> str:
     return sub.get("description", "see distbench/pipeline/config.schema.yaml")
 
 
+# How every pattern of the schema ends: `$` alone also matches before a final newline in Python's re
+# (what jsonschema uses), so "Ring\n" passed; the lookahead refuses it (and means nothing in ECMA).
+PATTERN_END = "$(?!\\n)"
+
+
 def _bad_chars(pattern: str, instance) -> str:
     """For one character class (^[...]*$, job_env's values): the characters of `instance` it refuses."""
+    pattern = pattern.removesuffix(PATTERN_END) + "$" if pattern.endswith(PATTERN_END) else pattern
     if not (isinstance(instance, str) and pattern.startswith("^[") and pattern.endswith("]*$")
             and pattern.count("[") == 1):
         return ""
@@ -180,6 +186,10 @@ def _describe(schema: dict, err) -> str:
         return "\n  - ".join(said)
     if err.validator == "maxItems":
         return f"config key {key}: {len(err.instance):,} entries; at most {err.validator_value} are allowed"
+    if err.validator == "maxLength":
+        return f"config key {key}: {len(err.instance):,} characters; at most {err.validator_value:,} are allowed"
+    if err.validator == "finite":
+        return f"config key {key}: {shown(err.instance)} is not a finite number ({_allowed(schema, err.schema)})"
     if err.validator in ("enum", "oneOf", "pattern", "type", "minimum", "maximum", "exclusiveMinimum"):
         return f"config key {key}: {shown(err.instance)} is not valid ({_allowed(schema, err.schema)})"
     return f"config key {key}: {_clip(err.message)}"
@@ -204,10 +214,19 @@ def _validator(schema: dict):
     one message per bad size, in words (no regular expression), and at least 1 byte."""
     import jsonschema
 
-    from distbench.core.sizes import parse_size
+    from distbench.core.sizes import MAX_SIZE_BYTES, SizeTooLarge, parse_size
 
     base = jsonschema.Draft202012Validator
     base_ref = base.VALIDATORS["$ref"]
+    base_maximum = base.VALIDATORS["maximum"]
+
+    def maximum(validator, value, instance, sub):
+        # NaN compares false with any bound, so `maximum` alone lets .nan through (every number of
+        # the schema has a maximum: tests/test_inputs_round2.py)
+        if isinstance(instance, float) and math.isnan(instance):
+            yield jsonschema.ValidationError(f"{instance!r} is not a finite number", validator="finite")
+            return
+        yield from base_maximum(validator, value, instance, sub)
 
     def ref(validator, value, instance, sub):
         if value != SIZE_REF:
@@ -215,6 +234,10 @@ def _validator(schema: dict):
             return
         try:
             n = parse_size(instance)
+        except SizeTooLarge:
+            yield jsonschema.ValidationError(f"{shown(instance)} is not a size: at most 1 PiB ({MAX_SIZE_BYTES:,} "
+                                             "bytes), more than any host's memory", validator="size")
+            return
         except ValueError:
             n = None
         schema_ok = next(iter(base_ref(validator, value, instance, sub)), None) is None
@@ -234,39 +257,7 @@ def _validator(schema: dict):
             message = f"{shown(instance)} is not a size ({SIZE_HELP})"
         yield jsonschema.ValidationError(message, validator="size")
 
-    return jsonschema.validators.extend(base, {"$ref": ref})(schema)
-
-
-def _accepts_integer_only(schema: dict, sub: dict) -> bool:
-    sub = _resolve(schema, sub)
-    alts = [_resolve(schema, a) for a in sub.get("oneOf", [sub])]
-    return any(a.get("type") == "integer" for a in alts) and not any(a.get("type") == "string" for a in alts)
-
-
-def _accepts_boolean(schema: dict, sub: dict) -> bool:
-    sub = _resolve(schema, sub)
-    return any(_resolve(schema, a).get("type") == "boolean" for a in sub.get("oneOf", [sub]))
-
-
-def coerce_cli_values(node, schema: dict, sub: dict | None = None):
-    """`--config world_sizes=[2,4]` arrives as ['2', '4']: turn digit strings into integers where
-    the schema wants an integer (and no string), so the command line reads like the YAML file."""
-    sub = _resolve(schema, sub if sub is not None else schema)
-    if isinstance(node, str) and node.strip().isdigit() and _accepts_integer_only(schema, sub):
-        return int(node)
-    if isinstance(node, str) and node.strip().lower() in ("true", "false") and _accepts_boolean(schema, sub):
-        return node.strip().lower() == "true"  # `--config profile=true`
-    if isinstance(node, list):  # a list, or the list alternative of a oneOf (world_sizes: auto or a list)
-        items = next((a["items"] for a in [sub, *(_resolve(schema, a) for a in sub.get("oneOf", []))]
-                      if "items" in a), None)
-        if items is not None:
-            return [coerce_cli_values(v, schema, items) for v in node]
-    if isinstance(node, dict):
-        props = dict(sub.get("properties") or {})
-        for alt in sub.get("oneOf", []):
-            props.update(_resolve(schema, alt).get("properties") or {})
-        return {k: coerce_cli_values(v, schema, props[k]) if k in props else v for k, v in node.items()}
-    return node
+    return jsonschema.validators.extend(base, {"$ref": ref, "maximum": maximum})(schema)
 
 
 def _path_order(path) -> list:
@@ -342,7 +333,20 @@ def _name_length_problems(config: dict) -> list[str]:
 
 
 def is_loader_var(name: str) -> bool:
-    return name in LOADER_VARS or name.startswith(LOADER_PREFIXES)
+    return (name in LOADER_VARS or name.startswith(LOADER_PREFIXES)
+            or (name.startswith("NCCL_") and name.endswith(LOADER_NCCL_SUFFIX)))
+
+
+def _gpu_count_problems(config: dict) -> list[str]:
+    """predict.gpu_counts the prediction can place: whole nodes of the preset's GPUs per node, or
+    fewer than one node (distbench.predict.cluster), known now rather than after every benchmark."""
+    from distbench.predict.model import get_preset
+
+    per_node = get_preset(config["predict"]["preset"]).gpus_per_node
+    return [f"config key predict.gpu_counts[{i}]: {n} GPUs do not fill whole nodes of {per_node} (preset "
+            f"{config['predict']['preset']}); use fewer than {per_node} or a multiple of {per_node}, e.g. "
+            f"{n // per_node * per_node} or {-(-n // per_node) * per_node}"
+            for i, n in enumerate(config["predict"]["gpu_counts"]) if n > per_node and n % per_node]
 
 
 def _loader_var_problems(config: dict) -> list:
@@ -428,11 +432,16 @@ def check_config(config: dict) -> dict:
             problems.append(f"config key cluster.hosts: launcher ssh needs one host per node, got {len(cluster['hosts'])} "
                             f"host(s) for cluster.nodes {cluster['nodes']}")
         problems += _size_problems(config["comm"]["sizes"])
+        gloo_ops = config["comm"]["gloo"].get("ops", "auto")
+        if gloo_ops != "auto":
+            problems += [f"config key comm.gloo.ops[{i}]: {op} is not in comm.ops {config['comm']['ops']}"
+                         for i, op in enumerate(gloo_ops) if op not in config["comm"]["ops"]]
         gloo_sizes = config["comm"]["gloo"]["world_sizes"]
         if gloo_sizes != "auto" and config["world_sizes"] != "auto":  # auto: the plan names what it leaves out
             problems += [f"config key comm.gloo.world_sizes[{i}]: {ws} is not in world_sizes {config['world_sizes']}"
                          for i, ws in enumerate(gloo_sizes) if ws not in config["world_sizes"]]
         problems += _name_length_problems(config)
+        problems += _gpu_count_problems(config)
         # traffic matrix files are read now, so a missing or ragged one stops the run before any job
         problems += [f"config key comm.traffic: {m}" for m in traffic_problems(config["comm"]["traffic"])]
         baseline = config["report"]["baseline"]

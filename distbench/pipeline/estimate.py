@@ -1,20 +1,30 @@
 """How many benchmark jobs a run will start and about how long they will take, printed before the
-first job (rules/common.smk), so a user knows whether to wait or to come back later: those of the
-invocation's own targets (targets_plan: `snakemake quick` its 3 jobs, `snakemake comm` the comm jobs).
+first job (rules/common.smk), so a user knows whether to wait or to come back later.
+
+Which jobs, and which of them run, is Snakemake's own answer, not a walk of its own: the benchmark
+jobs of this invocation's DAG and its rerun decisions (distbench.launch.dag_view: a missing output,
+changed params such as comm.iters, a changed input such as a `file:` traffic matrix, `--until`, a
+target such as `quick`), read once the DAG is final, in a dry run as in a real run.
 
 Each benchmark rule records its job's wall time with Snakemake's `benchmark:` directive (a tsv whose
 column `s` is seconds) under results/<label>/benchmarks/ (BENCHMARKS). A job's estimate is the median
 of those earlier times for the same job (any run label), else the median of its family and backend
 in the history, else a stated default (DEFAULTS). The benchmark rules take all cores, so the jobs run
-one after another and the run's time is their sum. Torch-free and pandas-free: the Snakefile calls
-this on every parse, the no-op rerun included.
+one after another and the run's time is their sum. The history is read from regular files at the
+templates' own depth only (no symlink followed, capped in entries and bytes: it runs before every
+run), and a time that is not finite, not positive or beyond a week is ignored and named.
+Torch-free and pandas-free.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
+import stat
 import statistics
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +44,15 @@ OUTPUTS = {
     "probe": "probe/nccl.json",
 }
 FAMILIES = tuple(BENCHMARKS)
+# Snakemake's benchmark rules and the family each measures (rules/*.smk): the DAG's jobs of these
+# rules are the estimate's jobs.
+RULE_FAMILIES = {"comm_job": "comm", "training_job": "training", "memory_job": "memory", "probe_nccl": "probe"}
+# What the history may cost before a run: directory entries looked at under results/ in all, and the
+# bytes of one file (a benchmark tsv is a header and a line per repeat: about 100 bytes each).
+MAX_ENTRIES = 20_000
+MAX_FILE_BYTES = 64 * 1024
+# A recorded job time beyond this is not a measurement of the job (a job's own limit is far below).
+MAX_JOB_S = 7 * 24 * 3600.0
 
 
 def probe_benchmark(world_size: int) -> str:
@@ -111,6 +130,7 @@ class JobEstimate:
 @dataclass(frozen=True)
 class Estimate:
     jobs: tuple[JobEstimate, ...]
+    ignored: tuple[str, ...] = ()  # recorded times not used, each "<file>: <why>" (History.ignored)
 
     @property
     def to_run(self) -> list[JobEstimate]:
@@ -134,9 +154,9 @@ class Estimate:
         return sum(j.source == "default" for j in self.to_run)
 
     def per_family(self) -> dict[str, tuple[int, float]]:
-        """{family: (jobs to run, seconds)}, families with jobs to run only."""
+        """{family: (jobs to run, seconds)}, families with jobs to run only, in FAMILIES' order."""
         out: dict[str, tuple[int, float]] = {}
-        for j in self.to_run:
+        for j in sorted(self.to_run, key=lambda j: FAMILIES.index(j.key.family)):
             n, s = out.get(j.key.family, (0, 0.0))
             out[j.key.family] = (n + 1, s + j.seconds)
         return out
@@ -149,81 +169,84 @@ class Estimate:
         head += (f", about {human_duration(self.seconds)} one after another ({self.from_history} from earlier "
                  f"runs, {self.from_defaults} by default figures)")
         parts = [f"{fam} {n} ({human_duration(s)})" for fam, (n, s) in self.per_family().items()]
-        return head + "\ndistbench: to run: " + ", ".join(parts)
+        return head + "\ndistbench: to run: " + ", ".join(parts) + self.ignored_note()
+
+    def ignored_note(self) -> str:
+        if not self.ignored:
+            return ""
+        shown = "; ".join(self.ignored[:5]) + (f"; and {len(self.ignored) - 5} more" if len(self.ignored) > 5 else "")
+        return (f"\ndistbench: {len(self.ignored)} recorded job time(s) not used for the estimate (a time is a finite "
+                f"number of seconds above 0 and below a week, read from a regular file of at most "
+                f"{MAX_FILE_BYTES // 1024} KiB): {shown}")
 
 
 def human_duration(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "an unknown time"
     if seconds < 90:
         return f"{round(seconds)} s"
     minutes = seconds / 60
     return f"{round(minutes)} min" if minutes < 120 else f"{minutes / 60:.1f} h"
 
 
-@dataclass(frozen=True)
-class TargetJobs:
-    """What one target rule of the Snakefile runs of the plan's benchmark jobs."""
-
-    families: tuple[str, ...]  # its families' jobs (the quick answer's own for `quick`)
-    probe: bool  # the NCCL probe job (probe/nccl.json, which the comm tables' diagnosis reads)
-
-
-JOB_FAMILIES = ("comm", "training", "memory")
-# The Snakefile's target rules. `report` runs none: it renders from the cache (rules/report.smk).
-TARGET_JOBS = {
-    "all": TargetJobs(JOB_FAMILIES, True),
-    "comm": TargetJobs(("comm",), True),
-    "training": TargetJobs(("training",), False),
-    "memory": TargetJobs(("memory",), False),
-    "probes": TargetJobs((), True),
-    "quick": TargetJobs(JOB_FAMILIES, True),
-    "report": TargetJobs((), False),
-}
-DEFAULT_TARGET = "all"  # what Snakemake builds when no target is named
-
-
-def targets_plan(plan: dict, quick: dict, targets) -> tuple[dict, bool] | None:
-    """The part of `plan` this invocation's `targets` run (each a rule of TARGET_JOBS; none named:
-    DEFAULT_TARGET), and whether the NCCL probe job is among it: what the estimate counts, so
-    `snakemake quick` announces its 3 jobs, not the plan's 33. `quick`: the quick answer's jobs
-    (distbench.pipeline.quick). None when no target runs a benchmark job or is one of these rules
-    (`report`; a file: `snakemake -n` lists what it needs)."""
-    picked: dict[str, list] = {f: [] for f in JOB_FAMILIES}
-    probe = False
-    for target in sorted(set(targets) or {DEFAULT_TARGET}):
-        spec = TARGET_JOBS.get(target)
-        if spec is None:
-            continue
-        probe |= spec.probe
-        for family in spec.families:
-            jobs = (quick if target == "quick" else plan).get(f"{family}_jobs", [])
-            picked[family] += [j for j in jobs if all(j is not k for k in picked[family])]
-    if not probe and not any(picked.values()):
+def job_key(rule: str, wildcards, probe_world_size: int = 0) -> JobKey | None:
+    """The estimate's key of one of Snakemake's jobs (its rule and wildcards), or None for a job that
+    is no benchmark job: another rule, or the NCCL probe where it launches nothing (probe_world_size
+    below 2: nccl_probe_params)."""
+    family = RULE_FAMILIES.get(rule)
+    if family is None:
         return None
-    return {**plan, **{f"{f}_jobs": jobs for f, jobs in picked.items()}}, probe
+    if family == "probe":
+        return JobKey("probe", "nccl", probe_world_size) if probe_world_size >= 2 else None
+    ws = int(wildcards["world_size"])
+    if family == "comm":
+        return JobKey(family, wildcards["backend"], ws, config=wildcards["nccl_env"], dtype=wildcards["dtype"])
+    return JobKey(family, wildcards["backend"], ws, model=wildcards["model"], config=wildcards["config"])
 
 
-def plan_keys(plan: dict, probe_world_size: int = 0) -> list[JobKey]:
-    """Every benchmark job of the plan (make_plan's output), and the NCCL probe where it launches one
-    (probe_world_size >= 2: nccl_probe_params)."""
-    keys = [JobKey("comm", j.backend, j.world_size, config=j.nccl_env_label, dtype=j.dtype)
-            for j in plan["comm_jobs"]]
-    for family in ("training", "memory"):
-        keys += [JobKey(family, j.backend, j.world_size, model=j.model, config=j.config_label)
-                 for j in plan.get(f"{family}_jobs", [])]
-    if probe_world_size >= 2:
-        keys.append(JobKey("probe", "nccl", probe_world_size))
-    return keys
-
-
-def read_seconds(tsv: Path) -> float | None:
-    """The mean of a Snakemake benchmark tsv's `s` column (one row per repeat); None if unreadable."""
+def job_seconds(value) -> float | None:
+    """A recorded job time, when it is one: a finite number of seconds above 0 and below MAX_JOB_S."""
     try:
-        lines = tsv.read_text().splitlines()
-        col = lines[0].split("\t").index("s")
-        values = [float(line.split("\t")[col]) for line in lines[1:] if line.strip()]
-    except (OSError, ValueError, IndexError):
+        v = float(value)
+    except (TypeError, ValueError):
         return None
-    return sum(values) / len(values) if values else None
+    return v if math.isfinite(v) and 0 < v < MAX_JOB_S else None
+
+
+def _read_small(path: Path) -> bytes | None:
+    """A regular file's bytes, at most MAX_FILE_BYTES (None: not a regular file, larger, unreadable);
+    a symlink is never followed."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return None
+        data = f.read(MAX_FILE_BYTES + 1)
+    return data if len(data) <= MAX_FILE_BYTES else None
+
+
+def read_seconds(tsv: Path, ignored: list[str] | None = None) -> float | None:
+    """The mean of a Snakemake benchmark tsv's `s` column (one row per repeat); None if unreadable.
+    A value that is no job time (job_seconds) is left out and named in `ignored`."""
+    data = _read_small(tsv)
+    if data is None:
+        if ignored is not None and os.path.lexists(tsv):
+            ignored.append(f"{tsv}: not a regular file of at most {MAX_FILE_BYTES // 1024} KiB")
+        return None
+    try:
+        lines = data.decode(errors="replace").splitlines()
+        col = lines[0].split("\t").index("s")
+        raw = [line.split("\t")[col] for line in lines[1:] if line.strip()]
+    except (ValueError, IndexError):
+        return None
+    values = [job_seconds(v) for v in raw]
+    bad = [r for r, v in zip(raw, values) if v is None]
+    if bad and ignored is not None:
+        ignored.append(f"{tsv}: {', '.join(b[:24] for b in bad[:3])} s")
+    good = [v for v in values if v is not None]
+    return sum(good) / len(good) if good else None
 
 
 def key_of(family: str, rel: tuple[str, ...]) -> JobKey | None:
@@ -242,29 +265,105 @@ def key_of(family: str, rel: tuple[str, ...]) -> JobKey | None:
     return JobKey(family, backend, int(ws[2:]), model=middle, config=last)
 
 
-def history(results_dir: Path) -> dict[JobKey, list[float]]:
-    """Every recorded job time under results/*/benchmarks/ (any run label), by job key."""
+def _tsv_files(results_dir: Path, budget: list[int]) -> Iterable[tuple[str, tuple[str, ...], Path]]:
+    """(family, parts below <label>/benchmarks/<family>/, path) of every regular .tsv at its template's
+    depth (BENCHMARKS), walking real directories only, at most budget[0] entries in all."""
+
+    def entries(d: Path):
+        try:
+            with os.scandir(d) as it:
+                for e in it:
+                    if budget[0] <= 0:
+                        return
+                    budget[0] -= 1
+                    yield e
+        except OSError:
+            return
+
+    def walk(d: Path, depth: int, rel: tuple[str, ...]):
+        for e in entries(d):
+            if depth > 1 and e.is_dir(follow_symlinks=False):
+                yield from walk(Path(e.path), depth - 1, (*rel, e.name))
+            elif depth == 1 and e.name.endswith(".tsv") and e.is_file(follow_symlinks=False):
+                yield (*rel, e.name), Path(e.path)
+
+    for label in entries(Path(results_dir)):
+        if not label.is_dir(follow_symlinks=False):
+            continue
+        for family in FAMILIES:
+            top = Path(label.path) / "benchmarks" / family
+            if top.is_dir() and not top.is_symlink() and not top.parent.is_symlink():
+                depth = len(Path(BENCHMARKS[family]).parts) - 2  # below benchmarks/<family>/
+                for rel, path in walk(top, depth, ()):
+                    yield family, rel, path
+
+
+@dataclass
+class History:
+    """Every usable recorded job time under results/*/benchmarks/ (any run label), by job key, and
+    what was not used, each named."""
+
+    times: dict
+    ignored: list[str]
+
+
+def history(results_dir: Path) -> History:
     out: dict[JobKey, list[float]] = defaultdict(list)
-    for family in FAMILIES:
-        for tsv in sorted(Path(results_dir).glob(f"*/benchmarks/{family}/**/*.tsv")):
-            rel = tsv.relative_to(results_dir).parts[3:]  # below <label>/benchmarks/<family>/
-            key, seconds = key_of(family, rel), read_seconds(tsv)
-            if key is not None and family in BATCHED:
-                # measured in a shared launch: the Snakemake job only adopted it (or launched the
-                # whole group): the configuration's own time is in its placement file
-                seconds = batch_seconds(results_dir / tsv.relative_to(results_dir).parts[0], key) or seconds
-            if key is not None and seconds is not None:
-                out[key].append(seconds)
-    return out
+    ignored: list[str] = []
+    budget = [MAX_ENTRIES]
+    for family, rel, tsv in _tsv_files(Path(results_dir), budget):
+        key, seconds = key_of(family, rel), read_seconds(tsv, ignored)
+        label_dir = Path(results_dir) / tsv.relative_to(results_dir).parts[0]
+        if key is not None and seconds is not None:
+            # Snakemake's time includes any wait for the host lock (distbench.launch.hostlock): not the job's
+            seconds = max(seconds - lock_wait_seconds(label_dir, key), 1e-3)
+        if key is not None and family in BATCHED:
+            # measured in a shared launch: the Snakemake job only adopted it (or launched the
+            # whole group): the configuration's own time is in its placement file
+            seconds = batch_seconds(label_dir, key, ignored) or seconds
+        if key is not None and seconds is not None:
+            out[key].append(seconds)
+    if budget[0] <= 0:
+        ignored.append(f"{results_dir}: more than {MAX_ENTRIES} entries; the rest not read")
+    return History(out, ignored)
 
 
-def batch_seconds(label_dir: Path, key: JobKey) -> float | None:
-    """A job's own seconds in a shared launch (placement.json provenance.batch.wall_s), or None."""
-    placement = label_dir / Path(OUTPUTS[key.family].format(**key.wildcards)).with_name("placement.json")
+def _placement_of(label_dir: Path, key: JobKey) -> Path:
+    return label_dir / Path(OUTPUTS[key.family].format(**key.wildcards)).with_name("placement.json")
+
+
+def _provenance_value(label_dir: Path, key: JobKey, *names: str):
+    """provenance[names...] of a job's placement file, or None; read only inside the run's own
+    directory (no directory on the way may be a link elsewhere) and only a small regular file."""
+    placement = _placement_of(label_dir, key)
+    rel = placement.parent.relative_to(label_dir).parts
+    inside = os.path.realpath(placement.parent) == os.path.join(os.path.realpath(label_dir), *rel)
+    data = _read_small(placement) if inside else None
     try:
-        return float(json.loads(placement.read_text())["provenance"]["batch"]["wall_s"])
-    except (OSError, ValueError, KeyError, TypeError):
+        value = json.loads(data)["provenance"] if data else None
+        for name in names:
+            value = value[name] if value is not None else None
+    except (ValueError, KeyError, TypeError):
         return None
+    return value
+
+
+def lock_wait_seconds(label_dir: Path, key: JobKey) -> float:
+    """How long the job waited for the host lock before it started (provenance.host_lock.waited_s), or 0."""
+    seconds = job_seconds(_provenance_value(label_dir, key, "host_lock", "waited_s"))
+    return seconds or 0.0
+
+
+def batch_seconds(label_dir: Path, key: JobKey, ignored: list[str] | None = None) -> float | None:
+    """A job's own seconds in a shared launch (placement.json provenance.batch.wall_s), or None."""
+    placement = _placement_of(label_dir, key)
+    value = _provenance_value(label_dir, key, "batch", "wall_s")
+    if value is None:
+        return None
+    seconds = job_seconds(value)
+    if seconds is None and ignored is not None:
+        ignored.append(f"{placement}: batch wall_s {str(value)[:24]}")
+    return seconds
 
 
 def default_seconds(key: JobKey, gpus: int) -> float:
@@ -277,33 +376,33 @@ def default_seconds(key: JobKey, gpus: int) -> float:
     return max(d.at(key.world_size) for (h, _, _), d in DEFAULTS.items() if h == host)
 
 
-def estimate(plan: dict, results_dir: str | Path, label: str, probe_world_size: int = 0,
+def estimate(jobs: Iterable[tuple[JobKey, bool]], results_dir: str | Path, gpus: int,
              batch: bool = True) -> Estimate:
-    """The plan's benchmark jobs, which are cached under results/<label>/, and the time of the rest.
-    batch: training and memory jobs share a launch per backend and world size (config batch_launch):
-    a default figure then counts the launch's fixed cost once per group."""
-    results_dir = Path(results_dir)
-    past = history(results_dir)
+    """The seconds of the jobs to run. jobs: (key, runs) of every benchmark job of this invocation,
+    runs as Snakemake decided it (job_key, distbench.launch.dag_view.planned_jobs); a job that does
+    not run is cached. batch: training and memory jobs share a launch per backend and world size
+    (config batch_launch): a default figure then counts the launch's fixed cost once per group."""
+    past = history(Path(results_dir))
     # The family's history at the job's own world size: a job's time grows with its ranks (7 s per
     # Gloo rank on 2 cores), so another world size's history would mislead (a quick run's 2-rank jobs
     # once made a full run's estimate 2 min for 4.5 min of jobs). Without it, the default, which scales.
     by_family: dict[tuple[str, str, int], list[float]] = defaultdict(list)
-    for key, times in past.items():
+    for key, times in past.times.items():
         by_family[(key.family, key.backend, key.world_size)] += times
-    jobs = []
-    for key in plan_keys(plan, probe_world_size):
+    out = []
+    for key, runs in jobs:
         same_size = by_family.get((key.family, key.backend, key.world_size))
-        if (results_dir / label / OUTPUTS[key.family].format(**key.wildcards)).exists():
-            jobs.append(JobEstimate(key, True, 0.0, "cached"))
-        elif past.get(key):
-            jobs.append(JobEstimate(key, False, statistics.median(past[key]), "job history"))
+        if not runs:
+            out.append(JobEstimate(key, True, 0.0, "cached"))
+        elif past.times.get(key):
+            out.append(JobEstimate(key, False, statistics.median(past.times[key]), "job history"))
         elif same_size:
-            jobs.append(JobEstimate(key, False, statistics.median(same_size), "family history"))
+            out.append(JobEstimate(key, False, statistics.median(same_size), "family history"))
         else:
-            jobs.append(JobEstimate(key, False, default_seconds(key, plan["gpus"]), "default"))
+            out.append(JobEstimate(key, False, default_seconds(key, gpus), "default"))
     if batch:
-        jobs = shared_launches(jobs, plan["gpus"])
-    return Estimate(tuple(jobs))
+        out = shared_launches(out, gpus)
+    return Estimate(tuple(out), tuple(past.ignored))
 
 
 def shared_launches(jobs: list[JobEstimate], gpus: int) -> list[JobEstimate]:

@@ -1,31 +1,79 @@
 """Whether the plan can run on this host, checked before any job starts (rules/common.smk).
 
-Two limits:
+Which jobs run here: every one-node job (torchrun --standalone), and every agent of a multi-node job
+or a node-pair round started by the local launcher (cluster.launcher local, or auto outside a SLURM
+allocation: every agent on this host over loopback, whatever cluster.nodes says), simulated nodes
+(nodes.simulate) included. The agents srun or ssh start run on other machines and are not held to
+this one.
+
+Limits, for the jobs that run here:
 - NCCL: every NCCL job needs a GPU per rank. With `gpus` declared (not auto), the GPUs this host
   has are detected too; declaring more than it has would plan NCCL jobs that fail at their first
-  line ("backend nccl needs CUDA").
+  line ("backend nccl needs CUDA"). The local launcher's agents of one job all number their GPUs
+  from 0 (LOCAL_RANK), so a multi-node NCCL job on it puts two ranks on one GPU, which NCCL refuses.
 - Gloo: ranks run on CPU cores. Oversubscription rule: up to GLOO_RANKS_PER_CORE ranks per core
   (and never fewer than GLOO_MIN_RANKS ranks in all) run, named in the plan as a smoke test, since
   ranks then time-share the cores (distbench.core.section.oversubscribed marks their rows so);
   beyond that a job is refused: 1,024 ranks on 2 cores would only queue for the cores (and hold a
   Python + torch process each in memory). The default config's Gloo jobs (6 ranks) run on 2 cores.
+  A node round's ranks are all its nodes' (nodes x ranks per node).
+- Memory: each job's processes and buffers (below) within MEMORY_SHARE of this host's memory (the
+  least of MemTotal and the cgroup's limit), and an NCCL job's buffers within that share of the
+  smallest GPU's memory when nvidia-smi can say. Capacity, not what is free now: a run waiting for
+  the host lock (distbench.launch.hostlock) must not be refused for the memory of the run it waits
+  for. The training and memory families' models are not estimated (the memory family measures
+  them); their processes are.
 
-A plan meant for other machines is not held to this host: cluster.nodes > 1, a cluster executor
-(snakemake --profile profiles/slurm) or cluster.other_host: true. A dry run shows the plan with
-the problem named (planning for another machine is a use case); a real run stops before its first
-job (the Snakefile's onstart hook, where the executor is known).
+A plan meant for other machines is not held to this host: cluster.other_host: true, or a cluster
+executor (snakemake --profile profiles/slurm). A dry run shows the plan with the problem named
+(planning for another machine is a use case); a real run stops before its first job (the
+Snakefile's onstart hook, where the executor is known).
 """
 
 from __future__ import annotations
 
+import functools
+import math
 import os
+import shutil
+import subprocess
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
 
-from distbench.launch.cluster import job_layout
+from distbench.comm.plan import job_params, pairs_job
+from distbench.core.units import human_bytes
+from distbench.launch.cluster import job_layout, resolve_launcher
 from distbench.pipeline.plan import detect_gpus
 
 GLOO_RANKS_PER_CORE = 4
 GLOO_MIN_RANKS = 8
+
+MiB = 2**20
+# Memory, measured as peaks: on CPU (torch 2.13, 2 Gloo ranks, RSS through RUSAGE_CHILDREN, one op
+# and size per job, iters 1, no rotation) and on 2 H200s (torch 2.11, NCCL, events and graph timing,
+# nvidia-smi's memory.used every 50 ms), issue 37. A rank after importing torch and joining its
+# process group holds 228 MiB, a torchrun agent 221 MiB: PROCESS_BYTES each.
+PROCESS_BYTES = 240 * MiB
+# An NCCL rank's host memory beside that: the CUDA context and libraries it maps (1.0-1.1 GiB in all).
+CUDA_PROCESS_BYTES = 1024 * MiB
+# On each GPU beside the buffers: the CUDA context, NCCL's own buffers and the caching allocator's
+# slack (1,461 MiB at 2 ranks; NCCL's buffers grow with its peers and channels).
+GPU_RESERVE_BYTES = 2048 * MiB
+# Each op's peak above that for a size of S bytes: a x S (send, receive and the check's expected
+# values) plus b int64 index arrays of the op's element count (the all_to_all check builds them:
+# 14 S at float32 and 26 S at bfloat16, on CPU and GPU alike), the larger of the two machines
+# (all_reduce 2.25 S on the GPU, 2 S on CPU). all_to_all_v's receiving side scales with its busiest
+# receiver (op_bytes).
+OP_PEAK = {"all_reduce": (2.25, 0.0), "broadcast": (2.25, 0.0), "reduce_scatter": (2.5, 0.0), "send_recv": (3.5, 0.0),
+           "all_gather": (3.5, 0.0), "all_to_all": (2.0, 6.0), "barrier": (0.0, 0.0)}
+UNKNOWN_OP_PEAK = (3.5, 6.0)  # an op added since: the largest of the measured ones
+PAIRS_PEAK = 3.0  # the pair matrix: send, receive and the check's expected values
+NODES_PEAK = 2.0  # a node round: one float32 buffer, and Gloo's all_reduce a copy of it
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float64": 8, "int32": 4}
+# The share of this host's (or a GPU's) memory one job may plan to use: the estimate above is of
+# measured peaks; the OS, Snakemake and the page cache need the rest.
+MEMORY_SHARE = 0.8
 
 
 def gloo_rank_limit(cores: int) -> int:
@@ -41,51 +89,331 @@ class HostFit:
 
     def message(self) -> str:
         return ("distbench: this plan cannot run on this host:\n  - " + "\n  - ".join(self.problems)
-                + "\nIf the plan is meant for other machines, set cluster.other_host: true (or cluster.nodes > 1, "
-                  "or run under a cluster executor: --profile profiles/slurm).")
+                + "\nIf the plan is meant for other machines, set cluster.other_host: true (or start multi-node "
+                  "jobs on them: cluster.launcher ssh or srun, or a cluster executor: --profile profiles/slurm).")
 
 
-def _jobs(plan: dict):
-    for key in ("comm_jobs", "training_jobs", "memory_jobs"):
-        yield from plan.get(key) or []
+# --- this host's memory --------------------------------------------------------------------------
+
+def _read_int(path: Path) -> int | None:
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None  # cgroup v2's "max": no limit
 
 
-def host_fit(config: dict, plan: dict, cores: int | None = None, detected: tuple[int, str] | None = None) -> HostFit:
-    """The plan against this host's cores and GPUs (`detected`, as distbench.pipeline.plan.detect_gpus
-    gives it; looked up only when gpus is declared and NCCL jobs are planned)."""
+def _cgroup_limit(proc_cgroup: Path = Path("/proc/self/cgroup"), root: Path = Path("/sys/fs/cgroup")) -> int | None:
+    """The memory limit of this process's cgroup: the least over it and its ancestors (v2 memory.max,
+    v1 memory.limit_in_bytes); None without one."""
+    try:
+        lines = proc_cgroup.read_text().splitlines()
+    except OSError:
+        return None
+    limits = []
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":  # v2: one unified hierarchy
+            base, name = root, "memory.max"
+        elif "memory" in controllers.split(","):
+            base, name = root / "memory", "memory.limit_in_bytes"
+        else:
+            continue
+        here = base / path.lstrip("/")
+        for d in (here, *here.parents):
+            limits.append(_read_int(d / name))
+            if d == base:
+                break
+    limits = [n for n in limits if n is not None and n < 2**60]  # v1 writes ~2^63 for no limit
+    return min(limits) if limits else None
+
+
+def host_memory() -> tuple[int, str] | None:
+    """(bytes, where from): the least of MemTotal and this process's cgroup limit; None when
+    neither can be read (then no memory check)."""
+    total = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                total = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        total = None
+    limit = _cgroup_limit()
+    if limit is not None and (total is None or limit < total):
+        return limit, f"the cgroup's memory limit, {human_bytes(limit)}"
+    return (total, f"MemTotal, {human_bytes(total)}") if total else None
+
+
+def gpu_memory() -> tuple[int, str] | None:
+    """(bytes, where from): the smallest GPU's memory as nvidia-smi reports it; None when unknown."""
+    if not shutil.which("nvidia-smi"):
+        return None
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    mib = [int(v) for v in out.stdout.split() if v.strip().isdigit()]
+    if out.returncode != 0 or not mib:
+        return None
+    return min(mib) * MiB, f"the smallest GPU's {human_bytes(min(mib) * MiB)} (nvidia-smi)"
+
+
+# --- what a job needs ----------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=256)  # every dtype and NCCL setting of a world size asks again
+def _busiest_share(traffic: str, n: int) -> float:
+    """all_to_all_v: what its busiest receiver gets, as a multiple of the uniform share (1 to n)."""
+    from distbench.comm.traffic import TrafficError, parse_traffic, weights
+
+    try:
+        t = parse_traffic(traffic)
+        if t.kind == "zipf":  # every row alike: rank 0 receives n / sum((d + 1)^-S) shares
+            return n / math.fsum((d + 1) ** -t.exponent for d in range(n))
+        w = weights(t, n)
+    except TrafficError:  # a file for another world size: the job skips it
+        return 1.0
+    total = math.fsum(map(math.fsum, w))
+    return max(math.fsum(row[d] for row in w) for d in range(n)) * n / total if total > 0 else 1.0
+
+
+def op_bytes(op: str, size: int, elem_bytes: int, share: float = 1.0) -> float:
+    """One rank's peak above its process for one op at `size` bytes (OP_PEAK)."""
+    count = size // elem_bytes
+    if op == "all_to_all_v":  # send S; receive, expected and index arrays as its busiest receiver gets
+        # (uniform at float32: 5.5 S on CPU, 6.15 S on the GPU; zipf:50 at 2 ranks 10 S on CPU)
+        return size + share * (2.0 * size + 1.5 * 8 * count)
+    a, b = OP_PEAK.get(op, UNKNOWN_OP_PEAK)
+    return a * size + b * 8 * count
+
+
+@dataclass(frozen=True)
+class Need:
+    """One job's processes here and its buffers per rank."""
+    family: str  # comm, training, memory, nodes
+    backend: str
+    world_size: int
+    ranks: int  # ranks on this host
+    agents: int  # torchrun agents on this host
+    buffers: float = 0.0  # per rank, above its process (on the GPU under NCCL)
+    at: str = ""  # the size and op of the largest buffers, in words
+    # buffers per rank were the job's largest size this one (None: no buffers estimated), for what fits
+    at_size: Callable[[int], float] | None = field(default=None, compare=False)
+    largest: int = 0  # the job's largest size
+
+    @property
+    def process_bytes(self) -> int:
+        return PROCESS_BYTES + (CUDA_PROCESS_BYTES if self.backend == "nccl" else 0)
+
+    def host_bytes_at(self, buffers: float) -> float:
+        on_host = 0.0 if self.backend == "nccl" else buffers
+        return self.agents * PROCESS_BYTES + self.ranks * (self.process_bytes + on_host)
+
+    @property
+    def host_bytes(self) -> float:
+        return self.host_bytes_at(self.buffers)
+
+    @property
+    def gpu_bytes(self) -> float:
+        return self.buffers + GPU_RESERVE_BYTES if self.backend == "nccl" else 0.0
+
+    def largest_fitting(self, fits: Callable[[float], bool]) -> int:
+        """The largest size (bytes, below the job's largest) whose buffers `fits` accepts; 0: none."""
+        if self.at_size is None or not fits(self.at_size(1)):
+            return 0
+        lo, hi = 1, max(self.largest, 1)
+        while hi - lo > max(1, lo // 100):  # within 1%: what a message says
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if fits(self.at_size(mid)) else (lo, mid)
+        return lo
+
+
+def _comm_buffers(config: dict, plan: dict, job) -> tuple[float, str, Callable[[int], float], int]:
+    """(bytes per rank above its process at the job's largest point, which point, the same for the
+    job's sizes capped at any size, the largest size) of a comm job."""
+    p = job_params(config, job.backend, job.nccl_env_label, job.world_size,
+                   beside_nccl=bool(plan["world_sizes"].get("nccl")))
+    elem = DTYPE_BYTES.get(job.dtype, 8)
+    share = max((_busiest_share(t, job.world_size) for t in p.get("traffic", [])), default=1.0)
+    pairs = p["pairs_sizes"] if pairs_job(config, plan, job) else []
+
+    def point(op: str, size: int) -> float:
+        footprint = 3 * size  # the harness's own: send, receive, expected (distbench.comm.harness)
+        slots = max(1, min(p["iters"], p["rotate_bytes"] // footprint)) if p["rotate_bytes"] > 0 else 1
+        return op_bytes(op, size, elem, share) + (slots - 1) * footprint
+
+    def at_size(cap: int) -> float:
+        sizes = [min(s, cap) for s in p["sizes"]]
+        return max([point(op, s) for s in set(sizes) for op in p["ops"]]
+                   + [PAIRS_PEAK * min(s, cap) for s in pairs] + [0.0])
+
+    worst, where = 0.0, ""
+    for size in p["sizes"]:
+        for op in p["ops"]:
+            if point(op, size) > worst:
+                worst, where = point(op, size), f"{op} at {human_bytes(size)}"
+    for size in pairs:
+        if PAIRS_PEAK * size > worst:
+            worst, where = PAIRS_PEAK * size, f"the pair matrix at {human_bytes(size)}"
+    return worst, where, at_size, max([*p["sizes"], *pairs, 1])
+
+
+def _placement(config: dict, backend: str, world_size: int, gpus: int, launcher: str):
+    """(ranks here, agents here, the local launcher's multi-node layout or None); ranks 0: elsewhere."""
+    layout, _ = job_layout(world_size, backend, gpus, config["cluster"])
+    if layout is None or layout.nodes == 1:
+        return world_size, 1, None
+    if launcher == "local":
+        return world_size, layout.nodes, layout
+    return 0, 0, None  # srun or ssh agents: other machines
+
+
+def needs(config: dict, plan: dict, launcher: str | None = None) -> tuple[list[Need], list[str]]:
+    """What each job (and node round) puts on this host, and problems of placement (NCCL ranks that
+    would share a GPU under the local launcher)."""
+    launcher = launcher or resolve_launcher(config["cluster"]["launcher"])
+    out, problems, shared = [], [], set()
+    families = (("comm", plan.get("comm_jobs") or []), ("training", plan.get("training_jobs") or []),
+                ("memory", plan.get("memory_jobs") or []))
+    for family, jobs in families:
+        for j in jobs:
+            ranks, agents, layout = _placement(config, j.backend, j.world_size, plan["gpus"], launcher)
+            if not ranks:
+                continue
+            if layout is not None and j.backend == "nccl":
+                shared.add((j.world_size, layout.nodes, layout.ranks_per_node))
+            buffers, at, at_size, largest = _comm_buffers(config, plan, j) if family == "comm" else (0.0, "", None, 0)
+            out.append(Need(family, j.backend, j.world_size, ranks, agents, buffers, at, at_size, largest))
+    for ws, nodes, per in sorted(shared):
+        problems.append(f"NCCL world size {ws} as {nodes} agents of {per} rank(s) through the local launcher: every "
+                        f"agent runs on this host and numbers its GPUs from 0, so ranks would share GPUs 0-{per - 1} "
+                        "(NCCL refuses that). What fits: world sizes up to the GPUs of one node, or cluster.launcher "
+                        "ssh or srun for other hosts")
+    from distbench.nodes.plan import nodes_layout, sizes_of
+
+    rounds = nodes_layout(config, plan["gpus"])
+    if rounds.backend and (rounds.simulated or launcher == "local"):
+        if rounds.backend == "nccl" and not rounds.simulated:
+            problems.append(f"node rounds over {rounds.nodes} nodes through the local launcher under NCCL: every node's "
+                            "ranks would take this host's GPUs from 0. What fits: nodes.simulate (each simulated node "
+                            "its own GPUs), or cluster.launcher ssh or srun")
+        largest = max(sizes_of(config))
+        out.append(Need("nodes", rounds.backend, rounds.world_size, rounds.world_size, rounds.nodes,
+                        NODES_PEAK * largest, f"{human_bytes(largest)} (nodes.sizes)",
+                        lambda cap: NODES_PEAK * min(cap, largest), largest))
+    return out, problems
+
+
+# --- the check -----------------------------------------------------------------------------------
+
+def _what(n: Need) -> str:
+    if n.family == "nodes":
+        return f"node rounds ({n.backend}, {n.agents} nodes x {n.ranks // max(n.agents, 1)} rank(s) on this host)"
+    return f"{n.backend.upper() if n.backend == 'nccl' else 'Gloo'} {n.family} job at world size {n.world_size}"
+
+
+def _largest_each(found: list[Need], key) -> list[Need]:
+    """One Need per family, backend and world size (the models of a training world size are one
+    line), the largest by `key`, largest first."""
+    best = {}
+    for n in found:
+        k = (n.family, n.backend, n.world_size)
+        if k not in best or key(n) > key(best[k]):
+            best[k] = n
+    return sorted(best.values(), key=lambda n: -key(n))
+
+
+def _memory_problems(found: list[Need], host: tuple[int, str] | None, gpu: tuple[int, str] | None) -> list[str]:
+    problems = []
+    if host is not None:
+        budget = MEMORY_SHARE * host[0]
+        over = _largest_each([n for n in found if n.host_bytes > budget], lambda n: n.host_bytes)
+        for n in over[:3]:  # the largest few: one line each
+            on_host = n.buffers and n.backend != "nccl"
+            bufs = f" + {human_bytes(n.buffers)} of buffers ({n.at})" if on_host else ""
+            line = (f"{_what(n)}: about {human_bytes(n.host_bytes)} of this host's memory ({n.ranks} rank(s) x "
+                    f"({human_bytes(n.process_bytes)} of process{bufs}) + {n.agents} agent(s) x "
+                    f"{human_bytes(PROCESS_BYTES)}), above {MEMORY_SHARE:.0%} of {host[1]}")
+            size = n.largest_fitting(lambda b: n.host_bytes_at(b) <= budget) if on_host else 0
+            per_node = PROCESS_BYTES + n.ranks // max(n.agents, 1) * (n.process_bytes + (n.buffers if on_host else 0))
+            if n.family == "nodes" and budget >= 2 * per_node:  # fewer nodes (each an agent and its ranks)
+                line += (f". What fits: up to {int(budget // per_node)} nodes here (nodes.simulate, or cluster.nodes "
+                         "on the local launcher)" + (f", or sizes up to about {human_bytes(size)}" if size else ""))
+            elif size:
+                key = "nodes.sizes" if n.family == "nodes" else "comm.sizes, comm.gloo.max_bytes, comm.pairs_sizes"
+                line += f". What fits: sizes up to about {human_bytes(size)} at this world size ({key})"
+            else:
+                most = int((budget - n.agents * PROCESS_BYTES) / n.process_bytes)
+                line += f". What fits: at most about {max(most, 0)} ranks per job here, before any buffer"
+            problems.append(line)
+        if len(over) > 3:
+            problems.append(f"... and {len(over) - 3} more job(s) above it")
+    if gpu is not None:
+        budget = MEMORY_SHARE * gpu[0]
+        over = _largest_each([n for n in found if n.backend == "nccl" and n.gpu_bytes > budget], lambda n: n.gpu_bytes)
+        for n in over[:3]:
+            line = (f"{_what(n)}: about {human_bytes(n.gpu_bytes)} per GPU ({n.at}, with {human_bytes(GPU_RESERVE_BYTES)} "
+                    f"for CUDA and NCCL), above {MEMORY_SHARE:.0%} of {gpu[1]}")
+            size = n.largest_fitting(lambda b: b + GPU_RESERVE_BYTES <= budget)
+            if size:
+                key = "nodes.sizes" if n.family == "nodes" else "comm.sizes, comm.pairs_sizes"
+                line += f". What fits: sizes up to about {human_bytes(size)} ({key})"
+            problems.append(line)
+        if len(over) > 3:
+            problems.append(f"... and {len(over) - 3} more NCCL job(s) above it")
+    return problems
+
+
+_UNSET = object()
+
+
+def host_fit(config: dict, plan: dict, cores: int | None = None, detected: tuple[int, str] | None = None,
+             memory=_UNSET, gpu_mem=_UNSET, launcher: str | None = None) -> HostFit:
+    """The plan against this host's cores, GPUs and memory (`detected`, as distbench.pipeline.plan.detect_gpus
+    gives it, looked up only when gpus is declared and NCCL jobs are planned; `memory` and `gpu_mem`
+    as host_memory and gpu_memory give them, None: unknown; `launcher`: cluster.launcher resolved)."""
     cores = cores or os.cpu_count() or 1
-    problems, crowded = [], []
-    nccl = sorted({j.world_size for j in _jobs(plan) if j.backend == "nccl"})
+    found, problems = needs(config, plan, launcher)
+    crowded = []
+    nccl = sorted({n.world_size for n in found if n.backend == "nccl"})
     if nccl and config["gpus"] != "auto":
         have, how = detected if detected is not None else detect_gpus()
         if int(config["gpus"]) > have:
             fits = "gpus=auto (Gloo only)" if have == 0 else f"gpus={have} or gpus=auto"
-            problems.append(f"gpus={config['gpus']} is declared but this host has {have} GPU(s) ({how}): "
-                            f"NCCL jobs at world sizes {nccl} would fail here. What fits: {fits}")
+            problems.insert(0, f"gpus={config['gpus']} is declared but this host has {have} GPU(s) ({how}): "
+                               f"NCCL jobs at world sizes {nccl} would fail here. What fits: {fits}")
     per_host = {}
-    for j in _jobs(plan):
-        if j.backend == "gloo":
-            layout, _ = job_layout(j.world_size, "gloo", plan["gpus"], config["cluster"])
-            ranks = layout.ranks_per_node if layout else j.world_size
-            per_host.setdefault(ranks, set()).add(j.world_size)
+    for n in found:
+        if n.backend == "gloo":
+            per_host.setdefault(n.ranks, []).append(n)
     limit = gloo_rank_limit(cores)
-    over = sorted(ws for r, wss in per_host.items() if r > limit for ws in wss)
+    over = sorted({n.world_size for r, ns in per_host.items() if r > limit for n in ns if n.family != "nodes"})
     if over:
         problems.append(f"Gloo world sizes {over}: more ranks than the {limit} this host's {cores} core(s) run "
-                        f"({GLOO_RANKS_PER_CORE} per core, at least {GLOO_MIN_RANKS}). What fits: world sizes up to {limit}")
+                        f"({GLOO_RANKS_PER_CORE} per core, at least {GLOO_MIN_RANKS}; a multi-node job's ranks all "
+                        f"count where the local launcher starts every agent here). What fits: world sizes up to {limit}")
+    for n in (n for ns in per_host.values() for n in ns if n.family == "nodes" and n.ranks > limit):
+        problems.append(f"node rounds: {n.agents} nodes x {n.ranks // n.agents} rank(s), all on this host, are {n.ranks} "
+                        f"Gloo ranks, more than the {limit} its {cores} core(s) run. What fits: nodes.simulate (or "
+                        f"cluster.nodes with the local launcher) up to {limit // max(n.ranks // n.agents, 1)}")
     for ranks in sorted(r for r in per_host if cores < r <= limit):
-        crowded.append(f"Gloo {ranks} ranks on {cores} core(s) (world size {sorted(per_host[ranks])}): oversubscribed, "
-                       f"allowed up to {limit} ranks here; a smoke test, scaling not judged")
+        sizes = sorted({n.world_size for n in per_host[ranks] if n.family != "nodes"})
+        if sizes:
+            crowded.append(f"Gloo {ranks} ranks on {cores} core(s) (world size {sizes}): oversubscribed, "
+                           f"allowed up to {limit} ranks here; a smoke test, scaling not judged")
+    memory = host_memory() if memory is _UNSET else memory
+    if gpu_mem is _UNSET:
+        gpu_mem = gpu_memory() if any(n.backend == "nccl" for n in found) else None
+    # a job refused for its ranks already is not named again for their memory
+    problems += _memory_problems([n for n in found if not (n.backend == "gloo" and n.ranks > limit)], memory, gpu_mem)
     return HostFit(cores, problems, crowded)
 
 
 def other_host_reason(config: dict, cluster_executor: bool) -> str | None:
-    """Why the plan is not held to this host (None: it is)."""
-    cluster = config["cluster"]
-    if cluster.get("other_host"):
+    """Why the plan is not held to this host (None: it is). cluster.nodes alone is none: the local
+    launcher starts every agent here, and one-node jobs run here under every launcher."""
+    if config["cluster"].get("other_host"):
         return "cluster.other_host is true"
-    if cluster["nodes"] > 1:
-        return f"cluster.nodes is {cluster['nodes']}"
     if cluster_executor:
         return "a cluster executor runs the jobs"
     return None

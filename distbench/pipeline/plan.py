@@ -60,6 +60,22 @@ def make_plan(config: dict, detected: tuple[int, str] | None = None) -> dict:
             "config_world_sizes": top, "world_sizes_auto": config["world_sizes"] == "auto"}
 
 
+# A host with this many cores has cores to spare beside a benchmark job (a GPU job's ranks drive the
+# GPUs from a few cores; an 8-GPU node has 100+): the steps that read tables may run beside it.
+SIDE_BY_SIDE_MIN_CORES = 8
+
+
+def side_threads(plan: dict, cores: int) -> int:
+    """The threads of the steps that only read tables (aggregates, figures, predictions, the report):
+    0 where NCCL jobs measure the GPUs of a host with SIDE_BY_SIDE_MIN_CORES cores or more, so
+    Snakemake runs them beside a benchmark job even under --cores 1 (a job of 0 threads takes none of
+    the cores; the benchmark jobs take them all, so they never run beside each other); they took ~80 s
+    of the 4x H100 default run one after another (benchmarks/results/day-one-h100x4-2026-11-27). 1
+    elsewhere: on a CPU host the Gloo jobs' cores are what they measure, so those steps wait."""
+    gpu_host = plan["gpus"] >= 1 and "nccl" in plan["backends_run"]
+    return 0 if gpu_host and cores >= SIDE_BY_SIDE_MIN_CORES else 1
+
+
 def layout_of(config: dict, plan: dict, backend: str, world_size: int) -> Layout:
     """The placed job's layout (nodes x ranks per node)."""
     layout, why = job_layout(world_size, backend, plan["gpus"], config["cluster"])

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
-
 from distbench.comm.analysis.peak import EXPECTED, reference_text
+from distbench.core.readers import read_table, remake
 from distbench.core.section import ReportInputs, Section, pct_cell, table
 from distbench.predict.model import get_preset
 from distbench.predict.tables import measured_on_gpus, validation_summary
@@ -33,8 +32,8 @@ def build(inputs: ReportInputs) -> dict | None:
     if validation is None:
         return None
     d = Path(inputs.predict_validation).parent
-    fits, comm, training = (pd.read_csv(d / f) for f in ("alpha_beta.csv", "prediction_comm.csv",
-                                                          "prediction_training.csv"))
+    fits, comm, training = (read_table(d / f, remake(d / f)) for f in ("alpha_beta.csv", "prediction_comm.csv",
+                                                                        "prediction_training.csv"))
     gpus = measured_on_gpus(fits, comm, training)
     if not gpus:  # a CPU run: no GPU cluster from it (also from tables written before it said so)
         comm, training = comm.iloc[0:0], training.iloc[0:0]

@@ -41,7 +41,8 @@ def _usable(df: pd.DataFrame) -> pd.DataFrame:
     if "status" in d:
         d = d[d["status"].astype(str) == "ok"]
     if "correct" in d:
-        d = d[d["correct"].map(_truthy)]
+        # astype(bool): on no rows map() gives an object Series, which [] would read as column names
+        d = d[d["correct"].map(_truthy).astype(bool)]
     d = d[d["op"].isin(MODELLED_OPS)]
     d["size_bytes"] = pd.to_numeric(d["size_bytes"], errors="coerce")
     d["time_us_median"] = pd.to_numeric(d["time_us_median"], errors="coerce")

@@ -10,10 +10,10 @@ Reads JSON only: torch-free, and no family's code (the family and configuration 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from distbench.core.readers import UnreadableFile, read_json, remake
 from distbench.probes.health import NODE
 
 
@@ -73,9 +73,9 @@ def read_jobs(placements) -> list[Job]:
     for path in map(Path, placements or []):
         family, configuration = job_of(path)
         try:
-            ranks = json.loads(path.read_text()).get("ranks") or []
-        except (OSError, ValueError, AttributeError) as exc:
-            jobs.append(Job(family, configuration, (), f"its placement file is unreadable ({type(exc).__name__})"))
+            ranks = read_json(path, remake(path)).get("ranks") or []
+        except UnreadableFile as exc:
+            jobs.append(Job(family, configuration, (), f"its placement file is unreadable ({exc.problem})"))
             continue
         jobs.append(Job(family, configuration, tuple(r for r in ranks if isinstance(r, dict)),
                         "" if ranks else "its placement file lists no ranks"))

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 
+from distbench.launch.hostlock import HostBusy, hold
 from distbench.probes.nvml import _call
 
 SAMPLE_S = 0.1
@@ -63,7 +64,19 @@ def _start_load(load_s: float):
 
 def sample(nv, handles: dict, load_s: float) -> tuple[dict, str]:
     """Per GPU, over the sampling window: the throttle reasons seen (OR of the masks), the highest SM
-    and memory clocks and PCIe generation, the highest temperature and power (mW)."""
+    and memory clocks and PCIe generation, the highest temperature and power (mW). A load runs with
+    this node's host lock held (distbench.launch.hostlock): never beside a benchmark job, whose
+    figures it would disturb, nor beside another load, which would disturb its clock readings."""
+    if load_s <= 0:
+        return _sample(nv, handles, load_s)
+    try:
+        with hold(f"health load ({load_s:g} s)"):
+            return _sample(nv, handles, load_s)
+    except HostBusy as e:  # host_lock=fail: the rule ends, saying why (a node's reading names it)
+        raise SystemExit(f"distbench error: health load: {e.why}") from None
+
+
+def _sample(nv, handles: dict, load_s: float) -> tuple[dict, str]:
     proc, note = _start_load(load_s)
     seen = {i: {"mask": None, "sm": None, "mem": None, "gen": None, "temp": None, "power": None} for i in handles}
     end = time.monotonic() + (load_s if proc else IDLE_SAMPLE_S)

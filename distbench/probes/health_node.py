@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from distbench.launch.cluster import agent_environment, resolve_launcher
+from distbench.launch.cluster import agent_environment, host_address, resolve_launcher
 from distbench.launch.processes import wait_all
 from distbench.probes.health import FAILING, NODE, HealthRow, _na_rows, read_health
 from distbench.probes.health_load import LOAD_START_TIMEOUT_S
@@ -70,7 +70,7 @@ def node_names(nodes: int, launcher: str, hosts, env: dict) -> list[str]:
     if launcher == "local":
         names = []
     elif launcher == "ssh":
-        names = list(hosts)
+        names = [host_address(h) for h in hosts]  # user@node1 is node1
     else:
         names = _slurm_names(env)
     return [names[k] if k < len(names) else f"node{k}" for k in range(nodes)]

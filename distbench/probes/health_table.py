@@ -13,8 +13,9 @@ from datetime import datetime
 
 import pandas as pd
 
-from distbench.core.contract import Column, Contract, read_csv
+from distbench.core.contract import Column, Contract
 from distbench.core.io import atomic_write_csv
+from distbench.core.tables import read_job_csv
 from distbench.probes.health import DEGRADED, FAILING, NODE, NOT_AVAILABLE, OK, STATES, HealthRow
 from distbench.probes.health_rules import RULES, judge
 
@@ -90,7 +91,7 @@ def write_health(path, rows: Iterable[HealthRow]) -> pd.DataFrame:
 
 
 def read_health_csv(path) -> pd.DataFrame:
-    df = read_csv(HEALTH, path)
+    df = read_job_csv(path, HEALTH)  # the one reader: a torn or binary file is named, with its fix
     return df.fillna({c: "" for c in HEALTH.names})
 
 
@@ -142,7 +143,7 @@ def write_diff(path, rows: Iterable[DiffRow]) -> pd.DataFrame:
 
 
 def read_diff(path) -> pd.DataFrame:
-    df = read_csv(HEALTH_DIFF, path)
+    df = read_job_csv(path, HEALTH_DIFF)
     return df.fillna({"reason": ""})
 
 

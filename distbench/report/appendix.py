@@ -12,6 +12,7 @@ from pathlib import Path
 import yaml
 
 from distbench.core.provenance import JOB_ENV_PREFIXES
+from distbench.core.readers import UnreadableFile, read_json, remake
 from distbench.core.section import ReportInputs, Section, fmt_cell, table
 
 TEMPLATES = Path(__file__).parent / "templates" / "sections"
@@ -149,32 +150,68 @@ def _cache_state(placements, run_started) -> dict | None:
     if not placements:
         return None
     headers = ["job", "results", "finished (UTC)", "host", "commit", "outcome"]
-    rows, reused, launches = [], 0, {}
+    rows, reused, launches, locks, waited = [], 0, {}, {}, 0.0
     for path in map(Path, placements):
+        # a placement file that cannot be read costs its row the provenance, not the report
+        # (its job's measurements were read from its CSV; the hung-jobs section reads it too)
+        unread = None
         try:
-            prov = json.loads(path.read_text()).get("provenance") or {}
-        except (OSError, ValueError):
-            prov = {}
+            prov = read_json(path, remake(path)).get("provenance") or {}
+        except UnreadableFile as e:
+            prov, unread = {}, e.problem
+        if not isinstance(prov, dict):
+            prov, unread = {}, "its provenance is not a JSON object"
         # results/<label>/<family>/...: the job is what follows the label
         job = "/".join(path.parts[2:-1]) if path.parts[:1] == ("results",) else str(path.parent)
         finished = prov.get("finished")
-        when = datetime.fromisoformat(prov["started"]) if prov.get("started") else None
-        if when is None or run_started is None:
+        try:
+            when = datetime.fromisoformat(prov["started"]) if prov.get("started") else None
+        except (TypeError, ValueError):  # a hand-edited date: unknown, like none
+            when = None
+        if unread:
+            state = f"unknown (its placement file cannot be read: {unread[:80]})"
+        elif when is None or run_started is None:
             state = "unknown (no provenance)" if when is None else "—"
         elif when < run_started - timedelta(seconds=1):  # older provenance kept whole seconds only
             state, reused = "reused from an earlier run", reused + 1
         else:
             state = "this run"
         commit = prov.get("commit") or "—"
+        lock = prov.get("host_lock") if isinstance(prov.get("host_lock"), dict) else {}
+        if lock.get("path"):
+            locks.setdefault(f"{lock['path']} on {lock.get('host') or '?'}", set()).add(str(lock.get("scope") or "?"))
+            waited += float(lock.get("waited_s") or 0) if state == "this run" else 0.0
         _add_launch(launches, job, prov)
         rows.append([job, state, (finished or "—").replace("T", " ").replace("+00:00", ""), prov.get("host") or "—",
                      commit[:12] + ("-dirty" if commit.endswith("-dirty") and len(commit) > 12 else ""),
                      (prov.get("outcome") or "—")[:120]])
     note = (f"{len(rows)} benchmark job(s): {reused} reused from earlier runs (Snakemake's cache), "
             f"{len(rows) - reused} made by this run" if run_started else f"{len(rows)} benchmark job(s)")
+    note += ". A job reruns when its parameters change or its outputs are deleted (README, Caching and reruns)"
     return {"table": table(headers, rows), "commands": _launch_text(launches),
-            "note": note + ". A job reruns when its parameters change or its outputs are deleted (README, Caching "
-                           "and reruns)."}
+            "note": note + _lock_note(placements, locks, waited) + "."}
+
+
+def _lock_note(placements, locks: dict, waited: float) -> str:
+    """Which host lock the jobs held (distbench.launch.hostlock), how long this run waited for it, and
+    any two benchmark measurements of a run that overlapped all the same (checked from their start
+    and end times)."""
+    from distbench.launch.hostlock import overlaps
+
+    text = ""
+    if locks:
+        text += ". Host lock held by every benchmark job: " + "; ".join(
+            f"{where} ({', '.join(sorted(scopes))})" for where, scopes in sorted(locks.items()))
+        if waited > 0:
+            text += f"; this run's jobs waited {waited:.1f} s for it in all (outside their measured time)"
+    runs = sorted({Path(*p.parts[:2]) for p in map(Path, placements) if p.parts[:1] == ("results",) and len(p.parts) > 2})
+    clashes = [line for run in runs for line in overlaps(run)]
+    if clashes:
+        text += (f". **{len(clashes)} overlap(s) of benchmark measurements on one host**, each measuring the other's "
+                 "load: " + "; ".join(clashes[:5]) + ("; ..." if len(clashes) > 5 else "") + " (rerun them: delete their CSVs)")
+    else:
+        text += ". No two benchmark measurements of this run overlapped (their start and end times, checked)"
+    return text
 
 
 def _add_launch(launches: dict, job: str, prov: dict) -> None:

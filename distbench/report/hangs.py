@@ -8,9 +8,9 @@ Fragments: templates/sections/hangs.*.j2."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from distbench.core.readers import UnreadableFile, read_json, remake
 from distbench.core.section import Headline, ReportInputs, Section, table
 
 TEMPLATES = Path(__file__).parent / "templates" / "sections"
@@ -25,8 +25,8 @@ def hung_jobs(placements) -> list[dict]:
     out = []
     for path in map(Path, placements or []):
         try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
+            data = read_json(path, remake(path))
+        except UnreadableFile:  # named in the appendix's cache table; nothing here to say of a hang
             continue
         if data.get("hang"):
             # .../results/<label>/<family>/...: the job is what follows the label

@@ -38,13 +38,18 @@ def _regressions(inputs: ReportInputs) -> dict | None:
     if not opts.get("baseline") or not measures:
         return None
     threshold = float(opts.get("regression_threshold_pct") or DEFAULT_THRESHOLD_PCT)
-    compared = compare({m.table: getattr(inputs, m.input) for m in measures}, opts["baseline"], measures, threshold)
-    flagged = compared[compared["flagged"]]
+    # a baseline file that cannot be read is named here, with its fix; what the others hold is compared
+    unreadable = []
+    compared = compare({m.table: getattr(inputs, m.input) for m in measures}, opts["baseline"], measures, threshold,
+                       unreadable=unreadable)
+    # a boolean mask, also for an empty comparison (an empty object column would select columns instead)
+    flagged = compared[compared["flagged"].astype(bool)]
     rows = [[r["family"], r["what"], human_value(r["baseline"], r["unit"]), human_value(r["now"], r["unit"]),
              f"{r['change_pct']:+.1f}%", r["direction"], r["why"]]
             for _, r in flagged.sort_values("change_pct", key=abs, ascending=False).iterrows()]
     no_spread = ", ".join(dict.fromkeys(m.family for m in measures if not m.low))
     return {"baseline": str(opts["baseline"]),
+            "unreadable": [{"path": e.path, "problem": e.problem, "fix": e.fix} for e in unreadable],
             "note": (f"{len(compared)} figure(s) present in both runs compared; {len(flagged)} moved by more than "
                      f"{threshold:g}% and beyond their p5-p95 noise"
                      + (f" ({no_spread}: the threshold alone)." if no_spread else ".")),

@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from distbench.core.io import atomic_write_text
+from distbench.core.readers import UnreadableFile, read_text, remake
 from distbench.core.section import ReportInputs
 from distbench.pipeline.estimate import OUTPUTS
 from distbench.report.render import _environment
@@ -71,7 +72,12 @@ def supersede_quick(report_md, plan: dict, run_dir: Path, generated: str) -> boo
         return False
     planned, cached = jobs_cached(plan, run_dir)
     notice = SUPERSEDED.format(generated=generated, cached=cached, planned=planned)
-    lines = [line for line in path.read_text().splitlines() if not line.startswith(("**Superseded**", *UNTIL_FULL))]
+    try:
+        text = read_text(path, remake(path))
+    except UnreadableFile as e:  # a side note to the report just written: said in the log, not a failure
+        print(f"distbench: the quick answer is not marked superseded: {e}")
+        return False
+    lines = [line for line in text.splitlines() if not line.startswith(("**Superseded**", *UNTIL_FULL))]
     title = next((i for i, line in enumerate(lines) if line.startswith("# ")), -1)
     head, rest = lines[:title + 1], lines[title + 1:]
     while rest and not rest[0].strip():  # the blank line of an earlier notice: one stays

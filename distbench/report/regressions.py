@@ -3,7 +3,8 @@
 declared by each family beside its analysis) present in both, flagged when its figure moved by more
 than its measured noise AND more than a threshold. Noise is the two p5-p95 intervals (a move counts
 only when they do not overlap); a measure that records no spread is decided by the threshold alone.
-Reads tables only (no harness): the report's REGRESSIONS section shows the result at its top.
+Reads tables only (no harness), through the one reader (distbench.core.readers): a baseline file that
+cannot be read is named in the report's REGRESSIONS section, at its top, and the rest still compared.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from distbench.core.readers import BASELINE_FIX, UnreadableFile, read_table, remake
 from distbench.core.run_label import baseline_tables_dir as tables_dir
 from distbench.core.section import Measure
 from distbench.core.units import human_bytes, human_time_us
@@ -22,8 +24,11 @@ TIME_UNITS = {"µs": 1.0, "ms": 1e3}  # a time, in µs per unit: moves are slowe
 COLUMNS = ("family", "what", "baseline", "now", "change_pct", "direction", "flagged", "why", "unit")
 
 
-def _read(path: Path) -> pd.DataFrame | None:
-    return pd.read_csv(path) if path.exists() and path.stat().st_size else None
+def _read(path: Path, m: Measure, fix: str) -> pd.DataFrame | None:
+    """One table holding measure m (None when absent or empty), through the one reader: whole, with
+    the measure's value and noise columns, numbers there, finite on ok rows."""
+    cols = tuple(c for c in (m.value, m.low, m.high) if c)
+    return read_table(path, fix, columns=cols, numeric=cols, finite_when_ok=cols, missing_ok=True)
 
 
 def human_value(x: float, unit: str) -> str:
@@ -74,18 +79,34 @@ def compare_one(m: Measure, now: pd.DataFrame, base: pd.DataFrame, threshold_pct
 
 
 def compare(now_tables: dict, baseline, measures: Sequence[Measure],
-            threshold_pct: float = DEFAULT_THRESHOLD_PCT) -> pd.DataFrame:
+            threshold_pct: float = DEFAULT_THRESHOLD_PCT, unreadable: list | None = None) -> pd.DataFrame:
     """now_tables: {table file name: path of this run's table}; baseline: a results tree or tables dir;
-    measures: what to compare (the registered sections' regressions)."""
+    measures: what to compare (the registered sections' regressions).
+
+    A baseline file that cannot be read (truncated, binary, a column missing, text where a number
+    should be) raises UnreadableFile; given a list as `unreadable`, its UnreadableFile is added there
+    instead (once per file) and the measures it holds are left out, so that the others are compared.
+    This run's own tables that cannot be read always raise (their fix is to make them again)."""
+    def bad(e: UnreadableFile) -> None:
+        if unreadable is None:
+            raise e
+        if all(u.path != e.path for u in unreadable):
+            unreadable.append(e)
+
     base_dir = tables_dir(baseline)
     if base_dir is None:
-        raise FileNotFoundError(f"no {' or '.join(dict.fromkeys(m.table for m in measures))} under {baseline} "
-                                "(or its tables/)")
+        bad(UnreadableFile(baseline, f"it holds no {' or '.join(dict.fromkeys(m.table for m in measures))} (nor does "
+                                     "its tables/)", BASELINE_FIX))
+        return pd.DataFrame(columns=list(COLUMNS))
     parts = []
     for m in measures:
         now_path = now_tables.get(m.table)
-        now = _read(Path(now_path)) if now_path else None
-        base = _read(base_dir / m.table)
+        now = _read(Path(now_path), m, remake(now_path)) if now_path else None
+        try:
+            base = _read(base_dir / m.table, m, BASELINE_FIX)
+        except UnreadableFile as e:
+            bad(e)
+            continue
         if now is not None and base is not None and len(now) and len(base):
             parts.append(compare_one(m, now, base, threshold_pct))
     parts = [p for p in parts if len(p)]

@@ -81,15 +81,33 @@ def render_report(inputs: ReportInputs, out_md, out_html, figures_dir=None, tabl
     atomic_write_text(out_html, html)
 
 
-_MD_HTML = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
+_MD_HTML = str.maketrans({"<": "&lt;", ">": "&gt;"})
+_MD_BARE_AMP = re.compile(r"&(?!#[0-9]+;|#[xX][0-9a-fA-F]+;|[A-Za-z][A-Za-z0-9]*;)")  # an & that starts no entity
 _MD_ESCAPABLE = re.compile(r"\\(?=[!-/:-@\[-`{-~])")  # a backslash CommonMark would read as an escape
 
 
+class _Verbatim(str):
+    """Text placed inside a code fence longer than any backtick run in it (mdfence): shown as is, since
+    nothing inside a fence is markup, and entities there would be shown literally."""
+
+
 def _md_text(v) -> str:
-    """Text for Markdown outside code: &, < and > as HTML entities. Markdown renderers pass raw HTML
-    through, so a probe value such as a hostname `<script>...` would otherwise become markup; as
-    entities it renders as the same characters, inert."""
-    return str(v).translate(_MD_HTML)
+    """Text for Markdown outside code: <, > and a bare & as HTML entities. Markdown renderers pass raw
+    HTML through, so a probe value such as a hostname `<script>...` would otherwise become markup; as
+    entities it renders as the same characters, inert. Idempotent (an entity's & is left alone), so
+    text escaped once by a filter and again by the environment's finalize is unchanged."""
+    return _MD_BARE_AMP.sub("&amp;", str(v)).translate(_MD_HTML)
+
+
+@jinja2.pass_eval_context
+def _md_finalize(eval_ctx, v):
+    """Every {{ expression }} of a Markdown template, escaped unless it is fenced text (| verbatim):
+    a value that came from a file or another host (a hang stack's rank key, a hostname, a message)
+    cannot become markup in report.md whichever template shows it, filter or not. An HTML template
+    (autoescape on) is left to Jinja's own escaping."""
+    if eval_ctx.autoescape or isinstance(v, _Verbatim):
+        return v if eval_ctx.autoescape else str(v)
+    return _md_text(v) if isinstance(v, str) else v
 
 
 def _md_cell(v) -> str:
@@ -114,6 +132,9 @@ def _environment(sections: Sequence[Section]) -> jinja2.Environment:
         autoescape=jinja2.select_autoescape(enabled_extensions=("html", "html.j2"), default_for_string=False),
         trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, undefined=jinja2.StrictUndefined,
     )
+    # the HTML templates escape by autoescape, the Markdown ones through finalize
+    env.finalize = _md_finalize
+    env.filters["verbatim"] = _Verbatim
     env.filters["mdcell"] = _md_cell
     env.filters["mdtext"] = _md_text
     env.filters["mdfence"] = _md_fence

@@ -65,6 +65,21 @@ def lm_world_sizes(tr: dict, backend: str, sizes: list[int], models: list[str]) 
                           f"--config training='{{lm: {{world_sizes: {every}}}}}'"}]
 
 
+def whole_node_sizes(config: dict, backend: str, sizes: list[int]) -> tuple[list[int], list[dict]]:
+    """On GPUs (NCCL) with world_sizes: auto and no training.world_sizes, training measures the whole
+    node (the largest size) beside its 1-rank baseline: the scaling efficiency a user's job on that
+    node gets. The sizes between are the comm family's (the collectives at every size); each between
+    is one more ~17 s launch (an 8-GPU node's 2 and 4 left the default run past its 5 minutes:
+    benchmarks/results/day-one-h100x4-2026-11-27). An explicit list, here or at the top, is kept."""
+    tr = config["training"]
+    if backend != "nccl" or tr.get("world_sizes") or config["world_sizes"] != "auto" or len(sizes) < 2:
+        return sizes, []
+    left = sizes[:-1]
+    return sizes[-1:], [{"what": f"training at world sizes {left}",
+                         "why": "on GPUs training measures the whole node and 1 rank (world_sizes: auto; the comm family "
+                                f"measures every size); every size: --config training='{{world_sizes: {sizes}}}'"}]
+
+
 def training_jobs(config: dict, gpus: int) -> tuple[list[TrainingJob], list[dict]]:
     """The training jobs (and what was skipped, and why): the configured DDP setup at every world
     size plus a 1-rank baseline of plain DDP; with `tune`, every tune_space point at the largest
@@ -75,6 +90,8 @@ def training_jobs(config: dict, gpus: int) -> tuple[list[TrainingJob], list[dict
         return [], [why]
     sizes, skipped = placeable(config, backend, gpus, sorted(set(tr.get("world_sizes") or world_sizes(config, gpus))),
                                "training world sizes")
+    sizes, why = whole_node_sizes(config, backend, sizes)
+    skipped += why
     jobs = {}
 
     # The language-model block (training.lm): plain DDP and/or FSDP at its world sizes; plain DDP on
@@ -82,9 +99,18 @@ def training_jobs(config: dict, gpus: int) -> tuple[list[TrainingJob], list[dict
     lm_models = [m for m in tr["models"] if workload(m).block == "lm"]
     lm_sizes, lm_skipped = lm_world_sizes(tr, backend, sizes, lm_models)
     skipped += lm_skipped
+    # FSDP on one rank is FSDP's own overhead, not a baseline (plain DDP on one rank is the fair one of
+    # both): on GPUs with lm.world_sizes auto it is left out (~10 s per model of the default run).
+    own_fsdp_1 = not (backend == "nccl" and tr["lm"].get("world_sizes", "auto") == "auto" and max(lm_sizes, default=1) > 1)
+    if lm_models and not own_fsdp_1 and "fsdp" in tr["lm"]["strategies"]:
+        skipped.append({"what": f"fsdp at 1 rank ({', '.join(lm_models)})",
+                        "why": "FSDP's scaling efficiency is taken against plain DDP on one rank, the fair baseline of both "
+                               "strategies (training.lm.world_sizes: auto); FSDP's own 1-rank run too: "
+                               f"--config training='{{lm: {{world_sizes: {lm_sizes}}}}}'"})
     for model in lm_models:
         for ws in lm_sizes:
-            for strategy in sorted({"ddp", *tr["lm"]["strategies"]} if ws == 1 else tr["lm"]["strategies"]):
+            at_1 = {"ddp", *tr["lm"]["strategies"]} if own_fsdp_1 else {"ddp"}
+            for strategy in sorted(at_1 if ws == 1 else tr["lm"]["strategies"]):
                 label = PLAIN_LABEL if strategy == "ddp" else strategy
                 jobs[(model, ws, label)] = TrainingJob(backend, ws, label, dict(DDP_DEFAULTS), {}, model, strategy)
     # The DDP block (training.gpu/cpu, the DDP knobs, tuning): seed 004's MLP and any workload like it.

@@ -9,8 +9,9 @@ lines (`workload_args`) and their failure rows (`workload_shape`) read it from h
 Extension point without editing this file: DISTBENCH_WORKLOAD_MODULES, a comma-separated list of
 importable modules that each call `register(spec)` at import. The harnesses import them before
 parsing their arguments (`load_extensions`); an environment variable reaches every torchrun rank
-(and a pipeline job through config `job_env`), where a registration made in the launching process
-would not.
+(and a pipeline job through config `job_env`, with job_env_allow_loader_vars: true: it makes every
+rank import code, so distbench.pipeline.config.LOADER_VARS holds it), where a registration made in
+the launching process would not.
 """
 
 from __future__ import annotations

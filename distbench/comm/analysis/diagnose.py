@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 
 from distbench.comm.analysis.advice import advise, percent_of_peak
 from distbench.core.io import atomic_write_csv, atomic_write_json
+from distbench.core.readers import read_json, read_table, remake
 from distbench.comm.analysis.peak import link_peak
 from distbench.comm.spec import NCCL_NAMES, SPECS
 
@@ -16,7 +16,7 @@ from distbench.comm.spec import NCCL_NAMES, SPECS
 def _load(path) -> dict | None:
     if not path or not Path(path).exists():
         return None
-    data = json.loads(Path(path).read_text())
+    data = read_json(path, remake(path))  # the one reader: a torn file is named, with its fix
     return data if data.get("available", True) else None
 
 
@@ -24,7 +24,7 @@ def pick_placement(placement_files) -> list[dict] | None:
     """The ranks of the job with a placement error, else of the largest NCCL job."""
     best = None
     for f in placement_files or []:
-        data = json.loads(Path(f).read_text())
+        data = read_json(f, remake(f))
         ranks = data.get("ranks") or []
         if data.get("error") and ranks:
             return ranks
@@ -67,8 +67,8 @@ def nccl_digest(nccl: dict | None) -> dict | None:
 
 
 def diagnose(summary_csv, env_json, topology_json, nccl_json, placement_files, out_csv, out_json) -> dict:
-    summary = pd.read_csv(summary_csv)
-    env = json.loads(Path(env_json).read_text())
+    summary = read_table(summary_csv, remake(summary_csv))
+    env = read_json(env_json, remake(env_json))
     topo_file = _load(topology_json) or {}
     topology = topo_file.get("topology")
     nvlink = topo_file.get("nvlink")

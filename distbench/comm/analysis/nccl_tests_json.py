@@ -38,6 +38,7 @@ from distbench.comm.analysis.findings import normalise_summary
 from distbench.comm.spec import SPECS
 from distbench.core.choices import NCCL_TESTS_TYPES
 from distbench.core.io import atomic_write_text, json_safe
+from distbench.core.readers import UnreadableFile, read_json, read_table, remake
 
 
 def _file_safe(text: str) -> str:
@@ -100,8 +101,8 @@ def _rank_points(comm_ranks_csv) -> dict[tuple, tuple[pd.DataFrame, pd.DataFrame
     """{(series..., size_bytes, inplace): (time_us, arrival_us) as ranks x trials} from comm_ranks.csv."""
     if not comm_ranks_csv or not Path(comm_ranks_csv).exists():
         return {}
-    ranks = pd.read_csv(comm_ranks_csv)
-    if ranks.empty:
+    ranks = read_table(comm_ranks_csv, remake(comm_ranks_csv), missing_ok=True)  # the one reader
+    if ranks is None or ranks.empty:
         return {}
     ranks["traffic"] = ranks["traffic"].fillna("none") if "traffic" in ranks else "none"
     if "arrival_us" not in ranks:
@@ -127,8 +128,8 @@ def devices_of(placement_json) -> list[dict] | None:
     """nccl-tests' `config.devices` (rank, group, pid, hostname, device, device_hex, device_info) from
     a job's placement.json; None when it names no ranks (a job that never started)."""
     try:
-        ranks = json.loads(Path(placement_json).read_text()).get("ranks") or []
-    except (OSError, ValueError):
+        ranks = read_json(placement_json, remake(placement_json)).get("ranks") or []
+    except UnreadableFile:
         return None
     if not ranks or not all(r.get("hostname") for r in ranks):
         return None
@@ -142,7 +143,7 @@ def nccl_tests_documents(comm_summary_csv, comm_ranks_csv=None,
                          placements: dict[JobKey, str] | None = None) -> dict[str, dict]:
     """{file name: nccl-tests -J style document} per series of the comm summary; with comm_ranks.csv
     the `-I 1` per-iteration fields too, with placements ({job: its placement.json}) the hosts."""
-    comm = pd.read_csv(comm_summary_csv) if comm_summary_csv and Path(comm_summary_csv).exists() else None
+    comm = read_table(comm_summary_csv, remake(comm_summary_csv), missing_ok=True) if comm_summary_csv else None
     out: dict[str, dict] = {}
     if comm is None or comm.empty:
         return out

@@ -61,8 +61,8 @@ def ratios(runs: Mapping[str, pd.DataFrame], a: str, b: str) -> tuple[list[str],
 
 def build(runs: Mapping[str, Run]) -> dict | None:
     """The comm tables of the runs that have one (this run first), compared with this run."""
-    comm = {label: normalise_summary(pd.read_csv(r.tables / TABLE)) for label, r in runs.items()
-            if (r.tables / TABLE).exists()}
+    tables = {label: r.table(TABLE) for label, r in runs.items()}  # read through the one reader (Run.table)
+    comm = {label: normalise_summary(t) for label, t in tables.items() if t is not None}
     if len(comm) < 2:
         return None
     first, *others = list(comm)
@@ -71,4 +71,7 @@ def build(runs: Mapping[str, Run]) -> dict | None:
             "comparisons": [{"a": first, "b": b, "ratios": table(*ratios(comm, first, b))} for b in others]}
 
 
-ACROSS_RUNS = AcrossRuns(TABLE, build, "communication_runs")
+ACROSS_RUNS = AcrossRuns(TABLE, build, "communication_runs",
+                         columns=("backend", "world_size", "op", "size_bytes", "status", "time_us_median",
+                                  "busbw_gbps_median"),
+                         numeric=("world_size", "size_bytes", "time_us_median", "busbw_gbps_median"))

@@ -27,6 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from distbench.core.io import atomic_write_csv
+from distbench.core.readers import read_table, remake
 
 PAIR_KEYS = ("node_a", "node_b")
 PAIR_COLUMNS = ("round", "node_a", "node_b", "time_us_small", "busbw_gbps_large", "latency_ratio",
@@ -163,9 +164,9 @@ def write_tables(round_csvs, raw_out, pairs_out, nodes_out, config: dict | None 
 def read_tables(nodes_csv) -> tuple[pd.DataFrame, pd.DataFrame] | None:
     """(nodes, pairs) from tables/nodes_scores.csv and the nodes_pairs.csv beside it."""
     path = Path(nodes_csv)
-    if not path.exists() or not path.stat().st_size:
+    nodes = read_table(path, remake(path), missing_ok=True)  # the one reader: a torn file is named, with its fix
+    if nodes is None:
         return None
     pairs_path = path.with_name("nodes_pairs.csv")
-    pairs = pd.read_csv(pairs_path) if pairs_path.exists() and pairs_path.stat().st_size else pd.DataFrame(
-        columns=list(PAIR_COLUMNS))
-    return pd.read_csv(path), pairs
+    pairs = read_table(pairs_path, remake(pairs_path), missing_ok=True)
+    return nodes, pairs if pairs is not None else pd.DataFrame(columns=list(PAIR_COLUMNS))

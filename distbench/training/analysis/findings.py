@@ -16,9 +16,9 @@ import pandas as pd
 
 from distbench.core.choices import STATUS_SEVERITY
 from distbench.core.section import SMOKE_TEST
-from distbench.core.units import human_time_us
+from distbench.core.units import human_bytes
 from distbench.core.units import pct as _pct
-from distbench.training.analysis.summary import NAN, PLAIN, _ms, _num, add_scaling, row_allowance_ms, row_split
+from distbench.training.analysis.summary import NAN, PLAIN, _ms, _num, _time_ms, add_scaling, row_allowance_ms, row_split
 
 COMM_BOUND_FRACTION = 0.25  # exposed communication at least this share of the step: communication-bound
 # What the part of a step that is neither compute nor the collectives is, said once for every sentence:
@@ -95,34 +95,34 @@ def bottleneck(row) -> tuple[str, str]:
     ws = int(row["world_size"])
     if ws > 1 and not math.isnan(ar) and step > comp + ar + allowance:
         return "host-bound", (
-            f"{who}: each {_ms(step)} ms step takes {_ms(step - comp - ar)} ms more than compute alone "
-            f"({_ms(comp)} ms) plus the whole gradient all-reduce done serially ({_ms(ar)} ms), beyond the "
-            f"{_ms(allowance)} ms noise allowance: that time is neither compute nor the collectives ({OTHER}: "
+            f"{who}: each {_time_ms(step)} step takes {_time_ms(step - comp - ar)} more than compute alone "
+            f"({_time_ms(comp)}) plus the whole gradient all-reduce done serially ({_time_ms(ar)}), beyond the "
+            f"{_time_ms(allowance)} noise allowance: that time is neither compute nor the collectives ({OTHER}: "
             f"launches, Python, synchronisation, a straggling rank), not the "
             f"{'GPU' if one_device(row) == '1 GPU' else 'computation'} or the network.")
     if ws == 1:  # one rank: DDP has nobody to talk to; what it adds over no_sync is not communication
         other = split.other
         return "compute-bound", (
-            f"{who}: no communication between ranks; each {_ms(step)} ms step spends {_ms(max(other, 0.0))} ms "
+            f"{who}: no communication between ranks; each {_time_ms(step)} step spends {_time_ms(max(other, 0.0))} "
             f"({_pct(max(other / step, 0.0))}) that is neither compute nor communication ({OTHER}: DDP's copy "
-            f"of the gradients into its buckets); compute ({_ms(comp)} ms under no_sync) dominates.")
+            f"of the gradients into its buckets); compute ({_time_ms(comp)} under no_sync) dominates.")
     exposed = split.exposed_comm if not math.isnan(split.exposed_comm) else max(split.beyond_compute, 0.0)
     share = exposed / step
     what = "is exposed communication" if not math.isnan(split.exposed_comm) else \
         "is beyond compute alone (no all-reduce time to tell communication from the rest)"
-    parts = [f"{who}: {_ms(exposed)} ms of each {_ms(step)} ms step ({_pct(share)}) {what}"]
+    parts = [f"{who}: {_time_ms(exposed)} of each {_time_ms(step)} step ({_pct(share)}) {what}"]
     overlap = _num(row.get("overlap_fraction"))
     if not math.isnan(overlap):
-        parts.append(f"{_pct(overlap)} of the gradient all-reduce ({_ms(ar)} ms alone) overlaps backward")
+        parts.append(f"{_pct(overlap)} of the gradient all-reduce ({_time_ms(ar)} alone) overlaps backward")
     if exposed > 0 and not math.isnan(split.tail):
-        parts.append(f"of the exposed time, {_ms(split.tail)} ms is the last bucket's all-reduce after backward "
-                     f"ends and {_ms(split.other_buckets)} ms the other buckets' all-reduces not hidden behind it")
+        parts.append(f"of the exposed time, {_time_ms(split.tail)} is the last bucket's all-reduce after backward "
+                     f"ends and {_time_ms(split.other_buckets)} the other buckets' all-reduces not hidden behind it")
     if split.other > 0 and _ms(split.other) != "0":
-        parts.append(f"{_ms(split.other)} ms is neither compute nor the collectives ({OTHER}; within the "
-                     f"{_ms(allowance)} ms noise allowance)")
+        parts.append(f"{_time_ms(split.other)} is neither compute nor the collectives ({OTHER}; within the "
+                     f"{_time_ms(allowance)} noise allowance)")
     if share >= COMM_BOUND_FRACTION:
         return "communication-bound", "; ".join(parts) + "."
-    parts.append(f"compute ({_ms(comp)} ms under no_sync) dominates")
+    parts.append(f"compute ({_time_ms(comp)} under no_sync) dominates")
     return "compute-bound", "; ".join(parts) + "."
 
 
@@ -140,22 +140,22 @@ def shortfall(row, efficiency: float) -> str:
     if math.isnan(step) or math.isnan(efficiency):
         return "no step time to say where the time goes"
     ideal = step * efficiency
-    head = (f"the {_t(step)} step is {_t(step - ideal)} over the {_t(ideal)} that linear scaling from "
+    head = (f"the {_time_ms(step)} step is {_time_ms(step - ideal)} over the {_time_ms(ideal)} that linear scaling from "
             f"{one} gives")
     parts = []
     if not math.isnan(split.exposed_comm):
-        parts.append((split.exposed_comm, f"exposed communication, {_t(split.exposed_comm)} "
+        parts.append((split.exposed_comm, f"exposed communication, {_time_ms(split.exposed_comm)} "
                                           f"({_pct(split.exposed_comm / step)} of the step)"))
         if not math.isnan(split.other):
             parts.append((split.other, f"time that is neither compute nor the collectives ({OTHER}), "
-                                       f"{_t(split.other)} ({_pct(split.other / step)} of the step)"))
+                                       f"{_time_ms(split.other)} ({_pct(split.other / step)} of the step)"))
     elif not math.isnan(split.beyond_compute):
-        parts.append((split.beyond_compute, f"time beyond compute alone, {_t(split.beyond_compute)} "
+        parts.append((split.beyond_compute, f"time beyond compute alone, {_time_ms(split.beyond_compute)} "
                                             f"({_pct(split.beyond_compute / step)} of the step; no all-reduce "
                                             "time to tell communication from the rest)"))
     if not math.isnan(split.compute):
-        parts.append((split.compute - ideal, f"compute itself, {_t(split.compute)} under no_sync, "
-                                             f"{_t(split.compute - ideal)} over the linear step (each rank "
+        parts.append((split.compute - ideal, f"compute itself, {_time_ms(split.compute)} under no_sync, "
+                                             f"{_time_ms(split.compute - ideal)} over the linear step (each rank "
                                              f"computes slower than the {one.replace(' ', '-')} run did)"))
     costs = sorted((p for p in parts if p[0] > 0), key=lambda p: -p[0])
     if not costs:
@@ -164,11 +164,6 @@ def shortfall(row, efficiency: float) -> str:
     if len(costs) > 1:
         text += "; then " + ", ".join(c[1] for c in costs[1:])
     return text
-
-
-def _t(ms: float) -> str:
-    """A time in ms as the report writes times (distbench.core.units: the unit that fits)."""
-    return human_time_us(ms * 1e3)
 
 
 # ---------------------------------------------------------------- best configuration and findings
@@ -270,7 +265,7 @@ def _finding(r) -> str | None:
     if crowded(r) and int(r["world_size"]) > 1:  # ranks time-sharing cores: no efficiency, overlap or bound
         parts.insert(0, SMOKE_TEST.format(crowded(r)))
         if not math.isnan(step):
-            parts.append(f"{_ms(step)} ms per step")
+            parts.append(f"{_time_ms(step)} per step")
         return f"{head}: " + "; ".join(parts) + "."
     one = one_device(r).replace(" ", "-")
     if not math.isnan(eff):
@@ -290,7 +285,7 @@ def _finding(r) -> str | None:
         parts.append(f"${_sig(cost)} per 1K samples")
     energy = _num(r.get("energy_j_per_1k_samples"))
     if not math.isnan(energy):
-        parts.append(f"{_sig(energy)} J per 1K samples")
+        parts.append(f"{_sig(energy / 1e3)} kJ per 1K samples" if energy >= 999.5 else f"{_sig(energy)} J per 1K samples")
     bounds = r.get("bounds_ok")
     if bounds is not None and not pd.isna(bounds) and not bool(bounds):
         parts.append(f"timing check failed: {r['bounds_note']}")
@@ -302,16 +297,16 @@ def _split_clauses(split, allowance: float) -> list[str]:
     the collectives alone) and the rest, named as neither compute nor the collectives."""
     step, beyond = split.step, split.beyond_compute
     if beyond <= 0:
-        return [f"no exposed communication (the {_ms(step)} ms step is {_ms(-beyond)} ms faster than "
+        return [f"no exposed communication (the {_time_ms(step)} step is {_time_ms(-beyond)} faster than "
                 f"compute alone, within noise)"]
     if math.isnan(split.exposed_comm):  # no all-reduce time: nothing to tell communication from the rest
-        return [f"{_ms(beyond)} ms of each {_ms(step)} ms step is beyond compute alone (no all-reduce time "
+        return [f"{_time_ms(beyond)} of each {_time_ms(step)} step is beyond compute alone (no all-reduce time "
                 f"to split it into communication and the rest)"]
-    out = [f"{_ms(split.exposed_comm)} ms of each {_ms(step)} ms step is exposed communication"]
+    out = [f"{_time_ms(split.exposed_comm)} of each {_time_ms(step)} step is exposed communication"]
     if split.other > 0 and _ms(split.other) != "0":
         noise = "within" if split.other <= allowance else "beyond"
-        out.append(f"{_ms(split.other)} ms of the step is neither compute nor the collectives: {OTHER} "
-                   f"({noise} the {_ms(allowance)} ms noise allowance)")
+        out.append(f"{_time_ms(split.other)} of the step is neither compute nor the collectives: {OTHER} "
+                   f"({noise} the {_time_ms(allowance)} noise allowance)")
     return out
 
 
@@ -374,15 +369,15 @@ def lora_findings(summary: pd.DataFrame) -> list[str]:
             continue
         text = (f"lora vs full fine-tune, {_ranks(lora)} ({_strategy_name(lora)}): {_sig(tp / 1e6)}M of "
                 f"{_sig(_num(lora['params_total']) / 1e6)}M parameters trainable ({_pct(tp / fp, 2)} of the full "
-                f"model's {_sig(fp / 1e6)}M); {_sig(tb / 1e6)} MB of gradients synced per step instead of "
-                f"{_sig(fb / 1e6)} MB")
+                f"model's {_sig(fp / 1e6)}M); {human_bytes(tb)} of gradients synced per step instead of "
+                f"{human_bytes(fb)}")
         if crowded(lora):  # the bytes are counted, not timed; the times measure contention
             out.append(text + f"; {SMOKE_TEST.format(crowded(lora))}.")
             continue
         le, fe = row_split(lora).exposed_comm, row_split(full).exposed_comm
         if not (math.isnan(le) or math.isnan(fe)):
-            text += (f"; exposed communication {_ms(le)} ms of a {_ms(_num(lora['step_time_ms_median']))} ms "
-                     f"step, against {_ms(fe)} ms of {_ms(_num(full['step_time_ms_median']))} ms")
+            text += (f"; exposed communication {_time_ms(le)} of a {_time_ms(_num(lora['step_time_ms_median']))} "
+                     f"step, against {_time_ms(fe)} of {_time_ms(_num(full['step_time_ms_median']))}")
         le, fe = _num(lora["efficiency_vs_plain_1gpu"]), _num(full["efficiency_vs_plain_1gpu"])
         if not (math.isnan(le) or math.isnan(fe)):
             text += f"; scaling efficiency {_pct(le, 1)} against {_pct(fe, 1)}"

@@ -52,6 +52,7 @@ import pandas as pd
 from distbench.core.choices import STATUS_SEVERITY
 from distbench.training.contract import TRAINING
 from distbench.core.io import atomic_write_csv
+from distbench.core.units import human_time_us
 from distbench.core.tables import combine
 from distbench.training.analysis.mfu import mfu, peak_for
 
@@ -104,6 +105,11 @@ def _ms(x: float) -> str:
     """Milliseconds for sentences: three significant digits, whole numbers from 100 up."""
     x = float(x)
     return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
+def _time_ms(x: float) -> str:
+    """A time given in ms, with the unit that fits (the README's units rule): 332 µs, 11.9 ms, 2.05 s."""
+    return human_time_us(float(x) * 1e3)
 
 
 def spread_ms(p5_ms, p95_ms) -> float:
@@ -210,12 +216,12 @@ def check_bounds(step_ms, compute_ms, allreduce_ms, allowance_ms, world_size) ->
     s, c, r, a = float(step_ms), float(compute_ms), float(allreduce_ms), float(allowance_ms)
     notes = []
     if c > s + a:
-        notes.append(f"step {_ms(s)} ms is faster than compute alone ({_ms(c)} ms) by {_ms(c - s)} ms, "
-                     f"more than the {_ms(a)} ms noise allowance (the phases' p5-p95 spreads and "
+        notes.append(f"step {_time_ms(s)} is faster than compute alone ({_time_ms(c)}) by {_time_ms(c - s)}, "
+                     f"more than the {_time_ms(a)} noise allowance (the phases' p5-p95 spreads and "
                      f"{NOISE_MIN_FRACTION:.0%} of the step)")
     if s > c + r + a:
-        notes.append(f"step {_ms(s)} ms exceeds compute alone plus the all-reduce alone ({_ms(c)} + {_ms(r)} "
-                     f"= {_ms(c + r)} ms) by {_ms(s - c - r)} ms, more than the {_ms(a)} ms noise allowance "
+        notes.append(f"step {_time_ms(s)} exceeds compute alone plus the all-reduce alone ({_time_ms(c)} + {_time_ms(r)} "
+                     f"= {_time_ms(c + r)}) by {_time_ms(s - c - r)}, more than the {_time_ms(a)} noise allowance "
                      f"(the phases' p5-p95 spreads and {NOISE_MIN_FRACTION:.0%} of the step): that much of the "
                      f"step is neither compute nor the collectives")
     return (not notes), "; ".join(notes)

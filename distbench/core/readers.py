@@ -1,0 +1,178 @@
+"""The one reader of every file distbench reads back: CSV tables, JSON documents and text.
+
+What it reads is a cached output (Snakemake keeps a file while it is newer than its inputs), a
+baseline run named by `report.baseline`, or another host's run copied into results/; any of them may
+be truncated, binary, hand-edited or of another shape. Whatever is wrong becomes one UnreadableFile
+(a distbench.core.contract.SchemaError) that names the file, what is wrong with it and the fix, so
+that a workflow script ends with that message, never a traceback
+(distbench.pipeline.in_rule.run_in_rule), and a report section can name the file and go on without
+it. Only the errors of reading and parsing are caught: anything else is a bug and still raises.
+
+The fix depends on where the file came from, so the caller says it: `remake(path)` for this run's
+own outputs (delete it so that Snakemake makes it again), `BASELINE_FIX` for report.baseline,
+`other_run_fix(dir)` for a run copied in. Job CSVs read against their contract add the contract's
+checks on top (distbench.core.tables).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import shlex
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from distbench.core.contract import SchemaError
+
+# What pandas reads as a missing value (its default na_values, the ones a CSV of ours can hold)
+MISSING = frozenset({"", "nan", "NaN", "NA", "N/A", "n/a", "null", "NULL", "None", "<NA>", "-nan", "-NaN"})
+BASELINE_FIX = ("Fix config key report.baseline (it must name a run whose tables are whole), or put back a good copy "
+                "of that run's file")
+
+
+class UnreadableFile(SchemaError):
+    """A file that cannot be read as what it should be. `path`, `problem` (what is wrong) and `fix`
+    (what to do about it) are kept apart for a report to show; the message holds all three."""
+
+    def __init__(self, path, problem: str, fix: str):
+        self.path, self.problem, self.fix = str(path), problem, fix
+        super().__init__(f"{self.path} cannot be read: {problem}. {fix}")
+
+
+def remake(path) -> str:
+    """The fix for one of this run's own outputs: Snakemake makes a deleted output again."""
+    return f"Delete it so that Snakemake makes it again, then rerun: rm {shlex.quote(str(path))}"
+
+
+def other_run_fix(run_dir) -> str:
+    """The fix for a file of another host's run copied into results/."""
+    return (f"Copy that run's directory here again whole, or remove it to leave the run out: "
+            f"rm -r {shlex.quote(str(run_dir))}")
+
+
+def read_text(path, fix: str) -> str:
+    """The file's text (UTF-8); a missing, unreadable, binary or non-UTF-8 file raises UnreadableFile."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:  # missing, a directory, no permission
+        raise UnreadableFile(path, e.strerror or type(e).__name__, fix) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UnreadableFile(path, f"not UTF-8 text (byte {e.start} is {data[e.start:e.start + 1]!r}): a binary or "
+                                   "corrupted file", fix) from None
+    if "\x00" in text:
+        raise UnreadableFile(path, f"holds a NUL byte at {text.index(chr(0))}: a binary or corrupted file", fix)
+    return text
+
+
+def read_json(path, fix: str, expect: type = dict):
+    """A JSON document whose top level is an `expect` (a dict unless told)."""
+    path = Path(path)
+    text = read_text(path, fix)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        # the document stops before its end (a string, object or list left open): a file cut short
+        ends_early = e.pos >= len(text.rstrip()) or e.msg.startswith("Unterminated string")
+        cut = " (it ends early: the file was truncated)" if ends_early else ""
+        raise UnreadableFile(path, f"not valid JSON at line {e.lineno} column {e.colno}: {e.msg}{cut}", fix) from None
+    except RecursionError:  # nesting deeper than the parser goes
+        raise UnreadableFile(path, "JSON nested too deeply to read", fix) from None
+    if not isinstance(data, expect):
+        raise UnreadableFile(path, f"its JSON is {_json_type(data)} where {_json_type(expect())} was expected", fix)
+    return data
+
+
+def _json_type(v) -> str:
+    """What a JSON value is, in words (a list where an object was expected)."""
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(v), "a number")
+
+
+def csv_problem(text: str, header_problem: Callable[[list[str]], str | None] | None = None) -> str | None:
+    """What makes `text` unreadable as a CSV, before pandas guesses around it: no text, a torn last
+    row, rows with the wrong number of fields, invalid quoting; then whatever header_problem says of
+    the header. None when it is whole."""
+    if not text.strip():
+        return "the file is empty (not even a header)"
+    if not text.endswith("\n"):
+        return "it ends in the middle of a row (no newline after the last line): the file was truncated"
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    try:
+        header = next(reader)
+        problem = header_problem(header) if header_problem else None
+        if problem:
+            return problem
+        for row in reader:
+            if row and len(row) != len(header):
+                return (f"line {reader.line_num} has {len(row)} fields where the header has {len(header)}"
+                        " (a torn or hand-edited row)")
+    except csv.Error as e:
+        return f"not valid CSV at line {reader.line_num}: {e}"
+    return None
+
+
+def _present(cells) -> list[bool]:
+    return [c not in MISSING for c in cells]
+
+
+def _number(cell: str) -> float | None:
+    try:
+        return float(cell)
+    except ValueError:
+        return None
+
+
+def table_problem(raw, columns: Sequence[str] = (), numeric: Sequence[str] = (),
+                  finite_when_ok: Sequence[str] = ()) -> str | None:
+    """What is wrong with a CSV read as text cells (`raw`: a DataFrame of strings, "" for empty):
+    a column of `columns` missing, a cell of `numeric` that is not a number, or a value of
+    `finite_when_ok` that is infinite on a row whose status is ok (every row, without a status)."""
+    missing = [c for c in columns if c not in raw.columns]
+    if missing:
+        return f"it lacks the column(s) {missing}"
+    ok = list(raw["status"] == "ok") if "status" in raw.columns else [True] * len(raw)
+    for col in dict.fromkeys([*numeric, *finite_when_ok]):
+        if col not in raw.columns:
+            continue
+        for i, (cell, present) in enumerate(zip(raw[col], _present(raw[col]))):
+            if not present:
+                continue
+            x = _number(cell)
+            if x is None:
+                return f"column {col}, row {i + 1}: {cell[:40]!r} is not a number"
+            if col in finite_when_ok and ok[i] and not math.isfinite(x):
+                return (f"column {col}, row {i + 1}: {cell} on a row whose status is ok (a measurement must be a "
+                        "finite number)")
+    return None
+
+
+def read_table(path, fix: str, *, columns: Sequence[str] = (), numeric: Sequence[str] = (),
+               finite_when_ok: Sequence[str] = (), parse: Callable | None = None, missing_ok: bool = False):
+    """A CSV table, whole and of the expected shape (see csv_problem and table_problem), then read
+    by `parse(path)` (pandas' read_csv unless told: a family's own reader that types its columns).
+    missing_ok: an absent or zero-byte file is None (the table was not made) instead of an error."""
+    import pandas as pd
+
+    path = Path(path)
+    if missing_ok and (not path.exists() or (path.is_file() and not path.stat().st_size)):
+        return None
+    text = read_text(path, fix)
+    problem = csv_problem(text)
+    if problem is None:
+        try:
+            if columns or numeric or finite_when_ok:  # the cells as written: `parse` may coerce text to NaN
+                raw = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
+                problem = table_problem(raw, columns, numeric, finite_when_ok)
+            if problem is None:
+                return (parse or pd.read_csv)(path)
+        except UnreadableFile:  # `parse` read another file that was bad: that file's message stands
+            raise
+        # a value the parser cannot type (ParserError, IntCastingNaNError and SchemaError are ValueErrors)
+        except (ValueError, OverflowError) as e:
+            problem = f"a value does not parse ({str(e).splitlines()[0][:200] if str(e) else type(e).__name__})"
+    raise UnreadableFile(path, problem, fix)

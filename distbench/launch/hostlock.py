@@ -1,0 +1,450 @@
+"""One benchmark measurement at a time per host (issue 36), across every Snakemake process, checkout
+and results directory: a benchmark job (comm, training, memory, node round) or a health load takes
+this host's lock before it starts, and a second one waits for it, naming the run that holds it, or
+refuses (config `host_lock: fail`). Probes, tables and the report take no lock.
+
+Snakemake's own lock only catches overlapping outputs, and its `threads: workflow.cores` only keeps
+the jobs of one Snakemake process apart: two runs in two directories (or two targets in one) would
+each measure the other's load, and both results would be cached as valid.
+
+The lock is `fcntl.flock` on one file per host: DISTBENCH_HOST_LOCK, else /tmp/distbench-host.lock
+(a fixed path, not $TMPDIR or $XDG_RUNTIME_DIR, which differ between sessions, SLURM jobs and users
+of one host). The kernel releases a flock when its holder dies, however it dies, so a dead run's
+lock is taken over with nothing to clean up. The holder writes who it is (results directory, pid,
+start, job) into the locked file itself: a side file replaced by rename would need a directory every
+user can rename in, and renaming over the lock file would swap the inode the others lock. A waiter
+believes that record only while its pid is alive with the same process start time (a dead holder's
+record, or a reused pid, is not named).
+
+Where it holds (the job's provenance says which lock was held, `host_lock` in its placement file):
+one node, this host; a job over several nodes, the host that launches it: under SLURM every
+benchmark job's allocation is exclusive (distbench.launch.cluster.slurm_resources: --exclusive), so
+SLURM keeps a second job off its other nodes; over ssh the other hosts are not locked. A health load
+locks the node it loads, each node its own (distbench.probes.health_load runs on every node; over
+several nodes a wait there counts within that node's reading limit, distbench.probes.health_node).
+
+The wait is taken before the job's time limit starts and outside its measured time; Snakemake's
+`benchmark:` file (the job's whole wall time) does include it, and the provenance gives `waited_s`.
+Every job also records its start and end in its provenance (distbench.launch.torchrun), so
+`overlaps` checks after the fact that no two benchmark measurements of a run overlapped.
+
+Torch-free: the rule scripts and the health probe import it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import socket
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from distbench.core.io import atomic_write_json
+
+LOCK_ENV = "DISTBENCH_HOST_LOCK"  # the lock file (tests give each test its own)
+MODE_ENV = "DISTBENCH_HOST_LOCK_MODE"  # wait or fail, for a health load (the rule script sets it from the config)
+RESULTS_ENV = "DISTBENCH_HOST_LOCK_RESULTS"  # the results directory a health load names as its holder
+DEFAULT_PATH = "/tmp/distbench-host.lock"
+MODES = ("wait", "fail")
+POLL_S = 0.2  # how often a waiter tries again: the host is idle at most this long after a release
+RECORD_WAIT_S = 1.0  # a holder writes its record right after it locks: how long a waiter lets it
+MAX_RECORD_BYTES = 16384
+
+
+class HostBusy(Exception):
+    """The host cannot be held now: another run holds it (host_lock=fail), or the lock file cannot
+    be opened at all."""
+
+    def __init__(self, why: str):
+        super().__init__(why)
+        self.why = why
+
+
+def lock_path(env: dict | None = None) -> Path:
+    return Path((os.environ if env is None else env).get(LOCK_ENV) or DEFAULT_PATH)
+
+
+def _open(path: Path) -> tuple[int, bool]:
+    """The lock file's descriptor, and whether it can be written (the holder's record). Made 0666 by
+    whoever creates it, so every user's runs share it; never opened through a symlink (another
+    user could plant one in /tmp). An existing file is opened without O_CREAT, which a sticky /tmp
+    with fs.protected_regular refuses for another user's file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    flags = os.O_NOFOLLOW | os.O_CLOEXEC
+    while True:
+        try:
+            return os.open(path, os.O_RDWR | flags), True
+        except FileNotFoundError:
+            pass
+        except PermissionError:  # another user's file without write access: lock it, write no record
+            return os.open(path, os.O_RDONLY | flags), False
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | flags, 0o666)
+        except FileExistsError:
+            continue  # created meanwhile: open it as it is
+        with contextlib.suppress(OSError):
+            os.fchmod(fd, 0o666)  # the umask took bits away
+        return fd, True
+
+
+def _proc_start(pid: int) -> str | None:
+    """The process's start time (clock ticks after boot, /proc/<pid>/stat field 22): a pid and this
+    name one process, even after the pid is reused. None where there is no /proc."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rindex(")") + 2:].split()[19]
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _alive(record: dict) -> bool:
+    """The record's process still runs (the one that wrote it, not a reused pid). A record from
+    another machine (a lock file on a shared mount) cannot be checked and is believed; one from
+    this machine before its last boot is stale."""
+    if record.get("host") != socket.gethostname():
+        return True
+    pid = record.get("pid")
+    if record.get("boot_id") != _boot_id() or not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # another user's live process
+    start = _proc_start(pid)
+    return start is None or start == record.get("pid_start")
+
+
+def read_holder(path: Path | None = None) -> dict | None:
+    """The holder's record, when it is readable and its process alive; else None."""
+    try:
+        with open(lock_path() if path is None else path, "rb") as f:
+            record = json.loads(f.read(MAX_RECORD_BYTES).decode())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) and _alive(record) else None
+
+
+def _clean(value, limit: int = 300) -> str:
+    """A record's field as a message shows it: printable, bounded (anyone may write the file)."""
+    text = "".join(c if c.isprintable() else "?" for c in str(value))
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _shown_dir(path: str) -> str:
+    """A results directory as the waiter's user knows it: relative when under its own checkout."""
+    with contextlib.suppress(ValueError, OSError):
+        return str(Path(path).relative_to(Path.cwd()))
+    return path
+
+
+def describe(record: dict | None) -> str:
+    """'results/<label> (pid N, since HH:MM:SS, comm job ...)', or what is known when no record is."""
+    if record is None:
+        return "another process (it left no record of itself that is still true)"
+    try:
+        since = datetime.fromisoformat(str(record.get("started"))).astimezone()
+        when = since.strftime("%H:%M:%S" if since.date() == datetime.now().astimezone().date() else "%Y-%m-%d %H:%M:%S")
+    except ValueError:
+        when = "?"
+    host = "" if record.get("host") == socket.gethostname() else f" on {_clean(record.get('host'), 80)}"
+    return (f"{_clean(_shown_dir(str(record.get('results'))))} (pid {_clean(record.get('pid'), 20)}{host}, "
+            f"since {when}, job {_clean(record.get('job'), 200)})")
+
+
+def _say(line: str) -> None:
+    """To this script's stderr (a rule's log while it runs inside distbench.pipeline.in_rule.logged)
+    and to the process's own stderr, which Snakemake shows."""
+    streams = [sys.stderr] + ([sys.__stderr__] if sys.__stderr__ is not None and sys.__stderr__ is not sys.stderr else [])
+    for stream in streams:
+        with contextlib.suppress(OSError, ValueError):
+            print(line, file=stream, flush=True)
+
+
+class HostLock:
+    """One hold of the host's lock, by one job."""
+
+    def __init__(self, job: str, results_dir=None, mode: str | None = None, path: Path | None = None):
+        self.job = job
+        self.results_dir = str(Path(results_dir or os.environ.get(RESULTS_ENV) or Path.cwd()).resolve())
+        self.mode = mode or os.environ.get(MODE_ENV) or "wait"
+        if self.mode not in MODES:
+            raise ValueError(f"host_lock {self.mode!r}: allowed {', '.join(MODES)}")
+        self.path = Path(path) if path is not None else lock_path()
+        self.fd: int | None = None
+        self.acquired: datetime | None = None
+        self.waited_s = 0.0
+        self.waited_for: list[str] = []
+
+    def _try(self, fd: int) -> bool:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except OSError as e:
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                return False
+            raise
+
+    def acquire(self) -> "HostLock":
+        """Take the lock: at once when the host is free; else wait (saying who holds it, again
+        whenever that changes), or raise HostBusy under mode fail."""
+        try:
+            fd, writable = _open(self.path)
+        except OSError as e:
+            raise HostBusy(f"the host lock {self.path} cannot be opened ({e}); set {LOCK_ENV} to a file "
+                           "this user can create or open") from None
+        t0 = unknown_since = time.monotonic()
+        shown = None
+        try:
+            while not self._try(fd):
+                holder = read_holder(self.path)
+                if holder is not None:
+                    unknown_since = time.monotonic()
+                elif time.monotonic() - unknown_since < RECORD_WAIT_S:
+                    # a holder that has just locked writes its record next; one releasing clears it
+                    time.sleep(POLL_S / 4)
+                    continue
+                text = describe(holder)
+                if self.mode == "fail":
+                    raise HostBusy(f"the host is busy: held by {text}; host_lock=fail refuses to wait "
+                                   f"(host_lock=wait, the default, waits for it; lock file {self.path})")
+                if text != shown:
+                    _say(f"distbench: waiting for the host: held by {text}")
+                    self.waited_for.append(text)
+                    shown = text
+                time.sleep(POLL_S)
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd = fd
+        self.acquired = datetime.now(timezone.utc)
+        self.waited_s = time.monotonic() - t0 if self.waited_for else 0.0
+        if self.waited_for:
+            _say(f"distbench: got the host after {self.waited_s:.1f} s of waiting; job {self.job} starts now")
+        if writable:
+            self._write_record()
+        return self
+
+    def record(self) -> dict:
+        """Who holds the host, as a waiter reads it."""
+        return {"pid": os.getpid(), "pid_start": _proc_start(os.getpid()), "host": socket.gethostname(),
+                "boot_id": _boot_id(), "started": self.acquired.isoformat() if self.acquired else None,
+                "results": self.results_dir, "cwd": str(Path.cwd()), "job": self.job}
+
+    def _write_record(self) -> None:
+        data = json.dumps(self.record(), sort_keys=True).encode()
+        # Over the last holder's (cleared) record, then cut to length: a waiter reading meanwhile sees
+        # text that does not parse, and waits for a record it can read (acquire: RECORD_WAIT_S).
+        with contextlib.suppress(OSError):  # a record is for the waiters' messages; the lock holds without it
+            os.pwrite(self.fd, data, 0)
+            os.ftruncate(self.fd, len(data))
+
+    def release(self) -> None:
+        if self.fd is None:
+            return
+        with contextlib.suppress(OSError):
+            os.ftruncate(self.fd, 0)  # no record of a holder that is gone
+        os.close(self.fd)  # closing the last descriptor releases the flock
+        self.fd = None
+
+    def provenance(self, scope: str) -> dict:
+        """What a job's provenance says of the lock it held."""
+        return {"path": str(self.path), "host": socket.gethostname(), "scope": scope, "mode": self.mode,
+                "acquired": self.acquired.isoformat() if self.acquired else None,
+                "waited_s": round(self.waited_s, 2), "waited_for": self.waited_for}
+
+
+_HELD: dict[str, HostLock] = {}  # this process's holds by lock file: a nested hold is the outer one
+
+
+@contextlib.contextmanager
+def holding(lock: HostLock):
+    """Hold `lock` while the block runs (acquired here unless it already is), then release it."""
+    key = str(lock.path.resolve())
+    if lock.fd is None:
+        lock.acquire()
+    _HELD[key] = lock
+    try:
+        yield lock
+    finally:
+        _HELD.pop(key, None)
+        lock.release()
+
+
+@contextlib.contextmanager
+def hold(job: str, results_dir=None, mode: str | None = None, path: Path | None = None):
+    """Hold the host while the block runs (HostBusy under mode fail when another run holds it).
+    Inside a hold of the same process, a nested one holds nothing more (a flock taken twice by
+    one process on two descriptors would wait for itself)."""
+    lock = HostLock(job, results_dir, mode, path)
+    outer = _HELD.get(str(lock.path.resolve()))
+    if outer is not None:
+        yield outer
+        return
+    with holding(lock):
+        yield lock
+
+
+# ------------------------------------------------------------------------ the rule scripts' side
+def results_dir_of_log(log_path) -> Path:
+    """results/<label>/ from a rule's log (every rule logs under results("logs/...")): the two
+    parts before its 'logs/'."""
+    parts = Path(log_path).parts
+    if len(parts) > 2 and parts[0] == "results":
+        return Path.cwd() / parts[0] / parts[1]
+    i = len(parts) - 1 - parts[::-1].index("logs") if "logs" in parts else len(parts) - 1
+    return Path(*parts[:i]) if i else Path.cwd()
+
+
+def job_of_log(log_path) -> str:
+    """'comm/gloo/float32/ws2/default': the job as its log under results/<label>/logs/ names it."""
+    parts = Path(log_path).parts
+    i = parts.index("logs", 2 if parts[:1] == ("results",) else 0) if "logs" in parts else len(parts) - 1
+    return str(Path(*parts[i + 1:]).with_suffix("")) if i + 1 < len(parts) else str(log_path)
+
+
+def scope_of(launch: dict | None, env: dict | None = None) -> str:
+    """Which hosts the lock kept to one measurement, for the job's provenance (and the report)."""
+    env = os.environ if env is None else env
+    nodes = int((launch or {}).get("nodes") or 1)
+    if env.get("SLURM_JOB_ID"):
+        return (f"this node, inside SLURM job {env['SLURM_JOB_ID']}: under the cluster executor (profiles/slurm) "
+                "every benchmark job's allocation is exclusive (--exclusive), so SLURM keeps other jobs off its nodes")
+    if nodes <= 1:
+        return "this host: one benchmark measurement at a time across every run on it"
+    launcher = (launch or {}).get("launcher", "auto")
+    if launcher in ("local", "auto"):
+        return f"this host, where all {nodes} 'nodes' of the job run (launcher local)"
+    return (f"the launching host only: the job's other {nodes - 1} node(s) over {launcher} are not locked "
+            "(a run launched from another host could measure on them at the same time)")
+
+
+def held(sm, what: str, run):
+    """For a benchmark rule's script (`sm`: Snakemake's object): `run`, called with this host held
+    (config host_lock: wait for it, or fail), as distbench.pipeline.in_rule.run_job_in_rule wants
+    it. The lock is taken before `run` starts the job's time limit; a wait is said on stderr, in
+    the launcher's log, at the end of the job's log and in its placement file's provenance."""
+    def locked():
+        lock = HostLock(job_of_log(sm.log[0]), results_dir_of_log(sm.log[0]), sm.config.get("host_lock", "wait"))
+        try:
+            lock.acquire()
+        except HostBusy as e:
+            print(f"{what}: {e.why}", flush=True)  # the launcher's log
+            sys.exit(f"distbench error: {what}: {e.why}")  # stderr: Snakemake's own output shows it
+        except KeyboardInterrupt:
+            sys.exit(f"distbench: {what}: interrupted while waiting for the host; nothing ran")
+        with holding(lock):
+            outcome = run()
+            _note(lock, sm.log[0], sm.output.get("placement"), scope_of(sm.params.get("launch")))
+            return outcome
+    return locked
+
+
+def _note(lock: HostLock, log_path, placement, scope: str) -> None:
+    """The lock in the job's placement file (its provenance) and, after a wait, in its log."""
+    if lock.waited_for:
+        with contextlib.suppress(OSError), open(log_path, "a") as log:
+            log.write(f"# distbench: waited {lock.waited_s:.1f} s for the host before this job started, held by "
+                      f"{'; then '.join(lock.waited_for)} (not in its measured time or its time limit)\n")
+    if not placement or not Path(placement).is_file():
+        return
+    try:
+        data = json.loads(Path(placement).read_text())
+    except (OSError, ValueError):
+        return
+    if isinstance(data, dict):
+        data.setdefault("provenance", {})["host_lock"] = lock.provenance(scope)
+        atomic_write_json(placement, data)
+
+
+# --------------------------------------------------------------------- checked after the fact
+MEASUREMENT_FILE = "placement.json"  # every benchmark job's and every shared launch's provenance
+
+
+def _time(text) -> datetime | None:
+    try:
+        when = datetime.fromisoformat(str(text))
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+
+
+def intervals(results_dir) -> list[dict]:
+    """Every benchmark measurement of a run: {name, host, start, end} from each placement file's
+    provenance (its `ended`, else the whole-second `finished` of older files). A configuration
+    adopted from a shared launch is measured by that launch (logs/batch/launches/*/placement.json),
+    and listed as that launch; staged results are not yet a job's. Symlinks are not followed."""
+    root = Path(results_dir)
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d != "staged"]
+        if MEASUREMENT_FILE not in filenames:
+            continue
+        path = Path(dirpath) / MEASUREMENT_FILE
+        try:
+            if path.is_symlink() or path.stat().st_size > 16 * 2**20:
+                continue
+            prov = json.loads(path.read_text()).get("provenance")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if not isinstance(prov, dict) or prov.get("batch"):
+            continue
+        start, end = _time(prov.get("started")), _time(prov.get("ended") or prov.get("finished"))
+        if start and end:
+            found.append({"name": str(path.parent.relative_to(root)), "host": prov.get("host"), "start": start, "end": end})
+    return sorted(found, key=lambda i: i["start"])
+
+
+def overlaps(results_dir) -> list[str]:
+    """One line per two benchmark measurements of a run that ran at the same time on one host."""
+    lines = []
+    items = intervals(results_dir)
+    for i, a in enumerate(items):
+        for b in items[i + 1:]:
+            if b["start"] >= a["end"]:
+                break
+            if a["host"] == b["host"]:
+                lines.append(f"{a['name']} ({a['start']:%H:%M:%S.%f}-{a['end']:%H:%M:%S.%f}) and {b['name']} "
+                             f"({b['start']:%H:%M:%S.%f}-{b['end']:%H:%M:%S.%f}) overlapped on {a['host']}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m distbench.launch.hostlock` says who holds the host; with results directories,
+    lists their overlapping benchmark measurements (exit 1 when there are any)."""
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv:
+        holder = read_holder()
+        print(f"{lock_path()}: " + ("free" if holder is None and _free() else f"held by {describe(holder)}"))
+        return 0
+    found = [line for d in argv for line in overlaps(d)]
+    print("\n".join(found) if found else f"no overlapping benchmark measurements in {', '.join(argv)}")
+    return 1 if found else 0
+
+
+def _free() -> bool:
+    try:
+        fd, _ = _open(lock_path())
+    except OSError:
+        return False
+    try:
+        return HostLock("check", mode="fail")._try(fd)
+    finally:
+        os.close(fd)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
