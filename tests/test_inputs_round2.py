@@ -258,6 +258,8 @@ def test_nccl_alone_on_a_cpu_host_reports_nccl_skipped_as_the_default_does(workf
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     report = (workflow_dir / "report/report.md").read_text()
     assert "- backend nccl: skipped — no GPU on this host" in report
+    # the prediction says nothing was measured, not that Gloo was
+    assert "This run measured no collective" in report and "over Gloo only" not in report
     assert (workflow_dir / RUN / "tables/comm_summary.csv").read_text().startswith("backend,")  # columns, no row
 
 

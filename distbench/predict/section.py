@@ -82,7 +82,10 @@ def build(inputs: ReportInputs) -> dict | None:
             "distbench/predict/model.py has every formula.")
     if preset is not None:
         note += f" Preset {preset.name}: {preset.source}"
-    return {"findings": findings, "tables": tables, "note": note, "cpu_only": not gpus,
+    # nothing measured at all (e.g. backends [nccl] on a host without a GPU: the plan skipped every comm job)
+    nothing = not len(fits) and not len(validation)
+    return {"findings": findings, "tables": tables, "note": note, "cpu_only": not gpus and not nothing,
+            "nothing_measured": nothing,
             "title": TITLE if gpus else CPU_TITLE}
 
 
