@@ -23,8 +23,9 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from distbench.launch import hostlock
-from distbench.launch.hostlock import LOCK_ENV, MODE_ENV, HostBusy, held, hold, intervals, overlaps, read_holder
+from distbench.launch import hostlock, joblock
+from distbench.launch.hostlock import LOCK_ENV, MODE_ENV, HostBusy, hold, intervals, overlaps, read_holder
+from distbench.launch.joblock import held
 from distbench.pipeline.config import ConfigError, check_config
 from tests.conftest import REPO, RUN
 
@@ -271,3 +272,30 @@ def test_two_runs_started_together_never_measure_at_once(tmp_path):
     assert any(f"held by {tmp_path / 'test-holder'} (pid {os.getpid()}" in text for d in (a, b) for text in logs[d])
     assert any(f"held by {other / RUN}" in text for d, other in ((a, b), (b, a)) for text in logs[d]), logs
     assert mine.waited_for == []
+
+
+def test_every_launcher_takes_the_nodes_locks_in_one_order_each_once():
+    def node(host, path="/tmp/distbench-host.lock", boot="b-" + "x", name=None):
+        return {"host": host, "boot_id": boot + host, "path": path, "node": name or host}
+    # launched from gpu2 over gpu1, gpu2 and gpu3; and from gpu3 over the same nodes, named otherwise
+    from_gpu2 = joblock.lock_order([node("gpu2", name="here"), node("gpu3", name="u@gpu3"), node("gpu1"),
+                                     node("gpu2", name="gpu2.lan")])
+    from_gpu3 = joblock.lock_order([node("gpu3", name="here"), node("gpu2"), node("gpu1", name="10.0.0.1"),
+                                     node("gpu3")])
+    assert [n["host"] for n in from_gpu2] == [n["host"] for n in from_gpu3] == ["gpu1", "gpu2", "gpu3"]
+    assert [n["node"] for n in from_gpu2] == ["gpu1", "here", "u@gpu3"]  # one machine's lock once, as named first
+    # another lock file on one host, or another machine of the same name, is another lock
+    assert len(joblock.lock_order([node("a"), node("a", path="/x.lock"), node("a", boot="other")])) == 3
+
+
+def test_the_scope_of_an_ssh_job_is_every_node_and_slurm_keeps_its_own():
+    ssh = {"nodes": 3, "launcher": "ssh", "hosts": ["a", "u@b", "c"]}
+    assert joblock.scope_of(ssh, {}).startswith("every node of the job (3 hosts over ssh)")
+    assert joblock.ssh_nodes(ssh, {}) == ["a", "u@b", "c"] and joblock.ssh_nodes({**ssh, "nodes": 1}, {}) == []
+    assert joblock.scope_of({"nodes": 2, "launcher": "auto"}, {"SLURM_JOB_ID": "7"}).startswith("this node, inside SLURM job 7")
+    assert joblock.ssh_nodes({"nodes": 2, "launcher": "auto", "hosts": ["a", "b"]}, {"SLURM_JOB_ID": "7"}) == []
+    cmd = joblock.hold_command("u@b", "comm/x y", "/r/a b", "fail", {"DISTBENCH_HOST_LOCK": "/l k", "HOME": "/h"},
+                                "/w d", "/py")
+    assert cmd[:5] == ["ssh", "-T", "-o", "BatchMode=yes", "u@b"]  # the host as the launcher passes it
+    assert cmd[5] == ("cd '/w d' && env 'DISTBENCH_HOST_LOCK=/l k' /py -m distbench.launch.joblock --hold "
+                      "'comm/x y' '/r/a b' fail")  # every value quoted for the remote shell

@@ -3,7 +3,8 @@ own keys and config; the "nodes" are 127.0.0.1 and localhost (both this machine)
 real ssh client (a wrapper on PATH adds the test's client config, so no ~/.ssh is read or changed).
 A two-node Gloo comm job runs with one torchrun agent per node started over ssh; a job that hangs
 ends at its limit and leaves no process on any node; the health check reads both nodes over ssh
-(and says they are one machine).
+(and says they are one machine); every node's host lock is held over ssh (distbench.launch.hostlock:
+a second holder waits or refuses naming the first, no holder outlives its release or its launcher).
 
 CI installs openssh-server and sets DISTBENCH_REQUIRE_SSH=1: there a server that cannot start is a
 failure, not a skip."""
@@ -11,9 +12,14 @@ failure, not a skip."""
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
+import threading
 import time
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -21,6 +27,8 @@ from distbench.comm.contract import read_comm_csv
 from distbench.comm.job import run_comm_job
 from distbench.comm.plan import CommJob, job_params
 from distbench.launch.cluster import free_port
+from distbench.launch.hostlock import LOCK_ENV, HostBusy, hold, read_holder
+from distbench.launch.joblock import NodesLock, held
 from distbench.pipeline.config import check_config
 from distbench.probes import health_node
 from distbench.probes.health import FAILING, NODE, OK
@@ -125,3 +133,89 @@ def test_the_health_check_reads_every_node_over_ssh(tmp_path, monkeypatch, ssh_p
     # both "nodes" are this machine: said, as failing (a real cluster.hosts naming one host twice)
     (same,) = [r for r in rows if r.item == health_node.SAME_MACHINE]
     assert same.state == FAILING and same.value == "127.0.0.1 = localhost" and same.host == socket.gethostname()
+
+
+def _gone(text: str, within_s: float = 10) -> list[str]:
+    deadline = time.monotonic() + within_s
+    while _processes_naming(text) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return _processes_naming(text)
+
+
+def test_a_nodes_lock_over_ssh_makes_a_second_holder_fail_or_wait_naming_the_first(tmp_path, monkeypatch, ssh_path):
+    monkeypatch.setenv("PATH", ssh_path)
+    node_lock = tmp_path / "node.lock"  # the nodes' lock (passed on over ssh); each launcher has its own here
+    monkeypatch.setenv(LOCK_ENV, str(node_lock))
+    tag = f"hold-{os.getpid()}-{time.time_ns()}"  # names every holder process of this test
+    first = NodesLock(f"{tag}/first", tmp_path / "first", "wait", ["127.0.0.1"], path=tmp_path / "a.lock").acquire()
+    try:
+        holder = read_holder(node_lock)  # the node's lock is held by the holder on the node, not by this process
+        assert holder["job"] == f"{tag}/first" and holder["pid"] != os.getpid()
+        assert [n["held_by"] for n in first.provenance("s")["nodes"]] == ["this process", "ssh"]
+        with pytest.raises(HostBusy) as busy:
+            NodesLock(f"{tag}/second", tmp_path / "second", "fail", ["localhost", "127.0.0.1"],
+                      path=tmp_path / "b.lock").acquire()
+        assert busy.value.why.startswith(f"node localhost: the host is busy: held by {tmp_path / 'first'} (pid {holder['pid']}")
+        assert f"job {tag}/first" in busy.value.why
+        with hold("free?", mode="fail", path=tmp_path / "b.lock"):
+            pass  # the refused one let go of what it held
+        threading.Timer(1.5, first.release).start()
+        t0 = time.monotonic()
+        third = NodesLock(f"{tag}/third", tmp_path / "third", "wait", ["localhost", "127.0.0.1"], path=tmp_path / "c.lock")
+        third.acquire()
+        try:
+            assert time.monotonic() - t0 > 1.0 and third.waited_s > 1.0
+            assert len(third.waited_for) == 1 and f"job {tag}/first" in third.waited_for[0] and "(node localhost)" in third.waited_for[0]
+            nodes = third.provenance("s")["nodes"]  # two names of one machine: held once, by its first name
+            assert [n["node"] for n in nodes] == ["the launching host", "localhost"]
+            assert read_holder(node_lock)["job"] == f"{tag}/third"
+        finally:
+            third.release()
+    finally:
+        first.release()
+    assert not _gone(tag)  # no holder left, on the node or here
+    with hold("free?", mode="fail", path=node_lock):
+        pass
+
+
+def test_a_node_holder_over_ssh_ends_when_its_launcher_is_killed(tmp_path, monkeypatch, ssh_path):
+    monkeypatch.setenv("PATH", ssh_path)
+    monkeypatch.setenv(LOCK_ENV, str(tmp_path / "node.lock"))
+    tag = f"orphan-{os.getpid()}-{time.time_ns()}"
+    code = ("import sys, time\nfrom distbench.launch.joblock import NodesLock\n"
+            f"NodesLock({tag + '/job'!r}, sys.argv[1], 'wait', ['localhost'], path=sys.argv[2]).acquire()\n"
+            "print('held', flush=True)\ntime.sleep(600)\n")
+    launcher = subprocess.Popen([sys.executable, "-c", code, str(tmp_path), str(tmp_path / "l.lock")],
+                                stdout=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        assert launcher.stdout.readline().strip() == "held"
+        assert read_holder(tmp_path / "node.lock")["job"] == f"{tag}/job"
+    finally:
+        launcher.send_signal(signal.SIGKILL)
+        launcher.wait()
+    assert not _gone(tag)  # its ssh client got SIGTERM, the holder its stdin's end
+    with hold("free?", mode="fail", path=tmp_path / "node.lock"):
+        pass
+
+
+def test_a_rule_over_ssh_holds_every_node_once_and_says_so(tmp_path, monkeypatch, ssh_path):
+    # both "nodes" are this machine, as the launching host is: its one lock, held once (no self-wait)
+    monkeypatch.setenv("PATH", ssh_path)
+    monkeypatch.chdir(REPO)
+    log = tmp_path / "results/lab/logs/comm/gloo/float32/ws2/default.log"
+    placement = tmp_path / "results/lab/comm/placement.json"
+    sm = SimpleNamespace(config={"host_lock": "fail"}, log=[str(log)], output={"placement": str(placement)},
+                         params={"launch": {"nodes": 2, "ranks_per_node": 1, "launcher": "ssh", "hosts": HOSTS,
+                                            "rdzv_port": 1}})
+
+    def run():
+        assert read_holder()["pid"] == os.getpid()
+        placement.parent.mkdir(parents=True, exist_ok=True)
+        placement.write_text(json.dumps({"ranks": [], "provenance": {}}))
+        return "ok"
+
+    assert held(sm, "comm job", run)() == "ok"
+    lock = json.loads(placement.read_text())["provenance"]["host_lock"]
+    assert lock["scope"].startswith("every node of the job (2 hosts over ssh)")
+    assert [n["node"] for n in lock["nodes"]] == ["the launching host"] and lock["nodes"][0]["host"] == socket.gethostname()
+    assert not _processes_naming(str(tmp_path / "results/lab"))

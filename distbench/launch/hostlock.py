@@ -17,9 +17,16 @@ believes that record only while its pid is alive with the same process start tim
 record, or a reused pid, is not named).
 
 Where it holds (the job's provenance says which lock was held, `host_lock` in its placement file):
-one node, this host; a job over several nodes, the host that launches it: under SLURM every
+one node, this host; a job over several nodes under SLURM, the host that launches it: every
 benchmark job's allocation is exclusive (distbench.launch.cluster.slurm_resources: --exclusive), so
-SLURM keeps a second job off its other nodes; over ssh the other hosts are not locked. A health load
+SLURM keeps a second job off its other nodes. A job over several nodes launched over ssh holds every
+node's lock and the launching host's (NodesLock): each remote one by a holder process started over
+ssh as the agents are (`python -m distbench.launch.joblock --hold`, distbench.launch.joblock), which locks its node when told
+to, keeps the lock until its stdin ends (the release, or the launcher and so its ssh client gone)
+and then exits. The locks are taken one by one in one global order, sorted by the name each machine
+gives itself (lock_order), so two runs launched from different hosts over the same nodes never hold
+one node each while waiting for the other's. Nodes that are one machine (same host name, boot and
+lock file: two cluster.hosts names of one host, or the launching host itself) are held once. A health load
 locks the node it loads, each node its own (distbench.probes.health_load runs on every node; over
 several nodes a wait there counts within that node's reading limit, distbench.probes.health_node).
 
@@ -44,7 +51,6 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from distbench.core.io import atomic_write_json
 
 LOCK_ENV = "DISTBENCH_HOST_LOCK"  # the lock file (tests give each test its own)
 MODE_ENV = "DISTBENCH_HOST_LOCK_MODE"  # wait or fail, for a health load (the rule script sets it from the config)
@@ -296,78 +302,6 @@ def hold(job: str, results_dir=None, mode: str | None = None, path: Path | None 
         return
     with holding(lock):
         yield lock
-
-
-# ------------------------------------------------------------------------ the rule scripts' side
-def results_dir_of_log(log_path) -> Path:
-    """results/<label>/ from a rule's log (every rule logs under results("logs/...")): the two
-    parts before its 'logs/'."""
-    parts = Path(log_path).parts
-    if len(parts) > 2 and parts[0] == "results":
-        return Path.cwd() / parts[0] / parts[1]
-    i = len(parts) - 1 - parts[::-1].index("logs") if "logs" in parts else len(parts) - 1
-    return Path(*parts[:i]) if i else Path.cwd()
-
-
-def job_of_log(log_path) -> str:
-    """'comm/gloo/float32/ws2/default': the job as its log under results/<label>/logs/ names it."""
-    parts = Path(log_path).parts
-    i = parts.index("logs", 2 if parts[:1] == ("results",) else 0) if "logs" in parts else len(parts) - 1
-    return str(Path(*parts[i + 1:]).with_suffix("")) if i + 1 < len(parts) else str(log_path)
-
-
-def scope_of(launch: dict | None, env: dict | None = None) -> str:
-    """Which hosts the lock kept to one measurement, for the job's provenance (and the report)."""
-    env = os.environ if env is None else env
-    nodes = int((launch or {}).get("nodes") or 1)
-    if env.get("SLURM_JOB_ID"):
-        return (f"this node, inside SLURM job {env['SLURM_JOB_ID']}: under the cluster executor (profiles/slurm) "
-                "every benchmark job's allocation is exclusive (--exclusive), so SLURM keeps other jobs off its nodes")
-    if nodes <= 1:
-        return "this host: one benchmark measurement at a time across every run on it"
-    launcher = (launch or {}).get("launcher", "auto")
-    if launcher in ("local", "auto"):
-        return f"this host, where all {nodes} 'nodes' of the job run (launcher local)"
-    return (f"the launching host only: the job's other {nodes - 1} node(s) over {launcher} are not locked "
-            "(a run launched from another host could measure on them at the same time)")
-
-
-def held(sm, what: str, run):
-    """For a benchmark rule's script (`sm`: Snakemake's object): `run`, called with this host held
-    (config host_lock: wait for it, or fail), as distbench.pipeline.in_rule.run_job_in_rule wants
-    it. The lock is taken before `run` starts the job's time limit; a wait is said on stderr, in
-    the launcher's log, at the end of the job's log and in its placement file's provenance."""
-    def locked():
-        lock = HostLock(job_of_log(sm.log[0]), results_dir_of_log(sm.log[0]), sm.config.get("host_lock", "wait"))
-        try:
-            lock.acquire()
-        except HostBusy as e:
-            print(f"{what}: {e.why}", flush=True)  # the launcher's log
-            sys.exit(f"distbench error: {what}: {e.why}")  # stderr: Snakemake's own output shows it
-        except KeyboardInterrupt:
-            sys.exit(f"distbench: {what}: interrupted while waiting for the host; nothing ran")
-        with holding(lock):
-            outcome = run()
-            _note(lock, sm.log[0], sm.output.get("placement"), scope_of(sm.params.get("launch")))
-            return outcome
-    return locked
-
-
-def _note(lock: HostLock, log_path, placement, scope: str) -> None:
-    """The lock in the job's placement file (its provenance) and, after a wait, in its log."""
-    if lock.waited_for:
-        with contextlib.suppress(OSError), open(log_path, "a") as log:
-            log.write(f"# distbench: waited {lock.waited_s:.1f} s for the host before this job started, held by "
-                      f"{'; then '.join(lock.waited_for)} (not in its measured time or its time limit)\n")
-    if not placement or not Path(placement).is_file():
-        return
-    try:
-        data = json.loads(Path(placement).read_text())
-    except (OSError, ValueError):
-        return
-    if isinstance(data, dict):
-        data.setdefault("provenance", {})["host_lock"] = lock.provenance(scope)
-        atomic_write_json(placement, data)
 
 
 # --------------------------------------------------------------------- checked after the fact

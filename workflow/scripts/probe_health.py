@@ -1,6 +1,7 @@
 import os
 
-from distbench.launch.hostlock import MODE_ENV, RESULTS_ENV, results_dir_of_log
+from distbench.launch.hostlock import MODE_ENV, RESULTS_ENV
+from distbench.launch.joblock import results_dir_of_log
 from distbench.pipeline.in_rule import logged
 from distbench.probes.health_node import check_run
 

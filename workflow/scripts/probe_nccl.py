@@ -1,7 +1,7 @@
 from pathlib import Path
 
 from distbench.core.io import atomic_write_json
-from distbench.launch.hostlock import held
+from distbench.launch.joblock import held
 from distbench.probes.nccl_probe import run_probe
 from distbench.pipeline.in_rule import logged
 

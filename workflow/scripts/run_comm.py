@@ -1,6 +1,6 @@
 from distbench.comm.job import run_comm_job
 from distbench.comm.plan import CommJob
-from distbench.launch.hostlock import held
+from distbench.launch.joblock import held
 from distbench.pipeline.in_rule import run_job_in_rule
 
 sm = snakemake  # noqa: F821 - injected by Snakemake

@@ -1,5 +1,5 @@
 from distbench.launch.batch import entry_of, results_dir_of, run_job
-from distbench.launch.hostlock import held
+from distbench.launch.joblock import held
 from distbench.memory.job import batch_family, job_of, run_memory_job, snapshot_path
 from distbench.pipeline.estimate import OUTPUTS
 from distbench.pipeline.in_rule import run_job_in_rule

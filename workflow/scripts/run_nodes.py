@@ -1,4 +1,4 @@
-from distbench.launch.hostlock import held
+from distbench.launch.joblock import held
 from distbench.nodes.job import run_round
 from distbench.pipeline.in_rule import run_job_in_rule
 

@@ -1,5 +1,5 @@
 from distbench.launch.batch import entry_of, results_dir_of, run_job
-from distbench.launch.hostlock import held
+from distbench.launch.joblock import held
 from distbench.pipeline.estimate import OUTPUTS
 from distbench.pipeline.in_rule import run_job_in_rule
 from distbench.training.job import batch_family, job_of, run_training_job
