@@ -159,12 +159,21 @@ def test_a_nodes_lock_over_ssh_makes_a_second_holder_fail_or_wait_naming_the_fir
         assert f"job {tag}/first" in busy.value.why
         with hold("free?", mode="fail", path=tmp_path / "b.lock"):
             pass  # the refused one let go of what it held
-        threading.Timer(1.5, first.release).start()
-        t0 = time.monotonic()
         third = NodesLock(f"{tag}/third", tmp_path / "third", "wait", ["localhost", "127.0.0.1"], path=tmp_path / "c.lock")
-        third.acquire()
+        waiter = threading.Thread(target=third.acquire)
+        waiter.start()
+        # first released 2 s after the third's holders have logged in and it asks for the locks (logging in
+        # over ssh took over a second on a loaded 2-core CI machine, so a fixed timer from the start
+        # could fire before the third ever waited)
+        end = time.monotonic() + 60
+        while not third.order and time.monotonic() < end:
+            time.sleep(0.05)
+        time.sleep(2.0)
+        first.release()
+        waiter.join(60)
+        assert not waiter.is_alive()
         try:
-            assert time.monotonic() - t0 > 1.0 and third.waited_s > 1.0
+            assert third.waited_s > 1.0
             assert len(third.waited_for) == 1 and f"job {tag}/first" in third.waited_for[0] and "(node localhost)" in third.waited_for[0]
             nodes = third.provenance("s")["nodes"]  # two names of one machine: held once, by its first name
             assert [n["node"] for n in nodes] == ["the launching host", "localhost"]
