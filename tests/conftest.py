@@ -31,14 +31,20 @@ def torchrun(args, nproc=2, timeout=180, env=None):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=e)
 
 
+def copy_workflow(d: Path) -> Path:
+    """A copy of the workflow (not the package: that is installed) in directory d (made if missing)."""
+    d.mkdir(parents=True, exist_ok=True)
+    for name in ("Snakefile", "config.yaml"):
+        shutil.copy(REPO / name, d / name)
+    for name in ("rules", "workflow", "envs", "profiles"):
+        shutil.copytree(REPO / name, d / name)
+    return d
+
+
 @pytest.fixture
 def workflow_dir(tmp_path):
-    """A copy of the workflow (not the package: that is installed) in a fresh directory."""
-    for name in ("Snakefile", "config.yaml"):
-        shutil.copy(REPO / name, tmp_path / name)
-    for name in ("rules", "workflow", "envs", "profiles"):
-        shutil.copytree(REPO / name, tmp_path / name)
-    return tmp_path
+    """A copy of the workflow in a fresh directory."""
+    return copy_workflow(tmp_path)
 
 
 def snakemake(cwd, *args, timeout=600, env=None):

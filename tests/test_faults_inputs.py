@@ -36,7 +36,7 @@ from distbench.report.render import render_report
 from distbench.comm.contract import COMM, read_comm_csv
 from distbench.core.contract import SchemaError
 from distbench.training.contract import TRAINING, read_training_csv
-from tests.conftest import RUN, REPO, snakemake
+from tests.conftest import RUN, copy_workflow, snakemake
 
 TINY = {
     "backends": ["gloo"],
@@ -98,12 +98,7 @@ def hold_ports(*ports):
 
 def _copy_workflow(d: Path) -> Path:
     """What the workflow_dir fixture does, for a module-scoped directory."""
-    d.mkdir(parents=True, exist_ok=True)
-    for name in ("Snakefile", "config.yaml"):
-        shutil.copy(REPO / name, d / name)
-    for name in ("rules", "workflow", "envs", "profiles"):
-        shutil.copytree(REPO / name, d / name)
-    (d / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+    (copy_workflow(d) / "tiny.yaml").write_text(yaml.safe_dump(TINY))
     return d
 
 

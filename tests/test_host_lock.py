@@ -27,7 +27,7 @@ from distbench.launch import hostlock, joblock
 from distbench.launch.hostlock import LOCK_ENV, MODE_ENV, HostBusy, hold, intervals, overlaps, read_holder
 from distbench.launch.joblock import held
 from distbench.pipeline.config import ConfigError, check_config
-from tests.conftest import REPO, RUN
+from tests.conftest import REPO, RUN, copy_workflow
 
 JOB = "comm/gloo/float32/ws2/default"
 # Holds the lock in its own process until a line arrives on stdin (or it is killed).
@@ -151,7 +151,7 @@ def test_a_rule_script_refuses_under_fail_and_records_its_wait(tmp_path):
         holder.kill()
         holder.wait()
     log = Path(sm.log[0]).read_text()
-    assert log.startswith("the job's own output") and f"waited 1." in log and f"held by {other} (pid {holder.pid}" in log
+    assert log.startswith("the job's own output") and "waited 1." in log and f"held by {other} (pid {holder.pid}" in log
     lock = json.loads(Path(sm.output["placement"]).read_text())["provenance"]["host_lock"]
     assert lock["waited_s"] > 0.8 and lock["path"] == os.environ[LOCK_ENV] and lock["scope"].startswith("this host")
     assert datetime.fromisoformat(lock["acquired"]).timestamp() <= time.time()
@@ -226,12 +226,8 @@ TARGETS = [f"{RUN}/comm/gloo/float32/ws{ws}/default/comm.csv" for ws in (1, 2)]
 
 
 def _copy(d: Path) -> Path:
-    d.mkdir()
-    for name in ("Snakefile", "config.yaml"):
-        shutil.copy(REPO / name, d / name)
-    for name in ("rules", "workflow", "envs", "profiles"):
-        shutil.copytree(REPO / name, d / name)
-    (d / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+    assert not d.exists()
+    (copy_workflow(d) / "tiny.yaml").write_text(yaml.safe_dump(TINY))
     return d
 
 

@@ -116,14 +116,24 @@ def stragglers(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=STRAGGLER_COLUMNS)
 
 
+def _no_rows(contract) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype="object") for c in contract.names})
+
+
 def aggregate(job_csvs, rank_csvs, out_raw, out_ranks, out_summary, out_largest, out_stragglers=None) -> pd.DataFrame:
+    """The comm tables from every job's CSVs. No comm job in the plan (backends [nccl] on a host without
+    a GPU: every NCCL job skipped, as the default run skips them): the tables with their columns and no
+    row, so the report still says what was skipped (issue 37)."""
     problems = []  # every bad file, of both kinds, in one message
+    df, ranks = _no_rows(COMM), _no_rows(COMM_RANKS)
     try:
-        df = combine(job_csvs, COMM, sort_by=(*KEYS, "trial"))
+        if job_csvs:
+            df = combine(job_csvs, COMM, sort_by=(*KEYS, "trial"))
     except JobCsvError as e:
         problems += e.problems
     try:
-        ranks = combine(rank_csvs, COMM_RANKS, sort_by=(*KEYS, "trial", "rank"))
+        if rank_csvs:
+            ranks = combine(rank_csvs, COMM_RANKS, sort_by=(*KEYS, "trial", "rank"))
     except JobCsvError as e:
         problems += e.problems
     if problems:
