@@ -51,6 +51,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from distbench.launch.invocation import process_start
 
 LOCK_ENV = "DISTBENCH_HOST_LOCK"  # the lock file (tests give each test its own)
 MODE_ENV = "DISTBENCH_HOST_LOCK_MODE"  # wait or fail, for a health load (the rule script sets it from the config)
@@ -98,16 +99,6 @@ def _open(path: Path) -> tuple[int, bool]:
         return fd, True
 
 
-def _proc_start(pid: int) -> str | None:
-    """The process's start time (clock ticks after boot, /proc/<pid>/stat field 22): a pid and this
-    name one process, even after the pid is reused. None where there is no /proc."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat[stat.rindex(")") + 2:].split()[19]
-
-
 def _boot_id() -> str:
     try:
         return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
@@ -130,7 +121,7 @@ def _alive(record: dict) -> bool:
         return False
     except PermissionError:
         pass  # another user's live process
-    start = _proc_start(pid)
+    start = process_start(pid)
     return start is None or start == record.get("pid_start")
 
 
@@ -246,7 +237,7 @@ class HostLock:
 
     def record(self) -> dict:
         """Who holds the host, as a waiter reads it."""
-        return {"pid": os.getpid(), "pid_start": _proc_start(os.getpid()), "host": socket.gethostname(),
+        return {"pid": os.getpid(), "pid_start": process_start(os.getpid()), "host": socket.gethostname(),
                 "boot_id": _boot_id(), "started": self.acquired.isoformat() if self.acquired else None,
                 "results": self.results_dir, "cwd": str(Path.cwd()), "job": self.job}
 

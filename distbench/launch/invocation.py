@@ -18,7 +18,7 @@ from pathlib import Path
 INVOCATION_ENV = "DISTBENCH_INVOCATION"
 
 
-def _process_start(pid: int) -> str | None:
+def process_start(pid: int) -> str | None:
     """When a process started (clock ticks since boot, /proc/<pid>/stat field 22), or None: with the pid it
     names one process, also after the pid is reused."""
     try:
@@ -30,7 +30,7 @@ def _process_start(pid: int) -> str | None:
 
 
 def _own_id() -> str:
-    return f"{os.getpid()}-{_process_start(os.getpid()) or time.time_ns()}"
+    return f"{os.getpid()}-{process_start(os.getpid()) or time.time_ns()}"
 
 
 def begin_invocation() -> str:
@@ -58,7 +58,7 @@ def invocation_alive(invocation: str) -> bool:
     pid, _, start = invocation.partition("-")
     if not pid.isdigit():
         return False
-    started = _process_start(int(pid))
+    started = process_start(int(pid))
     if started is not None:
         return started == start
     if Path("/proc/self/stat").exists():  # /proc answers, not for this pid: that process ended
