@@ -71,15 +71,12 @@ rule all:
         comm_csvs,
         training_csvs,
         memory_csvs,
-        # no input: prints the plan and estimate of this invocation's targets (rules/common.smk)
-        announce_plan,
 
 
 # One family (or the probes) at a time: `snakemake --cores 1 comm` runs the comm jobs and their
 # tables and figures, nothing else; `snakemake -n training` lists what would run and what is cached.
 rule probes:
     input:
-        announce_plan,
         results("probe/env.json"),
         results("probe/topology.json"),
         results("probe/nccl.json"),
@@ -87,7 +84,6 @@ rule probes:
 
 rule comm:
     input:
-        announce_plan,
         comm_csvs,
         results("tables/comm_diagnosed.csv"),
         results("figures"),
@@ -95,14 +91,12 @@ rule comm:
 
 rule training:
     input:
-        announce_plan,
         training_csvs,
         family_outputs("training"),
 
 
 rule memory:
     input:
-        announce_plan,
         memory_csvs,
         family_outputs("memory"),
 

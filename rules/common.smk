@@ -160,12 +160,6 @@ if workflow.is_main_process:
     when_planned(announce_plan_now)
 
 
-def announce_plan(wildcards=None):
-    """An input (none) of every target rule, kept for them: the estimate is printed by
-    announce_plan_now, once Snakemake has decided which jobs run."""
-    return []
-
-
 wildcard_constraints:
     backend="|".join(BACKENDS),
     dtype="|".join(DTYPES),

@@ -14,7 +14,6 @@ localrules:
 rule quick:
     input:
         "report/quick.md",
-        announce_plan,
     log:
         results("logs/quick/quick.log"),
     conda:
