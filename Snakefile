@@ -45,7 +45,6 @@ localrules:
     comm,
     training,
     memory,
-    diagnose,
     aggregate_comm,
     aggregate_training,
     aggregate_memory,
@@ -67,10 +66,8 @@ rule all:
         "report/report.md",
         "report/report.html",
         "report/summary.json",
-        # Each job's CSV is a target too: deleting one reruns exactly that job (and what reads it).
-        comm_csvs,
-        training_csvs,
-        memory_csvs,
+        # Each job's result is a target too: deleting one reruns exactly that job (and what reads it).
+        all_job_results,
 
 
 # One family (or the probes) at a time: `snakemake --cores 1 comm` runs the comm jobs and their
@@ -84,21 +81,17 @@ rule probes:
 
 rule comm:
     input:
-        comm_csvs,
-        results("tables/comm_diagnosed.csv"),
-        results("figures"),
+        family_target("comm"),
 
 
 rule training:
     input:
-        training_csvs,
-        family_outputs("training"),
+        family_target("training"),
 
 
 rule memory:
     input:
-        memory_csvs,
-        family_outputs("memory"),
+        family_target("memory"),
 
 
 include: "rules/probe.smk"
@@ -110,3 +103,4 @@ include: "rules/traces.smk"
 include: "rules/nodes.smk"
 include: "rules/report.smk"
 include: "rules/quick.smk"
+include: "rules/gate.smk"

@@ -9,31 +9,31 @@ rule comm_job:
         unpack(health_gate),
     output:
         # traces on request (config profile): only while the comm family is profiled
-        **trace_output("comm", COMM_DIR),
-        csv=f"{COMM_DIR}/comm.csv",
-        ranks=f"{COMM_DIR}/comm_ranks.csv",
-        placement=f"{COMM_DIR}/placement.json",
+        **trace_output("comm"),
+        csv=job_path("comm", "comm.csv"),
+        ranks=job_path("comm", "comm_ranks.csv"),
+        placement=job_path("comm", "placement.json"),
         # the GPU-pair matrix (comm.pairs): header only for the jobs that do not measure it
-        pairs=f"{COMM_DIR}/pairs.csv",
+        pairs=job_path("comm", "pairs.csv"),
     log:
         results("logs/comm/{backend}/{dtype}/ws{world_size}/{nccl_env}.log"),
     # Each job's wall time (column s): the estimate printed before a run (distbench.pipeline.estimate).
     benchmark:
-        results(BENCHMARKS["comm"])
+        results(FAMILIES["comm"].benchmark)
     conda:
         "../envs/distbench.yaml"
     # All cores: two benchmark jobs must never run at the same time and disturb each other.
     threads: workflow.cores
     # A cluster executor's view of the job (profiles/slurm): its nodes, exclusively, and time.
     resources:
-        nodes=cluster_resource("comm", comm_job, "nodes"),
-        tasks=cluster_resource("comm", comm_job, "tasks"),
-        tasks_per_gpu=cluster_resource("comm", comm_job, "tasks_per_gpu"),
-        gres=cluster_resource("comm", comm_job, "gres"),
-        cpus_per_task=cluster_resource("comm", comm_job, "cpus_per_task"),
-        runtime=cluster_resource("comm", comm_job, "runtime"),
-        mem_mb=cluster_resource("comm", comm_job, "mem_mb"),
-        slurm_extra=cluster_resource("comm", comm_job, "slurm_extra"),
+        nodes=cluster_resource("comm", "nodes"),
+        tasks=cluster_resource("comm", "tasks"),
+        tasks_per_gpu=cluster_resource("comm", "tasks_per_gpu"),
+        gres=cluster_resource("comm", "gres"),
+        cpus_per_task=cluster_resource("comm", "cpus_per_task"),
+        runtime=cluster_resource("comm", "runtime"),
+        mem_mb=cluster_resource("comm", "mem_mb"),
+        slurm_extra=cluster_resource("comm", "slurm_extra"),
     params:
         launch=launch_param,
         # Values that shape the measurements: a change reruns exactly the jobs it touches.
@@ -44,16 +44,23 @@ rule comm_job:
             int(wc.world_size),
             beside_nccl=bool(PLAN["world_sizes"].get("nccl")),
         ),
-        nccl_env=lambda wc: comm_job(wc).nccl_env,
-        pairs=lambda wc: pairs_job(config, PLAN, comm_job(wc)),
+        nccl_env=lambda wc: planned_job("comm", wc).nccl_env,
+        pairs=lambda wc: pairs_job(config, PLAN, planned_job("comm", wc)),
     script:
         "../workflow/scripts/run_comm.py"
 
 
+# The comm tables, written once: the summary with the probes joined onto every point (% of the link
+# peak, NCCL's algorithm per size: distbench.comm.analysis.diagnose) and the advice beside it; the
+# report, the prediction, summary.json and the figures read them.
 rule aggregate_comm:
     input:
-        jobs=comm_csvs,
-        ranks=comm_rank_csvs,
+        jobs=job_files("comm"),
+        ranks=job_files("comm", "comm_ranks.csv"),
+        placement=job_files("comm", "placement.json"),
+        env=results("probe/env.json"),
+        topology=results("probe/topology.json"),
+        nccl=results("probe/nccl.json"),
     output:
         raw=results("tables/comm.csv"),
         ranks=results("tables/comm_ranks.csv"),
@@ -75,6 +82,7 @@ rule aggregate_comm:
             category="Tables",
             subcategory="Communication",
         ),
+        advice=results("tables/comm_advice.json"),
     log:
         results("logs/aggregate/comm.log"),
     conda:
@@ -84,42 +92,16 @@ rule aggregate_comm:
         "../workflow/scripts/aggregate_comm.py"
 
 
-rule diagnose:
-    input:
-        summary=results("tables/comm_summary.csv"),
-        env=results("probe/env.json"),
-        topology=results("probe/topology.json"),
-        nccl=results("probe/nccl.json"),
-        placement=lambda wc: [
-            p.replace("comm.csv", "placement.json") for p in comm_csvs()
-        ],
-    output:
-        table=report(
-            results("tables/comm_diagnosed.csv"),
-            caption="../workflow/report/comm_diagnosed.rst",
-            category="Tables",
-            subcategory="Communication",
-        ),
-        advice=results("probe/advice.json"),
-    log:
-        results("logs/probe/diagnose.log"),
-    conda:
-        "../envs/distbench.yaml"
-    threads: SIDE_THREADS
-    script:
-        "../workflow/scripts/diagnose.py"
-
-
 rule plot_comm:
     input:
         # the summary with NCCL's algorithm/protocol per point (from the NCCL probe's tuning table)
-        summary=results("tables/comm_diagnosed.csv"),
-        # the link peak (advice.json) and the GPU (env.json): the bus-bandwidth figures' reference lines
-        advice=results("probe/advice.json"),
+        summary=results("tables/comm_summary.csv"),
+        # the link peak (comm_advice.json) and the GPU (env.json): the bus-bandwidth figures' reference lines
+        advice=results("tables/comm_advice.json"),
         env=results("probe/env.json"),
     output:
         report(
-            directory(results("figures")),
+            directory(results("figures_comm")),
             patterns=["{figure}.png"],
             caption="../workflow/report/comm_figures.rst",
             category="Communication",
@@ -138,7 +120,7 @@ rule plot_comm:
 # from the topology probe.
 rule aggregate_pairs:
     input:
-        pairs=comm_pairs_csvs,
+        pairs=job_files("comm", "pairs.csv"),
         topology=results("probe/topology.json"),
     output:
         report(

@@ -12,6 +12,14 @@ from distbench.launch.profiling import family_mode
 from distbench.core.run_label import resolve_label
 from distbench.comm.plan import job_params, pairs_job
 from distbench.memory.plan import memory_params
+from distbench.pipeline.families import (
+    batch_rules,
+    figure_dirs,
+    job_files as planned_job_files,
+    manifests,
+    report_tables,
+    tables_of,
+)
 from distbench.launch.dag_view import planned_jobs, when_planned
 from distbench.pipeline.estimate import (
     BENCHMARKS,
@@ -112,24 +120,27 @@ def plan_batch_launches():
     launches (distbench.launch.batch); none under a cluster executor or with batch_launch false.
     """
     plan_shared_launches(
-        workflow, results(""), config["batch_launch"] and not workflow.non_local_exec
+        workflow,
+        results(""),
+        config["batch_launch"] and not workflow.non_local_exec,
+        batch_rules(),
     )
 
 
-COMM_JOBS = {tuple(str(v) for v in j.wildcards.values()): j for j in PLAN["comm_jobs"]}
-COMM_DIR = results("comm/{backend}/{dtype}/ws{world_size}/{nccl_env}")
-TRAINING_JOBS = {
-    (j.backend, j.model, str(j.world_size), j.config_label): j
-    for j in PLAN["training_jobs"]
+# The families (distbench.pipeline.families: one manifest each, distbench/<family>/manifest.py): their
+# job directories, job files, tables and figures are read from there, not written out here.
+FAMILIES = {m.name: m for m in manifests()}
+# The jobs of each family the plan holds as PLAN["<family>_jobs"], by their wildcards' values.
+PLANNED = {
+    name: {
+        tuple(str(j.wildcards[k]) for k in m.job_fields): j
+        for j in PLAN[f"{name}_jobs"]
+    }
+    for name, m in FAMILIES.items()
+    if f"{name}_jobs" in PLAN
 }
-TRAINING_DIR = results("training/{backend}/{model}/ws{world_size}/{config}")
-MEMORY_JOBS = {
-    (j.backend, j.model, str(j.world_size), j.config_label): j
-    for j in PLAN["memory_jobs"]
-}
-MEMORY_DIR = results("memory/{backend}/{model}/ws{world_size}/{config}")
-# Traces on request (config `profile`, per family): off, torch or nsys (distbench.launch.profiling).
-PROFILE = {family: family_mode(config, family) for family in ("comm", "training")}
+# Traces on request (config `profile`, per family whose manifest says `traced`): torch or nsys.
+PROFILE = {name: family_mode(config, name) for name, m in FAMILIES.items() if m.traced}
 # The NCCL probe is a torchrun job of its own at this world size (0: none on this plan).
 PROBE_WORLD_SIZE = nccl_probe_params(config, PLAN)["world_size"]
 PROBE_BENCHMARK = probe_benchmark(PROBE_WORLD_SIZE)
@@ -169,85 +180,57 @@ wildcard_constraints:
     config=r"[A-Za-z0-9_=+.,:^-]+",
 
 
-def comm_job(wildcards):
-    return COMM_JOBS[
-        (wildcards.backend, wildcards.dtype, wildcards.world_size, wildcards.nccl_env)
+def job_path(family, name=None):
+    """A job's file (default: its result) as a rule's output: results/<label>/<job dir>/<name>."""
+    return results(FAMILIES[family].job_file(name))
+
+
+def planned_job(family, wildcards):
+    """The plan's job a rule's wildcards name."""
+    m = FAMILIES[family]
+    return PLANNED[family][tuple(str(wildcards[k]) for k in m.job_fields)]
+
+
+def job_files(family, name=None, plan=None):
+    """An input function: a file (default: the result) of every job of the family in the plan."""
+    return lambda wildcards=None: [
+        results(p) for p in planned_job_files(FAMILIES[family], plan or PLAN, name)
     ]
 
 
-def comm_csvs(wildcards=None):
-    return [f"{COMM_DIR}/comm.csv".format(**j.wildcards) for j in PLAN["comm_jobs"]]
-
-
-def comm_rank_csvs(wildcards=None):
+def all_job_results(wildcards=None):
+    """Every planned job's result: targets of `all` (deleting one reruns exactly that job)."""
     return [
-        f"{COMM_DIR}/comm_ranks.csv".format(**j.wildcards) for j in PLAN["comm_jobs"]
+        results(p)
+        for m in FAMILIES.values()
+        if m.jobs
+        for p in planned_job_files(m, PLAN)
     ]
 
 
-def comm_placements(wildcards=None):
-    return [
-        f"{COMM_DIR}/placement.json".format(**j.wildcards) for j in PLAN["comm_jobs"]
-    ]
-
-
-def training_job(wildcards):
-    return TRAINING_JOBS[
-        (wildcards.backend, wildcards.model, wildcards.world_size, wildcards.config)
-    ]
-
-
-def training_csvs(wildcards=None):
-    return [
-        f"{TRAINING_DIR}/training.csv".format(**j.wildcards)
-        for j in PLAN["training_jobs"]
-    ]
-
-
-def training_report_inputs(wildcards=None):
-    """The training tables and figures, when the plan has training jobs."""
-    if not PLAN["training_jobs"]:
-        return {}
-    return {
-        "training_summary": results("tables/training_summary.csv"),
-        "training_figures": results("figures_training"),
-    }
-
-
-def memory_job(wildcards):
-    return MEMORY_JOBS[
-        (wildcards.backend, wildcards.model, wildcards.world_size, wildcards.config)
-    ]
-
-
-def memory_csvs(wildcards=None):
-    return [
-        f"{MEMORY_DIR}/memory.csv".format(**j.wildcards) for j in PLAN["memory_jobs"]
-    ]
-
-
-def memory_report_inputs(wildcards=None):
-    """The memory tables and figures, when the plan has memory jobs."""
-    if not PLAN["memory_jobs"]:
-        return {}
-    return {
-        "memory_raw": results("tables/memory.csv"),
-        "memory_summary": results("tables/memory_summary.csv"),
-        "memory_figures": results("figures_memory"),
+def table_input(name):
+    """An input function: {name: path} of one table, when this run writes it (else nothing)."""
+    return lambda wildcards=None: {
+        t.name: results(t.path)
+        for t in report_tables(config, PLAN).values()
+        if t.name == name
     }
 
 
 def family_outputs(family):
-    """A family's tables and figures for its target rule; none when the plan has no jobs of it
-    (the target then does nothing, and the plan section of the report says why)."""
-    if not PLAN[f"{family}_jobs"]:
-        return []
-    figures = (
-        results("figures_training")
-        if family == "training"
-        else results("figures_memory")
-    )
-    return [results(f"tables/{family}_summary.csv"), figures]
+    """A family's tables and figures for its target rule; none when this run does not have it (the
+    target then does nothing, and the plan section of the report says why)."""
+    m = FAMILIES[family]
+    return [results(t.path) for t in tables_of(m, config, PLAN)] + [
+        results(f.path)
+        for f in m.figures
+        if m.active(config, PLAN) and (f.when is None or f.when(config, PLAN))
+    ]
+
+
+def family_target(family):
+    """`snakemake --cores 1 <family>`: its jobs, tables and figures, nothing else."""
+    return lambda wildcards=None: job_files(family)() + family_outputs(family)
 
 
 def launch_param(wildcards):
@@ -255,9 +238,9 @@ def launch_param(wildcards):
     return job_launch(config, PLAN, wildcards.backend, int(wildcards.world_size))
 
 
-def cluster_resource(family, job_fn, key):
+def cluster_resource(family, key):
     """One resource a benchmark job asks a cluster executor for (profiles/slurm)."""
-    return lambda wc: job_resources(config, PLAN, family, job_fn(wc))[key]
+    return lambda wc: job_resources(config, PLAN, family, planned_job(family, wc))[key]
 
 
 def probe_resource(key):
@@ -270,56 +253,23 @@ def health_resource(key):
     return lambda wc: health_resources(config, PLAN)[key]
 
 
-def training_summary_input(wildcards=None):
-    """The training summary, for the prediction of training at scale, when the plan trains."""
-    if not PLAN["training_jobs"]:
-        return {}
-    return {"training_summary": results("tables/training_summary.csv")}
-
-
-def predict_report_inputs(wildcards=None):
-    """The prediction's tables and figures, unless predict.enabled is false."""
-    if not config["predict"]["enabled"]:
-        return {}
-    return {
-        "predict_validation": results("tables/predict/prediction_validation.csv"),
-        "predict_figures": results("figures_predict"),
-    }
-
-
-def comm_pairs_csvs(wildcards=None):
-    return [f"{COMM_DIR}/pairs.csv".format(**j.wildcards) for j in PLAN["comm_jobs"]]
-
-
-def pairs_report_inputs(wildcards=None):
-    """The GPU-pair matrix's table and heat maps, when comm.pairs is on."""
-    if not config["comm"]["pairs"]:
-        return {}
-    return {
-        "pairs_table": results("tables/comm_pairs.csv"),
-        "pairs_figures": results("figures_pairs"),
-    }
-
-
-def trace_output(family, job_dir):
+def trace_output(family):
     """A job's trace directory, as an output only while its family is profiled: a run that never
     profiles has none (turning profiling on or off reruns the family's jobs once)."""
-    return {"trace": directory(f"{job_dir}/trace")} if PROFILE[family] != "off" else {}
+    if PROFILE[family] == "off":
+        return {}
+    return {"trace": directory(job_path(family, "trace"))}
 
 
 def trace_jobs(wildcards=None):
     """{trace directory: its family and job} of every profiled job of the plan."""
     out = {}
-    for family, jobs, job_dir in (
-        ("comm", PLAN["comm_jobs"], COMM_DIR),
-        ("training", PLAN["training_jobs"], TRAINING_DIR),
-    ):
-        if PROFILE[family] != "off":
-            for j in jobs:
-                path = job_dir.format(**j.wildcards)
-                out[f"{path}/trace"] = {
+    for family, mode in PROFILE.items():
+        if mode != "off":
+            for path in job_files(family, "trace")():
+                out[path] = {
                     "family": family,
-                    "job": path.removeprefix(results(f"{family}/")),
+                    "job": os.path.relpath(os.path.dirname(path), results(family)),
                 }
     return out
 
@@ -328,36 +278,64 @@ def trace_dirs(wildcards=None):
     return list(trace_jobs())
 
 
-def trace_report_inputs(wildcards=None):
-    """The traces' overlap table, when a family is profiled."""
-    if all(mode == "off" for mode in PROFILE.values()):
-        return {}
-    return {"traces": results("tables/trace_overlap.csv")}
-
-
 def job_placements(wildcards=None):
     """Every benchmark job's placement file (it carries the job's provenance: commit, host, dates),
-    for the report's cache state."""
-    return (
-        [f"{COMM_DIR}/placement.json".format(**j.wildcards) for j in PLAN["comm_jobs"]]
-        + [
-            f"{TRAINING_DIR}/placement.json".format(**j.wildcards)
-            for j in PLAN["training_jobs"]
-        ]
-        + [
-            f"{MEMORY_DIR}/placement.json".format(**j.wildcards)
-            for j in PLAN["memory_jobs"]
-        ]
-    )
+    for the report's cache state and the health check's affected jobs."""
+    return [
+        p
+        for m in FAMILIES.values()
+        if m.jobs and "placement.json" in m.job_files
+        for p in job_files(m.name, "placement.json")()
+    ]
+
+
+def report_inputs(wildcards=None):
+    """The report's tables by name (distbench.core.section.ReportInputs.tables): every table of the
+    families this run has that the report reads. A table marked optional_cached is left out when
+    `report` alone runs without it cached (the report says it was not made)."""
+    out = {}
+    for name, t in report_tables(config, PLAN).items():
+        path = results(t.path)
+        if t.optional_cached and report_only(invocation_targets()):
+            if not os.path.exists(path):
+                continue
+        out[name] = path
+    return out
+
+
+def report_figures(wildcards=None):
+    """The figure directories of the families this run has."""
+    return [results(d) for d in figure_dirs(config, PLAN)]
+
+
+def full_tables(wildcards=None):
+    """The tables copied beside the report (linked from the Markdown, collapsed in the HTML)."""
+    return [
+        results(t.path) for t in report_tables(config, PLAN).values() if t.beside_report
+    ]
+
+
+def summary_inputs(wildcards=None):
+    """summary.json's tables by name: the report's tables whose manifest says summary_json (those its
+    families' summary parts read), when this run has them."""
+    tables = report_tables(config, PLAN)
+    return {
+        name: path
+        for name, path in report_inputs().items()
+        if tables[name].summary_json
+    }
 
 
 def other_runs(wildcards=None):
-    """Other hosts' runs copied into results/ (their comm tables and run.json): inputs of the report,
-    so copying one in makes `snakemake report` render it."""
+    """Other hosts' runs copied into results/ (their tables and run.json): inputs of the report, so
+    copying one in makes `snakemake report` render it."""
+    names = {t.path for m in FAMILIES.values() for t in m.tables if t.report}
     return sorted(
         p
-        for p in glob.glob("results/*/tables/comm_summary.csv")
-        if p.split("/")[1] != RUN_LABEL
+        for label in glob.glob("results/*")
+        if os.path.basename(label) != RUN_LABEL
+        for p in glob.glob(os.path.join(label, "tables", "*.csv"))
+        if os.path.relpath(p, label) in names
     )
 
 
@@ -366,10 +344,8 @@ QUICK = quick_jobs(PLAN, config)
 QUICK_TABLES = results("quick/tables")
 
 
-def quick_comm(name):
-    return lambda wc: [
-        f"{COMM_DIR}/{name}".format(**j.wildcards) for j in QUICK["comm_jobs"]
-    ]
+def quick_job_files(family, name=None):
+    return job_files(family, name, plan=QUICK)
 
 
 def quick_training_inputs(wildcards=None):
@@ -386,13 +362,17 @@ def report_from_cache(wildcards=None):
     """
     if not report_only(invocation_targets()):
         return {}
-    needed = [
-        *(results(f"probe/{p}.json") for p in ("env", "topology", "nccl")),
-        *comm_csvs(),
-        *training_csvs(),
-        *memory_csvs(),
-        *nodes_csvs(),
-    ]
+    needed = list(
+        dict.fromkeys(
+            [results(p) for m in FAMILIES.values() for p in m.cached]
+            + [
+                results(p)
+                for m in FAMILIES.values()
+                if m.job_rule
+                for p in planned_job_files(m, PLAN)
+            ]
+        )
+    )
     missing = [p for p in needed if not os.path.exists(p)]
     if missing:
         raise WorkflowError(
@@ -412,16 +392,3 @@ def health_gate(wildcards=None):
     if not (config["health"]["enabled"] and config["health"]["stop_on_failing"]):
         return {}
     return {"health_gate": ancient(results("health/gate.txt"))}
-
-
-def health_report_inputs(wildcards=None):
-    """The readings' differences (health_before/after.csv beside it), unless health.enabled is false
-    or `report` alone runs without them cached (it takes no readings: the report says none was taken).
-    """
-    if not config["health"]["enabled"]:
-        return {}
-    if report_only(invocation_targets()) and not os.path.exists(
-        results("health/health_diff.csv")
-    ):
-        return {}
-    return {"health": results("health/health_diff.csv")}

@@ -7,39 +7,41 @@ rule memory_job:
         # health.stop_on_failing: after the health check passed (rules/probe.smk)
         unpack(health_gate),
     output:
-        csv=f"{MEMORY_DIR}/memory.csv",
-        placement=f"{MEMORY_DIR}/placement.json",
+        csv=job_path("memory", "memory.csv"),
+        placement=job_path("memory", "placement.json"),
     log:
         results("logs/memory/{backend}/{model}/ws{world_size}/{config}.log"),
     # Each job's wall time (column s): the estimate printed before a run (distbench.pipeline.estimate).
     benchmark:
-        results(BENCHMARKS["memory"])
+        results(FAMILIES["memory"].benchmark)
     conda:
         "../envs/distbench.yaml"
     # All cores: two benchmark jobs must never run at the same time (one would take the other's memory).
     threads: workflow.cores
     # A cluster executor's view of the job (profiles/slurm): its nodes, exclusively, and time.
     resources:
-        nodes=cluster_resource("memory", memory_job, "nodes"),
-        tasks=cluster_resource("memory", memory_job, "tasks"),
-        tasks_per_gpu=cluster_resource("memory", memory_job, "tasks_per_gpu"),
-        gres=cluster_resource("memory", memory_job, "gres"),
-        cpus_per_task=cluster_resource("memory", memory_job, "cpus_per_task"),
-        runtime=cluster_resource("memory", memory_job, "runtime"),
-        mem_mb=cluster_resource("memory", memory_job, "mem_mb"),
-        slurm_extra=cluster_resource("memory", memory_job, "slurm_extra"),
+        nodes=cluster_resource("memory", "nodes"),
+        tasks=cluster_resource("memory", "tasks"),
+        tasks_per_gpu=cluster_resource("memory", "tasks_per_gpu"),
+        gres=cluster_resource("memory", "gres"),
+        cpus_per_task=cluster_resource("memory", "cpus_per_task"),
+        runtime=cluster_resource("memory", "runtime"),
+        mem_mb=cluster_resource("memory", "mem_mb"),
+        slurm_extra=cluster_resource("memory", "slurm_extra"),
     params:
         launch=launch_param,
-        job=lambda wc: memory_params(config, memory_job(wc)),
-        strategy=lambda wc: memory_job(wc).strategy,
-        gradient_as_bucket_view=lambda wc: memory_job(wc).gradient_as_bucket_view,
+        job=lambda wc: memory_params(config, planned_job("memory", wc)),
+        strategy=lambda wc: planned_job("memory", wc).strategy,
+        gradient_as_bucket_view=lambda wc: planned_job(
+            "memory", wc
+        ).gradient_as_bucket_view,
     script:
         "../workflow/scripts/run_memory.py"
 
 
 rule aggregate_memory:
     input:
-        jobs=memory_csvs,
+        jobs=job_files("memory"),
     output:
         raw=results("tables/memory.csv"),
         summary=report(

@@ -14,13 +14,13 @@ localrules:
 
 rule nodes_round:
     output:
-        csv=f"{NODES_DIR}/nodes.csv",
-        placement=f"{NODES_DIR}/placement.json",
+        csv=job_path("nodes", "nodes.csv"),
+        placement=job_path("nodes", "placement.json"),
     log:
         results("logs/nodes/{backend}/n{nodes}/{mode}/round{round}.log"),
     # Each round's wall time: the per-round cost of the estimate on paper (distbench.nodes.scale).
     benchmark:
-        results(NODES_BENCHMARK)
+        results(FAMILIES["nodes"].benchmark)
     wildcard_constraints:
         nodes=r"\d+",
         round=r"\d+",
@@ -47,7 +47,7 @@ rule nodes_round:
 
 rule aggregate_nodes:
     input:
-        rounds=nodes_csvs,
+        rounds=job_files("nodes"),
     output:
         raw=results("tables/nodes.csv"),
         pairs=results("tables/nodes_pairs.csv"),
@@ -63,7 +63,11 @@ rule aggregate_nodes:
         "../envs/distbench.yaml"
     threads: SIDE_THREADS
     params:
-        limits=nodes_thresholds(config),
+        limits={
+            k: v
+            for k, v in config["nodes"].items()
+            if k in ("slow_latency", "slow_bandwidth", "slow_share")
+        },
     script:
         "../workflow/scripts/aggregate_nodes.py"
 
@@ -91,5 +95,4 @@ rule plot_nodes:
 # `snakemake --cores 1 nodes`: the rounds, their tables and heat maps, nothing else.
 rule nodes:
     input:
-        nodes_csvs,
-        lambda wc: list(nodes_report_inputs().values()),
+        family_target("nodes"),

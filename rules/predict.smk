@@ -5,7 +5,7 @@
 
 rule predict:
     input:
-        unpack(training_summary_input),
+        unpack(table_input("training_summary")),
         comm=results("tables/comm_summary.csv"),
     output:
         fits=report(

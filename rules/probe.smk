@@ -121,7 +121,7 @@ rule health_after:
     input:
         before=results("health/health_before.csv"),
         # after every benchmark job of the plan
-        jobs=lambda wc: comm_csvs() + training_csvs() + memory_csvs(),
+        jobs=all_job_results,
     output:
         after=results("health/health_after.csv"),
         diff=results("health/health_diff.csv"),

@@ -5,7 +5,6 @@
 localrules:
     quick,
     quick_aggregate_comm,
-    quick_diagnose,
     quick_aggregate_training,
     quick_report,
 
@@ -24,38 +23,26 @@ rule quick:
 
 use rule aggregate_comm as quick_aggregate_comm with:
     input:
-        jobs=quick_comm("comm.csv"),
-        ranks=quick_comm("comm_ranks.csv"),
+        jobs=quick_job_files("comm"),
+        ranks=quick_job_files("comm", "comm_ranks.csv"),
+        placement=quick_job_files("comm", "placement.json"),
+        env=results("probe/env.json"),
+        topology=results("probe/topology.json"),
+        nccl=results("probe/nccl.json"),
     output:
         raw=f"{QUICK_TABLES}/comm.csv",
         ranks=f"{QUICK_TABLES}/comm_ranks.csv",
         summary=f"{QUICK_TABLES}/comm_summary.csv",
         largest=f"{QUICK_TABLES}/comm_largest.csv",
         stragglers=f"{QUICK_TABLES}/comm_stragglers.csv",
+        advice=f"{QUICK_TABLES}/comm_advice.json",
     log:
         results("logs/quick/aggregate_comm.log"),
 
 
-use rule diagnose as quick_diagnose with:
-    input:
-        summary=f"{QUICK_TABLES}/comm_summary.csv",
-        env=results("probe/env.json"),
-        topology=results("probe/topology.json"),
-        nccl=results("probe/nccl.json"),
-        placement=quick_comm("placement.json"),
-    output:
-        table=f"{QUICK_TABLES}/comm_diagnosed.csv",
-        advice=results("quick/advice.json"),
-    log:
-        results("logs/quick/diagnose.log"),
-
-
 use rule aggregate_training as quick_aggregate_training with:
     input:
-        jobs=lambda wc: [
-            f"{TRAINING_DIR}/training.csv".format(**j.wildcards)
-            for j in QUICK["training_jobs"]
-        ],
+        jobs=quick_job_files("training"),
     output:
         raw=f"{QUICK_TABLES}/training.csv",
         summary=f"{QUICK_TABLES}/training_summary.csv",
@@ -65,11 +52,12 @@ use rule aggregate_training as quick_aggregate_training with:
 
 rule quick_report:
     input:
+        # by table name (distbench.core.section.ReportInputs.tables)
         unpack(quick_training_inputs),
-        summary=f"{QUICK_TABLES}/comm_diagnosed.csv",
-        largest=f"{QUICK_TABLES}/comm_largest.csv",
+        comm_summary=f"{QUICK_TABLES}/comm_summary.csv",
+        comm_largest=f"{QUICK_TABLES}/comm_largest.csv",
+        comm_advice=f"{QUICK_TABLES}/comm_advice.json",
         env=results("probe/env.json"),
-        advice=results("quick/advice.json"),
     output:
         md="report/quick.md",
     log:

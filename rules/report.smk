@@ -7,27 +7,14 @@ rule report:
     input:
         # `report` alone never starts a benchmark: nothing cached, it stops and says what to run
         unpack(report_from_cache),
-        # the training and memory families' tables and figures, when the plan has their jobs
-        unpack(training_report_inputs),
-        unpack(memory_report_inputs),
-        unpack(predict_report_inputs),
-        unpack(pairs_report_inputs),
-        unpack(trace_report_inputs),
-        # the hardware health check's readings, unless health.enabled is false
-        unpack(health_report_inputs),
-        unpack(nodes_report_inputs),
-        summary=results("tables/comm_diagnosed.csv"),
-        largest=results("tables/comm_largest.csv"),
-        stragglers=results("tables/comm_stragglers.csv"),
+        # every table the report reads, by name (ReportInputs.tables): those of the families this run
+        # has (distbench.pipeline.families: each family's manifest says which, and when)
+        unpack(report_inputs),
+        # the figure directories of those families
+        figure_dirs=report_figures,
         # copied beside the report and linked from the Markdown (the HTML has them collapsed)
-        full_tables=[
-            results("tables/comm_largest.csv"),
-            results("tables/comm_diagnosed.csv"),
-            results("tables/comm.csv"),
-        ],
+        full_tables=full_tables,
         env=results("probe/env.json"),
-        advice=results("probe/advice.json"),
-        figures=results("figures"),
         # each job's provenance (commit, host, dates): the appendix's cache state
         placements=job_placements,
         # which run this is; other hosts' runs copied into results/ beside it are read too
@@ -47,6 +34,8 @@ rule report:
         "../envs/distbench.yaml"
     threads: SIDE_THREADS
     params:
+        # the names of the inputs that are tables
+        tables=lambda wc: list(report_inputs()),
         plan=plan_summary(PLAN),
         config=config,
         run_label=RUN_LABEL,
@@ -76,12 +65,11 @@ rule describe_run:
 # distbench/report/summary.schema.json) and the comm series as nccl-tests -J documents.
 rule summary_json:
     input:
-        unpack(training_report_inputs),
-        unpack(memory_report_inputs),
-        comm=results("tables/comm_summary.csv"),
+        # the tables summary.json's parts read, by name (their manifests say summary_json)
+        unpack(summary_inputs),
         # the nccl-tests documents' -I 1 fields: every rank's time per trial, and its host
         ranks=results("tables/comm_ranks.csv"),
-        placements=comm_placements,
+        placements=job_files("comm", "placement.json"),
         env=results("probe/env.json"),
     output:
         summary=update("report/summary.json"),  # as report.md: a failure puts the last good one back
@@ -92,6 +80,7 @@ rule summary_json:
         "../envs/distbench.yaml"
     threads: SIDE_THREADS
     params:
+        tables=lambda wc: list(summary_inputs()),
         config=config,
         # which job each placement file belongs to, in the same order
         comm_jobs=[j.wildcards for j in PLAN["comm_jobs"]],

@@ -8,41 +8,41 @@ rule training_job:
         unpack(health_gate),
     output:
         # traces on request (config profile): only while the training family is profiled
-        **trace_output("training", TRAINING_DIR),
-        csv=f"{TRAINING_DIR}/training.csv",
-        placement=f"{TRAINING_DIR}/placement.json",
+        **trace_output("training"),
+        csv=job_path("training", "training.csv"),
+        placement=job_path("training", "placement.json"),
     log:
         results("logs/training/{backend}/{model}/ws{world_size}/{config}.log"),
     # Each job's wall time (column s): the estimate printed before a run (distbench.pipeline.estimate).
     benchmark:
-        results(BENCHMARKS["training"])
+        results(FAMILIES["training"].benchmark)
     conda:
         "../envs/distbench.yaml"
     # All cores: two benchmark jobs must never run at the same time and disturb each other.
     threads: workflow.cores
     # A cluster executor's view of the job (profiles/slurm): its nodes, exclusively, and time.
     resources:
-        nodes=cluster_resource("training", training_job, "nodes"),
-        tasks=cluster_resource("training", training_job, "tasks"),
-        tasks_per_gpu=cluster_resource("training", training_job, "tasks_per_gpu"),
-        gres=cluster_resource("training", training_job, "gres"),
-        cpus_per_task=cluster_resource("training", training_job, "cpus_per_task"),
-        runtime=cluster_resource("training", training_job, "runtime"),
-        mem_mb=cluster_resource("training", training_job, "mem_mb"),
-        slurm_extra=cluster_resource("training", training_job, "slurm_extra"),
+        nodes=cluster_resource("training", "nodes"),
+        tasks=cluster_resource("training", "tasks"),
+        tasks_per_gpu=cluster_resource("training", "tasks_per_gpu"),
+        gres=cluster_resource("training", "gres"),
+        cpus_per_task=cluster_resource("training", "cpus_per_task"),
+        runtime=cluster_resource("training", "runtime"),
+        mem_mb=cluster_resource("training", "mem_mb"),
+        slurm_extra=cluster_resource("training", "slurm_extra"),
     params:
         launch=launch_param,
         # Values that shape the measurements: a change reruns exactly the jobs it touches.
-        job=lambda wc: training_params(config, training_job(wc)),
-        nccl_env=lambda wc: training_job(wc).nccl_env,
-        strategy=lambda wc: training_job(wc).strategy,
+        job=lambda wc: training_params(config, planned_job("training", wc)),
+        nccl_env=lambda wc: planned_job("training", wc).nccl_env,
+        strategy=lambda wc: planned_job("training", wc).strategy,
     script:
         "../workflow/scripts/run_training.py"
 
 
 rule aggregate_training:
     input:
-        jobs=training_csvs,
+        jobs=job_files("training"),
     output:
         raw=results("tables/training.csv"),
         summary=report(

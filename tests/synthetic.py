@@ -126,9 +126,9 @@ def render_synthetic_report(tmp_dir) -> dict:
 
     tmp = Path(tmp_dir)
     data = make_synthetic(tmp / "tables")
-    figures = make_all(data["summary_csv"], tmp / "figures")
+    figures = make_all(data["summary_csv"], tmp / "figures_comm")
     out_md, out_html = tmp / "report" / "report.md", tmp / "report" / "report.html"
-    render_report(ReportInputs(data["summary_csv"], data["largest_csv"], data["env_json"], figures, data["config"],
+    render_report(ReportInputs({"comm_summary": data["summary_csv"], "comm_largest": data["largest_csv"]}, data["env_json"], figures, data["config"],
                                data["plan"], extra=data["extra"]),
                   out_md, out_html)
     findings = compute_findings(data["summary"], data["plan"], peak=data["extra"]["peak"])

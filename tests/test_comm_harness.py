@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from distbench.launch.placement import check_placement
-from distbench.comm.spec import OPS, SPECS
+from distbench.core.ops_spec import OPS, SPECS
 from distbench.comm.contract import COMM_COLUMN_NAMES, read_comm_csv
 from tests.conftest import REPO, torchrun
 

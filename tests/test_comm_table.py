@@ -5,7 +5,7 @@ import re
 
 import pandas as pd
 
-from distbench.comm.cli import table_line
+from distbench.comm.main import table_line
 from tests.conftest import torchrun
 
 

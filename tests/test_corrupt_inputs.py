@@ -23,6 +23,7 @@ import yaml
 from synthetic import make_synthetic
 
 from distbench.comm.analysis.diagnose import diagnose
+from distbench.core.io import atomic_write_csv
 from distbench.comm.contract import COMM
 from distbench.core.readers import UnreadableFile
 from distbench.core.section import ReportInputs
@@ -42,7 +43,7 @@ def _results(tmp):
 
 
 def _render(tmp, data) -> tuple[str, str]:
-    inputs = ReportInputs(data["summary_csv"], data["largest_csv"], data["env_json"], [],
+    inputs = ReportInputs({"comm_summary": data["summary_csv"], "comm_largest": data["largest_csv"]}, data["env_json"], [],
                           {"report": {"baseline": "base"}}, data["plan"], results_dir=Path("results"),
                           run_label="now")  # relative, as the report rule passes it (cwd: tmp)
     out = tmp / "report"
@@ -153,9 +154,11 @@ def test_diagnose_names_a_json_file_that_cannot_be_read_without_a_traceback(tmp_
     data = _diagnose_inputs(tmp_path)
     (tmp_path / name).write_text(text)
     log, out_csv = tmp_path / "diagnose.log", tmp_path / "out.csv"
-    with pytest.raises(SystemExit) as e:  # workflow/scripts/diagnose.py's way of running it
-        run_in_rule(log, diagnose, data["summary_csv"], data["env_json"], tmp_path / "topo.json",
-                    tmp_path / "nccl.json", [tmp_path / "placement.json"], out_csv, tmp_path / "advice.json")
+    summary = pd.read_csv(data["summary_csv"])
+    with pytest.raises(SystemExit) as e:  # workflow/scripts/aggregate_comm.py's way of running it
+        run_in_rule(log, lambda: atomic_write_csv(out_csv, diagnose(
+            summary, data["env_json"], tmp_path / "topo.json", tmp_path / "nccl.json", [tmp_path / "placement.json"],
+            tmp_path / "advice.json")))
     message = str(e.value.code)
     path = tmp_path / name
     assert message.startswith(f"distbench error: {path} cannot be read: ") and what in message, message

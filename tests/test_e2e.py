@@ -134,7 +134,7 @@ def test_pipeline_runs_caches_and_reruns_only_what_changed(workflow_dir):
     assert "**Superseded** by the full report" in quick and "Left for the full run" not in quick
     html = (workflow_dir / "report/report.html").read_text()
     assert "data:image/png;base64," in html and 'src="http' not in html
-    assert (workflow_dir / f"{RUN}/figures/busbw_vs_size.svg").exists()
+    assert (workflow_dir / f"{RUN}/figures_comm/busbw_vs_size.svg").exists()
 
     # a second run does nothing
     again = snakemake(workflow_dir, *cfg)

@@ -349,7 +349,7 @@ def hostile_report(tmp_path_factory):
     env_json.write_text(json.dumps(_hostile_env()))
     extra = {**data["extra"], "placement": [{"rank": 0, "hostname": HOSTNAME, "device": "cpu"}]}
     out_md, out_html = tmp / "report" / "report.md", tmp / "report" / "report.html"
-    render_report(ReportInputs(data["summary_csv"], data["largest_csv"], env_json, [], data["config"], data["plan"],
+    render_report(ReportInputs({"comm_summary": data["summary_csv"], "comm_largest": data["largest_csv"]}, env_json, [], data["config"], data["plan"],
                                extra=extra),
                   out_md, out_html)
     return tmp, out_md.read_text(), out_html

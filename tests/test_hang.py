@@ -219,7 +219,7 @@ def test_a_hostile_stack_key_never_becomes_markup_in_either_report(tmp_path):
 
     data = make_synthetic(tmp_path, build_summary(backends=("gloo",), oom=False))
     md, html = tmp_path / "report.md", tmp_path / "report.html"
-    render_report(ReportInputs(data["summary_csv"], data["largest_csv"], tmp_path / "missing.json", [], {},
+    render_report(ReportInputs({"comm_summary": data["summary_csv"], "comm_largest": data["largest_csv"]}, tmp_path / "missing.json", [], {},
                                placements=[place]), md, html)
     text = md.read_text()
     assert "Rank &lt;img src=x onerror=alert(1)&gt;:" in text and "<img src=x" not in text

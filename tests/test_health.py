@@ -43,7 +43,7 @@ def write_readings(tmp_path, before, after):
     write_health(tmp_path / "health_before.csv", before)
     write_health(tmp_path / "health_after.csv", after)
     write_diff(tmp_path / "health_diff.csv", differences(before, after))
-    return ReportInputs(health=tmp_path, config={"health": {"stop_on_failing": False}})
+    return ReportInputs({"health_diff": tmp_path / "health_diff.csv"}, config={"health": {"stop_on_failing": False}})
 
 
 # ---------------------------------------------------------------------------------- without NVML
@@ -272,7 +272,7 @@ def test_the_rendered_report_opens_its_verdict_with_the_degraded_gpu(monkeypatch
     inputs = write_readings(tmp_path / "health", rows, rows)
     bench = Section("bench", "Bench", tmp_path, lambda _i: None, headlines=lambda _i: [
         Headline("communication", "all_reduce 1 GiB: 400 GB/s", "healthy", "90% of the link peak")])
-    inputs.summary = tmp_path / "tables/comm_summary.csv"
+    inputs.tables = {**inputs.tables, "comm_summary": tmp_path / "tables/comm_summary.csv"}
     render_report(inputs, tmp_path / "r.md", tmp_path / "r.html", sections=(VERDICT, FINDINGS, HEALTH_SECTION, bench))
     md = (tmp_path / "r.md").read_text()
     verdict = md.split("## Verdict")[1].split("##")[0].strip().splitlines()

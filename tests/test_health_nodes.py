@@ -145,7 +145,7 @@ def test_a_degraded_gpu_names_the_jobs_measured_on_it_and_not_the_others(tmp_pat
         # Gloo on CPU tensors: on no GPU, so neither on it nor unknown
         _placement(tmp_path, "comm/gloo/float32/ws4/default", [_rank(r, "n1", device="cpu") for r in range(4)]),
     ]
-    inputs = ReportInputs(health=degraded_gpu1, placements=placements, config={"health": {}})
+    inputs = ReportInputs({"health_diff": degraded_gpu1 / "health_diff.csv"}, placements=placements, config={"health": {}})
     [head] = health_headlines(inputs)
     assert head.headline == "GPU 1 (n1): degraded"
     q = head.reason  # the jobs are named in the GPU's own Verdict row; the others carry only its mark
@@ -164,9 +164,9 @@ def test_a_degraded_gpu_names_the_jobs_measured_on_it_and_not_the_others(tmp_pat
 
 def test_a_degraded_gpu_no_job_ran_on_or_without_placements_says_so(tmp_path, degraded_gpu1):
     only_gpu0 = [_placement(tmp_path, "training/nccl/mlp/ws1/default", [_rank(0, "n1", "GPU-0")])]
-    [head] = health_headlines(ReportInputs(health=degraded_gpu1, placements=only_gpu0))
+    [head] = health_headlines(ReportInputs({"health_diff": degraded_gpu1 / "health_diff.csv"}, placements=only_gpu0))
     assert head.reason.endswith("; no benchmark job ran on it")
-    [head] = health_headlines(ReportInputs(health=degraded_gpu1, placements=[]))
+    [head] = health_headlines(ReportInputs({"health_diff": degraded_gpu1 / "health_diff.csv"}, placements=[]))
     assert head.reason.endswith("; which jobs ran on it is unknown (no job placement files)")
 
 
@@ -176,7 +176,7 @@ def test_the_mark_of_a_degraded_gpu_goes_to_the_headlines_of_the_families_measur
 
     on_gpu1 = [_placement(tmp_path, "comm/nccl/float32/ws2/default", [_rank(0, "n1", "0"), _rank(1, "n1", "1")]),
                _placement(tmp_path, "training/nccl/mlp/ws1/default", [_rank(0, "n1", "0")])]
-    [head] = health_headlines(ReportInputs(health=degraded_gpu1, placements=on_gpu1))
+    [head] = health_headlines(ReportInputs({"health_diff": degraded_gpu1 / "health_diff.csv"}, placements=on_gpu1))
     assert head.qualifies_areas == ("communication",)
     others = [Headline("communication", "NCCL all_reduce", "healthy", "at 95%"),
               Headline("training", "DDP 2 ranks", "healthy", "92% efficient")]
@@ -185,14 +185,14 @@ def test_the_mark_of_a_degraded_gpu_goes_to_the_headlines_of_the_families_measur
     assert marks["training"] == []  # its job ran on the healthy GPU 0
     # a CPU job beside them changes nothing; where a job's placement cannot say, every headline carries the note
     cpu = [*on_gpu1, _placement(tmp_path, "comm/gloo/float32/ws2/default", [_rank(0, "n1", device="cpu")])]
-    [head] = health_headlines(ReportInputs(health=degraded_gpu1, placements=cpu))
+    [head] = health_headlines(ReportInputs({"health_diff": degraded_gpu1 / "health_diff.csv"}, placements=cpu))
     assert head.qualifies_areas == ("communication",)
     unknown = [*on_gpu1, _placement(tmp_path, "memory/nccl/mlp/ws1/ddp", [_rank(0, "n1")])]
-    [head] = health_headlines(ReportInputs(health=degraded_gpu1, placements=unknown))
+    [head] = health_headlines(ReportInputs({"health_diff": degraded_gpu1 / "health_diff.csv"}, placements=unknown))
     assert head.qualifies_areas is None
     assert all(d["marks"] for d in ordered([*others, head]) if d["area"] != "hardware health")
     # no job on it: no other headline carries it
-    [head] = health_headlines(ReportInputs(health=degraded_gpu1, placements=on_gpu1[1:]))
+    [head] = health_headlines(ReportInputs({"health_diff": degraded_gpu1 / "health_diff.csv"}, placements=on_gpu1[1:]))
     assert [d["marks"] for d in ordered([*others, head])][1:] == [[], []]
 
 

@@ -63,7 +63,7 @@ def write_readings(tmp_path, before, after):
     write_health(tmp_path / "health_before.csv", before)
     write_health(tmp_path / "health_after.csv", after)
     write_diff(tmp_path / "health_diff.csv", differences(before, after))
-    return ReportInputs(health=tmp_path, config={"health": {"stop_on_failing": False}})
+    return ReportInputs({"health_diff": tmp_path / "health_diff.csv"}, config={"health": {"stop_on_failing": False}})
 
 
 # ------------------------------------------------------------------------------- rates (NVLink CRC)
@@ -165,7 +165,7 @@ def test_a_degraded_gpu_is_named_once_and_the_other_rows_carry_its_mark(monkeypa
              Headline("training", "DDP 2 ranks: 1.9x", "healthy", "95% efficient")]
     bench = Section("bench", "Bench", tmp_path, lambda _i: None, headlines=lambda _i: heads,
                     findings=lambda _i: ["all_reduce reaches 90% of the link peak"])
-    inputs.summary = tmp_path / "tables/comm_summary.csv"
+    inputs.tables = {**inputs.tables, "comm_summary": tmp_path / "tables/comm_summary.csv"}
     render_report(inputs, tmp_path / "r.md", tmp_path / "r.html", sections=(VERDICT, FINDINGS, HEALTH_SECTION, bench))
     md = (tmp_path / "r.md").read_text()
     verdict = [ln for ln in md.split("## Verdict")[1].split("##")[0].splitlines() if ln.startswith("| ")][2:]

@@ -15,7 +15,7 @@ from distbench.comm.analysis.findings import compute_findings, normalise_summary
 from distbench.comm.analysis.headlines import comm_headlines
 from distbench.comm.analysis.section import HOST_BOUND_MARK, _largest_table, _pivots
 from distbench.comm.analysis.summary import summarize
-from distbench.comm.cli import table_line
+from distbench.comm.main import table_line
 from distbench.comm.contract import (
     COMM_COLUMN_NAMES,
     host_bound,
@@ -126,7 +126,7 @@ def test_a_verdict_on_a_host_bound_point_is_not_a_judgement_of_the_link():
 def test_summary_json_carries_the_flag_and_the_issue_time(tmp_path, summary):
     path = tmp_path / "comm_summary.csv"
     summarize(raw_table()).to_csv(path, index=False)
-    doc = summary_document(ReportInputs(summary=path), check_config({}))
+    doc = summary_document(ReportInputs({"comm_summary": path}), check_config({}))
     validate_summary(doc)
     recs = {(r["timing"], r["size_bytes"]): r for r in doc["results"]["communication"]["all_reduce"]}
     assert recs[("events", SMALL)]["host_bound"] is True
@@ -153,7 +153,7 @@ def test_csvs_from_before_the_column_read_as_not_host_bound(tmp_path):
     # a summary written before the columns: summary.json says false, not host-bound
     old_summary = summarize(df).drop(columns=["host_issue_us_median", "host_bound"])
     old_summary.to_csv(tmp_path / "comm_summary.csv", index=False)
-    doc = summary_document(ReportInputs(summary=tmp_path / "comm_summary.csv"), check_config({}))
+    doc = summary_document(ReportInputs({"comm_summary": tmp_path / "comm_summary.csv"}), check_config({}))
     validate_summary(doc)
     assert all(r["host_bound"] is False for r in doc["results"]["communication"]["all_reduce"])
 

@@ -25,7 +25,9 @@ PACKAGE = REPO / "distbench"
 FAMILY = "family"
 LAYERS = ("core", "launch", "workloads", FAMILY, "probes", "analyses", "pipeline", "report")
 LAYER_OF = {"core": "core", "launch": "launch", "workloads": "workloads", "probes": "probes",
-            "predict": "analyses", "traces": "analyses", "pipeline": "pipeline", "report": "report"}
+            "predict": "analyses", "traces": "analyses", "pipeline": "pipeline", "report": "report",
+            # the node gate composes a family (comm) and the probes (health), as the pipeline does
+            "gate": "pipeline"}
 TABLE_READER_PACKAGES = ("predict", "traces", "report")  # besides every analysis/ folder
 FORBIDDEN_FOR_READERS = ("torch", "distbench.workloads")  # and any *.harness or *.ops module
 
@@ -72,9 +74,24 @@ def imports(path: Path, name: str) -> set[str]:
     return out
 
 
+def registry_imports() -> dict[str, set[str]]:
+    """What the families' registry imports by name at run time, read from the manifests themselves:
+    distbench.pipeline.families loads every distbench/<family>/manifest.py, distbench.report.sections
+    every section module a manifest names ("module:NAME")."""
+    from distbench.pipeline.families import manifests
+
+    found = manifests()
+    return {"distbench.pipeline.families": {f"distbench.{m.name}.manifest" for m in found},
+            "distbench.report.sections": {ref.partition(":")[0] for m in found for refs in m.sections.values()
+                                          for ref in refs}}
+
+
 def graph() -> dict[str, set[str]]:
     mods = modules()
-    return {m: imports(p, m) for m, p in mods.items()}
+    g = {m: imports(p, m) for m, p in mods.items()}
+    for m, loaded in registry_imports().items():  # its dynamic imports are these, no other
+        g[m] = (g[m] - {DYNAMIC}) | loaded
+    return g
 
 
 def internal(graph: dict[str, set[str]], name: str) -> set[str]:

@@ -231,8 +231,8 @@ def test_report_section_lists_findings_table_and_snapshots(tmp_path, monkeypatch
     (tmp_path / "results/other/memory/nccl/gpt/ws1/ddp").mkdir(parents=True)  # another run's: not listed
     (tmp_path / "results/other/memory/nccl/gpt/ws1/ddp/snapshot.pickle").write_bytes(b"x")
     monkeypatch.chdir(tmp_path)
-    section = memory_section(ReportInputs(memory_summary=Path("results/lab/tables/memory_summary.csv")))
+    section = memory_section(ReportInputs({"memory_summary": Path("results/lab/tables/memory_summary.csv")}))
     assert section["findings"][0].startswith("MLP 32x1, ddp, 1 rank: at batch 4 per rank")
     assert section["table"]["rows"][0][:4] == ["mlp", "ddp", "1", "4"]
     assert section["snapshots"] == ["results/lab/memory/nccl/gpt/ws1/ddp/snapshot.pickle"]
-    assert memory_section(ReportInputs(memory_summary=tmp_path / "missing.csv")) is None
+    assert memory_section(ReportInputs({"memory_summary": tmp_path / "missing.csv"})) is None

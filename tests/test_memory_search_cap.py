@@ -147,7 +147,7 @@ def summary_csv(tmp_path: Path, df: pd.DataFrame) -> Path:
 
 
 def report_text(path: Path) -> str:
-    inputs = ReportInputs(memory_summary=path)
+    inputs = ReportInputs({"memory_summary": path})
     section = memory_section(inputs)
     headlines = memory_headlines(inputs.table("memory_summary"))
     return "\n".join([*section["findings"], *(str(c) for r in section["table"]["rows"] for c in r),

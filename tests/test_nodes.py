@@ -144,7 +144,7 @@ def test_the_verdict_names_the_slow_node_or_link_on_four_simulated_nodes(workflo
     assert (workflow_dir / RUN / "figures_nodes/nodes_bandwidth.png").exists()
     nodes = pd.read_csv(tables / "nodes_scores.csv")
     st = states(nodes)
-    headlines = ordered(NODES.headlines(ReportInputs(nodes_scores=tables / "nodes_scores.csv")))
+    headlines = ordered(NODES.headlines(ReportInputs({"nodes_scores": tables / "nodes_scores.csv"})))
     first = headlines[0]
     if case == "slow_node":
         assert st == {"node0": "ok", "node1": "ok", "node2": "slow", "node3": "ok"}

@@ -9,7 +9,7 @@ import torch
 from distbench.comm.harness import bandwidths
 from distbench.comm import ops as distbench_ops
 from distbench.comm.ops import TORCH_OPS, Ctx
-from distbench.comm.spec import SPECS, element_count, placements
+from distbench.core.ops_spec import SPECS, element_count, placements
 
 
 @pytest.mark.parametrize("op,n,factor", [

@@ -374,7 +374,7 @@ def test_prediction_figure_when_the_first_measured_backend_has_no_graph_timing()
 
 
 def test_busbw_and_latency_figures_mark_nccl_algorithm_protocol_ranges():
-    """comm_diagnosed.csv carries NCCL's choice per point (the NCCL probe's tuning table): the
+    """comm_summary.csv carries NCCL's choice per point (the NCCL probe's tuning table): the
     bus-bandwidth and the time figures label each run of sizes with the same algorithm/protocol."""
     import pandas as pd
     from synthetic import build_summary

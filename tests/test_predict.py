@@ -157,7 +157,7 @@ def test_tree_series_inverts_with_the_tree_formula():
 
 
 def test_bus_factors_match_the_op_registry():
-    from distbench.comm.spec import SPECS as REGISTRY
+    from distbench.core.ops_spec import SPECS as REGISTRY
 
     for op in P.MODELLED_OPS:
         for n in (2, 3, 4, 8, 64):
@@ -448,7 +448,7 @@ def test_a_cpu_run_gets_the_method_check_and_no_gpu_cluster(tmp_path, capsys):
     assert len(pd.read_csv(out / "alpha_beta.csv")) == 2
     validation = pd.read_csv(out / "prediction_validation.csv")
     assert set(validation["fit_world_size"]) == {2} and set(validation["check_world_size"]) == {4}
-    section = prediction_section(ReportInputs(predict_validation=out / "prediction_validation.csv"))
+    section = prediction_section(ReportInputs({"prediction_validation": out / "prediction_validation.csv"}))
     assert section["cpu_only"] and section["title"] == CPU_TITLE
     assert set(section["tables"]) == {"validation", "fits"}  # no training at larger GPU counts
     assert section["findings"][0].startswith("The model, fitted on the smallest world size")
@@ -456,13 +456,13 @@ def test_a_cpu_run_gets_the_method_check_and_no_gpu_cluster(tmp_path, capsys):
     # a GPU run keeps its prediction
     T.main([str(H200_COMM), "--out-dir", str(tmp_path / "gpu"), "--gpus", "8,16"])
     assert len(pd.read_csv(tmp_path / "gpu" / "prediction_comm.csv"))
-    gpu = prediction_section(ReportInputs(predict_validation=tmp_path / "gpu" / "prediction_validation.csv"))
+    gpu = prediction_section(ReportInputs({"prediction_validation": tmp_path / "gpu" / "prediction_validation.csv"}))
     assert not gpu["cpu_only"] and gpu["title"] == "Larger clusters (predicted)"
 
 
 def test_predict_imports_only_tables_helpers():
     allowed = {"argparse", "math", "re", "sys", "dataclasses", "pathlib", "__future__", "numpy", "pandas",
-               "distbench.core.choices", "distbench.core.sizes", "distbench.core.io", "distbench.comm.spec",
+               "distbench.core.choices", "distbench.core.sizes", "distbench.core.io", "distbench.core.ops_spec",
                "distbench.predict.model", "distbench.predict.cluster"}
     mods = set()
     for name in ("model", "cluster", "tables"):

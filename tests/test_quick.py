@@ -87,7 +87,7 @@ def test_quick_report_judges_only_what_ran(tmp_path):
     quick = {"ran": 1, "planned": 33, "families": {
         "comm": {"ran": [{"backend": "gloo", "dtype": "float32", "world_size": 2, "nccl_env": "default"}], "planned": 3},
         "training": {"ran": [], "planned": 20}, "memory": {"ran": [], "planned": 10}}}
-    md = render_quick(ReportInputs(summary=summary, largest=summary), quick, tmp_path / "quick.md")
+    md = render_quick(ReportInputs({"comm_summary": summary, "comm_largest": summary}), quick, tmp_path / "quick.md")
     head = md.splitlines()[:4]
     assert any("quick answer from 1 of 33 planned benchmark jobs" in line for line in head)
     assert any("`snakemake --cores 1`" in line for line in head)
@@ -120,8 +120,8 @@ def _tables(d, comm: pd.DataFrame, training: pd.DataFrame, cores: int) -> Report
     largest_of(comm).to_csv(d / "comm_largest.csv", index=False)
     training.to_csv(d / "training_summary.csv", index=False)
     (d / "env.json").write_text(json.dumps({"cpu_count": cores, "gpu_count": 0, "hostname": "laptop"}))
-    return ReportInputs(summary=d / "comm_summary.csv", largest=d / "comm_largest.csv", env=d / "env.json",
-                        training_summary=d / "training_summary.csv", config={}, plan={})
+    return ReportInputs({"comm_summary": d / "comm_summary.csv", "comm_largest": d / "comm_largest.csv",
+                         "training_summary": d / "training_summary.csv"}, env=d / "env.json", config={}, plan={})
 
 
 def _verdicts(md: str) -> dict[str, str]:
@@ -173,7 +173,7 @@ def test_the_full_report_marks_the_quick_answer_superseded(tmp_path):
         summary, index=False)
     report = tmp_path / "report" / "report.md"
     assert not supersede_quick(report, plan_summary(plan), tmp_path / "run", "now")  # no quick answer: nothing
-    before = render_quick(ReportInputs(summary=summary, largest=summary), quick_summary(plan, quick),
+    before = render_quick(ReportInputs({"comm_summary": summary, "comm_largest": summary}), quick_summary(plan, quick),
                           report.with_name("quick.md"))
     assert "Left for the full run: 2 comm job(s), 18 training job(s), 10 memory job(s)." in before
     run = tmp_path / "run"

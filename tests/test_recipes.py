@@ -85,7 +85,8 @@ REGISTRY_LINE = '''    "tinyconv": WorkloadSpec("tinyconv", "conv net", MLP_ARGS
 '''
 
 # ---------------------------------------------------------------- recipe 3: a report section
-SECTION_MODULE = '''"""The report's "Ops measured" section: per op, how many points were measured ok."""
+SECTION_MODULE = '''"""The report's "Ops measured" section: per op, how many sizes were measured, and how many
+per-rank rows comm_ranks.csv holds for it."""
 
 from pathlib import Path
 
@@ -93,11 +94,11 @@ from distbench.core.section import ReportInputs, Section, table
 
 
 def build(inputs: ReportInputs) -> dict | None:
-    s = inputs.table("summary")
+    s = inputs.table("comm_ranks")
     if s is None or s.empty:
         return None
-    rows = [[op, int((g["status"] == "ok").sum()), len(g)] for op, g in s.groupby("op", sort=True)]
-    return {"table": table(["op", "points ok", "points"], rows)}
+    rows = [[op, g["size_bytes"].nunique(), g["rank"].nunique()] for op, g in s.groupby("op", sort=True)]
+    return {"table": table(["op", "sizes", "ranks"], rows)}
 
 
 OPS_MEASURED = Section("ops_measured", "Ops measured", Path(__file__).parent / "templates", build)
@@ -124,21 +125,58 @@ CONFIG = {
 }
 
 
-def _insert_after(path, anchor_pattern: str, text: str) -> None:
+TOUCHED: dict[str, set[str]] = {}  # recipe -> the files of the copy it wrote
+FILES_AT_MOST = {"collective": 2, "workload": 2, "report section": 4}  # docs/architecture.md's recipes
+
+
+def _touch(recipe: str, root, path) -> None:
+    TOUCHED.setdefault(recipe, set()).add(path.relative_to(root).as_posix())
+
+
+def _insert_after(recipe, root, path, anchor_pattern: str, text: str) -> None:
     """Insert `text` after the first line matching anchor_pattern (and the lines continuing it)."""
     lines = path.read_text().splitlines(keepends=True)
     i = next(k for k, line in enumerate(lines) if re.search(anchor_pattern, line))
-    while not lines[i].rstrip().endswith(("),", "},")):  # the entry may span lines
+    while not lines[i].rstrip().endswith(("),", "},", ")),", ",")):  # the entry may span lines
         i += 1
     lines.insert(i + 1, text)
     path.write_text("".join(lines))
+    _touch(recipe, root, path)
 
 
-def _insert_before(path, anchor_pattern: str, text: str) -> None:
+def _insert_before(recipe, root, path, anchor_pattern: str, text: str) -> None:
     lines = path.read_text().splitlines(keepends=True)
     i = next(k for k, line in enumerate(lines) if re.search(anchor_pattern, line))
     lines.insert(i, text)
     path.write_text("".join(lines))
+    _touch(recipe, root, path)
+
+
+def _write(recipe, root, path, text: str) -> None:
+    path.write_text(text)
+    _touch(recipe, root, path)
+
+
+def _replace(recipe, root, path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert text.count(old) == 1, (path, old)
+    path.write_text(text.replace(old, new))
+    _touch(recipe, root, path)
+
+
+COPIED = ("distbench", "rules", "workflow", "envs", "profiles", "Snakefile", "config.yaml")
+
+
+def _differing(root) -> set[str]:
+    """The files of the copy that differ from the project's (or are new), under what was copied."""
+    out = set()
+    for name in COPIED:
+        top = root / name
+        for p in ([top] if top.is_file() else [q for q in top.rglob("*") if q.is_file() and "__pycache__" not in q.parts]):
+            rel = p.relative_to(root)
+            if not (REPO / rel).is_file() or (REPO / rel).read_bytes() != p.read_bytes():
+                out.add(rel.as_posix())
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -151,23 +189,25 @@ def run(tmp_path_factory):
         shutil.copytree(REPO / name, root / name)
     pkg = root / "distbench"
     # 1. a collective: a spec entry (after barrier's, so last in every table) and its torch op
-    _insert_after(pkg / "comm/spec.py", r'^\s+OpSpec\("barrier"', SPEC_ENTRY)
-    _insert_before(pkg / "comm/ops.py", r"^TORCH_OPS: dict", OP_FUNCTION)
-    _insert_after(pkg / "comm/ops.py", r'^\s+TorchOp\(SPECS\["barrier"\]', OP_ENTRY)
+    r = "collective"
+    _insert_after(r, root, pkg / "core/ops_spec.py", r'^\s+OpSpec\("barrier"', SPEC_ENTRY)
+    _insert_before(r, root, pkg / "comm/ops.py", r"^TORCH_OPS: dict", OP_FUNCTION)
+    _insert_after(r, root, pkg / "comm/ops.py", r'^\s+TorchOp\(SPECS\["barrier"\]', OP_ENTRY)
     # 2. a workload: its module and one registry line
-    (pkg / "workloads/tinyconv.py").write_text(WORKLOAD_MODULE)
-    _insert_after(pkg / "workloads/registry.py", r'^\s+"lora": _lm_spec', REGISTRY_LINE)
-    # 3. a report section: its module and fragments, and one registry entry
-    (pkg / "comm/analysis/ops_measured.py").write_text(SECTION_MODULE)
-    (pkg / "comm/analysis/templates/ops_measured.md.j2").write_text(SECTION_MD)
-    (pkg / "comm/analysis/templates/ops_measured.html.j2").write_text(SECTION_HTML)
-    sections = pkg / "report/sections.py"
-    text = sections.read_text()
-    text = text.replace("from distbench.comm.analysis.section import", "from distbench.comm.analysis.ops_measured import OPS_MEASURED\nfrom distbench.comm.analysis.section import", 1)
-    head, tail = text.split("SECTIONS = (", 1)  # the entry goes into the tuple, after Communication
-    tail, n = re.subn(r"\bCOMMUNICATION, ", "COMMUNICATION, OPS_MEASURED, ", tail, count=1)
-    assert n == 1
-    sections.write_text(head + "SECTIONS = (" + tail)
+    r = "workload"
+    _write(r, root, pkg / "workloads/tinyconv.py", WORKLOAD_MODULE)
+    _insert_after(r, root, pkg / "workloads/registry.py", r'^\s+"lora": _lm_spec', REGISTRY_LINE)
+    # 3. a report section over a table the report did not read: its module and fragments, and the
+    # family's manifest (the table marked for the report, the section registered after Communication)
+    r = "report section"
+    _write(r, root, pkg / "comm/analysis/ops_measured.py", SECTION_MODULE)
+    _write(r, root, pkg / "comm/analysis/templates/ops_measured.md.j2", SECTION_MD)
+    _write(r, root, pkg / "comm/analysis/templates/ops_measured.html.j2", SECTION_HTML)
+    manifest = pkg / "comm/manifest.py"
+    _replace(r, root, manifest, 'Table("comm_ranks", "tables/comm_ranks.csv", report=False)',
+             'Table("comm_ranks", "tables/comm_ranks.csv")')
+    _replace(r, root, manifest, '"distbench.comm.analysis.section:COMMUNICATION",',
+             '"distbench.comm.analysis.section:COMMUNICATION", "distbench.comm.analysis.ops_measured:OPS_MEASURED",')
 
     (root / "recipes.yaml").write_text(yaml.safe_dump(CONFIG))
     env = {"PYTHONPATH": str(root), "DISTBENCH_RUN_LABEL": LABEL}
@@ -176,15 +216,26 @@ def run(tmp_path_factory):
     return root
 
 
+def test_each_recipe_touches_the_files_the_architecture_says_and_no_other(run):
+    for recipe, at_most in FILES_AT_MOST.items():
+        assert 0 < len(TOUCHED[recipe]) <= at_most, (recipe, sorted(TOUCHED[recipe]))
+    # nothing else of the copy was edited, and the workflow's run wrote nothing into the package
+    assert _differing(run) == set().union(*TOUCHED.values())
+    doc = (REPO / "docs/architecture.md").read_text()
+    for recipe, at_most in FILES_AT_MOST.items():
+        assert re.search(rf"(?im)^## Recipe: add a {recipe}.*\n\n.*\b{['One', 'Two', 'Three', 'Four'][at_most - 1]} files\b",
+                         doc), recipe
+
+
 def test_the_copy_is_what_runs(run):
     """The workflow imported the edited copy, not the installed package."""
     env = {**os.environ, "PYTHONPATH": str(run)}
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-c", "import distbench.comm.spec as s; print(s.__file__, 'reduce' in s.OPS)"],
+    out = subprocess.run([sys.executable, "-c", "import distbench.core.ops_spec as s; print(s.__file__, 'reduce' in s.OPS)"],
                          capture_output=True, text=True, env=env, cwd=run)
-    assert out.stdout.split() == [str(run / "distbench/comm/spec.py"), "True"], out.stderr
+    assert out.stdout.split() == [str(run / "distbench/core/ops_spec.py"), "True"], out.stderr
 
 
 def test_a_new_collective_is_measured_checked_predicted_and_reported(run):
@@ -227,6 +278,6 @@ def test_a_new_report_section_renders_in_both_reports(run):
     html = (run / "report/report.html").read_text()
     assert "## Ops measured" in md and 'id="ops-measured"' in html
     section = md.split("## Ops measured", 1)[1].split("\n## ", 1)[0]
-    assert re.search(r"\| reduce \| 4 \| 4 \|", section), section
-    # placed where its registry entry put it: after Communication, before Training
+    assert re.search(r"\| reduce \| 4 \| 2 \|", section), section  # 4 sizes, 2 ranks
+    # placed where the manifest registered it: after Communication, before Training
     assert md.index("## Communication") < md.index("## Ops measured") < md.index("## Training")

@@ -56,7 +56,7 @@ def test_a_real_run_against_itself_with_one_series_slowed(tmp_path):
     # rendered at the top of the report
     data = make_synthetic(tmp_path / "syn")
     out_md = tmp_path / "r.md"
-    render_report(ReportInputs(now_csv, data["largest_csv"], data["env_json"], [],
+    render_report(ReportInputs({"comm_summary": now_csv, "comm_largest": data["largest_csv"]}, data["env_json"], [],
                                {"report": {"baseline": str(tmp_path / "base")}}, data["plan"]),
                   out_md, tmp_path / "r.html")
     md = out_md.read_text()
@@ -72,7 +72,10 @@ def test_a_baseline_without_tables_is_refused(tmp_path):
 
 
 def test_a_baseline_is_found_by_label_by_run_directory_and_in_a_copied_results_tree(tmp_path, monkeypatch):
-    from distbench.core.run_label import baseline_tables_dir
+    from distbench.core.run_label import baseline_tables_dir as found
+
+    def baseline_tables_dir(b):
+        return found(b, ["comm_summary.csv", "training_summary.csv"])
 
     def run(root, label):
         (root / label / "tables").mkdir(parents=True)

@@ -102,7 +102,7 @@ def test_markdown_content(report):
     assert f"from `{tables}/`" in md
     # ... and linked as copies beside the report, so report/ stays portable
     assert "[comm_largest.csv](tables/comm_largest.csv) (each series at its largest size)" in md
-    assert "[comm_summary.csv](tables/comm_summary.csv) (every point)" in md
+    assert "[comm_summary.csv](tables/comm_summary.csv) (every point, with % of the link peak" in md
     copied = report["out_md"].parent / "tables"
     assert (copied / "comm_largest.csv").read_bytes() == (tables / "comm_largest.csv").read_bytes()
     assert "| all_reduce | nccl | 2 | float32 | events | 1 GiB | 7.17 ms | 150 | 33% |" in report["html"].replace(
@@ -134,7 +134,7 @@ def test_html_self_contained_and_escaped(report):
 def test_gloo_only_report_without_figures(tmp_path):
     data = make_synthetic(tmp_path, build_summary(backends=("gloo",), oom=False))
     out_md, out_html = tmp_path / "r.md", tmp_path / "r.html"
-    render_report(ReportInputs(data["summary_csv"], data["largest_csv"], tmp_path / "missing.json", [], {"a": 1},
+    render_report(ReportInputs({"comm_summary": data["summary_csv"], "comm_largest": data["largest_csv"]}, tmp_path / "missing.json", [], {"a": 1},
                                NO_NCCL_PLAN),
                   out_md, out_html)
     md = out_md.read_text()
@@ -150,7 +150,7 @@ def test_prediction_section_from_the_4x_h200_check(tmp_path):
     from distbench.predict.section import build as prediction_section
 
     section = prediction_section(ReportInputs(
-        predict_validation=REPO / "benchmarks/results/comm-predict-h200x4-2026-11-26/predict/prediction_validation.csv"))
+        {"prediction_validation": REPO / "benchmarks/results/comm-predict-h200x4-2026-11-26/predict/prediction_validation.csv"}))
     first, eight = section["findings"][:2]
     assert first.startswith("The model, fitted on the smallest world size") and "at >= 1 MiB" in first
     assert eight.startswith("8 GPUs on NVLink, all_reduce at 1024 MiB")
@@ -160,7 +160,7 @@ def test_prediction_section_from_the_4x_h200_check(tmp_path):
     assert {"all_reduce", "all_gather", "send_recv"} <= ops
     assert section["tables"]["training"]["headers"][-1] == "1024 GPUs"
     assert "Preset nvlink4-ib400" in section["note"] and "protocol switches" in section["note"]
-    assert prediction_section(ReportInputs(predict_validation=tmp_path / "missing.csv")) is None
+    assert prediction_section(ReportInputs({"prediction_validation": tmp_path / "missing.csv"})) is None
 
 
 def test_all_to_all_v_and_multi_node_sections(tmp_path):
@@ -177,7 +177,7 @@ def test_all_to_all_v_and_multi_node_sections(tmp_path):
     summary = pd.concat([base, pd.DataFrame(extra)], ignore_index=True)
     data = make_synthetic(tmp_path, summary)
     out_md, out_html = tmp_path / "r.md", tmp_path / "r.html"
-    render_report(ReportInputs(data["summary_csv"], data["largest_csv"], data["env_json"], [], data["config"],
+    render_report(ReportInputs({"comm_summary": data["summary_csv"], "comm_largest": data["largest_csv"]}, data["env_json"], [], data["config"],
                                data["plan"]),
                   out_md, out_html)
     md = out_md.read_text()
@@ -195,7 +195,7 @@ def test_all_to_all_v_and_multi_node_sections(tmp_path):
     assert 'id="traffic"' in out_html.read_text() and 'id="nodes"' in out_html.read_text()
     # without such rows, neither section
     plain = make_synthetic(tmp_path / "plain", base)
-    render_report(ReportInputs(plain["summary_csv"], plain["largest_csv"], plain["env_json"], [], {}, plain["plan"]),
+    render_report(ReportInputs({"comm_summary": plain["summary_csv"], "comm_largest": plain["largest_csv"]}, plain["env_json"], [], {}, plain["plan"]),
                   tmp_path / "p.md", tmp_path / "p.html")
     assert "all_to_all_v by traffic" not in (tmp_path / "p.md").read_text()
     assert "across nodes" not in (tmp_path / "p.md").read_text()

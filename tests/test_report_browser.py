@@ -96,7 +96,7 @@ def test_hostile_host_and_gpu_names_render_as_text(tmp_path):
     env["gpus"][0]["name"] = 'H100 "quoted" <img src=x onerror="document.title=1">'
     data["env_json"].write_text(json.dumps(env))
     out_html = tmp_path / "r.html"
-    render_report(ReportInputs(data["summary_csv"], data["largest_csv"], data["env_json"], [], {}, data["plan"]),
+    render_report(ReportInputs({"comm_summary": data["summary_csv"], "comm_largest": data["largest_csv"]}, data["env_json"], [], {}, data["plan"]),
                   tmp_path / "r.md", out_html)
     run = _run_browser(tmp_path, "hostile", "--dump-dom", out_html.as_uri())
     dom = run.stdout

@@ -23,7 +23,7 @@ def _render(tmp_path, env: dict) -> tuple[list[str], str]:
     env_json = tmp_path / "env.json"
     env_json.write_text(json.dumps(env))
     out_md, out_html = tmp_path / "report" / "report.md", tmp_path / "report" / "report.html"
-    render_report(ReportInputs(data["summary_csv"], data["largest_csv"], env_json, [], data["config"], data["plan"]),
+    render_report(ReportInputs({"comm_summary": data["summary_csv"], "comm_largest": data["largest_csv"]}, env_json, [], data["config"], data["plan"]),
                   out_md, out_html)
     md = out_md.read_text()
     section = md.split("### Environment and versions\n", 1)[1].split("\n#", 1)[0]

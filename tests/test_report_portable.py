@@ -43,7 +43,7 @@ def test_copied_report_directory_keeps_every_figure(tmp_path):
 
 
 def _render(data, figures, out_dir: Path):
-    render_report(ReportInputs(data["summary_csv"], data["largest_csv"], data["env_json"], figures, data["config"],
+    render_report(ReportInputs({"comm_summary": data["summary_csv"], "comm_largest": data["largest_csv"]}, data["env_json"], figures, data["config"],
                                data["plan"], extra=data["extra"]),
                   out_dir / "report.md", out_dir / "report.html")
 

@@ -61,15 +61,16 @@ def inputs(tmp_path_factory) -> ReportInputs:
     write_health(health_dir / "health_before.csv", readings)
     write_health(health_dir / "health_after.csv", readings)
     write_diff(health_dir / "health_diff.csv", differences(readings, readings))
-    return ReportInputs(data["summary_csv"], data["largest_csv"], data["env_json"], [],
+    named = {"training_summary": "training_summary.csv", "memory_summary": "memory_summary.csv",
+             "prediction_validation": "predict/prediction_validation.csv", "comm_stragglers": "comm_stragglers.csv",
+             "comm_pairs": "comm_pairs.csv", "trace_overlap": "trace_overlap.csv", "nodes_scores": "nodes_scores.csv"}
+    return ReportInputs({"comm_summary": data["summary_csv"], "comm_largest": data["largest_csv"],
+                         **{name: tables / f for name, f in named.items()},
+                         "health_diff": health_dir / "health_diff.csv"}, data["env_json"], [],
                         dict(data["config"], report={"baseline": str(other)}), data["plan"], extra=data["extra"],
-                        training_summary=tables / "training_summary.csv", memory_summary=tables / "memory_summary.csv",
-                        predict_validation=tables / "predict/prediction_validation.csv",
-                        stragglers_csv=tables / "comm_stragglers.csv", pairs_csv=tables / "comm_pairs.csv",
-                        traces_csv=tables / "trace_overlap.csv", nodes_scores=tables / "nodes_scores.csv",
                         placements=[placement, hung],
                         run_started=datetime(2026, 11, 26, 12, tzinfo=timezone.utc), results_dir=tmp / "results",
-                        run_label="lab", health=health_dir)
+                        run_label="lab")
 
 
 def test_every_registered_section_renders_its_heading_in_order(inputs, tmp_path):

@@ -10,7 +10,7 @@ from distbench.comm.analysis.summary import SUMMARY_COLUMNS, largest, summarize
 from distbench.comm.contract import COMM_COLUMN_NAMES, read_comm_csv, read_comm_ranks_csv
 from distbench.comm.job import write_failure_rows
 from distbench.comm.plan import CommJob, job_params
-from distbench.comm.spec import SPECS, element_count
+from distbench.core.ops_spec import SPECS, element_count
 from distbench.core.units import human_bytes
 from distbench.pipeline.config import check_config
 from tests.conftest import torchrun

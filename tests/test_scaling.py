@@ -431,7 +431,7 @@ def test_gloo_figures_and_section_never_say_gpu(tmp_path):
     from distbench.training.analysis.section import build
 
     s.to_csv(tmp_path / "training_summary.csv", index=False)
-    part = build(ReportInputs(training_summary=tmp_path / "training_summary.csv"))
+    part = build(ReportInputs({"training_summary": tmp_path / "training_summary.csv"}))
     words = part["findings"] + [part["note"]] + part["table"]["headers"] + [c for r in part["table"]["rows"] for c in r]
     assert not [w for w in words if "GPU" in str(w)]
     assert "efficiency vs plain 1 rank" in part["table"]["headers"]

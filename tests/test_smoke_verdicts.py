@@ -73,9 +73,9 @@ def _inputs(tmp_path, backend: str, cores: int) -> ReportInputs:
     _comm_rows((2, 4, 6), backend).to_csv(tables / "comm_summary.csv", index=False)
     env = tmp_path / "env.json"
     env.write_text(json.dumps({"cpu_count": cores, "gpu_count": 0 if backend == "gloo" else 8, "gpus": []}))
-    return ReportInputs(summary=tables / "comm_summary.csv", largest=tables / "comm_summary.csv", env=env,
-                        config={}, plan={}, training_summary=tables / "training_summary.csv",
-                        memory_summary=tables / "memory_summary.csv")
+    return ReportInputs({"comm_summary": tables / "comm_summary.csv", "comm_largest": tables / "comm_summary.csv",
+                         "training_summary": tables / "training_summary.csv",
+                         "memory_summary": tables / "memory_summary.csv"}, env=env, config={}, plan={})
 
 
 def _section_text(md: str, heading: str) -> str:

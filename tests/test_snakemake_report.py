@@ -74,17 +74,16 @@ def test_snakemake_report_zip_has_our_figures_tables_and_categories(workflow_dir
     # no "Prediction" figures: a CPU run predicts no GPU cluster, and one world size checks no fit
     assert {"Communication", "Training", "Tables", "Memory", "GPU pairs"} <= set(categories)
     assert {"Communication", "Training", "Memory", "GPU pairs", "Prediction"} <= set(categories["Tables"])
-    assert f"{RUN}/tables/comm_diagnosed.csv" in categories["Tables"]["Communication"]
-    comm_figs = [p for sub in categories["Communication"].values() for p in sub]
-    assert f"{RUN}/figures/time_vs_size.png" in comm_figs
     assert f"{RUN}/tables/comm_summary.csv" in categories["Tables"]["Communication"]
+    comm_figs = [p for sub in categories["Communication"].values() for p in sub]
+    assert f"{RUN}/figures_comm/time_vs_size.png" in comm_figs
 
     # captions: rendered per figure (the figure's own text, with units), no reStructuredText errors
     results = _js_object(html, "results")
-    fig = results[f"{RUN}/figures/time_vs_size.png"]
+    fig = results[f"{RUN}/figures_comm/time_vs_size.png"]
     assert fig["labels"] == {"figure": "time_vs_size"}
     assert "Time per op (median over trials, each tick in the unit that fits" in fig["caption"]
-    assert "GB/s" in results[f"{RUN}/figures/busbw_vs_size.png"]["caption"]
+    assert "GB/s" in results[f"{RUN}/figures_comm/busbw_vs_size.png"]["caption"]
     assert "GB/s" in results[f"{RUN}/tables/comm_summary.csv"]["caption"]
     assert all(r["caption"].strip() for r in results.values())
     assert "system-message" not in html and "Unknown target name" not in html

@@ -1,4 +1,4 @@
-"""distbench.comm.spec is the one source of what each collective is: the torch ops, the harness, the
+"""distbench.core.ops_spec is the one source of what each collective is: the torch ops, the harness, the
 cost model, the config schema, the NCCL log names and summary.json all read it. Adding an op is one
 spec plus its TorchOp (see the spec module's docstring); these tests fail when a reader disagrees."""
 
@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from distbench.comm import spec as S
+from distbench.core import ops_spec as S
 from distbench.pipeline.config import check_config, load_schema
 from distbench.predict import model as P
 
@@ -45,7 +45,7 @@ def test_predict_follows_the_spec(monkeypatch):
 
 
 def test_the_harness_table_follows_the_spec(monkeypatch):
-    from distbench.comm.cli import table_line
+    from distbench.comm.main import table_line
 
     row = {"size_bytes": 8, "count": 2, "dtype": "float32", "op": "broadcast", "timing": "host",
            "inplace": True, "status": "skipped", "message": "x"}
@@ -101,5 +101,5 @@ def test_the_spec_module_is_torch_free():
     import subprocess
     import sys
 
-    code = "import sys, distbench.comm.spec, distbench.pipeline.config; assert 'torch' not in sys.modules"
+    code = "import sys, distbench.core.ops_spec, distbench.pipeline.config; assert 'torch' not in sys.modules"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

@@ -41,7 +41,7 @@ def test_summary_document_shape_and_schema(tmp_path):
     path = comm_summary(tmp_path, [{}])
     env = tmp_path / "env.json"
     env.write_text(json.dumps({"cuda_available": True, "gpus": [{"name": "NVIDIA H100 80GB HBM3"}], "torch": "2.11"}))
-    doc = summary_document(ReportInputs(summary=path, env=env), check_config({}))
+    doc = summary_document(ReportInputs({"comm_summary": path}, env=env), check_config({}))
     validate_summary(doc)
     assert doc["name"] == "distbench_4gpu" and doc["world_size"] == 4
     assert doc["config"]["device"] == "NVIDIA H100 80GB HBM3" and doc["config"]["warmup_iters"] == 5

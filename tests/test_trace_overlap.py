@@ -206,7 +206,7 @@ def test_traces_section_shows_breakdown_beside_overlap(tmp_path):
     cpu = _job_dir(tmp_path, "cpu", [CPU_RANK])
     out = tmp_path / "trace_overlap.csv"
     tov.write_overlap_table({gpu: {"family": "training", "job": "nccl/g"}, cpu: {"family": "comm", "job": "gloo/c"}}, out)
-    part = build(ReportInputs(traces_csv=out))
+    part = build(ReportInputs({"trace_overlap": out}))
     headers, rows = part["table"]["headers"], {r[1]: r for r in part["table"]["rows"]}
     col = headers.index("GPU time: idle / compute / non-compute (per rank)")
     assert col == headers.index("overlap by step times") + 1
@@ -367,7 +367,7 @@ def _profiled_job(tmp_path, step_us: float):
     summary = tmp_path / "training_summary.csv"
     pd.DataFrame([{"backend": "nccl", "model": "mlp", "strategy": "ddp", "world_size": 2, "config": "default",
                    "step_time_ms_median": 10.0, "overlap_fraction": 0.5}]).to_csv(summary, index=False)
-    return out, ReportInputs(traces_csv=out, training_summary=summary)
+    return out, ReportInputs({"trace_overlap": out, "training_summary": summary})
 
 
 @pytest.mark.parametrize("step_us, slowdown, warned", [(11_500, "+15.0", True), (10_500, "+5.0", False)])
@@ -403,7 +403,7 @@ def test_comm_traces_get_no_slowdown(tmp_path):
     d = _job_dir(tmp_path, "comm", [gpu_steps(50_000)])
     out = tmp_path / "trace_overlap.csv"
     tov.write_overlap_table({d: {"family": "comm", "job": "nccl/float32/ws1/default"}}, out)
-    part = build(ReportInputs(traces_csv=out))
+    part = build(ReportInputs({"trace_overlap": out}))
     headers, row = part["table"]["headers"], part["table"]["rows"][0]
     assert row[headers.index("profiler slowdown %")] == "—" and part["warnings"] == []
 

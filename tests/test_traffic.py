@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from distbench.comm.ops import TORCH_OPS, Ctx, a2av_counts
-from distbench.comm.spec import element_count
+from distbench.core.ops_spec import element_count
 from distbench.pipeline.config import ConfigError, check_config
 from distbench.comm.contract import read_comm_csv, read_comm_ranks_csv
 from distbench.comm.traffic import TrafficError, busiest, parse_traffic, read_matrix, split_counts

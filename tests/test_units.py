@@ -23,7 +23,7 @@ def test_sizes_and_bandwidth():
 
 def test_report_console_and_findings_agree():
     # the same figure through each path that shows it to people
-    from distbench.comm.cli import table_line
+    from distbench.comm.main import table_line
     from distbench.comm.analysis.findings import human_time_us as findings_time
     from distbench.core.section import time_cell as _time
 

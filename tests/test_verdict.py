@@ -107,7 +107,7 @@ def test_the_report_opens_with_the_verdict(tmp_path):
     data = make_synthetic(tmp_path / "t", pd.DataFrame([_comm(365.0), {**_comm(365.0), "size_bytes": 8, "status": "skipped",
                                                                        "message": "too small"}]))
     out_md, out_html = tmp_path / "r.md", tmp_path / "r.html"
-    render_report(ReportInputs(data["summary_csv"], data["largest_csv"], data["env_json"], [], {}, data["plan"],
+    render_report(ReportInputs({"comm_summary": data["summary_csv"], "comm_largest": data["largest_csv"]}, data["env_json"], [], {}, data["plan"],
                                extra={"peak": PEAK}),
                   out_md, out_html)
     md = out_md.read_text()

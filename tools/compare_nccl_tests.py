@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from distbench.comm.spec import SPECS  # the one op table: nccl-tests' program per op
+from distbench.core.ops_spec import SPECS  # the one op table: nccl-tests' program per op
 
 NCCL_TESTS_OPS = {s.nccl_tests_binary: s.name for s in SPECS.values() if s.nccl_tests_binary}
 BUSBW_TARGET = 0.97  # at 32 MiB and above (issue 24)

@@ -46,6 +46,8 @@ lib="$build/libnccl-profiler-inspector.so"
 # A dump interval: with the default (-1: write at communicator teardown only) a torchrun job that
 # ends with destroy_process_group wrote nothing (2x H100, torch 2.11, NCCL 2.28.9); 500 µs wrote every
 # collective (benchmarks/investigations/nccl-inspector). What it costs a step is not measured yet.
-printf 'export NCCL_PROFILER_PLUGIN=%q NCCL_INSPECTOR_ENABLE=1 NCCL_INSPECTOR_DUMP_THREAD_INTERVAL_MICROSECONDS=500\n' \
+# Every size (the default floor, 8 KiB, drops small buckets). NCCL_INSPECTOR_DUMP_DIR must exist
+# before NCCL starts: the plugin makes no parent directories (a missing one got no output).
+printf 'export NCCL_PROFILER_PLUGIN=%q NCCL_INSPECTOR_ENABLE=1 NCCL_INSPECTOR_DUMP_THREAD_INTERVAL_MICROSECONDS=500 NCCL_INSPECTOR_DUMP_MIN_SIZE_BYTES=0\n' \
   "$lib" > "$build/env.sh"
 echo "built $lib (NCCL commit ${commit:0:12}); source $build/env.sh"

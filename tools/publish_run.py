@@ -7,7 +7,6 @@ from the repository root with this checkout importable (PYTHONPATH=. or the pack
 """
 
 import argparse
-import json
 import shutil
 from pathlib import Path
 
@@ -15,7 +14,9 @@ import yaml
 
 from distbench.pipeline.config import check_config
 from distbench.pipeline.plan import make_plan, plan_summary
-from distbench.report.render import render_report
+from distbench.core.section import ReportInputs
+from distbench.pipeline.families import figure_dirs, report_tables
+from distbench.report.render import documents_of, figures_in, render_report
 
 
 def main():
@@ -37,22 +38,24 @@ def main():
         if not (res / "tables").is_dir():
             p.error(f"give --label: {a.workdir}/results holds {[d.name for d in runs]}")
     out = a.outdir
-    for sub in ("tables", "probe", "figures", "probe/nccl_logs"):
+    cfg = check_config({**yaml.safe_load(a.config.read_text()), "gpus": a.gpus})
+    plan = make_plan(cfg)
+    for sub in ("tables", "probe", "probe/nccl_logs"):
         (out / sub).mkdir(parents=True, exist_ok=True)
-    for f in (res / "tables").glob("*.csv"):
-        shutil.copy(f, out / "tables")
-    for name in ("env", "topology", "nccl", "advice"):
+    shutil.copytree(res / "tables", out / "tables", dirs_exist_ok=True)
+    for name in ("env", "topology", "nccl"):
         shutil.copy(res / "probe" / f"{name}.json", out / "probe")
     for f in (res / "probe/nccl_logs").glob("nccl.*.log"):
         shutil.copy(f, out / "probe/nccl_logs")
-    for f in (res / "figures").glob("*.png"):
-        shutil.copy(f, out / "figures")
-    cfg = check_config({**yaml.safe_load(a.config.read_text()), "gpus": a.gpus})
-    plan_report = plan_summary(make_plan(cfg), a.gpus_source)
-    render_report(out / "tables/comm_diagnosed.csv", out / "tables/comm_largest.csv", out / "probe/env.json",
-                  sorted((out / "figures").glob("*.png")), cfg, plan_report, out / "report.md", out / "report.html",
-                  extra=json.loads((out / "probe/advice.json").read_text()))
-
+    # the families' tables and figure directories, as their manifests name them (distbench.pipeline.families)
+    for d in figure_dirs(cfg, plan):
+        if (res / d).is_dir():
+            shutil.copytree(res / d, out / d, dirs_exist_ok=True)
+    tables = {name: out / t.path for name, t in report_tables(cfg, plan).items() if (out / t.path).exists()}
+    inputs = ReportInputs(tables=tables, env=out / "probe/env.json",
+                          figures=figures_in([out / d for d in figure_dirs(cfg, plan)]), config=cfg,
+                          plan=plan_summary(plan, a.gpus_source), extra=documents_of(tables))
+    render_report(inputs, out / "report.md", out / "report.html")
 
 if __name__ == "__main__":
     main()

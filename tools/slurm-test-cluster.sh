@@ -11,7 +11,8 @@
 #   tools/slurm-test-cluster.sh stop           # stop exactly the daemons `start` started (by PID)
 #
 # Environment: SLURM_TEST_STATE (config, pid files, daemon output, spool; default
-# /run/distbench-slurm), SLURM_TEST_NODES (default 2), SLURM_TEST_PARTITION (default debug).
+# /run/distbench-slurm), SLURM_TEST_NODES (default 2), SLURM_TEST_PARTITION (default debug),
+# SLURM_TEST_EXTRA_CONF (a file of slurm.conf lines appended to the config, e.g. Prolog=).
 # The config lives in the state directory; /etc/slurm/slurm.conf links to it while the cluster runs
 # (commands started inside a job by the Snakemake SLURM plugin lose SLURM_CONF, so the default path
 # must work), created only where no config exists and removed by `stop`: a SLURM installation of
@@ -83,6 +84,8 @@ MinJobAge=1800
 NodeName=node[1-$NODES] NodeHostname=localhost NodeAddr=127.0.0.1 Port=17001-$((17000 + NODES)) CPUs=$cpus RealMemory=$mem State=UNKNOWN
 PartitionName=$PARTITION Nodes=ALL Default=YES MaxTime=INFINITE DefMemPerCPU=500 OverSubscribe=NO State=UP
 CONF
+  # SLURM_TEST_EXTRA_CONF: a file of slurm.conf lines to add (the gate's Prolog= / HealthCheckProgram= tests)
+  if [ -n "${SLURM_TEST_EXTRA_CONF:-}" ]; then cat "$SLURM_TEST_EXTRA_CONF" >> "$CONF"; fi
   log "wrote $CONF ($NODES nodes, CPUs=$cpus, RealMemory=$mem each)"
 }
 

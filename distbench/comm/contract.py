@@ -41,7 +41,7 @@ COMM_COLUMNS: tuple[Column, ...] = (
     Column("backend", "string", "nccl or gloo"),
     Column("world_size", "int64", "number of ranks in the job"),
     Column("nodes", "int64", "nodes the ranks ran on, one torchrun agent each (world_size / nodes ranks per node)"),
-    Column("op", "string", "collective name from distbench.comm.spec.OPS"),
+    Column("op", "string", "collective name from distbench.core.ops_spec.OPS"),
     Column("traffic", "string", "all_to_all_v's traffic matrix: uniform, zipf:S (rank d receives in proportion to 1/(d+1)^S, MoE routing) or file:PATH (distbench.comm.traffic); none for every other op"),
     Column("dtype", "string", "element type (float32, bfloat16, ...)"),
     Column("nccl_env", "string", "label of the NCCL environment sweep point ('default' when none)"),

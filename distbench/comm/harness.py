@@ -48,7 +48,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from distbench.comm.spec import SPECS, element_count, placements
+from distbench.core.ops_spec import SPECS, element_count, placements
 from distbench.core.choices import DEVICE_TIMINGS, RANK_AGGS
 from distbench.core.units import human_bytes
 from distbench.launch.ranks import RankContext, node_count, ranks_text

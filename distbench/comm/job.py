@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 from distbench.launch.cluster import Launch
 from distbench.launch.failure import unreached_rows
-from distbench.comm.cli import pairs_path, ranks_path
+from distbench.comm.main import pairs_path, ranks_path
 from distbench.comm.harness import base_row, plan_points
 from distbench.core.io import atomic_write_text, csv_text, partial_path, read_partial_rows
 from distbench.launch.torchrun import TorchrunJob, job_environment, run_job_with_traces
@@ -68,7 +68,7 @@ def write_failure_rows(job, params, out_csv: Path, message: str, status: str = "
     """Keep finished rows; mark the measurement in progress `status` (failed, or hung) and the rest not_run."""
     import torch
 
-    from distbench.comm.spec import SPECS, element_count
+    from distbench.core.ops_spec import SPECS, element_count
 
     done = read_partial_rows(partial_path(out_csv), COMM_COLUMN_NAMES)
     trials = params["trials"]

@@ -1,4 +1,4 @@
-"""The torch side of each collective: one `TorchOp` per spec of distbench.comm.spec (which holds
+"""The torch side of each collective: one `TorchOp` per spec of distbench.core.ops_spec (which holds
 what an op is, torch-free: its bus factor, buffer split, nccl-tests and NCCL names, in-place forms).
 
 Each TorchOp says how to allocate its buffers, (re)write rank-dependent inputs into them, run the
@@ -35,7 +35,7 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
-from distbench.comm.spec import SPECS, OpSpec
+from distbench.core.ops_spec import SPECS, OpSpec
 
 
 @dataclass
@@ -49,7 +49,7 @@ class Buffers:
 
 @dataclass(frozen=True)
 class TorchOp:
-    spec: OpSpec  # what the op is (distbench.comm.spec); this class only says how torch runs it
+    spec: OpSpec  # what the op is (distbench.core.ops_spec); this class only says how torch runs it
     make: Callable[["Ctx", int], Buffers]  # (ctx, count) -> buffers holding the inputs
     run: Callable[["Ctx", Buffers], None]
     make_inplace: Callable[["Ctx", int], Buffers] | None = None  # nccl-tests' in-place variant (spec.has_inplace_variant)
@@ -295,4 +295,4 @@ TORCH_OPS: dict[str, TorchOp] = {t.spec.name: t for t in (
     TorchOp(SPECS["send_recv"], _send_recv_make, _send_recv_run),
     TorchOp(SPECS["barrier"], lambda c, n: Buffers(None, None, lambda: None, None), _barrier_run),
 )}
-assert tuple(TORCH_OPS) == tuple(SPECS), "distbench.comm.spec.SPECS and TORCH_OPS must list the same ops, in order"
+assert tuple(TORCH_OPS) == tuple(SPECS), "distbench.core.ops_spec.SPECS and TORCH_OPS must list the same ops, in order"

@@ -3,20 +3,20 @@ the Snakefile read these before any job starts).
 
 `tests/test_choices.py` ties them to the places that must repeat them: the JSON schema that
 Snakemake validates against, the harness's command line, the rules' wildcard constraints and the
-README. The ops are not here: each collective is one spec in distbench.comm.spec (its own module's
+README. The ops are not here: each collective is one spec in distbench.core.ops_spec (its own module's
 docstring says how to add one).
 """
 
 from __future__ import annotations
 
 BACKENDS = ("nccl", "gloo")
-# all_to_all_v's traffic matrices (distbench.comm.traffic): uniform, zipf:S (MoE routing skew), file:PATH
+# all_to_all_v's traffic matrices: uniform, zipf:S (MoE routing skew), file:PATH
 TRAFFIC_KINDS = ("uniform", "zipf", "file")
 DTYPES = ("float32", "bfloat16", "float16", "float64", "int32")
 # events: CUDA events around back-to-back ops; graph: CUDA-graph replay; host: host clock around
 # each op plus a device sync. Gloo (CPU) only has `host`.
 # How nccl-tests names our dtypes in its table and -J output (its per-op redop and root are in
-# distbench.comm.spec).
+# distbench.core.ops_spec).
 NCCL_TESTS_TYPES = {"float32": "float", "bfloat16": "bfloat16", "float16": "half", "float64": "double", "int32": "int32"}
 TIMINGS = ("events", "graph", "host")
 DEVICE_TIMINGS = ("events", "graph")
@@ -32,9 +32,9 @@ STATUSES = ("ok", "oom", "skipped", "not_run", "failed", "hung", "timeout", "wro
 # Worst first: a point's (or a job's) status is the worst over its rows.
 STATUS_SEVERITY = {s: i for i, s in enumerate(("wrong", "hung", "failed", "timeout", "oom", "not_run", "skipped", "ok"))}
 
-# The training family.
-COMM_HOOKS = ("none", "bf16_compress", "fp16_compress")
-TRAINING_DTYPES = ("float32", "bfloat16")
+# Training a model (the families that train one: their jobs' DDP communication hook, dtype, ...).
+DDP_HOOKS = ("none", "bf16_compress", "fp16_compress")
+MODEL_DTYPES = ("float32", "bfloat16")
 OPTIMIZERS = ("sgd", "sgd_momentum", "adamw")
 SCALINGS = ("weak", "strong")
 LAUNCHERS = ("auto", "local", "srun", "ssh")  # how a multi-node job starts its torchrun agents (distbench.launch.cluster)

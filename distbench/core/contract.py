@@ -1,9 +1,7 @@
 """The CSV contract machinery every benchmark family uses: a `Column` (name, pandas dtype, meaning), a
 `Contract` (a family's columns, allowed values, the column that must be positive on ok rows),
 `check_frame` / `read_csv` to hold a DataFrame or a CSV to one, and the status/message columns every
-family's CSV ends with. Each family writes its own contracts: distbench.comm.contract (comm.csv,
-comm_ranks.csv, pairs.csv), distbench.training.contract (training.csv), distbench.memory.contract
-(memory.csv). docs/csv-schema.md renders them for humans (`markdown_table`; tests/test_schema.py
+family's CSV ends with. Each family writes its own contracts (its contract.py). docs/csv-schema.md renders them for humans (`markdown_table`; tests/test_schema.py
 checks it).
 """
 

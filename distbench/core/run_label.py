@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+from collections.abc import Sequence
 from pathlib import Path
 
 LABEL_PATTERN = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")
@@ -44,16 +45,15 @@ def resolve_label(configured: str | None) -> str:
     return label
 
 
-def _has_tables(d: Path) -> bool:
-    return (d / "comm_summary.csv").exists() or (d / "training_summary.csv").exists()
-
-
-def baseline_tables_dir(baseline, results_dir="results") -> Path | None:
-    """The directory holding a baseline run's tables (report.baseline), the first that holds a
-    summary table of: `results/<baseline>/tables` (a run label: another host's run copied in, or an
+def baseline_tables_dir(baseline, marks: Sequence[str], results_dir="results") -> Path | None:
+    """The directory holding a baseline run's tables (report.baseline), the first that holds one of
+    `marks` (file names of the tables a run is compared by: the families' summaries) of: `results/<baseline>/tables` (a run label: another host's run copied in, or an
     earlier run of this one), `<path>/tables` (a run's directory), `<path>/results/tables` (a tree
     from before run labels), `<path>/<label>/tables` when exactly one run is there (a copied
     results/), or the path itself (a tables directory). None when none does."""
+    def _has_tables(d: Path) -> bool:
+        return any((d / name).exists() for name in marks)
+
     p = Path(baseline)
     candidates = [Path(results_dir) / baseline / "tables"] if "/" not in str(baseline) else []
     candidates += [p / "tables", p / "results" / "tables"]

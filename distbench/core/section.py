@@ -43,43 +43,46 @@ class Headline:
 
 @dataclass
 class ReportInputs:
-    """What one report is made from: the run's tables (paths; each CSV read once, on first use),
+    """What one report is made from: the run's tables by name (paths; each read once, on first use),
     the probes' results and the plan. Any of them may be missing; the sections that need it are
-    then left out."""
+    then left out. The names are those of the families' manifests (distbench.core.manifest.Table),
+    so a new table reaches its section without a field here."""
 
-    summary: Path | str | None = None  # comm_diagnosed.csv (or comm_summary.csv)
-    largest: Path | str | None = None  # comm_largest.csv
+    tables: Mapping[str, Path | str | None] = field(default_factory=dict)  # table name -> path
     env: Path | str | None = None  # probe/env.json
     figures: Sequence[Path] = ()
     config: dict | None = None
     plan: dict | None = None
-    extra: dict | None = None  # the probes' results (advice.json): peak, topology, nccl, placement, advice
-    training_summary: Path | str | None = None
-    memory_summary: Path | str | None = None
-    predict_validation: Path | str | None = None
-    stragglers_csv: Path | str | None = None
-    pairs_csv: Path | str | None = None
-    traces_csv: Path | str | None = None
-    health: Path | str | None = None  # the health check's directory: health_before/after/diff.csv
-    nodes_scores: Path | str | None = None  # node-pair rounds: tables/nodes_scores.csv (nodes_pairs.csv beside it)
+    extra: dict | None = None  # the probes' results a family joined (peak, topology, nccl, placement, advice)
     placements: Sequence[Path] | None = None
     run_started: Any = None  # datetime of the Snakemake run rendering the report
     results_dir: Path | str | None = None  # results/, holding this run and any copied from other hosts
     run_label: str | None = None
-    full_tables: Sequence[Path] | None = None  # copied beside the report; default: largest and summary
+    full_tables: Sequence[Path] | None = None  # copied beside the report; default: those a section describes
     # the sections this report is made of (render.build_context sets them): the report's own sections
     # that gather from the families (regressions, several runs) read their measures and parts here
     sections: Sequence[Section] = ()
     _tables: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
-    def table(self, key: str, reader: Callable[[Path], pd.DataFrame] = pd.read_csv) -> pd.DataFrame | None:
-        """The CSV named by field `key`, read once by `reader` through the one reader
-        (distbench.core.readers: a torn, binary or unparsable file raises UnreadableFile naming it);
-        None when absent or empty on disk."""
-        if (key, reader) not in self._tables:
-            path = getattr(self, key)
-            self._tables[(key, reader)] = read_table(path, remake(path), parse=reader, missing_ok=True) if path else None
-        return self._tables[(key, reader)]
+    def path(self, name: str) -> Path | None:
+        """Where table `name` is (None: this report has none)."""
+        p = self.tables.get(name)
+        return Path(p) if p else None
+
+    def table(self, name: str, reader: Callable[[Path], pd.DataFrame] = pd.read_csv) -> pd.DataFrame | None:
+        """Table `name`, read once by `reader` through the one reader (distbench.core.readers: a torn,
+        binary or unparsable file raises UnreadableFile naming it); None when absent or empty on disk."""
+        if (name, reader) not in self._tables:
+            path = self.path(name)
+            self._tables[(name, reader)] = read_table(path, remake(path), parse=reader, missing_ok=True) if path else None
+        return self._tables[(name, reader)]
+
+    def tables_dir(self) -> Path | None:
+        """This run's tables/ directory: results/<label>/tables, else where its first table is."""
+        if self.results_dir and self.run_label:
+            return Path(self.results_dir) / self.run_label / "tables"
+        first = next((Path(p) for p in self.tables.values() if p), None)
+        return first.parent if first else None
 
     def env_dict(self) -> dict:
         """env.json as a dict ({} when missing); one that cannot be read raises UnreadableFile."""
@@ -102,16 +105,20 @@ class Measure:
     table holding it, the columns naming one point, the value and its p5/p95 noise."""
 
     family: str
-    table: str  # file name under tables/, this run's and the baseline's
+    table: str  # file name under tables/, this run's and the baseline's; its stem is its ReportInputs name
     keys: tuple[str, ...]
     value: str
     low: str | None  # p5 column (None: no noise recorded, the threshold alone decides)
     high: str | None
     worse_when_higher: bool = True
     unit: str = ""  # µs, ms or B: how the value is written and a move named (slower/faster, more/less)
-    input: str = ""  # the ReportInputs field naming this run's table
     # key columns added after tables were first written: the value they had in the older tables
     defaults: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        """The table's name, as ReportInputs.table knows it."""
+        return Path(self.table).stem
 
 
 @dataclass(frozen=True)
@@ -119,7 +126,7 @@ class SummaryPart:
     """A family's part of report/summary.json: `results.<key>`, the records of one of its tables."""
 
     key: str
-    input: str  # the ReportInputs field naming the table
+    input: str  # the table's name (ReportInputs.table)
     fields: tuple[str, ...]  # the columns each record keeps, in order (those the table lacks are left out)
     by: str | None = None  # records grouped under each value of this column (sorted); None: one list
     order: tuple[str, ...] = ()  # within a group, records sorted by these columns

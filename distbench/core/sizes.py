@@ -92,8 +92,8 @@ def size_sweep(min_bytes, max_bytes, step_factor: float = 2) -> list[int]:
     return out
 
 
-def sizes_from_config(comm_cfg: dict) -> list[int]:
-    sizes = comm_cfg["sizes"]
+def sizes_from_config(cfg: dict) -> list[int]:
+    sizes = cfg["sizes"]
     if isinstance(sizes, dict):
         return size_sweep(sizes["min_bytes"], sizes["max_bytes"], sizes.get("step_factor", 2))
     out = sorted({parse_size(s) for s in sizes})

@@ -56,7 +56,6 @@ MANIFEST = f"{LAUNCHES}/manifest.json"
 FAILED = f"{LAUNCHES}/failed.json"
 STAGED = "staged"
 DONE = "done.json"
-BATCH_RULES = ("training_job", "memory_job")  # the families whose jobs share a launch
 
 
 @dataclass(frozen=True)
@@ -115,9 +114,11 @@ def batchable(entry: Entry) -> bool:
 
 
 def write_manifest(results_dir, entries: list[Entry], invocation: str | None = None) -> Path:
+    """The manifest of this invocation's jobs that may share a launch (`entries`: the jobs of the
+    families that share launches; a traced or multi-node one is left out)."""
     path = Path(results_dir) / MANIFEST
     atomic_write_json(path, {"invocation": invocation or current_invocation(),
-                             "entries": [asdict(e) for e in entries if e.rule in BATCH_RULES and batchable(e)]})
+                             "entries": [asdict(e) for e in entries if batchable(e)]})
     (Path(results_dir) / FAILED).unlink(missing_ok=True)  # a new invocation tries every group again
     return path
 
@@ -126,9 +127,10 @@ def clear_manifest(results_dir) -> None:
     (Path(results_dir) / MANIFEST).unlink(missing_ok=True)
 
 
-def plan_shared_launches(workflow, results_dir, enabled: bool) -> None:
+def plan_shared_launches(workflow, results_dir, enabled: bool, rules) -> None:
     """The Snakefile's onstart: staged results no running invocation will adopt are discarded, then
-    the manifest of this invocation's training and memory jobs, read from Snakemake's DAG
+    the manifest of this invocation's jobs of `rules` (the families that share launches), read from
+    Snakemake's DAG
     (distbench.launch.dag_view: if reading it fails, every job launches alone, as without it)."""
     from distbench.launch.dag_view import planned_jobs
 
@@ -137,7 +139,7 @@ def plan_shared_launches(workflow, results_dir, enabled: bool) -> None:
     if not enabled:
         return
     try:
-        entries = [entry_of(j) for j, runs in planned_jobs(workflow, BATCH_RULES) if runs]
+        entries = [entry_of(j) for j, runs in planned_jobs(workflow, tuple(rules)) if runs]
     except Exception as e:  # noqa: BLE001 - shared launches save time; the jobs run alone without them
         print(f"distbench: no shared launches ({type(e).__name__}: {e})", file=sys.stderr)
         return

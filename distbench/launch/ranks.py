@@ -64,6 +64,41 @@ def end_groups(keep: bool) -> None:
         _KEPT_GROUPS.clear()
 
 
+def finish_config(h, writer, keep_groups: bool) -> int:
+    """The end of a training or memory configuration, once every rank measured: the rows written
+    (writer: the rank's PartialCsvs, or None), the model, its DDP/FSDP wrapping and optimizer dropped
+    (DDP's reducer holds Gloo/NCCL work) before the process groups go, so nothing of them is torn down
+    at interpreter exit; the groups kept for a batch launch's next configuration. `h` is the family's
+    harness: dist, ctrl (its bookkeeping group), wrapped, model, opt."""
+    from distbench.launch.timeline import mark
+
+    h.dist.barrier(group=h.ctrl)
+    mark("measure_end")
+    if writer is not None:
+        writer.close()
+    mark("written")
+    h.wrapped = h.model = h.opt = None
+    gc.collect()
+    h.dist.barrier(group=h.ctrl)
+    end_groups(keep_groups)
+    return 0
+
+
+def exit_rank(code: int) -> None:
+    """How a family's `python -m distbench.<family>` ends, its results written and renamed and its
+    process groups destroyed: this rank's phase marks (distbench.launch.timeline: os._exit runs no
+    atexit), the streams flushed, then out without the interpreter's teardown. That teardown cost
+    about a second per job, and with Gloo a background thread of torch's occasionally aborts the
+    process there ("terminate called without an active exception", exit -6), which would turn a
+    complete job into a failed one."""
+    from distbench.launch.timeline import finish
+
+    finish()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def run_configs(main, argv: list[str]) -> int:
     """A family's entry point: `--batch FILE` runs every configuration FILE lists
     (distbench.launch.batch), one after another in this process and its groups, each writing its

@@ -40,9 +40,9 @@ import sys
 from pathlib import Path
 
 from distbench.launch.timeline import mark
-from distbench.core.choices import BACKENDS, OPTIMIZERS, TRAINING_DTYPES
+from distbench.core.choices import BACKENDS, OPTIMIZERS, MODEL_DTYPES
 from distbench.launch.failure import unreached_rows
-from distbench.launch.ranks import end_groups, RankContext, failure_status, first_line
+from distbench.launch.ranks import RankContext, failure_status, finish_config, first_line
 from distbench.workloads.cli import add_model_args, resolve_model_args
 from distbench.memory.contract import MEMORY_COLUMN_NAMES
 from distbench.memory.search import DEFAULT_SEARCH_MAX_BATCH, predicted_largest_batch, reached_cap, search_largest_batch
@@ -210,7 +210,7 @@ def parse_args(argv=None):
     p.add_argument("--backend", choices=BACKENDS, required=True)
     p.add_argument("--gradient-as-bucket-view", choices=("false", "true"), default="false")
     add_model_args(p)
-    p.add_argument("--dtype", choices=TRAINING_DTYPES, default="float32")
+    p.add_argument("--dtype", choices=MODEL_DTYPES, default="float32")
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw")
     p.add_argument("--batch-sizes", required=True, help="comma-separated per-rank batch sizes, e.g. 1,2,4,8")
     p.add_argument("--search", choices=("false", "true"), default="true",
@@ -298,16 +298,7 @@ def main(argv=None, keep_groups: bool = False) -> int:
             h.rewrap()  # a step cut short leaves DDP's reducer mid-iteration
             break
         search(a, h, write, say, measured)
-    h.dist.barrier(group=h.ctrl)
-    mark("measure_end")
-    if writer is not None:
-        writer.close()
-    mark("written")
-    h.wrapped = h.model = h.opt = None
-    gc.collect()
-    h.dist.barrier(group=h.ctrl)
-    end_groups(keep_groups)  # a batch launch's next configuration reuses them
-    return 0
+    return finish_config(h, writer, keep_groups)  # a batch launch's next configuration reuses its groups
 
 
 def search_guess(h: MemoryHarness, measured: list) -> int | None:

@@ -1,13 +1,6 @@
-import os
-import sys
-
-from distbench.launch.timeline import finish
+from distbench.launch.ranks import exit_rank
 from distbench.nodes.harness import main
 
-code = main()
-# As the other families: results written, process groups destroyed; leave without the interpreter's
-# teardown (a Gloo thread occasionally aborts it).
-finish()  # this rank's phase marks (distbench.launch.timeline): os._exit runs no atexit
-sys.stdout.flush()
-sys.stderr.flush()
-os._exit(code)
+# one configuration; then out without the
+# interpreter's teardown (distbench.launch.ranks.exit_rank says why)
+exit_rank(main())

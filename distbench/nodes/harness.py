@@ -30,6 +30,7 @@ import time
 
 from distbench.core.choices import BACKENDS
 from distbench.core.io import atomic_write_text, csv_text
+from distbench.core.ops_spec import SPECS
 from distbench.launch import progress
 from distbench.launch.timeline import mark
 from distbench.nodes.contract import NODES_COLUMN_NAMES
@@ -186,7 +187,7 @@ class Round:
                     beacon.done()  # after the clock is read
                 med = percentile(times, 0.5)
                 algbw = size / (med * 1e-6) / 1e9
-                bus = algbw * (2 * (n_pair - 1) / n_pair if op == "all_reduce" else 1.0)
+                bus = algbw * SPECS[op].bus_factor(n_pair)  # nccl-tests' factor, as the comm jobs
                 rows.append({"round": a.round, "nodes": a.nodes, "backend": a.backend,
                              "node_a": self.names[na], "node_b": self.names[nb], "node_a_index": na,
                              "node_b_index": nb, "op": op, "direction": direction, "size_bytes": numel * 4,

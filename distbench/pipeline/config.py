@@ -1,7 +1,7 @@
 """Config validation with errors that name the key and the allowed values.
 
 The JSON schema (distbench/pipeline/config.schema.yaml) is the single source of truth, except for
-the op names: `load_schema` fills their enum and comm.ops' default in from distbench.comm.spec.OPS,
+the op names: `load_schema` fills their enum and comm.ops' default in from distbench.core.ops_spec.OPS,
 so an op is named in one place. `check_config` validates with jsonschema first (readable messages,
 every bad key at once), then lets snakemake.utils.validate fill in the schema's defaults (it works on
 a plain dict, so tests and distbench.pipeline.plan users get the same config as the workflow).
@@ -21,6 +21,14 @@ from distbench.core.run_label import baseline_tables_dir, label_problem
 from distbench.pipeline.cli_values import _resolve, coerce_cli_values
 
 SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
+
+
+def baseline_marks() -> list[str]:
+    """The tables a baseline run is found by: the families' summaries (their manifests mark them for
+    summary.json), as file names under tables/."""
+    from distbench.pipeline.families import manifests
+
+    return [Path(t.path).name for m in manifests() for t in m.tables if t.summary_json]
 SIZE_REF = "#/definitions/size"
 SIZE_HELP = ("use bytes as an integer, or a number with a unit: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB, "
              "or K/M/G/T = binary as in nccl-tests")
@@ -89,7 +97,7 @@ class ConfigError(ValueError):
 def load_schema() -> dict:
     """The schema, with the op enum and comm.ops' default from the op specs, and the workload enum
     from the workload registry (with any DISTBENCH_WORKLOAD_MODULES extension loaded)."""
-    from distbench.comm.spec import OPS
+    from distbench.core.ops_spec import OPS
     from distbench.workloads.registry import WORKLOADS, load_extensions
 
     load_extensions()
@@ -446,9 +454,10 @@ def check_config(config: dict) -> dict:
         problems += [f"config key comm.traffic: {m}" for m in traffic_problems(config["comm"]["traffic"])]
         baseline = config["report"]["baseline"]
         if baseline:
-            if baseline_tables_dir(baseline) is None:
-                problems.append(f"config key report.baseline: {shown(baseline)} holds no comm_summary.csv or "
-                                "training_summary.csv (give a run label under results/, an earlier results/ tree, or its tables/ directory)")
+            marks = baseline_marks()
+            if baseline_tables_dir(baseline, marks) is None:
+                problems.append(f"config key report.baseline: {shown(baseline)} holds no {' or '.join(marks)} (give a "
+                                "run label under results/, an earlier results/ tree, or its tables/ directory)")
     if problems:
         problems = [_clip(p) for p in problems]
         if len(problems) > MAX_PROBLEMS:

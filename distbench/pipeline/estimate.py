@@ -28,25 +28,19 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-# Where each family's rule writes its benchmark tsv (under results/<label>/); the rules use these
-# templates, so the estimate reads exactly what they write.
-BENCHMARKS = {
-    "comm": "benchmarks/comm/{backend}/{dtype}/ws{world_size}/{nccl_env}.tsv",
-    "training": "benchmarks/training/{backend}/{model}/ws{world_size}/{config}.tsv",
-    "memory": "benchmarks/memory/{backend}/{model}/ws{world_size}/{config}.tsv",
-    "probe": "benchmarks/probe/{backend}/ws{world_size}.tsv",
-}
-# A job's output that Snakemake finds in place when the job is cached (rules/common.smk's *_DIR).
-OUTPUTS = {
-    "comm": "comm/{backend}/{dtype}/ws{world_size}/{nccl_env}/comm.csv",
-    "training": "training/{backend}/{model}/ws{world_size}/{config}/training.csv",
-    "memory": "memory/{backend}/{model}/ws{world_size}/{config}/memory.csv",
-    "probe": "probe/nccl.json",
-}
+from distbench.pipeline.families import manifests
+
+# The families the estimate counts (their manifests say `estimated`: distbench.core.manifest), each
+# under the name of its directory below benchmarks/ (the NCCL probe's is "probe"): where its rule
+# writes its benchmark tsv (under results/<label>/), the result Snakemake finds in place when the job is
+# cached, and its rule. The rules use the same manifests, so the estimate reads exactly what they write.
+_ESTIMATED = {Path(m.benchmark).parts[1]: m for m in manifests() if m.estimated}
+BENCHMARKS = {name: m.benchmark for name, m in _ESTIMATED.items()}
+OUTPUTS = {name: m.job_file() for name, m in _ESTIMATED.items()}
 FAMILIES = tuple(BENCHMARKS)
-# Snakemake's benchmark rules and the family each measures (rules/*.smk): the DAG's jobs of these
-# rules are the estimate's jobs.
-RULE_FAMILIES = {"comm_job": "comm", "training_job": "training", "memory_job": "memory", "probe_nccl": "probe"}
+# Snakemake's benchmark rules and the family each measures: the DAG's jobs of these rules are the
+# estimate's jobs.
+RULE_FAMILIES = {m.job_rule: name for name, m in _ESTIMATED.items()}
 # What the history may cost before a run: directory entries looked at under results/ in all, and the
 # bytes of one file (a benchmark tsv is a header and a line per repeat: about 100 bytes each).
 MAX_ENTRIES = 20_000
@@ -101,7 +95,7 @@ DEFAULTS = {
 # the others 7-10 s (DDP) and 3 s (FSDP memory jobs, no search); 2 cores: about 1.5 s (import torch
 # and the Gloo group) of a 3-5 s job.
 LAUNCH_COST_S = {("gpu", "training"): 9.0, ("gpu", "memory"): 9.0, ("cpu", "training"): 1.5, ("cpu", "memory"): 1.5}
-BATCHED = ("training", "memory")
+BATCHED = tuple(name for name, m in _ESTIMATED.items() if m.shares_launches)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,16 @@ from distbench.launch.cluster import Layout, job_layout, launch_params, slurm_re
 from distbench.launch.planning import world_sizes as world_sizes_of
 from distbench.memory.plan import memory_jobs
 from distbench.nodes.plan import nodes_plan
+from distbench.launch.profiling import family_mode
+from distbench.pipeline.families import manifests
 from distbench.training.plan import training_jobs
+
+
+def profiled(config: dict) -> dict[str, str]:
+    """{family: profile mode} of the families whose jobs write traces (their manifests say `traced`)
+    and are profiled (config `profile`, per family: torch or nsys)."""
+    modes = {m.name: family_mode(config, m.name) for m in manifests() if m.traced}
+    return {f: mode for f, mode in modes.items() if mode != "off"}
 
 
 def detect_gpus() -> tuple[int, str]:
@@ -56,6 +65,8 @@ def make_plan(config: dict, detected: tuple[int, str] | None = None) -> dict:
     return {"comm_jobs": jobs, "gpus": gpus, "gpus_source": gpus_source, "skipped": skipped + tskipped + mskipped,
             "world_sizes": world_sizes, "backends_run": sorted({j.backend for j in jobs}),
             "training_jobs": tjobs, "memory_jobs": mjobs,
+            # the node-pair rounds (distbench.nodes.plan; backend None: none) and the profiled families
+            "nodes_plan": nodes_plan(config, gpus), "profiled": profiled(config),
             # the top-level world_sizes as planned: the list given, or what `auto` chose on these GPUs
             "config_world_sizes": top, "world_sizes_auto": config["world_sizes"] == "auto"}
 
@@ -115,7 +126,7 @@ def health_launch(config: dict, plan: dict) -> dict:
     job spans, or the node-pair rounds when they run on cluster nodes; launcher and hosts as theirs."""
     jobs = plan["comm_jobs"] + plan.get("training_jobs", []) + plan.get("memory_jobs", [])
     n = max([layout_of(config, plan, j.backend, j.world_size).nodes for j in jobs] or [1])
-    rounds = nodes_plan(config, plan["gpus"])
+    rounds = plan["nodes_plan"] if "nodes_plan" in plan else nodes_plan(config, plan["gpus"])
     if rounds.backend and not rounds.simulated:
         n = max(n, rounds.nodes)
     cl = config["cluster"]

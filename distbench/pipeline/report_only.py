@@ -7,9 +7,11 @@ Torch-free, Snakemake-free: it is handed the jobs of the DAG."""
 
 from __future__ import annotations
 
-# Rules that measure (a GPU or the host under load): never started by `report` alone.
-BENCHMARK_RULES = ("comm_job", "training_job", "memory_job", "nodes_round", "probe_nccl", "health_before",
-                   "health_after")
+from distbench.pipeline.families import benchmark_rules
+
+# Rules that measure (a GPU or the host under load): never started by `report` alone (each family's
+# manifest names its own: distbench.core.manifest.FamilyManifest.benchmark_rules).
+BENCHMARK_RULES = benchmark_rules()
 REPORT_TARGETS = frozenset({"report", "report/report.md", "report/report.html"})
 
 

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from distbench.comm.spec import SPECS
+from distbench.core.ops_spec import SPECS
 from distbench.predict.model import (
     _CLUSTER_OPS, CLUSTER_ALGORITHMS, Link, _as_link, _check_op, _cost, bus_factor, predict_collective,
 )

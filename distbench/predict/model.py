@@ -57,7 +57,7 @@ steps each way, at full bandwidth. NCCL's own cost model (src/graph/tuning.cc) w
 bandwidth term as 2 S / busBw (its algBw is busBw / 2); we keep the ring's 2(n-1)/n factor so that
 beta is the same bus bandwidth for both (nccl-tests converts tree times to busbw with that factor);
 the two forms agree for large n. b(n) is nccl-tests' bus-bandwidth factor (doc/PERFORMANCE.md,
-`bus_factor` below, read from distbench.comm.spec), so beta is the asymptote of busbw.
+`bus_factor` below, read from distbench.core.ops_spec), so beta is the asymptote of busbw.
 
 Per-op fixed cost. The latency at n ranks is split into a fixed part, paid once per operation
 (kernel launch, and the timing method: with events timing the host's issue rate, ~30-40 us per op
@@ -173,7 +173,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from distbench.comm.spec import SPECS
+from distbench.core.ops_spec import SPECS
 
 NAN = float("nan")
 TOLERANCE = 0.15  # |relative error| within which the fit "holds" at a size

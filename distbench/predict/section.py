@@ -28,10 +28,10 @@ def published_8gpu_ring() -> dict:
 def build(inputs: ReportInputs) -> dict | None:
     """The cluster prediction's section (distbench.predict.model), from the four tables written beside
     the validation table: the check of the model, the fits, training at scale, and the assumptions."""
-    validation = inputs.table("predict_validation")
+    validation = inputs.table("prediction_validation")
     if validation is None:
         return None
-    d = Path(inputs.predict_validation).parent
+    d = inputs.path("prediction_validation").parent
     fits, comm, training = (read_table(d / f, remake(d / f)) for f in ("alpha_beta.csv", "prediction_comm.csv",
                                                                         "prediction_training.csv"))
     gpus = measured_on_gpus(fits, comm, training)

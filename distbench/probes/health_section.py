@@ -33,9 +33,10 @@ PHASES = ("before", "after")
 
 def _tables(inputs: ReportInputs) -> dict | None:
     """{"before": rows, "after": rows, "diff": DataFrame | None}, or None without a health check."""
-    if not inputs.health:
+    diff = inputs.path("health_diff")  # health_before.csv and health_after.csv beside it
+    if diff is None:
         return None
-    d = Path(inputs.health)
+    d = diff.parent
     out = {p: rows_of(read_health_csv(d / f"health_{p}.csv")) if (d / f"health_{p}.csv").exists() else []
            for p in PHASES}
     out["diff"] = read_diff(d / "health_diff.csv") if (d / "health_diff.csv").exists() else None

@@ -21,7 +21,7 @@ def worker(ops: list[str], sizes: list[int]) -> int:
     import torch.distributed as dist
 
     from distbench.comm.ops import TORCH_OPS, Ctx
-    from distbench.comm.spec import SPECS, element_count
+    from distbench.core.ops_spec import SPECS, element_count
 
     local_rank = int(os.environ["LOCAL_RANK"])
     device = torch.device("cuda", local_rank)

@@ -40,7 +40,8 @@ def _regressions(inputs: ReportInputs) -> dict | None:
     threshold = float(opts.get("regression_threshold_pct") or DEFAULT_THRESHOLD_PCT)
     # a baseline file that cannot be read is named here, with its fix; what the others hold is compared
     unreadable = []
-    compared = compare({m.table: getattr(inputs, m.input) for m in measures}, opts["baseline"], measures, threshold,
+    # this run's tables through the report's one cached read of each (ReportInputs.table)
+    compared = compare({m.table: inputs.table(m.name) for m in measures}, opts["baseline"], measures, threshold,
                        unreadable=unreadable)
     # a boolean mask, also for an empty comparison (an empty object column would select columns instead)
     flagged = compared[compared["flagged"].astype(bool)]

@@ -31,6 +31,21 @@ def _read(path: Path, m: Measure, fix: str) -> pd.DataFrame | None:
     return read_table(path, fix, columns=cols, numeric=cols, finite_when_ok=cols, missing_ok=True)
 
 
+def _now(table, m: Measure) -> pd.DataFrame | None:
+    """This run's table holding m: as the report already read it (ReportInputs.table, read once per
+    report), checked for the measure's columns; or a path, read here."""
+    if table is None or isinstance(table, pd.DataFrame):
+        if table is not None:
+            cols = [c for c in (m.value, m.low, m.high) if c]
+            missing = [c for c in cols if c not in table.columns]
+            text = [c for c in cols if c in table.columns and len(table) and not pd.api.types.is_numeric_dtype(table[c])]
+            if missing or text:
+                raise UnreadableFile(m.table, f"it lacks the column(s) {missing}" if missing else
+                                     f"column {text[0]} holds text where numbers belong", remake(m.table))
+        return table
+    return _read(Path(table), m, remake(table))
+
+
 def human_value(x: float, unit: str) -> str:
     """A measure's value as the report writes it, by its unit."""
     if unit in TIME_UNITS:
@@ -80,7 +95,7 @@ def compare_one(m: Measure, now: pd.DataFrame, base: pd.DataFrame, threshold_pct
 
 def compare(now_tables: dict, baseline, measures: Sequence[Measure],
             threshold_pct: float = DEFAULT_THRESHOLD_PCT, unreadable: list | None = None) -> pd.DataFrame:
-    """now_tables: {table file name: path of this run's table}; baseline: a results tree or tables dir;
+    """now_tables: {table file name: this run's table, read (a DataFrame) or its path}; baseline: a results tree or tables dir;
     measures: what to compare (the registered sections' regressions).
 
     A baseline file that cannot be read (truncated, binary, a column missing, text where a number
@@ -93,15 +108,14 @@ def compare(now_tables: dict, baseline, measures: Sequence[Measure],
         if all(u.path != e.path for u in unreadable):
             unreadable.append(e)
 
-    base_dir = tables_dir(baseline)
+    base_dir = tables_dir(baseline, list(dict.fromkeys(m.table for m in measures)))
     if base_dir is None:
         bad(UnreadableFile(baseline, f"it holds no {' or '.join(dict.fromkeys(m.table for m in measures))} (nor does "
                                      "its tables/)", BASELINE_FIX))
         return pd.DataFrame(columns=list(COLUMNS))
     parts = []
     for m in measures:
-        now_path = now_tables.get(m.table)
-        now = _read(Path(now_path), m, remake(now_path)) if now_path else None
+        now = _now(now_tables.get(m.table), m)
         try:
             base = _read(base_dir / m.table, m, BASELINE_FIX)
         except UnreadableFile as e:

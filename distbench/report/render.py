@@ -10,7 +10,7 @@ links copies of its figures in figures/ beside it, so the report directory is po
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -18,6 +18,7 @@ from pathlib import Path
 import jinja2
 
 from distbench.core.io import atomic_write_text
+from distbench.core.readers import read_json, remake
 from distbench.core.section import ReportInputs, Section
 from distbench.report.publish import figures_dir_of, figures_of, full_tables_of, publish_files, tables_dir_of
 from distbench.report.sections import SECTIONS
@@ -34,6 +35,21 @@ def _shown_path(path: Path) -> str:
         return str(path)
 
 
+def figures_in(directories) -> list[Path]:
+    """The PNGs of the families' figure directories (each a plot rule's output), in order."""
+    return [png for d in directories for png in sorted(Path(d).glob("*.png"))]
+
+
+def documents_of(tables: Mapping) -> dict:
+    """The JSON documents among a report's tables (a family's join of the probes' results: peak,
+    topology, NCCL, placement, advice), merged: ReportInputs.extra."""
+    out: dict = {}
+    for path in tables.values():
+        if path and str(path).endswith(".json"):
+            out.update(read_json(path, remake(path)))
+    return out
+
+
 def build_context(inputs: ReportInputs, out_md, figures_dir=None, tables_dir=None,
                   sections: Sequence[Section] = SECTIONS) -> dict:
     """The templates' context: each section's own under its name (a section whose context is None is
@@ -42,7 +58,11 @@ def build_context(inputs: ReportInputs, out_md, figures_dir=None, tables_dir=Non
     # the sections that gather from the others (regressions, several runs) read the registry from inputs
     inputs = replace(inputs, sections=tuple(sections))
     built = {s.name: s.build(inputs) for s in sections}
-    full_tables = [inputs.largest, inputs.summary] if inputs.full_tables is None else inputs.full_tables
+    # default: every table of the run that a section describes as one of its full tables
+    described = {name for s in sections for name in s.full_tables}
+    full_tables = ([p for p in inputs.tables.values() if p and Path(p).name in described]
+                   if inputs.full_tables is None else inputs.full_tables)
+    tables_dir_now = inputs.tables_dir()
     return {
         **built,
         "title": "distbench benchmark report",
@@ -51,7 +71,7 @@ def build_context(inputs: ReportInputs, out_md, figures_dir=None, tables_dir=Non
                      "findings": [f for s in sections for f in s.findings(inputs)],
                      "skipped": [x for s in sections for x in s.skipped(inputs)]},
         # where this run's tables are (results/<label>/tables), named in the text
-        "run_tables": _shown_path(Path(inputs.summary).parent),
+        "run_tables": _shown_path(tables_dir_now) if tables_dir_now else "",
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "figures": figures_of(inputs.figures, figures_dir_of(out_md, figures_dir), Path(out_md), sections),
         "full_tables": full_tables_of([p for p in full_tables if p], Path(out_md), tables_dir_of(out_md, tables_dir),
@@ -64,7 +84,7 @@ def render_report(inputs: ReportInputs, out_md, out_html, figures_dir=None, tabl
     """Write the Markdown report, the figures and tables it links and the self-contained HTML one.
 
     The figures are copied into figures_dir (default: figures/ beside out_md) and the full tables
-    (inputs.full_tables, default: the largest-size and summary tables) into tables_dir (default:
+    (inputs.full_tables, default: the run's tables its sections describe as full tables) into tables_dir (default:
     tables/ beside out_md), all linked relative to out_md, so the directory holding them can be copied
     elsewhere; the HTML inlines the figures as data: URIs and holds the tables collapsed.
     Both texts are rendered before anything is written, and every write is atomic.

@@ -84,7 +84,7 @@ def build(inputs: ReportInputs) -> dict | None:
     """Traces on request (config profile): per profiled job, where its traces are and the overlap
     they show (HTA's definition, distbench.traces.overlap), beside the training family's own
     step-time overlap for the same job."""
-    t = inputs.table("traces_csv", _read_traces)
+    t = inputs.table("trace_overlap", _read_traces)
     if t is None or t.empty:
         return None
     step_overlap, step_ms = {}, {}

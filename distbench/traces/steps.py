@@ -56,10 +56,16 @@ def _correlation(event: dict):
 
 def profiled_steps(events: list[dict]) -> ProfiledSteps:
     """The profiled steps of one rank's complete events (traces.overlap.load_trace)."""
+    return ProfiledSteps(tuple((end - start) / 1e3 for start, end in step_windows(events)))
+
+
+def step_windows(events: list[dict]) -> list[tuple[float, float]]:
+    """Each profiled step's (start, end) in the trace's microseconds: from the previous step's end (the
+    first: its span's start) to its own end (the module's docstring)."""
     spans = sorted((e for e in events if STEP_SPAN_RE.match(str(e.get("name", "")))
                     and str(e.get("cat", "")).lower() != "gpu_user_annotation"), key=lambda e: float(e["ts"]))
     if not spans:
-        return ProfiledSteps(())
+        return []
     launched_at = {}
     for e in events:
         if str(e.get("cat", "")).lower() in _LAUNCH_CATEGORIES and _correlation(e) is not None:
@@ -80,4 +86,4 @@ def profiled_steps(events: list[dict]) -> ProfiledSteps:
     for i in range(1, len(ends)):  # a stream runs its work in order: no step ends before the one it follows
         ends[i] = max(ends[i], ends[i - 1])
     previous = [starts[0]] + ends[:-1]
-    return ProfiledSteps(tuple((end - prev) / 1e3 for prev, end in zip(previous, ends)))
+    return list(zip(previous, ends))

@@ -44,16 +44,15 @@ cannot be read (never estimated).
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import statistics
 import sys
 from pathlib import Path
 
-from distbench.core.choices import BACKENDS, COMM_HOOKS, OPTIMIZERS, SCALINGS
-from distbench.core.choices import TRAINING_DTYPES as TRAIN_DTYPES
+from distbench.core.choices import BACKENDS, DDP_HOOKS, OPTIMIZERS, SCALINGS
+from distbench.core.choices import MODEL_DTYPES as TRAIN_DTYPES
 from distbench.training.contract import TRAINING_COLUMN_NAMES, TRAINING_PHASES
-from distbench.launch.ranks import end_groups, failure_status, first_line, ranks_text
+from distbench.launch.ranks import failure_status, finish_config, first_line, ranks_text
 from distbench.launch.timeline import mark
 from distbench.training.phases import phase_rows, run_phase, status_rows, window_lines
 from distbench.training.wrap import DDP_DEFAULT_BUCKET_CAP_MB, PhaseError, TrainingHarness
@@ -88,7 +87,7 @@ def parse_args(argv=None):
     p.add_argument("--gradient-as-bucket-view", type=_flag("--gradient-as-bucket-view"), default=False, metavar="{false,true}")
     p.add_argument("--static-graph", type=_flag("--static-graph"), default=False, metavar="{false,true}")
     p.add_argument("--broadcast-buffers", type=_flag("--broadcast-buffers"), default=True, metavar="{false,true}")
-    p.add_argument("--comm-hook", choices=COMM_HOOKS, default="none",
+    p.add_argument("--comm-hook", choices=DDP_HOOKS, default="none",
                    help="DDP communication hook from torch.distributed.algorithms.ddp_comm_hooks.default_hooks")
     p.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step (no_sync on all but the last)")
     p.add_argument("--warmup-steps", type=int, default=5)
@@ -104,9 +103,13 @@ def parse_args(argv=None):
     p.add_argument("--profile-dir", help="after the timed phases, profile --profile-steps more training steps with "
                                          "torch.profiler and write each rank's Chrome trace here (distbench.launch.profiling)")
     p.add_argument("--profile-steps", type=int, default=3, help="steps recorded by --profile-dir")
+    p.add_argument("--inspect-dir", help="training.inspect: mark phase step's timed steps for NCCL's Inspector and, "
+                                         "after the timed phases, trace --inspect-steps real and compute-only steps "
+                                         "here (distbench.training.inspect)")
+    p.add_argument("--inspect-steps", type=int, default=5, help="steps of each kind traced by --inspect-dir")
     args = p.parse_args(argv)
 
-    for name in ("batch_size", "grad_accum", "steps", "allreduce_trials", "log_every"):
+    for name in ("batch_size", "grad_accum", "steps", "allreduce_trials", "log_every", "inspect_steps"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
     if args.warmup_steps < 0:
@@ -217,18 +220,11 @@ def main(argv=None, keep_groups: bool = False) -> int:
             say(f"{phase}: median step {med:.3f} ms{tail}{'' if correct is not False else ' WRONG: ' + message}")
     if args.profile_dir and not build_err:
         profile_steps(h, args)
-    h.dist.barrier(group=h.ctrl)
-    mark("measure_end")
-    if writer is not None:
-        writer.close()
-    mark("written")
-    # Drop DDP (its reducer holds Gloo/NCCL work) before the groups go, so nothing of it is torn
-    # down at interpreter exit.
-    h.wrapped = h.model = h.opt = None
-    gc.collect()
-    h.dist.barrier(group=h.ctrl)
-    end_groups(keep_groups)  # a batch launch's next configuration reuses them
-    return 0
+    if args.inspect_dir and not build_err:
+        from distbench.training.inspect import inspect_pass
+
+        inspect_pass(h, args)
+    return finish_config(h, writer, keep_groups)  # a batch launch's next configuration reuses its groups
 
 
 if __name__ == "__main__":

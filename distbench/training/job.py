@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from distbench.launch.cluster import Launch
@@ -36,14 +37,52 @@ def training_args(job, params: dict, out_csv, placement_json) -> list[str]:
         "--out", str(out_csv), "--placement-out", str(placement_json),
         *(["--profile-dir", str(trace_dir(out_csv)), "--profile-steps", str(params["profile_steps"])]
           if params.get("profile") == "torch" else []),
+        *(["--inspect-dir", str(inspect_dir(out_csv)), "--inspect-steps", str(params["inspect_steps"])]
+          if params.get("inspect") else []),
     ]
+
+
+# Where tools/nccl_inspector_build.sh puts the plugin (its BUILD_DIR default); DISTBENCH_NCCL_INSPECTOR
+# in the launcher's environment names another build.
+INSPECTOR_DEFAULT = "/tmp/nccl-inspector-build/libnccl-profiler-inspector.so"
+INSPECTOR_ENV = "DISTBENCH_NCCL_INSPECTOR"
+
+
+def inspect_dir(out_csv) -> Path:
+    """Where training.inspect's records go: `inspect/` beside the job's CSV."""
+    return Path(out_csv).parent / "inspect"
+
+
+def inspector_env(directory, backend: str, base: dict | None = None) -> dict:
+    """The environment training.inspect adds to one NCCL job (none on Gloo), the dump directories made:
+    - NCCL's own word on each collective's algorithm and protocol: NCCL_DEBUG=INFO with subsystem
+      TUNING ("AllReduce: 67125248 Bytes -> Algo RING proto SIMPLE ..."), one file per process;
+    - NCCL's Inspector plugin where it is built (DISTBENCH_NCCL_INSPECTOR, else INSPECTOR_DEFAULT):
+      every collective, kernel-timed, at every size (NCCL_INSPECTOR_DUMP_MIN_SIZE_BYTES=0: the default
+      8 KiB floor would drop small buckets), dumped every 500 us (the default, at teardown only, wrote
+      nothing: benchmarks/investigations/nccl-inspector). NCCL_INSPECTOR_DUMP_DIR must exist before
+      NCCL starts (the plugin does not make its parents: it wrote nothing into a missing one).
+    Settings the job's own environment (`base`: job_env, nccl_env) already has are left as they are."""
+    if backend != "nccl":
+        return {}
+    base = os.environ if base is None else base
+    dump = Path(directory) / "inspector"
+    dump.mkdir(parents=True, exist_ok=True)
+    env = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "TUNING", "NCCL_DEBUG_FILE": str(dump / "nccl_tuning.%h.%p.log")}
+    plugin = base.get(INSPECTOR_ENV) or INSPECTOR_DEFAULT
+    if Path(plugin).is_file():
+        env.update({"NCCL_PROFILER_PLUGIN": plugin, "NCCL_INSPECTOR_ENABLE": "1",
+                    "NCCL_INSPECTOR_DUMP_THREAD_INTERVAL_MICROSECONDS": "500",
+                    "NCCL_INSPECTOR_DUMP_MIN_SIZE_BYTES": "0", "NCCL_INSPECTOR_DUMP_DIR": str(dump)})
+    return {k: v for k, v in env.items() if k not in base or k.startswith("NCCL_INSPECTOR_DUMP_DIR")}
 
 
 
 def short_pass_args(job, params: dict, out_csv, placement_json) -> list[str]:
     """The job once more, briefly (one warm-up step, profile_steps steps, one all-reduce trial),
     for the nsys run: what the trace shows, not a measurement."""
-    short = {**params, "warmup_steps": 1, "steps": params["profile_steps"], "allreduce_trials": 1, "profile": "off"}
+    short = {**params, "warmup_steps": 1, "steps": params["profile_steps"], "allreduce_trials": 1, "profile": "off",
+             "inspect": False}
     return training_args(job, short, out_csv, placement_json)
 
 
@@ -51,9 +90,12 @@ def run_training_job(job, params: dict, out_csv, placement_json, log_path) -> st
     """Run one training job; return 'ok' or the failure reason. out_csv and placement_json exist
     afterwards in every case."""
     out_csv = Path(out_csv)
+    env = job_environment(params["job_env"], job.nccl_env)
+    if params.get("inspect"):  # this job's only: NCCL reads it when the communicator starts
+        env.update(inspector_env(inspect_dir(out_csv), job.backend, env))
     torchrun_job = TorchrunJob(
         module="distbench.training", args=training_args(job, params, out_csv, placement_json),
-        world_size=job.world_size, env=job_environment(params["job_env"], job.nccl_env),
+        world_size=job.world_size, env=env,
         timeout_s=params["job_timeout_s"], outputs=[out_csv], placement_json=Path(placement_json),
         log_path=Path(log_path), write_failure=lambda message, status: write_failure_rows(job, params, out_csv, message, status),
         launch=Launch.from_params(params.get("launch"), job.world_size))

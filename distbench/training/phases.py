@@ -21,7 +21,8 @@ def run_phase(h, phase: str) -> tuple[list[list[float]] | None, dict]:
         if phase == "step":
             if h.hook_error:
                 raise PhaseError("skipped", h.hook_error)
-            times, energy = h.timed(lambda: h.step(True), args.warmup_steps, args.steps)
+            times, energy = h.timed(lambda: h.step(True), args.warmup_steps, args.steps,
+                                    marks=bool(getattr(args, "inspect_dir", None)))
             result = times + energy
         elif phase == "compute_only" and args.strategy == "fsdp":
             # No collective at all: the first warm-up step gathers the parameters, which then

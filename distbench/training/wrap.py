@@ -255,7 +255,7 @@ class TrainingHarness(RankContext):
 
     # -- timing -------------------------------------------------------------------------------
 
-    def timed(self, fn, warmup: int, n: int) -> tuple[list[float], list[float]]:
+    def timed(self, fn, warmup: int, n: int, marks: bool = False) -> tuple[list[float], list[float]]:
         """This rank's time (ms) of each of `n` back-to-back calls of `fn`, and its energy (mJ per
         call, NaN when unavailable).
 
@@ -264,11 +264,16 @@ class TrainingHarness(RankContext):
         after the last one, so a call's time is the gap between its two events and no per-call host
         work (or another rank's late start) lands inside it; the collectives keep the ranks in step.
         On CPU the host clock is read between calls. Energy: NVML's counter is read before and after
-        the whole run (it updates too coarsely for one step) and divided evenly over the calls."""
+        the whole run (it updates too coarsely for one step) and divided evenly over the calls.
+        marks: the timed calls are bracketed by distbench.training.inspect's marker all-reduces, outside
+        the timing (training.inspect: NCCL Inspector's records of exactly these calls)."""
         torch, beacon = self.torch, self.beacon
         for _ in range(warmup):
             fn()
             beacon.done()
+        if marks:
+            from distbench.training.inspect import MARK_START_ELEMS, marker
+            marker(self, MARK_START_ELEMS)
         self.align()
         e0 = self.energy.read_mj()
         if self.cuda:
@@ -289,6 +294,9 @@ class TrainingHarness(RankContext):
                 beacon.done()  # between two clock readings, never inside one
         self.sync()
         e1 = self.energy.read_mj()
+        if marks:
+            from distbench.training.inspect import MARK_END_ELEMS, marker
+            marker(self, MARK_END_ELEMS)
         per_call = (e1 - e0) / n if e0 is not None and e1 is not None else math.nan
         return times, [per_call] * n
 

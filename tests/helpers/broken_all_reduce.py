@@ -4,7 +4,7 @@ from dataclasses import replace
 
 import torch.distributed as dist
 
-from distbench.comm import cli, ops
+from distbench.comm import main as cli, ops
 
 ops.TORCH_OPS["all_reduce"] = replace(ops.TORCH_OPS["all_reduce"], run=lambda c, b: dist.all_reduce(b.send, op=dist.ReduceOp.MAX))
 sys.exit(cli.main(sys.argv[1:]))

@@ -5,7 +5,7 @@ import os
 import sys
 from dataclasses import replace
 
-from distbench.comm import cli, ops
+from distbench.comm import main as cli, ops
 
 spec = ops.TORCH_OPS["all_reduce"]
 fail = os.environ["FAIL"]

@@ -4,7 +4,7 @@ per rank aggregation into the directory given as argv[1]."""
 import sys
 from pathlib import Path
 
-from distbench.comm import cli, harness as comm
+from distbench.comm import main as cli, harness as comm
 from distbench.core.io import PartialCsvs
 from distbench.comm.contract import COMM_COLUMN_NAMES, COMM_RANK_COLUMN_NAMES
 

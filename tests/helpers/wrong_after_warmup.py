@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import torch.distributed as dist
 
-from distbench.comm import cli, harness as comm, ops
+from distbench.comm import main as cli, harness as comm, ops
 
 state = {"timing": False}
 right = ops.TORCH_OPS["all_reduce"].run

@@ -1,3 +1,4 @@
+from distbench.comm.analysis.findings import read_summary
 from distbench.comm.analysis.nccl_tests_json import placements_of, write_nccl_tests
 from distbench.core.section import ReportInputs
 from distbench.pipeline.in_rule import run_in_rule
@@ -7,11 +8,13 @@ sm = snakemake  # noqa: F821 - injected by Snakemake
 
 
 def main():
-    inputs = ReportInputs(summary=sm.input.comm, env=sm.input.env, training_summary=sm.input.get("training_summary"),
-                          memory_summary=sm.input.get("memory_summary"))
+    # the tables by name (rules/report.smk summary_inputs): the same files the report reads
+    inputs = ReportInputs(tables={name: sm.input[name] for name in sm.params.tables}, env=sm.input.env)
     placements = placements_of(sm.params.comm_jobs, sm.input.placements)
     for path in [*write_summary(inputs, dict(sm.params.config), sm.output.summary),
-                 *write_nccl_tests(sm.input.comm, sm.output.nccl_tests, sm.input.ranks, placements)]:
+                 # the summary as summary.json read it (the same reader: one read of the file)
+                 *write_nccl_tests(inputs.table("comm_summary", read_summary), sm.output.nccl_tests, sm.input.ranks,
+                                   placements)]:
         print(path)
 
 

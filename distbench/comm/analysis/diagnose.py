@@ -1,4 +1,8 @@
-"""Join the probes onto the measurements: % of link peak, NCCL's algorithm per size, and advice."""
+"""Join the probes onto the measurements: % of link peak, NCCL's algorithm per size, and advice.
+
+aggregate_comm (distbench.comm.analysis.summary.aggregate) calls it on the summary before writing
+comm_summary.csv, so that one table, written once, carries them: the report, the prediction and
+summary.json read the same file. The advice document goes beside it (tables/comm_advice.json)."""
 
 from __future__ import annotations
 
@@ -7,10 +11,10 @@ from pathlib import Path
 import pandas as pd
 
 from distbench.comm.analysis.advice import advise, percent_of_peak
-from distbench.core.io import atomic_write_csv, atomic_write_json
-from distbench.core.readers import read_json, read_table, remake
+from distbench.core.io import atomic_write_json
+from distbench.core.readers import read_json, remake
 from distbench.comm.analysis.peak import link_peak
-from distbench.comm.spec import NCCL_NAMES, SPECS
+from distbench.core.ops_spec import NCCL_NAMES, SPECS
 
 
 def _load(path) -> dict | None:
@@ -66,8 +70,10 @@ def nccl_digest(nccl: dict | None) -> dict | None:
     return {k: nccl.get(k) for k in NCCL_REPORT_KEYS if nccl.get(k) not in (None, [], {})}
 
 
-def diagnose(summary_csv, env_json, topology_json, nccl_json, placement_files, out_csv, out_json) -> dict:
-    summary = read_table(summary_csv, remake(summary_csv))
+def diagnose(summary: pd.DataFrame, env_json, topology_json, nccl_json, placement_files,
+             out_json) -> pd.DataFrame:
+    """The summary with % of the link peak and NCCL's algorithm/protocol per point; the probes'
+    digest (peak, topology, NCCL, placement, advice) written to out_json."""
     env = read_json(env_json, remake(env_json))
     topo_file = _load(topology_json) or {}
     topology = topo_file.get("topology")
@@ -83,6 +89,5 @@ def diagnose(summary_csv, env_json, topology_json, nccl_json, placement_files, o
         "peak": peak if peak and peak.get("peak_gbps") else None,
         "placement": placement,
     }
-    atomic_write_csv(out_csv, table)
     atomic_write_json(out_json, extra)
-    return extra
+    return table

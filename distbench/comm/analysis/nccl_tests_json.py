@@ -35,7 +35,7 @@ from pathlib import Path
 import pandas as pd
 
 from distbench.comm.analysis.findings import normalise_summary
-from distbench.comm.spec import SPECS
+from distbench.core.ops_spec import SPECS
 from distbench.core.choices import NCCL_TESTS_TYPES
 from distbench.core.io import atomic_write_text, json_safe
 from distbench.core.readers import UnreadableFile, read_json, read_table, remake
@@ -141,9 +141,13 @@ def devices_of(placement_json) -> list[dict] | None:
 
 def nccl_tests_documents(comm_summary_csv, comm_ranks_csv=None,
                          placements: dict[JobKey, str] | None = None) -> dict[str, dict]:
-    """{file name: nccl-tests -J style document} per series of the comm summary; with comm_ranks.csv
+    """{file name: nccl-tests -J style document} per series of the comm summary (its path, or the table
+    as read for summary.json: one read of comm_summary.csv); with comm_ranks.csv
     the `-I 1` per-iteration fields too, with placements ({job: its placement.json}) the hosts."""
-    comm = read_table(comm_summary_csv, remake(comm_summary_csv), missing_ok=True) if comm_summary_csv else None
+    if isinstance(comm_summary_csv, pd.DataFrame) or comm_summary_csv is None:  # already read (summary.json's)
+        comm = comm_summary_csv
+    else:
+        comm = read_table(comm_summary_csv, remake(comm_summary_csv), missing_ok=True)
     out: dict[str, dict] = {}
     if comm is None or comm.empty:
         return out

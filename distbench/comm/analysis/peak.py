@@ -152,28 +152,82 @@ def link_peak(topology: dict | None = None, nvlink: dict | None = None, nccl: di
 
 
 GiB = 1 << 30
-# Published busbw for large all_reduce; each row cites where the number was stated.
-# kind: "published" (a public statement, source = its address) or "ours" (nccl-tests run by this
-# project on a named machine and date, source = where it is kept): a figure of ours is never called
-# published (reference_text).
+# Published busbw for large collectives; each row cites where the number was stated, found again in the
+# public thread (docs/fixtures.md lists them). kind: "published" (a public statement, source = its
+# address) or "ours" (nccl-tests run by this project on a named machine and date, source = where it is
+# kept): a figure of ours is never called published (reference_text), and is kept only where no public
+# one was found. nvls: measured with NVLink SHARP on (True), off or ring forced (False), or either
+# (None: ops NVLS does not accelerate). form: "sxm" (NVSwitch baseboards) or "pcie" (PCIe cards, no
+# NVLink). nodes > 1 with per_nic: the figure is per network card, scaled by the NICs per node.
 _EXPECTED_FIELDS = ("gpu", "gpus", "op", "min_bytes", "nvls", "expected_busbw_gbps_low", "expected_busbw_gbps_high",
                     "source", "note", "kind")
 PUBLISHED, OURS = "published", "ours"
+NCCL_TESTS = "https://github.com/NVIDIA/nccl-tests/issues/"
+NCCL = "https://github.com/NVIDIA/nccl/issues/"
 _EXPECTED_ROWS = (
-    ("H100", 8, "all_reduce", 1 * GiB, False, 360.0, 370.0, "https://github.com/NVIDIA/nccl-tests/issues/212",
+    ("H100", 8, "all_reduce", 1 * GiB, False, 360.0, 370.0, NCCL_TESTS + "212",
      "NCCL maintainer: ~370 GB/s effective NVLink4 bandwidth with NCCL_ALGO=RING (NVLS off); "
-     "corroborated by 368.76 GB/s in https://github.com/NVIDIA/nccl-tests/issues/309", PUBLISHED),
-    ("H100", 8, "all_reduce", 1 * GiB, True, 450.0, 480.0, "https://github.com/NVIDIA/nccl-tests/issues/212",
-     "NVLink SHARP (NVLS, the default on NVSwitch systems): peak busbw ~480 GB/s on 8 GPUs at large sizes", PUBLISHED),
-    ("H200", 8, "all_reduce", 1 * GiB, True, 450.0, 480.0, "https://github.com/NVIDIA/nccl-tests/issues/272",
+     "corroborated by 368.76 GB/s in " + NCCL_TESTS + "309", PUBLISHED),
+    ("H100", 8, "all_reduce", 1 * GiB, True, 450.0, 480.0, NCCL_TESTS + "212",
+     "NVLink SHARP (NVLS, the default on NVSwitch systems): peak busbw ~480 GB/s on 8 GPUs at large sizes; "
+     "476 GB/s at 4 GiB called \"in the expected range for H100\" by NVIDIA in " + NCCL_TESTS + "290", PUBLISHED),
+    ("H200", 8, "all_reduce", 1 * GiB, True, 450.0, 480.0, NCCL_TESTS + "272",
      "8x H200, NCCL 2.20.3 defaults: peak 475 GB/s busbw (sizes up to 4 GiB)", PUBLISHED),
+    ("H200", 8, "all_reduce", 1 * GiB, False, 360.0, 370.0, NCCL_TESTS + "212",
+     "H200 has H100's NVLink4 x18: the maintainer's ~370 GB/s effective NVLink4 figure with NCCL_ALGO=RING "
+     "(no H200-specific ring figure was found)", PUBLISHED),
+    ("H100", 8, "all_gather", 1 * GiB, None, 360.0, 370.0, NCCL_TESTS + "212",
+     "NCCL maintainer: the ~370 GB/s effective NVLink4 bandwidth shows as busbw in the non-allreduce operations",
+     PUBLISHED),
+    ("H100", 8, "reduce_scatter", 1 * GiB, None, 360.0, 370.0, NCCL_TESTS + "212",
+     "NCCL maintainer: the ~370 GB/s effective NVLink4 bandwidth shows as busbw in the non-allreduce operations",
+     PUBLISHED),
     ("H200", 2, "all_reduce", 1 * GiB, False, 320.0, 340.0,
      "nccl-tests all_reduce_perf by this project, 2x H200 NV18, 2026-11-26; benchmarks/results/comm-fidelity-h200x2-2026-11-26",
      "2x H200 NV18, nccl-tests all_reduce 1 GiB ~330 GB/s busbw: no public figure for 2 GPUs was found", OURS),
-    ("A100", 8, "all_reduce", 8 * GiB, False, 220.0, 235.0, "https://github.com/NVIDIA/nccl-tests/issues/149",
+    ("A100", 8, "all_reduce", 8 * GiB, False, 220.0, 235.0, NCCL_TESTS + "149",
      "NCCL maintainer: 12 NVLink3 links give ~240 GB/s effective, ~230 GB/s reachable at 8 GiB", PUBLISHED),
+    # PCIe-only parts: "on PCI systems, the performance you get is usually determined by the bandwidth
+    # your CPU and memory can deliver" (NCCL maintainer, of 28 GB/s on 8x RTX 5090)
+    ("RTX 5090", 8, "all_reduce", 1 * GiB, None, 28.0, 28.0, NCCL + "1639",
+     "8x RTX 5090 on PCIe Gen5: 28 GB/s busbw at 1-8 GiB, which the NCCL maintainer called impressive for "
+     "PCIe (the CPU and memory bound it)", PUBLISHED, {"form": "pcie"}),
+    ("RTX 5090", 4, "all_reduce", 1 * GiB, None, 35.0, 35.0, NCCL + "1639",
+     "4x RTX 5090 on PCIe Gen5: 35 GB/s busbw at 1-8 GiB (same thread)", PUBLISHED, {"form": "pcie"}),
+    # two nodes over InfiniBand NDR: per 400 Gb/s NIC, with NCCL_ALGO=RING (Tree over-reports on 2 nodes:
+    # TWO_NODE_TREE)
+    ("H100", 16, "all_reduce", 1 * GiB, None, 46.0, 48.0, NCCL_TESTS + "290",
+     "NVIDIA: \"for NDR @ 400Gbps you should see 46-48GB/s per NIC\" when benchmarking two nodes with "
+     "NCCL_ALGO=RING", PUBLISHED, {"nodes": 2, "per_nic": True, "algo": "ring"}),
 )
-EXPECTED = [dict(zip(_EXPECTED_FIELDS, r)) for r in _EXPECTED_ROWS]
+_DEFAULTS = {"nodes": 1, "form": "sxm", "per_nic": False, "algo": None}
+EXPECTED = [{**_DEFAULTS, **dict(zip(_EXPECTED_FIELDS, r[:10])), **(r[10] if len(r) > 10 else {})}
+            for r in _EXPECTED_ROWS]
+# On two nodes NCCL's Tree (or NVLSTree) all_reduce puts part of the traffic on NVLink and can report a
+# busbw beyond the network's: a per-NIC figure holds with NCCL_ALGO=RING only.
+TWO_NODE_TREE = (NCCL_TESTS + "196", "on 2 nodes NCCL uses Tree, whose busbw can go beyond the network "
+                 "bottleneck (NCCL maintainer); benchmark the network with NCCL_ALGO=RING")
+
+# Small-message latency, CUDA graphs: time per op (µs) at or below max_bytes.
+LATENCY = [
+    {"gpu": "H100", "gpus": 2, "op": "all_reduce", "max_bytes": 64 << 10, "timing": "graph",
+     "expected_latency_us": 6.0, "source": NCCL + "1259", "kind": PUBLISHED,
+     "note": "2x H100 on an HGX board, nccl-tests with CUDA graphs (-G 10) and NCCL_ALGO=NVLSTree forced, "
+             "128 B - 64 KiB: \"approximately 6us\" (NCCL 2.20.5)"},
+]
+
+
+def latency_for(gpu_name: str | None, world_size: int, op: str, size_bytes: int) -> dict | None:
+    """The published small-message latency that applies (graph timing), or None."""
+    if not gpu_name or re.search(r"PCIe|NVL\b", gpu_name, re.I):
+        return None
+    return next((r for r in LATENCY if re.search(rf"\b{r['gpu']}\b", gpu_name, re.I) and r["gpus"] == world_size
+                 and norm_op(r["op"]) == norm_op(op) and size_bytes <= r["max_bytes"]), None)
+
+
+def latency_text(ref: dict) -> str:
+    return (f"the published ~{ref['expected_latency_us']:g} µs for {ref['gpus']}x {ref['gpu']} with CUDA graphs "
+            f"({ref['source']})")
 
 
 def reference_text(exp: dict) -> str:
@@ -190,7 +244,8 @@ TABLE = "distbench/comm/analysis/peak.py"  # where the reference figures are kep
 
 
 def missing_reference(gpu_name: str | None, world_size: int, op: str, size_bytes: int,
-                      nvls: bool | None = None) -> str:
+                      nvls: bool | None = None, nodes: int = 1, nics: int | None = None,
+                      algo: str | None = None) -> str:
     """What a verdict without a reference figure lacks, named (GPU, world size, op, size) with why
     the table has none: "no reference figure for 4x H100 all_reduce at 1 GiB in
     distbench/comm/analysis/peak.py's table (published, or measured by us; it has all_reduce for 8x
@@ -202,9 +257,15 @@ def missing_reference(gpu_name: str | None, world_size: int, op: str, size_bytes
                 f"{human_bytes(size_bytes)} from {TABLE}'s table")
     gpu = next((r["gpu"] for r in EXPECTED if re.search(rf"\b{r['gpu']}\b", gpu_name, re.I)), gpu_name)
     what = f"no reference figure for {world_size}x {gpu} {op} at {human_bytes(size_bytes)} in {TABLE}'s table"
-    if re.search(r"PCIe|NVL\b", gpu_name, re.I):
-        return f"{what} (its figures are for SXM parts on NVSwitch baseboards, not {gpu_name})"
-    same = [r for r in EXPECTED if r["gpu"] == gpu and r["gpus"] == world_size and norm_op(r["op"]) == norm_op(op)]
+    if _pcie_name(gpu_name):
+        return f"{what} (its figures are for SXM parts on NVSwitch baseboards, not {gpu_name}, and for PCIe-only RTX 5090)"
+    same = [r for r in EXPECTED if r["gpu"] == gpu and r["gpus"] == world_size and r["nodes"] == nodes
+            and norm_op(r["op"]) == norm_op(op)]
+    if nodes == 2 and any(r["per_nic"] for r in same):
+        if str(algo or "").lower() != "ring":
+            return f"{what} ({TWO_NODE_TREE[1]}: {TWO_NODE_TREE[0]})"
+        if not nics:
+            return f"{what} (its {nodes}-node figure is per NIC, and the NICs per node are not known)"
     if same and all(size_bytes < r["min_bytes"] for r in same):
         return f"{what} (its {world_size}x {gpu} {op} figure holds from {human_bytes(min(r['min_bytes'] for r in same))})"
     if same and nvls is not None:
@@ -221,18 +282,34 @@ def norm_op(op) -> str:
     return str(op).replace("_", "").lower()
 
 
+def _pcie_name(gpu_name: str) -> bool:
+    return bool(re.search(r"PCIe|NVL\b", gpu_name, re.I))
+
+
 def expected_for(gpu_name: str | None, world_size: int, op: str, size_bytes: int,
-                 nvls: bool | None = None) -> dict | None:
+                 nvls: bool | None = None, nodes: int = 1, nics: int | None = None,
+                 algo: str | None = None) -> dict | None:
     """The published figure that applies, or None. With nvls unknown the NVLS-off (lower) row wins,
-    so a run is never judged against a ceiling it may not have been allowed to use."""
-    if not gpu_name or re.search(r"PCIe|NVL\b", gpu_name, re.I):
-        return None  # the figures are for SXM parts on NVSwitch baseboards
+    so a run is never judged against a ceiling it may not have been allowed to use. A PCIe card's name
+    (H100 PCIe, H100 NVL) matches only rows of PCIe parts. Over several nodes a per-NIC row applies with
+    the NICs per node known (`nics`: the figure is scaled by them) and NCCL_ALGO=RING (`algo`: on two
+    nodes Tree over-reports, TWO_NODE_TREE); the row returned then holds the scaled figure."""
+    if not gpu_name:
+        return None
+    pcie = _pcie_name(gpu_name)
     rows = [
         r for r in EXPECTED
-        if re.search(rf"\b{r['gpu']}\b", gpu_name, re.I) and r["gpus"] == world_size
-        and norm_op(r["op"]) == norm_op(op) and size_bytes >= r["min_bytes"]
-        and (nvls is None or r["nvls"] == nvls)
+        if re.search(rf"\b{r['gpu']}\b", gpu_name, re.I) and r["gpus"] == world_size and r["nodes"] == nodes
+        and (r["form"] == "pcie" or not pcie) and norm_op(r["op"]) == norm_op(op) and size_bytes >= r["min_bytes"]
+        and (nvls is None or r["nvls"] is None or r["nvls"] == nvls)
+        and (r["algo"] is None or str(algo or "").lower() == r["algo"])
     ]
+    if any(r["per_nic"] for r in rows):
+        if not nics:
+            return None
+        rows = [{**r, "expected_busbw_gbps_low": r["expected_busbw_gbps_low"] * nics,
+                 "expected_busbw_gbps_high": r["expected_busbw_gbps_high"] * nics,
+                 "note": f"{r['note']}; x {nics} NICs per node"} if r["per_nic"] else r for r in rows]
     if not rows:
         return None
     return min(rows, key=lambda r: r["expected_busbw_gbps_low"])

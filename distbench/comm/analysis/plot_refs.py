@@ -135,7 +135,7 @@ def ref_handle(r: dict) -> Line2D:
 # ---------------------------------------------------------------- NCCL algorithm/protocol ranges
 def nccl_ranges(d: pd.DataFrame) -> list[tuple[int, int, str]]:
     """Runs of sizes over which NCCL chose the same algorithm/protocol (the NCCL probe's tuning
-    table, joined onto the summary as nccl_algo / nccl_proto in comm_diagnosed.csv), at the
+    table, joined onto the summary as nccl_algo / nccl_proto in comm_summary.csv), at the
     largest NCCL world size of the panel: [(first size, last size, "Ring/LL"), ...]."""
     if "nccl_proto" not in d or "nccl_algo" not in d:
         return []

@@ -18,8 +18,11 @@ House rules, shared by every plot module (distbench.plots_*):
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -120,12 +123,31 @@ def _style_handles(title: str, styles: dict, label=str) -> list:
     return [header(title)] + [Line2D([], [], color="0.35", ls=ls, lw=1.5, label=label(v)) for v, ls in styles.items()]
 
 
-def _lines(df, y, title, *, style, styles: dict, style_label=str, style_title=None, col=None,
-           col_title="{col_name}", col_label=None, refs=()) -> plt.Figure | None:
-    """Log-log lines of y vs size with p5-p95 bands, one panel per `col` value (wrapped at 3): colour
-    and marker = the world size (palette.world_size_color/marker), line style = the `style` value
-    (styles[value])."""
+@dataclass(frozen=True)
+class Styled:
+    """What sets a line's style in a line figure: a column, each of its values' line style, and how a
+    value and the column are named in the legend."""
+
+    column: str
+    styles: Mapping[Any, Any]
+    label: Callable[[Any], str] = str
+    title: str | None = None  # default: the column's name
+
+
+@dataclass(frozen=True)
+class Panels:
+    """One panel per value of `column` (None: one panel), each titled title(value)."""
+
+    column: str | None = None
+    title: Callable[[Any], str] = str
+
+
+def _lines(df, y, title, style: Styled, panels: Panels = Panels(), refs=()) -> plt.Figure | None:
+    """Log-log lines of y vs size with p5-p95 bands, one panel per panels.column value (wrapped at
+    3): colour and marker = the world size (palette.world_size_color/marker), line style = the
+    style.column value (style.styles[value])."""
     col_col, label = y
+    col = panels.column
     df = _positive(df, col_col)
     if df.empty:
         return None
@@ -142,11 +164,11 @@ def _lines(df, y, title, *, style, styles: dict, style_label=str, style_title=No
     annotated = False
     for i, (ax, f) in enumerate(zip(axes.flat, facets)):
         d = df[df[col] == f] if col else df
-        for (ws, s), g in d.groupby(["world_size", style], sort=True):
+        for (ws, s), g in d.groupby(["world_size", style.column], sort=True):
             g = g.sort_values("size_bytes")
             color = palette.world_size_color(ws)
-            ax.plot(g["size_bytes"], g[col_col], color=color, ls=styles[s], marker=palette.world_size_marker(ws),
-                    ms=4.5, label=f"{_ws_label(ws)}, {style_label(s)}", zorder=3)
+            ax.plot(g["size_bytes"], g[col_col], color=color, ls=style.styles[s], marker=palette.world_size_marker(ws),
+                    ms=4.5, label=f"{_ws_label(ws)}, {style.label(s)}", zorder=3)
             _band(ax, g, col_col, color)
         ax.set_yscale("log")
         if col_col == BUSBW[0]:
@@ -159,16 +181,17 @@ def _lines(df, y, title, *, style, styles: dict, style_label=str, style_title=No
         _y_log_axis(ax, y)
         ax.grid(True, which="major", alpha=0.3)
         if col:
-            ax.set_title((col_label or col_title.format)(col_name=f))
+            ax.set_title(panels.title(f))
         if i % ncols == 0:
             ax.set_ylabel(label)
         if i < len(facets) - ncols:  # the panel below names the axis
             ax.set_xlabel("")
     for ax in list(axes.flat)[len(facets):]:
         ax.set_visible(False)
-    present = set(df[style])
+    present = set(df[style.column])
     groups = [_ws_handles(df["world_size"].unique()),
-              _style_handles(style_title or style, {s: ls for s, ls in styles.items() if s in present}, style_label)]
+              _style_handles(style.title or style.column, {s: ls for s, ls in style.styles.items() if s in present},
+                             style.label)]
     if band_bounds(df, col_col) is not None:
         groups[1].append(Patch(color="0.35", alpha=palette.BAND_ALPHA * 2, label="p5-p95"))
     extra = [header("reference")] + [ref_handle(r) for r in drawn_refs.values()] if drawn_refs else []
@@ -204,8 +227,8 @@ def fig_vs_size(ok: pd.DataFrame, y, *, refs=()) -> plt.Figure | None:
     if p.empty:
         return None
     return _lines(p, y, f"{what} vs message size (timing: {_timing_note(p)}; {BAND_NOTE})",
-                  style="backend", styles=_backend_styles(p["backend"].unique()), style_label=backend_name,
-                  style_title="backend", col="op", refs=refs)
+                  Styled("backend", _backend_styles(p["backend"].unique()), backend_name, "backend"), Panels("op"),
+                  refs)
 
 
 def fig_backend_comparison(ok: pd.DataFrame) -> plt.Figure | None:
@@ -319,8 +342,7 @@ def fig_nccl_env(ok: pd.DataFrame, *, refs=()) -> plt.Figure | None:
     p = p[p["op"].isin(ops)]
     envs = sorted(p["nccl_env"].unique(), key=lambda e: (e != "default", str(e)))
     return _lines(p, BUSBW, f"NCCL environment sweep: bus bandwidth vs size ({BAND_NOTE})",
-                  style="nccl_env", styles=palette.style_levels(envs), style_title="NCCL environment", col="op",
-                  refs=refs)
+                  Styled("nccl_env", palette.style_levels(envs), title="NCCL environment"), Panels("op"), refs)
 
 
 def fig_dtype(ok: pd.DataFrame, *, refs=()) -> plt.Figure | None:
@@ -333,9 +355,8 @@ def fig_dtype(ok: pd.DataFrame, *, refs=()) -> plt.Figure | None:
         return None
     dtypes = sorted(p["dtype"].astype(str).unique())
     p = p.assign(dtype=p["dtype"].astype(str))
-    return _lines(p, BUSBW, f"{op}: bus bandwidth by dtype ({BAND_NOTE})", style="dtype",
-                  styles=palette.style_levels(dtypes), col="backend",
-                  col_label=lambda col_name: backend_name(col_name), refs=refs)
+    return _lines(p, BUSBW, f"{op}: bus bandwidth by dtype ({BAND_NOTE})", Styled("dtype", palette.style_levels(dtypes)),
+                  Panels("backend", backend_name), refs)
 
 
 def figure_builders(refs=()) -> dict:
@@ -359,7 +380,7 @@ def make_all(comm_summary_csv, out_dir, *, peak=None, published=None, gpu_name: 
     """Write every figure whose data exist as out_dir/<name>.png and .svg; return the paths written.
 
     Optional reference lines on the bus-bandwidth figures: `peak` (GB/s, or the 'peak' dict of
-    results/<label>/probe/advice.json, i.e. distbench.comm.analysis.peak.link_peak's), `published` (see reference_lines),
+    results/<label>/tables/comm_advice.json, i.e. distbench.comm.analysis.peak.link_peak's), `published` (see reference_lines),
     or, without `published`, `gpu_name` (env.json's gpus[0].name; `nvls` as distbench.comm.analysis.peak.expected_for)
     to look the published figures up for the measured NCCL world sizes and ops."""
     out_dir = Path(out_dir)

@@ -16,7 +16,7 @@ from distbench.comm.analysis.findings import (
 from distbench.comm.analysis.headlines import HOST_COST_LABEL, comm_headlines, gpu_side_rows, graph_mixing
 from distbench.comm.analysis.pairs import pair_findings
 from distbench.comm.analysis.runs import ACROSS_RUNS
-from distbench.comm.spec import SPECS
+from distbench.core.ops_spec import SPECS
 from distbench.core.section import Measure, ReportInputs, Section, SummaryPart, gbps_cell, table, time_cell
 from distbench.core.sizes import parse_size
 from distbench.core.units import human_gbps
@@ -33,8 +33,8 @@ FIGURE_TITLES = {
     "dtype": "Bus bandwidth by dtype",
 }
 # The full comm tables the Markdown links (copies in tables/ beside it; the HTML has them collapsed).
-FULL_TABLES = {"comm_largest.csv": "each series at its largest size", "comm_summary.csv": "every point",
-               "comm_diagnosed.csv": "every point, with % of the link peak and NCCL's algorithm",
+FULL_TABLES = {"comm_largest.csv": "each series at its largest size",
+               "comm_summary.csv": "every point, with % of the link peak and NCCL's algorithm",
                "comm.csv": "every trial"}
 
 
@@ -51,7 +51,7 @@ def _exact(n: int) -> str:
 class Rounded:
     """One table's cells measured at another size than their row's requested one: `mark` flags such
     a cell with ROUNDED_MARK, `footnote` says why (a split op's buffer is world_size equal chunks
-    of whole elements, so the count rounds down: distbench.comm.spec.element_count)."""
+    of whole elements, so the count rounds down: distbench.core.ops_spec.element_count)."""
 
     def __init__(self):
         self.seen: dict[tuple, dict[int, int]] = {}  # (op, world_size, dtype) -> {requested: measured}
@@ -337,27 +337,27 @@ def _mixing(inputs: ReportInputs):
 
 
 def headlines(inputs: ReportInputs) -> list:
-    return comm_headlines(_comm_table(inputs, "summary"), gpu_name=_gpu_name(inputs.env_dict()), peak=_peak(inputs),
+    return comm_headlines(_comm_table(inputs, "comm_summary"), gpu_name=_gpu_name(inputs.env_dict()), peak=_peak(inputs),
                           nvls=_nvls((inputs.extra or {}).get("nccl")), env=inputs.env_dict(), job_env=_job_env(inputs))
 
 
 def findings(inputs: ReportInputs) -> list[str]:
     """The report's Findings: stragglers, GPU pairs well below their link class, then the sweep's."""
-    stragglers = inputs.table("stragglers_csv")
-    pairs = inputs.table("pairs_csv")
+    stragglers = inputs.table("comm_stragglers")
+    pairs = inputs.table("comm_pairs")
     return ((straggler_findings(stragglers) if stragglers is not None else [])
             + (pair_findings(pairs) if pairs is not None and len(pairs) else [])
-            + compute_findings(_comm_table(inputs, "summary"), inputs.plan, peak=_peak(inputs),
+            + compute_findings(_comm_table(inputs, "comm_summary"), inputs.plan, peak=_peak(inputs),
                                                env=inputs.env_dict()))
 
 
 def skipped(inputs: ReportInputs) -> list[str]:
-    summary = _comm_table(inputs, "summary")
+    summary = _comm_table(inputs, "comm_summary")
     return skipped_points(summary) if len(summary) else []
 
 
 def build(inputs: ReportInputs) -> dict:
-    summary, largest = _comm_table(inputs, "summary"), _comm_table(inputs, "largest")
+    summary, largest = _comm_table(inputs, "comm_summary"), _comm_table(inputs, "comm_largest")
     return {"pivots": _pivots(summary, _mixing(inputs)),
             "rank_agg": "/".join(sorted(set(summary["rank_agg"].dropna().astype(str)))) if "rank_agg" in summary else "",
             "largest": _largest_table(largest, _peak(inputs)),
@@ -370,7 +370,7 @@ def build(inputs: ReportInputs) -> dict:
 TIME = Measure("comm", "comm_summary.csv",
                ("backend", "world_size", "nodes", "op", "traffic", "dtype", "nccl_env", "timing", "inplace", "size_bytes",
                 "requested_bytes"),
-               "time_us_median", "time_us_p5", "time_us_p95", unit="µs", input="summary",
+               "time_us_median", "time_us_p5", "time_us_p95", unit="µs",
                defaults={"nodes": 1, "traffic": "none"})
 
 
@@ -386,12 +386,12 @@ SUMMARY_FIELDS = ("backend", "world_size", "nodes", "traffic", "dtype", "nccl_en
                   "requested_bytes", "time_us_median", "time_us_p5", "time_us_p95", "host_issue_us_median", "host_bound",
                   "algbw_gbps_median", "busbw_gbps_median",
                   "busiest_rank", "busiest_rank_bytes", "busiest_rank_time_us_median", "correct", "status")
-SUMMARY = SummaryPart("communication", "summary", SUMMARY_FIELDS, by="op",
+SUMMARY = SummaryPart("communication", "comm_summary", SUMMARY_FIELDS, by="op",
                       order=("backend", "world_size", "dtype", "timing", "size_bytes"), settings=summary_settings,
                       reader=read_summary)
 
 COMMUNICATION = Section("communication", "Communication", TEMPLATES, build, headlines=headlines, findings=findings,
-                        skipped=skipped, figure_dirs=("figures", "figures_pairs"), figure_titles=FIGURE_TITLES,
+                        skipped=skipped, figure_dirs=("figures_comm", "figures_pairs"), figure_titles=FIGURE_TITLES,
                         full_tables=FULL_TABLES, regressions=(TIME,), summary=SUMMARY, across_runs=ACROSS_RUNS)
 PROBLEMS = Section("problems", "Measurements that did not succeed", TEMPLATES,
-                   lambda inputs: _problem_table(_comm_table(inputs, "summary")))
+                   lambda inputs: _problem_table(_comm_table(inputs, "comm_summary")))

@@ -120,10 +120,12 @@ def _no_rows(contract) -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype="object") for c in contract.names})
 
 
-def aggregate(job_csvs, rank_csvs, out_raw, out_ranks, out_summary, out_largest, out_stragglers=None) -> pd.DataFrame:
+def aggregate(job_csvs, rank_csvs, out_raw, out_ranks, out_summary, out_largest, out_stragglers=None,
+              join=None) -> pd.DataFrame:
     """The comm tables from every job's CSVs. No comm job in the plan (backends [nccl] on a host without
     a GPU: every NCCL job skipped, as the default run skips them): the tables with their columns and no
-    row, so the report still says what was skipped (issue 37)."""
+    row, so the report still says what was skipped (issue 37). `join(summary) -> summary`: what the
+    probes add to each point (distbench.comm.analysis.diagnose), before the summary is written, once."""
     problems = []  # every bad file, of both kinds, in one message
     df, ranks = _no_rows(COMM), _no_rows(COMM_RANKS)
     try:
@@ -141,8 +143,10 @@ def aggregate(job_csvs, rank_csvs, out_raw, out_ranks, out_summary, out_largest,
     summary = summarize(df)
     atomic_write_csv(out_ranks, ranks)
     atomic_write_csv(out_raw, df)
-    atomic_write_csv(out_summary, summary)
     atomic_write_csv(out_largest, largest(summary))
+    if join is not None:
+        summary = join(summary)
+    atomic_write_csv(out_summary, summary)
     if out_stragglers is not None:
         atomic_write_csv(out_stragglers, stragglers(df))
     return summary

@@ -35,7 +35,7 @@ def build(inputs: ReportInputs) -> dict | None:
                      _largest_cell(r),
                      r["status"]])
     # the run's memory jobs sit beside its tables: results/<label>/{tables,memory}
-    run_dir = Path(inputs.memory_summary).parent.parent
+    run_dir = inputs.path("memory_summary").parent.parent
     snapshots = sorted(str(p) for p in (run_dir / "memory").glob("*/*/*/*/snapshot.pickle"))
     return {"findings": memory_findings(s), "table": table(headers, rows), "snapshots": snapshots,
             "note": ("Per rank, at the largest measured batch. Parts are counted from the tensors (unique storages: "
@@ -96,7 +96,7 @@ def headlines(inputs: ReportInputs) -> list[Headline]:
 # Against a baseline run: the peak allocated bytes per configuration at its largest measured batch (no
 # spread is recorded: the threshold alone decides)
 PEAK = Measure("memory", "memory_summary.csv", ("backend", "model", "config", "world_size", "largest_measured_batch"),
-               "peak_allocated_bytes", None, None, unit="B", input="memory_summary")
+               "peak_allocated_bytes", None, None, unit="B")
 # summary.json's results.memory: one record per configuration
 SUMMARY_FIELDS = ("model", "config", "backend", "world_size", "largest_measured_batch", "params_bytes", "grads_bytes",
                   "optimizer_bytes", "activations_bytes", "activation_bytes_per_sample", "peak_allocated_bytes",

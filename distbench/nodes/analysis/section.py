@@ -19,7 +19,8 @@ LINK_ADVICE = "check the path between the two nodes (cables, switch ports, ibsta
 
 
 def _tables(inputs: ReportInputs):
-    return read_tables(inputs.nodes_scores) if inputs.nodes_scores else None
+    path = inputs.path("nodes_scores")
+    return read_tables(path) if path else None
 
 
 def _x(v) -> str:

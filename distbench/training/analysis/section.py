@@ -9,6 +9,7 @@ every world size is one. Fragments: templates/training.*.j2."""
 from __future__ import annotations
 
 import math
+from collections import Counter
 from pathlib import Path
 
 import pandas as pd
@@ -17,11 +18,12 @@ from distbench.core.section import (
     SMOKE_TEST, Headline, Measure, ReportInputs, Section, SummaryPart, judged_world_size, oversubscribed,
     pct_cell, table, time_cell,
 )
+from distbench.core.readers import read_json, remake
 from distbench.core.units import human_bytes, human_time_us, sig3
 from distbench.core.units import pct as _pct
-from distbench.launch.cluster import job_layout
 from distbench.training.analysis.findings import bottleneck, one_device, one_device_of, shortfall, training_findings
 from distbench.training.analysis.summary import row_split
+from distbench.training.manifest import MANIFEST
 
 TEMPLATES = Path(__file__).parent / "templates"
 HEALTHY_EFFICIENCY = 0.90  # scaling efficiency vs one GPU at the largest world size
@@ -35,16 +37,26 @@ def with_host(summary: pd.DataFrame | None, inputs: ReportInputs) -> pd.DataFram
     host's cores (Gloo, per env.json); None otherwise, for NCCL, or when env.json is missing."""
     if summary is None or summary.empty:
         return summary
-    env, cluster = inputs.env_dict(), (inputs.config or {}).get("cluster") or {}
+    env, per_node = inputs.env_dict(), ranks_per_node(inputs.placements)
+    keys = zip(summary["backend"], summary["model"], summary["world_size"], summary["config"], strict=True)
+    # a job without a placement file (its ranks never started) ran, as planned, where its ranks fit
+    return summary.assign(oversubscribed=[oversubscribed(per_node.get((str(b), str(m), int(ws), str(c)), int(ws)),
+                                                         str(b), env) for b, m, ws, c in keys])
 
-    def per_host(ws: int, backend: str) -> int:
-        if int(cluster.get("nodes") or 1) <= 1:
-            return ws
-        layout, _ = job_layout(ws, backend, int(env.get("gpu_count") or 0), cluster)
-        return layout.ranks_per_node if layout else ws
 
-    return summary.assign(oversubscribed=[oversubscribed(per_host(int(ws), str(b)), str(b), env)
-                                          for ws, b in zip(summary["world_size"], summary["backend"], strict=True)])
+def ranks_per_node(placements) -> dict[tuple[str, str, int, str], int]:
+    """(backend, model, world size, config) -> the most ranks one node ran, for every training job
+    whose placement file (the ranks as they ran: node and GPU) the report was given."""
+    out = {}
+    for path in placements or []:
+        wc = MANIFEST.wildcards_of(path)
+        if wc is None or not Path(path).exists():
+            continue
+        ranks = read_json(path, remake(path)).get("ranks") or []
+        nodes = Counter(r.get("node") or r.get("hostname") for r in ranks)
+        if nodes:
+            out[(wc["backend"], wc["model"], int(wc["world_size"]), wc["config"])] = max(nodes.values())
+    return out
 
 
 def _sig3_cell(x) -> str | None:
@@ -180,8 +192,7 @@ def headlines(inputs: ReportInputs) -> list[Headline]:
 # Against a baseline run: the median step time per configuration, its p5-p95 as the noise (tables from
 # before FSDP had no strategy column: every run was DDP).
 STEP_TIME = Measure("training", "training_summary.csv", ("backend", "model", "strategy", "world_size", "config"),
-                    "step_time_ms_median", "step_time_ms_p5", "step_time_ms_p95", unit="ms",
-                    input="training_summary", defaults={"strategy": "ddp"})
+                    "step_time_ms_median", "step_time_ms_p5", "step_time_ms_p95", unit="ms", defaults={"strategy": "ddp"})
 # summary.json's results.training: one record per configuration
 SUMMARY_FIELDS = ("model", "strategy", "config", "backend", "world_size", "batch_size", "dtype", "step_time_ms_median",
                   "compute_only_ms_median", "exposed_comm_ms", "exposed_comm_capped_ms", "other_ms", "overlap_fraction", "samples_per_s_median",

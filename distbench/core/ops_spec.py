@@ -1,28 +1,28 @@
 """What each collective is, written once and torch-free: one `OpSpec` per op, as nccl-tests keeps
-one file per op.
+one file per op. It sits below the families because more than one measures collectives: the comm
+jobs, the node-pair rounds and the cost model all take an op's bus factor from here.
 
 Every table that names an op reads it from here: the config schema's op enum
 (distbench.pipeline.config.load_schema), the harness's bus bandwidth and its nccl-tests-style table
-(type/redop/root), the cost model's bus factors and modelled ops (distbench.predict.model), the
-NCCL log names (distbench.comm.analysis.diagnose) and the nccl-tests -J documents' fields
-(distbench.comm.analysis.nccl_tests_json). The torch side (buffers, inputs, the call, the expected output)
-lives in distbench.comm.ops, one `TorchOp` per spec, looked up by the spec's name.
+(type/redop/root), the node-pair rounds' bus bandwidth, the cost model's bus factors and modelled
+ops (the alpha-beta cost model), the NCCL log names and the nccl-tests -J documents' fields. The torch
+side (buffers, inputs, the call, the expected output) lives with the family that runs the ops, one
+`TorchOp` per spec, looked up by the spec's name.
 
 Adding a collective
 -------------------
 1. one `OpSpec(...)` entry in `SPECS` below (its place in the tuple is its place in every table,
    the config's default op list included);
-2. its torch side in distbench/comm/ops.py: a `TorchOp(SPECS["name"], make, run[, make_inplace])`
-   in `TORCH_OPS`.
-The config schema (enum and default), the harness's --ops and table, comm/job.py, diagnose (NCCL
-log names), summary.json (redop/root) and predict's bus factors follow from the spec.
-The cost model (distbench.predict) predicts the op when its spec gives `ring_hops`, the latency
+2. its torch side: a `TorchOp(SPECS["name"], make, run[, make_inplace])` in `TORCH_OPS` of the
+   ops module beside the comm harness.
+The config schema (enum and default), the harness's --ops and table, the job's failure rows, the
+NCCL log names, summary.json (redop/root) and predict's bus factors follow from the spec.
+The cost model predicts the op when its spec gives `ring_hops`, the latency
 term on a flat ring; without it the op is measured and reported but not predicted. Its
-hierarchical (multi-node) form is op-specific: an op without one in
-distbench/predict/cluster.py is predicted within one node and on a flat ring across nodes.
-tests/test_spec.py fails if the two files disagree; the README's comm.ops row names every op
-(tests/test_choices.py checks). docs/architecture.md has this recipe, and tests/test_recipes.py
-follows it through the workflow.
+hierarchical (multi-node) form is op-specific: an op without one in the cost model's
+cluster form is predicted within one node and on a flat ring across nodes. tests/test_spec.py fails if the spec and
+the torch ops disagree. docs/architecture.md has this recipe, and tests/test_recipes.py follows it
+through the workflow.
 """
 
 from __future__ import annotations
@@ -45,9 +45,9 @@ class OpSpec:
     min_world_size: int = 1
     graph_capturable: bool = True  # can run inside a CUDA graph (barrier cannot)
     moves_data: bool = True  # barrier: latency only, no algbw/busbw
-    takes_traffic: bool = False  # all_to_all_v: one point per traffic matrix (distbench.comm.traffic)
+    takes_traffic: bool = False  # all_to_all_v: one point per traffic matrix (the traffic matrices)
     # The alpha-beta cost model's latency term: link latencies (hops) one op pays on a flat ring of n
-    # ranks (distbench.predict.model, section 2). None: the model does not predict this op.
+    # ranks (the cost model's section 2). None: the model does not predict this op.
     ring_hops: Callable[[int], float] | None = None
 
     @property

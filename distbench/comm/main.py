@@ -1,5 +1,5 @@
-"""The comm harness's command line (`python -m distbench.comm`, see distbench.comm.harness for what
-it measures): its arguments, the CSV paths beside --out, the live nccl-tests-style table on stdout,
+"""comm's main (`python -m distbench.comm`, see distbench.comm.harness for what it measures): its
+command line, the CSV paths beside --out, the live nccl-tests-style table on stdout,
 and `main`, which runs every point of the job through distbench.comm.harness.Harness and writes the
 CSVs.
 """
@@ -14,7 +14,7 @@ from distbench.comm.contract import (
     COMM_COLUMN_NAMES, COMM_RANK_COLUMN_NAMES, HOST_BOUND_FACTOR, PAIRS_COLUMN_NAMES, host_bound,
 )
 from distbench.comm.harness import DEFAULT_ROTATE_BYTES, Harness, job_timings, plan_points, profile_ops
-from distbench.comm.spec import OPS, SPECS
+from distbench.core.ops_spec import OPS, SPECS
 from distbench.core.choices import BACKENDS, DTYPES, NCCL_TESTS_TYPES, RANK_AGGS, TIMINGS
 from distbench.core.io import PartialCsvs
 from distbench.core.sizes import parse_size

@@ -1,0 +1,5 @@
+import sys
+
+from distbench.gate.cli import main
+
+sys.exit(main())

@@ -1,0 +1,125 @@
+"""A node_exporter textfile-collector file, `distbench.prom`, written atomically (a temporary file in
+the same directory, then renamed: the collector never reads half a file), in Prometheus' text
+exposition format, metric names with their units:
+
+  distbench_gate_status{node}                       0 pass, 1 warn, 2 fail (the gate's verdict)
+  distbench_health_item_ok{node,gpu,item}           1 ok, 0 degraded or failing (not-available items left out)
+  distbench_comm_busbw_gbps{node,op,size_bytes,backend,world_size,timing}   median bus bandwidth, GB/s
+  distbench_comm_latency_us{node,op,size_bytes,backend,world_size,timing}   median time per op, µs
+  distbench_training_step_time_ms{node,model,strategy,backend,world_size}   median step time (full runs)
+  distbench_training_mfu{node,model,strategy,backend,world_size}            model FLOPs utilisation, 0-1
+  distbench_run_timestamp_seconds{node,source}      when this was written (Unix time)
+
+The gate writes the gate, health and comm metrics; a full run (config `prometheus_dir`) writes health,
+comm and training from its tables. Torch-free.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from distbench.core.io import atomic_write_text
+
+FILE = "distbench.prom"
+STATUS = {"PASS": 0, "WARN": 1, "FAIL": 2}
+HELP = {
+    "distbench_gate_status": "distbench gate verdict of the node: 0 pass, 1 warn, 2 fail",
+    "distbench_health_item_ok": "distbench health item: 1 ok, 0 degraded or failing",
+    "distbench_comm_busbw_gbps": "collective bus bandwidth (nccl-tests busbw), GB/s, median over trials",
+    "distbench_comm_latency_us": "collective time per op, microseconds, median over trials",
+    "distbench_training_step_time_ms": "training step time, milliseconds, median",
+    "distbench_training_mfu": "training model FLOPs utilisation, fraction of the device peak",
+    "distbench_run_timestamp_seconds": "when distbench wrote these metrics, Unix time",
+}
+
+
+def _escape(value) -> str:
+    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _labels(labels: dict) -> str:
+    return "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items()) + "}" if labels else ""
+
+
+def render(samples: list[tuple[str, dict, float]]) -> str:
+    """The exposition text of (metric, labels, value) samples, grouped by metric with HELP and TYPE."""
+    out, seen = [], set()
+    for name in dict.fromkeys(s[0] for s in samples):
+        out += [f"# HELP {name} {HELP[name]}", f"# TYPE {name} gauge"]
+        for metric, labels, value in samples:
+            key = (metric, _labels(labels))
+            if metric != name or key in seen or value is None or value != value:
+                continue  # a series once (the first: the default settings'), and no NaN
+            seen.add(key)
+            out.append(f"{name}{key[1]} {float(value):.10g}")
+    return "\n".join(out) + "\n"
+
+
+def write(directory, samples: list[tuple[str, dict, float]]) -> Path:
+    path = Path(directory) / FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, render(samples))
+    return path
+
+
+def health_samples(node: str, rows) -> list[tuple[str, dict, float]]:
+    """`rows`: HealthRow-like (gpu, item, state); a not-available item is no sample."""
+    return [("distbench_health_item_ok", {"node": node, "gpu": r.gpu, "item": r.item}, 1.0 if r.state == "ok" else 0.0)
+            for r in rows if r.state in ("ok", "degraded", "failing")]
+
+
+def comm_sample(node: str, op: str, size_bytes: int, backend: str, world_size: int, timing: str,
+                busbw_gbps: float | None, time_us: float | None) -> list[tuple[str, dict, float]]:
+    labels = {"node": node, "op": op, "size_bytes": str(int(size_bytes)), "backend": backend,
+              "world_size": str(int(world_size)), "timing": timing}
+    out = []
+    if busbw_gbps is not None and busbw_gbps == busbw_gbps and size_bytes > 8:
+        out.append(("distbench_comm_busbw_gbps", labels, busbw_gbps))
+    if time_us is not None and time_us == time_us:
+        out.append(("distbench_comm_latency_us", labels, time_us))
+    return out
+
+
+def timestamp(node: str, source: str) -> tuple[str, dict, float]:
+    return ("distbench_run_timestamp_seconds", {"node": node, "source": source}, time.time())
+
+
+def run_samples(results_dir, node: str) -> list[tuple[str, dict, float]]:
+    """A full run's metrics from its tables (results/<label>/): health before the benchmarks, the comm
+    summary's ok rows, the training summary. Tables a run did not make are left out."""
+    import pandas as pd
+
+    root = Path(results_dir)
+    samples = []
+    health = root / "health" / "health_before.csv"
+    if health.exists():
+        from distbench.probes.health_table import read_health_csv, rows_of
+
+        samples += health_samples(node, rows_of(read_health_csv(health)))
+    comm = root / "tables" / "comm_summary.csv"
+    if comm.exists():
+        df = pd.read_csv(comm)
+        df = df[df["status"] == "ok"] if "status" in df else df
+        # one series per op, size, backend, ranks and timing: NCCL's default settings, out of place, first
+        order = [c for c in ("nccl_env", "inplace") if c in df]
+        if order:
+            df = df.assign(_d=df.get("nccl_env", "default") != "default").sort_values(["_d", *order[1:]], kind="stable")
+        for _, r in df.iterrows():
+            samples += comm_sample(node, r["op"], int(r["size_bytes"]), r["backend"], int(r["world_size"]),
+                                   r.get("timing", ""), r.get("busbw_gbps_median"), r.get("time_us_median"))
+    training = root / "tables" / "training_summary.csv"
+    if training.exists():
+        df = pd.read_csv(training)
+        for _, r in df.iterrows():
+            labels = {"node": node, "model": r.get("model", ""), "strategy": r.get("strategy", ""),
+                      "backend": r.get("backend", ""), "world_size": str(r.get("world_size", ""))}
+            samples.append(("distbench_training_step_time_ms", labels, r.get("step_time_ms_median")))
+            samples.append(("distbench_training_mfu", labels, r.get("mfu")))
+    gate = root / "health" / "gate.csv"  # `snakemake gate`'s verdict, when this invocation ran it
+    if gate.exists():
+        verdict = pd.read_csv(gate).query("check == 'verdict'")
+        if len(verdict) and verdict["state"].iloc[-1] in STATUS:
+            samples.append(("distbench_gate_status", {"node": node}, float(STATUS[verdict["state"].iloc[-1]])))
+    samples.append(timestamp(node, "run"))
+    return samples

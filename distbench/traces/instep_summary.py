@@ -1,0 +1,118 @@
+"""training.inspect's tables (issue 40), from the jobs' `inspect/` directories, the training summary,
+the comm family's summary (the standalone figures) and the matmul sweep:
+
+- training_instep.csv: one row per bucket (op, dtype, size) of each job's timed steps
+  (distbench.training.analysis.instep.BUCKET_COLUMNS), with its sentence;
+- training_split.csv: one row per job: the four-part split (distbench.traces.split), whether it adds
+  up, the bounds check redone with the measured slowdown and the named rest, MFU against the spec
+  peak and against the achievable one, and the headline naming the step's largest cost.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from distbench.training.analysis.instep import FAR_BELOW_RATIO, bucket_table, job_instances
+from distbench.training.analysis.summary import check_bounds
+from distbench.traces.split import four_part_split, job_trace_split
+
+SPLIT_COLUMNS = ("job", "model", "strategy", "world_size", "source", "note", "step_ms", "step_trace_ms", "compute_ms",
+                 "compute_slowdown_ms", "exposed_comm_ms", "rest_ms", "rest_optimizer_ms", "rest_comm_bookkeeping_ms",
+                 "rest_memory_copies_ms", "rest_host_gaps_ms", "rest_unexplained_ms", "allowance_ms", "adds_up",
+                 "bounds_ok", "bounds_note", "tflops_per_device", "mfu_spec", "spec_peak_tflops", "mfu_achievable",
+                 "achievable_tflops", "achievable_sm_clock_mhz", "achievable_power_limit_w", "largest_cost",
+                 "headline")
+PARTS = {"compute_slowdown_ms": "compute slowed down while communicating",
+         "exposed_comm_ms": "exposed communication", "rest_ms": "the rest"}
+
+
+def achievable_peak(matmul: pd.DataFrame | None, device: str, dtype: str) -> dict:
+    """The best TFLOP/s of the sweep on `device` in `dtype` (the slowest GPU's best: a synchronous job
+    runs at its pace), with the SM clock and power limit it ran at; {} without a sweep row."""
+    if matmul is None or matmul.empty:
+        return {}
+    ok = matmul[(matmul["status"] == "ok") & (matmul["dtype"] == dtype) & (matmul["device_name"] == device)]
+    if ok.empty:
+        return {}
+    best = ok.loc[ok.groupby("device_index")["tflops"].idxmax()]
+    slowest = best.loc[best["tflops"].idxmin()]
+    return {"achievable_tflops": float(slowest["tflops"]), "achievable_sm_clock_mhz": slowest.get("sm_clock_mhz"),
+            "achievable_power_limit_w": slowest.get("power_limit_w")}
+
+
+def headline(row: dict, buckets: list[dict]) -> str:
+    """The step's largest cost beyond compute, in plain words; and, when the collectives inside the step
+    run far below their standalone speed, that the link is fine and the overlap is what costs."""
+    parts = {k: row.get(k) for k in PARTS if row.get(k) == row.get(k) and row.get(k) is not None}
+    if not parts:
+        return "no trace split: the step's costs are not measured"
+    key = max(parts, key=parts.get)
+    step = row["step_ms"]
+    text = (f"{row['job']}: beyond {row['compute_ms']:.1f} ms of compute, the largest cost of the "
+            f"{step:.1f} ms step is {PARTS[key]} ({parts[key]:.1f} ms, {parts[key] / step:.0%})")
+    if key == "rest_ms":
+        named = {"optimizer": row.get("rest_optimizer_ms"), "communication bookkeeping kernels":
+                 row.get("rest_comm_bookkeeping_ms"), "memory copies": row.get("rest_memory_copies_ms"),
+                 "host gaps": row.get("rest_host_gaps_ms")}
+        named = {k: v for k, v in named.items() if v == v and v is not None}
+        if named:
+            top = max(named, key=named.get)
+            text += f", mostly {top} ({named[top]:.1f} ms)"
+    ratios = [b["ratio"] for b in buckets if b["ratio"] == b["ratio"]]
+    if ratios and min(ratios) < FAR_BELOW_RATIO:
+        text += ("; the collectives ran far below their standalone speed inside the step: the link is fine, "
+                 "the overlap costs")
+    return text + "."
+
+
+def job_split(job: str, summary_row: dict, inspect_dir, buckets: list[dict], about: dict, matmul) -> dict:
+    step, compute = float(summary_row["step_time_ms_median"]), float(summary_row["compute_only_ms_median"])
+    allowance = float(summary_row.get("bounds_allowance_ms") or math.nan)
+    trace = job_trace_split(inspect_dir)
+    parts = four_part_split(step, compute, trace, allowance)
+    note = about.get("note", "")
+    if trace and abs(trace["step_trace_ms"] - step) > allowance:
+        note = (note + "; " if note else "") + (f"the traced steps took {trace['step_trace_ms']:.1f} ms against "
+                                                 f"{step:.1f} ms timed: the profiler slowed them")
+    if not trace:
+        note = (note + "; " if note else "") + "no GPU traces: the four-part split is a GPU-timeline figure"
+    # the bounds check with what the traces measured: step <= compute + slowdown + comm alone + named rest
+    extra = sum(v for k, v in parts.items() if k.startswith("rest_") and k != "rest_unexplained_ms" and v == v)
+    slow = parts["compute_slowdown_ms"] if parts["compute_slowdown_ms"] == parts["compute_slowdown_ms"] else 0.0
+    ok, bnote = check_bounds(step, compute, float(summary_row.get("comm_alone_ms_median") or math.nan) + slow + extra,
+                             allowance, int(summary_row["world_size"]))
+    ach = achievable_peak(matmul, str(summary_row.get("device_name")), str(summary_row.get("dtype")))
+    tflops = float(summary_row.get("tflops_per_device") or math.nan)
+    row = {"job": job, "model": summary_row["model"], "strategy": summary_row["strategy"],
+           "world_size": summary_row["world_size"], "source": about.get("source"), "note": note, "step_ms": step,
+           "step_trace_ms": trace.get("step_trace_ms", math.nan), **parts, "bounds_ok": ok,
+           "bounds_note": (bnote + " (compute slowdown and the named rest measured in the traces)") if bnote else "",
+           "tflops_per_device": tflops, "mfu_spec": summary_row.get("mfu"),
+           "spec_peak_tflops": summary_row.get("peak_tflops"),
+           "mfu_achievable": tflops / ach["achievable_tflops"] if ach else math.nan, **ach}
+    row["largest_cost"] = max((k for k in PARTS if row.get(k) == row.get(k)), key=lambda k: row[k], default="")
+    row["headline"] = headline(row, buckets)
+    return row
+
+
+def instep_tables(jobs: dict, summary: pd.DataFrame, comm_summary: pd.DataFrame | None,
+                  matmul: pd.DataFrame | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """({job name: (summary-row selector dict, inspect dir)}, ...) -> (bucket table, split table)."""
+    comm_rows = [] if comm_summary is None else comm_summary.astype(str).to_dict("records")
+    buckets, splits = [], []
+    for job, (select, inspect_dir) in jobs.items():
+        rows = summary
+        for k, v in select.items():
+            rows = rows[rows[k].astype(str) == str(v)]
+        if rows.empty:
+            continue
+        srow = rows.iloc[0].to_dict()
+        instances, about = job_instances(inspect_dir, job)
+        b = bucket_table(instances, about, comm_rows, str(srow["strategy"]))
+        buckets += b
+        splits.append(job_split(job, srow, inspect_dir, b, about, matmul))
+    from distbench.training.analysis.instep import BUCKET_COLUMNS
+
+    return pd.DataFrame(buckets, columns=list(BUCKET_COLUMNS)), pd.DataFrame(splits, columns=list(SPLIT_COLUMNS))

@@ -1,0 +1,40 @@
+# The node gate (distbench.gate, docs/gate.md): `snakemake --cores 1 gate` reads this node's health,
+# runs a short collective check and writes its verdict table beside the health check's
+# (results/<label>/health/gate.csv; its readings and comm job under health/gate/). The verdict line is
+# in the log; the command for a SLURM prolog or health check is `python -m distbench.gate`.
+# report.baseline, when set, is the baseline; prometheus_dir, when set, gets distbench.prom.
+
+
+rule gate:
+    output:
+        results("health/gate.csv"),
+    log:
+        results("logs/health/gate.log"),
+    conda:
+        "../envs/distbench.yaml"
+    params:
+        out=lambda wc, output: output[0].removesuffix(".csv"),  # health/gate/: readings, comm job
+        gpus=PLAN["gpus"],
+        load_s=config["health"]["load_s"],
+        baseline=config["report"]["baseline"],
+        prom=config.get("prometheus_dir", ""),
+    script:
+        "../workflow/scripts/gate.py"
+
+
+# prometheus_dir: a successful run writes its health, comm and training figures there as distbench.prom
+# (node_exporter's textfile collector), atomically (distbench.gate.prom.run_samples).
+onsuccess:
+    if config.get("prometheus_dir"):
+        from distbench.gate.prom import run_samples, write
+        from distbench.core.run_label import node_name
+
+        try:
+            path = write(
+                config["prometheus_dir"], run_samples(results(""), node_name())
+            )
+            print(f"distbench: metrics written to {path}")
+        except Exception as e:  # a metrics file never fails a finished run
+            print(
+                f"distbench: no metrics written to {config['prometheus_dir']}: {e}"
+            )
