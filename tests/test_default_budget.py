@@ -154,8 +154,8 @@ def test_table_steps_run_beside_benchmark_jobs_only_on_a_gpu_node_with_cores_to_
         for name, body in re.findall(r"^rule (\w+):\n((?:    .*\n|\n)*)", smk.read_text(), re.M):
             rules[name] = body
     readers = [r for r in rules if r.startswith(("aggregate_", "plot_"))] + [
-        "predict", "summary_json", "describe_run", "diagnose", "report"]
-    assert len(readers) >= 14 and all("threads: SIDE_THREADS" in rules[r] for r in readers), readers
+        "predict", "summary_json", "describe_run", "report"]
+    assert len(readers) >= 13 and all("threads: SIDE_THREADS" in rules[r] for r in readers), readers
     for bench in ("comm_job", "training_job", "memory_job", "probe_nccl", "nodes_round"):
         if bench in rules:
             assert "threads: workflow.cores" in rules[bench], bench

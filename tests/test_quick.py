@@ -103,7 +103,7 @@ def test_quick_target_plans_only_its_jobs(workflow_dir):
     out = r.stdout + r.stderr
     planned = set(re.findall(r"^(?:local)?rule (\w+):", out, flags=re.M))
     assert planned == {"probe_env", "probe_topology", "probe_nccl", "comm_job", "training_job", "quick_aggregate_comm",
-                       "quick_diagnose", "quick_aggregate_training", "quick_report", "quick"}, planned
+                       "quick_aggregate_training", "quick_report", "quick"}, planned
     jobs = re.findall(r"^\s+wildcards: (.*)$", out, flags=re.M)
     assert sum("dtype=" in w for w in jobs) == 1 and sum("model=mlp, world_size=1, config=plain" in w for w in jobs) == 1
     assert len(jobs) == 3

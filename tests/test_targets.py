@@ -24,7 +24,7 @@ def _estimated(output: str) -> tuple[int, dict[str, int]]:
 @pytest.mark.parametrize("target,expected,absent,estimated", [
     ("probes", {"probe_env", "probe_topology", "probe_nccl"}, {"comm_job", "training_job", "memory_job", "report"},
      {}),  # on CPU the NCCL probe only writes why it did not run: no benchmark job
-    ("comm", {"comm_job", "aggregate_comm", "diagnose", "plot_comm"}, {"training_job", "memory_job", "report"},
+    ("comm", {"comm_job", "aggregate_comm", "plot_comm"}, {"training_job", "memory_job", "report"},
      {"comm": 3}),
     ("training", {"training_job", "aggregate_training", "plot_training"}, {"comm_job", "memory_job", "report"},
      {"training": 20}),
