@@ -47,6 +47,7 @@ localrules:
     memory,
     aggregate_comm,
     aggregate_training,
+    aggregate_training_instep,
     aggregate_memory,
     aggregate_pairs,
     plot_comm,

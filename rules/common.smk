@@ -41,7 +41,7 @@ from distbench.pipeline.plan import (
     plan_summary,
     side_threads,
 )
-from distbench.training.plan import training_params
+from distbench.training.plan import matmul_params, training_params
 from distbench.launch.batch import plan_shared_launches
 from distbench.launch.invocation import begin_invocation
 from distbench.pipeline.report_only import report_only, rerun_message

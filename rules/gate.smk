@@ -2,7 +2,12 @@
 # runs a short collective check and writes its verdict table beside the health check's
 # (results/<label>/health/gate.csv; its readings and comm job under health/gate/). The verdict line is
 # in the log; the command for a SLURM prolog or health check is `python -m distbench.gate`.
-# report.baseline, when set, is the baseline; prometheus_dir, when set, gets distbench.prom.
+# gate_baseline, when set, holds the baseline runs (checked now, before any job); prometheus_dir, when
+# set, gets distbench.prom.
+from distbench.gate.points import baseline_problems
+
+if baseline_problems(config["gate_baseline"]):
+    raise WorkflowError("\n".join(baseline_problems(config["gate_baseline"])))
 
 
 rule gate:
@@ -16,7 +21,7 @@ rule gate:
         out=lambda wc, output: output[0].removesuffix(".csv"),  # health/gate/: readings, comm job
         gpus=PLAN["gpus"],
         load_s=config["health"]["load_s"],
-        baseline=config["report"]["baseline"],
+        baseline=config["gate_baseline"],
         prom=config.get("prometheus_dir", ""),
     script:
         "../workflow/scripts/gate.py"

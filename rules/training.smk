@@ -2,13 +2,33 @@
 # rank is each model's baseline.
 
 
+def inspect_output():
+    """training.inspect: each job's inspect/ directory, an output only while it is on (turning it on
+    or off reruns the training jobs once, as profiling does)."""
+    if not config["training"]["inspect"]:
+        return {}
+    return {"inspect": directory(job_path("training", "inspect"))}
+
+
+def matmul_before_jobs(wildcards=None):
+    """The matmul sweep's table as an input of every training job, when this run sweeps (ancient: a
+    new sweep does not rerun the jobs; turning the sweep on or off does, once)."""
+    return {
+        name: ancient(path) for name, path in table_input("training_matmul")().items()
+    }
+
+
 rule training_job:
     input:
         # health.stop_on_failing: after the health check passed (rules/probe.smk)
         unpack(health_gate),
+        # training.matmul_sweep: the sweep loads every GPU, so it runs before the jobs, never beside one
+        unpack(matmul_before_jobs),
     output:
         # traces on request (config profile): only while the training family is profiled
         **trace_output("training"),
+        # training.inspect: the job's in-step record (distbench.training.inspect)
+        **inspect_output(),
         csv=job_path("training", "training.csv"),
         placement=job_path("training", "placement.json"),
     log:
@@ -80,3 +100,52 @@ rule plot_training:
     threads: SIDE_THREADS
     script:
         "../workflow/scripts/plot_training.py"
+
+
+# training.matmul_sweep (issue 40): the achievable matmul peak of each GPU, with the models' own GEMMs
+# in their dtype (distbench.training.matmul); planned only where training runs on GPUs (on CPU the
+# plan names it as skipped: a CPU has no spec peak to set it beside).
+rule training_matmul:
+    input:
+        unpack(health_gate),
+    output:
+        results("tables/training_matmul.csv"),
+    log:
+        results("logs/training/matmul.log"),
+    conda:
+        "../envs/distbench.yaml"
+    # the whole host: nothing else may load the GPUs while they are timed
+    threads: workflow.cores
+    resources:
+        nodes=probe_resource("nodes"),
+        tasks=probe_resource("tasks"),
+        tasks_per_gpu=probe_resource("tasks_per_gpu"),
+        gres=probe_resource("gres"),
+        cpus_per_task=probe_resource("cpus_per_task"),
+        runtime=probe_resource("runtime"),
+        mem_mb=probe_resource("mem_mb"),
+        slurm_extra=probe_resource("slurm_extra"),
+    params:
+        sweep=lambda wc: matmul_params(config, PLAN["training_jobs"]),
+    script:
+        "../workflow/scripts/run_matmul.py"
+
+
+# training.inspect (issue 40): every multi-rank job's collectives inside its timed steps, beside the
+# comm family's standalone figures, and its step split in four parts (distbench.traces.instep_summary).
+rule aggregate_training_instep:
+    input:
+        unpack(table_input("comm_summary")),
+        unpack(table_input("training_matmul")),
+        inspect=job_files("training", "inspect"),
+        summary=results("tables/training_summary.csv"),
+    output:
+        instep=results("tables/training_instep.csv"),
+        split=results("tables/training_split.csv"),
+    log:
+        results("logs/aggregate/training_instep.log"),
+    conda:
+        "../envs/distbench.yaml"
+    threads: SIDE_THREADS
+    script:
+        "../workflow/scripts/aggregate_instep.py"

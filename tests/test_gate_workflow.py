@@ -58,8 +58,10 @@ def test_the_gate_on_this_host_passes_within_its_budget_with_one_line(tmp_path):
     # the same host against that run as its baseline: compared, and said
     again, _ = gate("--budget-s", "60", "--baseline", str(tmp_path / "run"), "--out", str(tmp_path / "again"))
     base = pd.read_csv(tmp_path / "again" / "gate.csv").query("check == 'baseline'")
-    assert len(base) == 2 and set(base["state"]) <= {"PASS", "WARN", "FAIL"}, base
-    assert again.returncode in (0, 1) and LINE.match(again.stdout.strip())
+    # compared and said, never judged: Gloo's CPU processes share the host with whatever else runs
+    assert len(base) == 2 and set(base["state"]) == {"INFO"}, base
+    assert base["reason"].str.contains("than the baseline's .*measured, not judged").all(), base["reason"]
+    assert again.returncode == 0 and LINE.match(again.stdout.strip())
 
 
 def test_past_its_budget_the_gate_fails_naming_the_step_and_leaves_no_process(tmp_path):

@@ -9,7 +9,7 @@ import pytest
 
 from distbench.core.contract import to_bool
 from distbench.training.contract import TRAINING_COLUMNS, TRAINING_COLUMN_NAMES, TRAINING_PHASES
-from distbench.training.wrap import ddp_bucket_layout
+from distbench.training.trainer import ddp_bucket_layout
 from distbench.workloads.registry import even_split as per_rank_batch
 from tests.conftest import REPO
 

@@ -93,3 +93,9 @@ def baseline_points(given) -> tuple[dict | None, str]:
 def _median(values) -> float:
     vals = [v for v in values if v == v]
     return float(median(vals)) if vals else float("nan")
+
+
+def baseline_problems(given, key: str = "gate_baseline") -> list[str]:
+    """The config's baseline runs that hold no gate or comm table, each named by key and element."""
+    return [f"config key {key}[{i}]: {why}" for i, one in enumerate(given or ())
+            for path, why in [find_baseline(one)] if path is None]

@@ -16,12 +16,14 @@
   one warns; it never fails (one user's post is the source, a weaker basis). Gloo on CPU is never a
   GPU verdict: measured, not judged.
 - Against the node's own baseline (known-good runs of the same node type): its noise is the larger of
-  its trials' largest deviation from their median and its runs' medians' largest deviation from their
-  median (relative). A change for the worse within that noise passes, beyond it warns, beyond
-  NOISE_MULTIPLE x it fails, and the reason says by how much. A baseline of one run has no measured
-  run-to-run noise, and one launch's trials understate it (on 2x H100 two healthy launches differed by
-  1.1% where each one's trials spread 0.4%: benchmarks/results/gate-h100x2-2026-11-27), so against one
-  run a regression only warns; give MIN_BASELINE_RUNS runs (--baseline, repeated) to fail on it.
+  its trials' and its runs' medians' largest deviation from their median (relative). A change for the
+  worse within NOISE_MULTIPLE x that noise passes; beyond it warns; beyond it and by more than
+  MATERIAL_REGRESSION it fails, and the reason says by how much. The noise alone would page on a
+  healthy node: on 2x H100 four healthy launches in a row spread 0.45% and the next ones ran 1.0% under
+  their median (the GPUs warming), where each launch's trials spread 0.2-0.3%
+  (benchmarks/results/gate-h100x2-2026-11-27/noise.txt). MATERIAL_REGRESSION is the margin by which
+  the report already calls a figure healthy against a published one (HEALTHY_OF_PUBLISHED), not a
+  new number.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ ORDER = {INFO: 0, PASS: 0, WARN: 1, FAIL: 2}
 FAULT_OF_REFERENCE = 0.5  # under half the reference (or of the link peak's healthy share): a fault, not tuning
 LATENCY_SLACK = 1.5  # latency over 1.5x the published figure warns
 NOISE_MULTIPLE = 3.0  # a regression beyond 3x the baseline's own noise fails (beyond 1x: warns)
-MIN_BASELINE_RUNS = 2  # runs a baseline needs before a regression against it can fail (its run-to-run noise)
+MATERIAL_REGRESSION = 1 - HEALTHY_OF_PUBLISHED  # a regression fails only beyond this too (10%: see the docstring)
 HEALTH_STATE = {FAILING: FAIL, DEGRADED: WARN, OK: PASS, NOT_AVAILABLE: INFO}
 
 GATE = Contract(
@@ -213,18 +215,19 @@ def baseline_check(p: Point, base: Point | None, what: str) -> Check:
     of = (f"its {len(runs)} runs' and their trials' largest deviation from their median" if len(runs) >= 2
           else "its trials' largest deviation from their median")
     band = NOISE_MULTIPLE * noise
-    if worse <= noise:
-        return Check("baseline", subject, f"{cur:.4g}", expected, PASS, f"{moved}: within its noise (±{noise:.1%}, {of})")
-    if len(runs) < MIN_BASELINE_RUNS:
-        return Check("baseline", subject, f"{cur:.4g}", expected, WARN,
-                     f"{moved}: beyond its noise ±{noise:.1%} ({of}); one baseline run does not measure "
-                     f"run-to-run noise, so this only warns (give --baseline {MIN_BASELINE_RUNS} or more runs)")
+    if p.backend == "gloo":  # CPU processes share the host with whatever else runs on it: compared, not judged
+        return Check("baseline", subject, f"{cur:.4g}", expected, INFO,
+                     f"{moved} (noise ±{noise:.1%}): Gloo on CPU processes, measured, not judged")
     if worse <= band:
+        return Check("baseline", subject, f"{cur:.4g}", expected, PASS,
+                     f"{moved}: within {NOISE_MULTIPLE:g}x its noise (±{noise:.1%}, {of})")
+    if worse <= MATERIAL_REGRESSION:
         return Check("baseline", subject, f"{cur:.4g}", expected, WARN,
-                     f"{moved}: beyond its noise ±{noise:.1%} ({of}), within {NOISE_MULTIPLE:g}x it")
+                     f"{moved}: beyond {NOISE_MULTIPLE:g}x its noise (±{noise:.1%}, {of}), under the "
+                     f"{MATERIAL_REGRESSION:.0%} that fails")
     return Check("baseline", subject, f"{cur:.4g}", expected, FAIL,
-                 f"{moved}: {(worse - band) * 100:.1f} points beyond {NOISE_MULTIPLE:g}x its noise "
-                 f"(±{noise:.1%}, {of}; so {band:.1%})")
+                 f"{moved}: beyond {NOISE_MULTIPLE:g}x its noise (±{noise:.1%}, {of}; so {band:.1%}) "
+                 f"and the {MATERIAL_REGRESSION:.0%} that fails, by {(worse - max(band, MATERIAL_REGRESSION)) * 100:.1f} points")
 
 
 def comm_checks(points: list[Point], comm_status: str, gpu_name: str | None, peak: dict | None,

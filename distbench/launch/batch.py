@@ -107,10 +107,13 @@ def results_dir_of(output_path, template: str) -> Path:
 
 
 def batchable(entry: Entry) -> bool:
-    """One node, no traces: a traced job (torch profiler, nsys around the launch) stays alone."""
+    """One node, no traces: a traced job (torch profiler, nsys around the launch) stays alone, and so
+    does an inspected one (training.inspect: its NCCL environment is its own, read when the
+    communicator starts)."""
     launch = entry.params.get("launch") or {}
     job = entry.params.get("job") or {}
-    return int(launch.get("nodes", 1) or 1) == 1 and job.get("profile", "off") in ("off", None)
+    return (int(launch.get("nodes", 1) or 1) == 1 and job.get("profile", "off") in ("off", None)
+            and not job.get("inspect"))
 
 
 def write_manifest(results_dir, entries: list[Entry], invocation: str | None = None) -> Path:

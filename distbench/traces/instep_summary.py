@@ -14,7 +14,7 @@ import math
 
 import pandas as pd
 
-from distbench.training.analysis.instep import FAR_BELOW_RATIO, bucket_table, job_instances
+from distbench.training.analysis.instep import FAR_BELOW_RATIO, PARTS, bucket_table, job_instances
 from distbench.training.analysis.summary import check_bounds
 from distbench.traces.split import four_part_split, job_trace_split
 
@@ -24,8 +24,6 @@ SPLIT_COLUMNS = ("job", "model", "strategy", "world_size", "source", "note", "st
                  "bounds_ok", "bounds_note", "tflops_per_device", "mfu_spec", "spec_peak_tflops", "mfu_achievable",
                  "achievable_tflops", "achievable_sm_clock_mhz", "achievable_power_limit_w", "largest_cost",
                  "headline")
-PARTS = {"compute_slowdown_ms": "compute slowed down while communicating",
-         "exposed_comm_ms": "exposed communication", "rest_ms": "the rest"}
 
 
 def achievable_peak(matmul: pd.DataFrame | None, device: str, dtype: str) -> dict:
@@ -116,3 +114,31 @@ def instep_tables(jobs: dict, summary: pd.DataFrame, comm_summary: pd.DataFrame 
     from distbench.training.analysis.instep import BUCKET_COLUMNS
 
     return pd.DataFrame(buckets, columns=list(BUCKET_COLUMNS)), pd.DataFrame(splits, columns=list(SPLIT_COLUMNS))
+
+
+def write_instep_tables(inspect_dirs, summary_csv, comm_summary_csv, matmul_csv, out_instep, out_split) -> str:
+    """The workflow's aggregate (rule aggregate_training_instep): every multi-rank job's inspect
+    directory (its job read off the path: distbench.training.manifest) -> training_instep.csv and
+    training_split.csv. The comm summary and the matmul sweep are optional (None: not in this run).
+    Returns a line per job for the rule's log: what was recorded, and how."""
+    from pathlib import Path
+
+    from distbench.core.io import atomic_write_text
+    from distbench.training.manifest import MANIFEST
+
+    jobs = {}
+    for d in inspect_dirs:
+        wc = MANIFEST.wildcards_of(d)
+        if wc is None or int(wc["world_size"]) < 2:
+            continue  # one rank has no collective inside its step to record
+        name = "/".join(str(wc[k]) for k in ("backend", "model", "world_size", "config"))
+        jobs[name.replace(f"/{wc['world_size']}/", f"/ws{wc['world_size']}/")] = (
+            {k: wc[k] for k in ("backend", "model", "world_size", "config")}, Path(d))
+    summary = pd.read_csv(summary_csv)
+    comm = pd.read_csv(comm_summary_csv) if comm_summary_csv else None
+    matmul = pd.read_csv(matmul_csv) if matmul_csv else None
+    buckets, splits = instep_tables(jobs, summary, comm, matmul)
+    atomic_write_text(out_instep, buckets.to_csv(index=False))
+    atomic_write_text(out_split, splits.to_csv(index=False))
+    return "\n".join(f"{r['job']}: {r['source']}" + (f" ({r['note']})" if r["note"] else "") + f"; {r['headline']}"
+                     for r in splits.to_dict("records")) or "no multi-rank job inspected"

@@ -112,7 +112,10 @@ def _median(values) -> float:
 def rank_split(step_trace, compute_trace) -> dict:
     """One rank's trace figures per step (ms, medians over the traced steps): the states of the real
     and the compute-only steps, the compute slowdown and the extra kernels (optimizer, other)."""
-    real, alone = step_states(load_trace(step_trace)), step_states(load_trace(compute_trace))
+    events = load_trace(step_trace)
+    if not any(str(e.get("cat", "")).lower() in GPU_CATEGORIES for e in events):
+        return {}  # a CPU run's trace (Gloo): no GPU timeline to split, so no figure, never zeros
+    real, alone = step_states(events), step_states(load_trace(compute_trace))
     if not real or not alone:
         return {}
     names_r = {n for s in real for n in s["kernels"]}

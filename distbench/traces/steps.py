@@ -15,7 +15,7 @@ step's time is the gap from the previous step's end (the first step: from its sp
     end_i  = max(span_i end, last GPU event launched in span_i ends)
     step_i = end_i - end_(i-1),   end_(-1) = span_0 start
 
-That is what the harness times (wrap.py `timed`: a CUDA event recorded after each call, a step is
+That is what the harness times (training/trainer.py `timed`: a CUDA event recorded after each call, a step is
 the gap between two events), and the same H100 trace gives 11.7 ms by it. On CPU (no GPU events)
 a step ends with its span, and the gap is the span plus the few microseconds between two calls,
 as the harness's host clock reads it. Launches are found by time, on any thread of the process:

@@ -1,7 +1,7 @@
 """Training benchmark harness: one torchrun job measures one DDP (or FSDP2) configuration of a
 workload of distbench.workloads.registry (the synthetic MLP by default) in three phases, on the
 same model and optimizer. This module is the job's command line and main loop; the rank's model,
-wrapping and step are in distbench.training.wrap, the phases and their rows in
+wrapping and step are in distbench.training.trainer, the phases and their rows in
 distbench.training.phases.
 
 Run alone:
@@ -55,7 +55,7 @@ from distbench.training.contract import TRAINING_COLUMN_NAMES, TRAINING_PHASES
 from distbench.launch.ranks import failure_status, finish_config, first_line, ranks_text
 from distbench.launch.timeline import mark
 from distbench.training.phases import phase_rows, run_phase, status_rows, window_lines
-from distbench.training.wrap import DDP_DEFAULT_BUCKET_CAP_MB, PhaseError, TrainingHarness
+from distbench.training.trainer import DDP_DEFAULT_BUCKET_CAP_MB, PhaseError, TrainingHarness
 from distbench.workloads.cli import add_model_args, resolve_model_args
 from distbench.workloads.registry import workload
 

@@ -92,6 +92,7 @@ def run_training_job(job, params: dict, out_csv, placement_json, log_path) -> st
     out_csv = Path(out_csv)
     env = job_environment(params["job_env"], job.nccl_env)
     if params.get("inspect"):  # this job's only: NCCL reads it when the communicator starts
+        inspect_dir(out_csv).mkdir(parents=True, exist_ok=True)  # the rule's output, whatever the job records
         env.update(inspector_env(inspect_dir(out_csv), job.backend, env))
     torchrun_job = TorchrunJob(
         module="distbench.training", args=training_args(job, params, out_csv, placement_json),

@@ -1,6 +1,17 @@
 """The training family, as the workflow, the estimate and the report see it (distbench.core.manifest)."""
 
-from distbench.core.manifest import FamilyManifest, Figures, Table
+from distbench.core.manifest import FamilyManifest, Figures, Table, config_flag
+
+# training.inspect (issue 40): the in-step collectives and the four-part step split of every multi-rank job
+INSPECT = config_flag("training", "inspect")
+
+
+def matmul_planned(config, plan) -> bool:
+    """training.matmul_sweep with training jobs on GPUs (a CPU run has none: the plan names it)."""
+    from distbench.training.plan import matmul_params
+
+    return bool(matmul_params(config, plan["training_jobs"]))
+
 
 MANIFEST = FamilyManifest(
     name="training",
@@ -10,12 +21,17 @@ MANIFEST = FamilyManifest(
     job_files=("training.csv", "placement.json"),
     benchmark="benchmarks/training/{backend}/{model}/ws{world_size}/{config}.tsv",
     jobs=lambda plan: [j.wildcards for j in plan["training_jobs"]],
+    # the achievable matmul peak (training.matmul_sweep): every GPU under load, before the jobs
+    measuring_rules=("training_matmul",),
     estimated=True,
     traced=True,
     shares_launches=True,
     tables=(
         Table("training_summary", "tables/training_summary.csv", summary_json=True),
         Table("training", "tables/training.csv", report=False),
+        Table("training_instep", "tables/training_instep.csv", when=INSPECT, beside_report=True),
+        Table("training_split", "tables/training_split.csv", when=INSPECT, beside_report=True),
+        Table("training_matmul", "tables/training_matmul.csv", report=False, beside_report=True, when=matmul_planned),
     ),
     figures=(Figures("figures_training"),),
     sections={"body": ("distbench.training.analysis.section:TRAINING",)},

@@ -158,5 +158,43 @@ def main(argv=None) -> int:
     return 0
 
 
+def run_sweeps(params: dict, out_csv, log_path) -> str:
+    """The workflow's sweep (rule training_matmul, params from distbench.training.plan.matmul_params): one
+    `python -m distbench.training.matmul` per dtype, its output appended to `log_path`, the rows of all
+    of them in `out_csv`. A sweep that fails leaves a `failed` row naming why, so the DAG goes on (MFU
+    then has no achievable peak for that dtype). Returns what was measured, for the launcher's log."""
+    import subprocess
+
+    out = Path(out_csv)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    rows, said = [], []
+    for sweep in params["sweeps"]:
+        part = out.with_name(f".{out.stem}.{sweep['dtype']}.csv")
+        cmd = [sys.executable, "-m", "distbench.training.matmul", "--dtype", sweep["dtype"], "--out", str(part),
+               "--seconds", str(params["seconds"]), *[a for g in sweep["gemms"] for a in ("--gemm", g)]]
+        with open(log_path, "a") as log:
+            print("$ " + " ".join(cmd), file=log, flush=True)
+            rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
+        if rc == 0 and part.exists():
+            with open(part, newline="") as f:
+                got = list(csv.DictReader(f))
+            part.unlink()
+            rows += got
+            ok = [float(r["tflops"]) for r in got if r["status"] == "ok"]
+            said.append(f"{sweep['dtype']}: best {max(ok):.1f} TFLOP/s" if ok else f"{sweep['dtype']}: "
+                        + (got[0]["message"] if got else "no rows"))
+        else:
+            rows.append({"dtype": sweep["dtype"], "status": "failed",
+                         "message": f"the sweep exited with status {rc} (its output: {log_path})"})
+            said.append(f"{sweep['dtype']}: failed (exit {rc})")
+    tmp = out.with_name(f".{out.name}.tmp")
+    with open(tmp, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    os.replace(tmp, out)
+    return "; ".join(said)
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -7,7 +7,7 @@ import math
 import statistics
 
 from distbench.launch.ranks import failure_status, first_line, node_count
-from distbench.training.wrap import PhaseError, TrainingHarness
+from distbench.training.trainer import PhaseError, TrainingHarness
 
 
 def run_phase(h, phase: str) -> tuple[list[list[float]] | None, dict]:

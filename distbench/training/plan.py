@@ -133,7 +133,8 @@ def training_jobs(config: dict, gpus: int) -> tuple[list[TrainingJob], list[dict
                 # The point's own 1-rank run leaves NCCL settings out: one rank has no GPU-to-GPU
                 # traffic for them to change, and one baseline serves every NCCL variant.
                 add(1, {**tr["ddp"], **ddp}, {})
-    return sorted(jobs.values(), key=_job_order), skipped
+    ordered = sorted(jobs.values(), key=_job_order)
+    return ordered, skipped + matmul_skipped(config, ordered)
 
 
 def _job_order(j: TrainingJob):
@@ -144,7 +145,7 @@ def training_params(config: dict, job: TrainingJob) -> dict:
     """The values that shape a training job's measurements (a change reruns the job)."""
     tr = config["training"]
     if workload(job.model).block == "lm":
-        return {**lm_params(config, job), **profile_params(config, "training")}
+        return {**lm_params(config, job), **profile_params(config, "training")}  # lm_params: inspect_params
     work = tr["gpu"] if job.backend == "nccl" else tr["cpu"]
     if tr["scaling"] == "strong":  # a fixed global batch, split over the ranks
         top = tr.get("world_sizes") or config["world_sizes"]
@@ -157,7 +158,8 @@ def training_params(config: dict, job: TrainingJob) -> dict:
             "dtype": tr["dtype"], "optimizer": tr["optimizer"], "warmup_steps": tr["warmup_steps"],
             "steps": tr["steps"], "allreduce_trials": tr["allreduce_trials"], "ddp": dict(job.ddp),
             "op_timeout_s": config["comm"]["op_timeout_s"], "job_timeout_s": tr["job_timeout_s"],
-            "job_env": {k: str(v) for k, v in config["job_env"].items()}, **profile_params(config, "training")}
+            "job_env": {k: str(v) for k, v in config["job_env"].items()}, **profile_params(config, "training"),
+            **inspect_params(config)}
 
 
 def block_extras(config: dict, model: str) -> dict:
@@ -177,4 +179,54 @@ def lm_params(config: dict, job: TrainingJob) -> dict:
             "optimizer": lm["optimizer"], "warmup_steps": tr["warmup_steps"], "steps": tr["steps"],
             "allreduce_trials": tr["allreduce_trials"], "ddp": dict(job.ddp),
             "op_timeout_s": config["comm"]["op_timeout_s"], "job_timeout_s": tr["job_timeout_s"],
-            "job_env": {k: str(v) for k, v in config["job_env"].items()}}
+            "job_env": {k: str(v) for k, v in config["job_env"].items()}, **inspect_params(config)}
+
+
+def inspect_params(config: dict) -> dict:
+    """training.inspect's params of a job (distbench.training.job passes --inspect-dir), only when on: a
+    run that never inspects keeps the params it had (turning it on or off reruns the jobs once)."""
+    tr = config["training"]
+    return {"inspect": True, "inspect_steps": tr["inspect_steps"]} if tr.get("inspect") else {}
+
+
+MATMUL_SECONDS = 0.25  # timed time per GEMM and GPU: a dozen GEMMs are ~3 s per GPU
+
+
+def matmul_params(config: dict, jobs: list[TrainingJob]) -> dict:
+    """training.matmul_sweep's params: {"sweeps": [{"dtype", "gemms": ["MxNxK", ...]}], "seconds"}, the GEMMs
+    of every planned NCCL training job's model (distbench.training.matmul.gemm_shapes at its per-rank
+    batch), per dtype; {} when the sweep is off or no job runs on GPUs (a CPU run has no sweep: the plan
+    names it, matmul_skipped)."""
+    from distbench.training.matmul import gemm_shapes
+    from distbench.workloads.registry import workload_shape
+
+    if not config["training"].get("matmul_sweep"):
+        return {}
+    by_dtype: dict[str, dict[str, None]] = {}
+    for job in jobs:
+        if job.backend != "nccl":
+            continue
+        p = training_params(config, job)
+        shape = workload_shape(job.model, p)
+        if not shape.get("hidden_dim"):
+            continue  # a workload without linear layers of one width: no GEMM to name
+        try:
+            per_rank, _ = workload(job.model).per_rank_batch(p["scaling"], p["batch_size"], p["global_batch_size"],
+                                                             job.world_size)
+        except ValueError:  # a split the harness refuses: that job measures nothing to compare with
+            continue
+        micro = max(1, per_rank // max(1, int(p["ddp"].get("grad_accum", 1))))
+        gemms = by_dtype.setdefault(p["dtype"], {})
+        gemms.update(dict.fromkeys(f"{m}x{n}x{k}" for m, n, k in gemm_shapes(job.model, shape, micro)))
+    if not by_dtype:
+        return {}
+    return {"sweeps": [{"dtype": d, "gemms": list(g)} for d, g in sorted(by_dtype.items())], "seconds": MATMUL_SECONDS}
+
+
+def matmul_skipped(config: dict, jobs: list[TrainingJob]) -> list[dict]:
+    """The plan's word on a matmul sweep asked for where no training job runs on GPUs."""
+    if not config["training"].get("matmul_sweep") or not jobs or any(j.backend == "nccl" for j in jobs):
+        return []
+    return [{"what": "the matmul sweep (training.matmul_sweep)",
+             "why": "it measures GPUs, and this run trains on CPU (Gloo): MFU has no achievable peak here, and no spec "
+                    "peak either (a CPU has none in the table)"}]

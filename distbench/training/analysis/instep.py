@@ -119,7 +119,7 @@ def timed_window(records: list[dict]) -> list[dict] | None:
         return None
     window = records[start + 1:end]
     if window and window[0]["coll"] == "AllReduce" and int(window[0]["coll_msg_size_bytes"]) <= 8:
-        window = window[1:]  # the alignment (wrap.TrainingHarness.align) after the start marker
+        window = window[1:]  # the alignment (trainer.TrainingHarness.align) after the start marker
     return window
 
 
@@ -244,6 +244,9 @@ def _grad_dtype(op: str, dtype) -> str:
 # in-step busbw / standalone busbw: at or above CONTENTION_RATIO the collective ran as it does alone;
 # below FAR_BELOW_RATIO the link is not what limits the step, the overlap with compute is.
 CONTENTION_RATIO = 0.9
+# the step's costs beyond compute (training_split.csv's columns), in plain words: the headline names the largest
+PARTS = {"compute_slowdown_ms": "compute slowed down while communicating",
+         "exposed_comm_ms": "exposed communication", "rest_ms": "the rest"}
 FAR_BELOW_RATIO = 0.5
 
 

@@ -22,6 +22,7 @@ from distbench.core.readers import read_json, remake
 from distbench.core.units import human_bytes, human_time_us, sig3
 from distbench.core.units import pct as _pct
 from distbench.training.analysis.findings import bottleneck, one_device, one_device_of, shortfall, training_findings
+from distbench.training.analysis.instep_view import instep_context, verdict_clause
 from distbench.training.analysis.summary import row_split
 from distbench.training.manifest import MANIFEST
 
@@ -110,6 +111,8 @@ def build(inputs: ReportInputs) -> dict | None:
     scaling = ", ".join(sorted(set(pd.concat([s, lm])["scaling"].astype(str))))
     return {"findings": training_findings(pd.concat([s, lm])), "table": table(headers, rows) if rows else None,
             "lm_table": _lm_table(lm) if len(lm) else None,
+            # training.inspect: inside the step (distbench.training.analysis.instep_view)
+            "instep": instep_context(inputs.table("training_instep"), inputs.table("training_split")),
             "lm_note": ("Model FLOPs per token = 6 N + 12 L H Q T (N: parameters except the position embedding; "
                         "lora: 4 per frozen and 6 per trainable parameter), the PaLM/nanoGPT/torchtitan definition; "
                         "MFU = TFLOP/s per device / the device's dense peak for the dtype (distbench/training/analysis/mfu.py), "
@@ -132,10 +135,13 @@ def _crowded(rows: pd.DataFrame, ws: int) -> str | None:
     return next((m for m in marks if isinstance(m, str)), None)
 
 
-def training_headlines(training: pd.DataFrame | None) -> list[Headline]:
+def training_headlines(training: pd.DataFrame | None, split: pd.DataFrame | None = None,
+                       instep: pd.DataFrame | None = None) -> list[Headline]:
     """Per model: plain DDP (else its first configuration) at the largest judged world size (the
     largest whose ranks each have a core: distbench.core.judged.judged_world_size, the rule by which
-    the quick answer picks its jobs)."""
+    the quick answer picks its jobs). With training.inspect's tables (`split`, `instep`), the headline
+    names the step's largest cost beyond compute, and the reason says when the overlap, not the link,
+    is what costs (instep_view.verdict_clause)."""
     if training is None or training.empty:
         return []
     out = []
@@ -168,6 +174,8 @@ def training_headlines(training: pd.DataFrame | None) -> list[Headline]:
         text += f"{_pct(eff)} scaling efficiency vs {one}" if not math.isnan(eff) else f"no {one.replace(' ', '-')} baseline"
         if not math.isnan(exposed_us):
             text += f", {human_time_us(max(exposed_us, 0.0))} exposed communication of a {human_time_us(step_us)} step"
+        cost, why_cost = verdict_clause(split, instep, r)
+        text += cost
         kind, _ = bottleneck(r)
         if math.isnan(eff):
             verdict, reason = "measured", f"{kind}; no {one.replace(' ', '-')} run to compare with"
@@ -181,12 +189,13 @@ def training_headlines(training: pd.DataFrame | None) -> list[Headline]:
             # why it is below: where the step's time beyond linear scaling goes, never the bound label
             # (a row can be "compute-bound" and still lose its shortfall to exposed communication)
             verdict, reason = "below expected", f"under {_pct(HEALTHY_EFFICIENCY)} of linear scaling: {shortfall(r, eff)}"
-        out.append(Headline("training", text, verdict, reason))
+        out.append(Headline("training", text, verdict, f"{reason}; {why_cost}" if why_cost else reason))
     return out
 
 
 def headlines(inputs: ReportInputs) -> list[Headline]:
-    return training_headlines(with_host(inputs.table("training_summary"), inputs))
+    return training_headlines(with_host(inputs.table("training_summary"), inputs), inputs.table("training_split"),
+                              inputs.table("training_instep"))
 
 
 # Against a baseline run: the median step time per configuration, its p5-p95 as the noise (tables from
