@@ -261,6 +261,22 @@ def trace_output(family):
     return {"trace": directory(job_path(family, "trace"))}
 
 
+def inspect_output():
+    """training.inspect: each job's inspect/ directory, an output only while it is on (turning it on
+    or off reruns the training jobs once, as profiling does)."""
+    if not config["training"]["inspect"]:
+        return {}
+    return {"inspect": directory(job_path("training", "inspect"))}
+
+
+def matmul_before_jobs(wildcards=None):
+    """The matmul sweep's table as an input of every training job, when this run sweeps (ancient: a
+    new sweep does not rerun the jobs; turning the sweep on or off does, once)."""
+    return {
+        name: ancient(path) for name, path in table_input("training_matmul")().items()
+    }
+
+
 def trace_jobs(wildcards=None):
     """{trace directory: its family and job} of every profiled job of the plan."""
     out = {}

@@ -118,22 +118,20 @@ def instep_tables(jobs: dict, summary: pd.DataFrame, comm_summary: pd.DataFrame 
 
 def write_instep_tables(inspect_dirs, summary_csv, comm_summary_csv, matmul_csv, out_instep, out_split) -> str:
     """The workflow's aggregate (rule aggregate_training_instep): every multi-rank job's inspect
-    directory (its job read off the path: distbench.training.manifest) -> training_instep.csv and
-    training_split.csv. The comm summary and the matmul sweep are optional (None: not in this run).
-    Returns a line per job for the rule's log: what was recorded, and how."""
+    directory (.../<backend>/<model>/ws<N>/<config>/inspect: the training family's job directory) ->
+    training_instep.csv and training_split.csv. The comm summary and the matmul sweep are optional
+    (None: not in this run). Returns a line per job for the rule's log: what was recorded, and how."""
     from pathlib import Path
 
     from distbench.core.io import atomic_write_text
-    from distbench.training.manifest import MANIFEST
 
     jobs = {}
     for d in inspect_dirs:
-        wc = MANIFEST.wildcards_of(d)
-        if wc is None or int(wc["world_size"]) < 2:
+        backend, model, ws, config = Path(d).parts[-5:-1]
+        if int(ws.removeprefix("ws")) < 2:
             continue  # one rank has no collective inside its step to record
-        name = "/".join(str(wc[k]) for k in ("backend", "model", "world_size", "config"))
-        jobs[name.replace(f"/{wc['world_size']}/", f"/ws{wc['world_size']}/")] = (
-            {k: wc[k] for k in ("backend", "model", "world_size", "config")}, Path(d))
+        jobs[f"{backend}/{model}/{ws}/{config}"] = (
+            {"backend": backend, "model": model, "world_size": ws.removeprefix("ws"), "config": config}, Path(d))
     summary = pd.read_csv(summary_csv)
     comm = pd.read_csv(comm_summary_csv) if comm_summary_csv else None
     matmul = pd.read_csv(matmul_csv) if matmul_csv else None

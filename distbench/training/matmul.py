@@ -168,7 +168,7 @@ def run_sweeps(params: dict, out_csv, log_path) -> str:
     out = Path(out_csv)
     out.parent.mkdir(parents=True, exist_ok=True)
     rows, said = [], []
-    for sweep in params["sweeps"]:
+    for sweep in params.get("sweeps", []):  # none: no planned model has GEMMs to name (a header-only table)
         part = out.with_name(f".{out.stem}.{sweep['dtype']}.csv")
         cmd = [sys.executable, "-m", "distbench.training.matmul", "--dtype", sweep["dtype"], "--out", str(part),
                "--seconds", str(params["seconds"]), *[a for g in sweep["gemms"] for a in ("--gemm", g)]]

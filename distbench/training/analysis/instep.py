@@ -303,13 +303,13 @@ def verdict_of(ratio: float) -> str:
 def bucket_sentence(strategy: str, b: dict) -> str:
     """'DDP's 64 MiB buckets reached 181 GB/s inside the step, 76% of the 238 GB/s the same all_reduce
     reaches alone: contention with compute.' (or what is missing)."""
-    from distbench.core.units import human_bytes, human_gbps
+    from distbench.core.units import human_bytes, human_gbps, human_time_us
 
     who = {"ddp": "DDP's", "fsdp": "FSDP's"}.get(str(strategy), f"{strategy}'s")
     size = human_bytes(b["size_bytes"]) if b["size_bytes"] == b["size_bytes"] else "unsized"
     what = "buckets" if b["op"] == "all_reduce" else f"{b['op']}s"
     if b["busbw_gbps_median"] != b["busbw_gbps_median"]:
-        return (f"{who} {b['op']}s took {b['time_us_median']:.0f} us each inside the step (median of {b['n']}); "
+        return (f"{who} {b['op']}s took {human_time_us(b['time_us_median'])} each inside the step (median of {b['n']}); "
                 f"no bandwidth: {b.get('standalone_note') or 'no size recorded'}.")
     head = f"{who} {size} {what} reached {human_gbps(b['busbw_gbps_median'])} inside the step"
     if b["ratio"] != b["ratio"]:
@@ -330,7 +330,8 @@ def bucket_table(instances: list[dict], about: dict, comm_rows: list[dict], stra
         t, t5, t95 = _quantiles(r["time_us"] for r in rs)
         bw, bw5, bw95 = _quantiles(r["busbw_gbps"] for r in rs)
         alone, note = (standalone_busbw(comm_rows, str(about.get("backend")), int(about.get("world_size") or 1), op,
-                                        dtype, size) if bw == bw else (math.nan, "no bandwidth"))
+                                        dtype, size) if bw == bw else
+                       (math.nan, "no size recorded" if size != size else "no time recorded"))
         b = {"job": rs[0]["job"], "source": source, "op": op, "dtype": dtype, "size_bytes": size, "n": len(rs),
              "per_step": len(rs) / steps if steps else math.nan, "time_us_median": t, "time_us_p5": t5,
              "time_us_p95": t95, "busbw_gbps_median": bw, "busbw_gbps_p5": bw5, "busbw_gbps_p95": bw95,

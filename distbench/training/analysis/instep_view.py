@@ -106,11 +106,14 @@ def verdict_clause(split: pd.DataFrame | None, instep: pd.DataFrame | None, row)
     key = str(r.get("largest_cost") or "") if r else ""
     if not r or key not in PARTS or pd.isna(r.get(key)) or not r.get("step_ms"):
         return "", ""
-    clause = f"; its largest cost beyond compute: {PARTS[key]} ({_ms(r[key])}, {r[key] / r['step_ms']:.0%} of the step)"
-    reason = ""
+    others = [f"{PARTS[k]} {_ms(r[k])}" for k in PARTS if k != key and pd.notna(r.get(k))]
+    clause = (f", {_ms(r['step_ms'])} step; its largest cost beyond compute: {PARTS[key]} ({_ms(r[key])}, "
+              f"{r[key] / r['step_ms']:.0%} of the step)" + (f", then {', '.join(others)}" if others else ""))
+    reason = ("the traces split the step: the phases' difference (step - compute-only) counts compute slowed down "
+              "while communicating as communication")
     if instep is not None and not instep.empty and "ratio" in instep:
         ratios = instep.loc[instep["job"] == r["job"], "ratio"].dropna()
         if len(ratios) and ratios.min() < FAR_BELOW_RATIO:
-            reason = ("inside the step the collectives ran far below their standalone speed: the link is fine, the "
-                      "overlap with compute is what costs")
+            reason += ("; inside the step the collectives ran far below their standalone speed: the link is fine, "
+                       "the overlap with compute is what costs")
     return clause, reason

@@ -172,10 +172,11 @@ def training_headlines(training: pd.DataFrame | None, split: pd.DataFrame | None
                                 "at least as many cores as ranks"))
             continue
         text += f"{_pct(eff)} scaling efficiency vs {one}" if not math.isnan(eff) else f"no {one.replace(' ', '-')} baseline"
-        if not math.isnan(exposed_us):
+        cost, why_cost = verdict_clause(split, instep, r)  # training.inspect: the step split by its traces
+        if cost:
+            text += cost
+        elif not math.isnan(exposed_us):
             text += f", {human_time_us(max(exposed_us, 0.0))} exposed communication of a {human_time_us(step_us)} step"
-        cost, why_cost = verdict_clause(split, instep, r)
-        text += cost
         kind, _ = bottleneck(r)
         if math.isnan(eff):
             verdict, reason = "measured", f"{kind}; no {one.replace(' ', '-')} run to compare with"
