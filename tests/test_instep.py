@@ -62,7 +62,7 @@ def test_buckets_beside_the_comm_family_in_the_issue_form():
     top = b[0]
     assert top["size_bytes"] == 67125248 and top["per_step"] == 8
     assert top["standalone_busbw_gbps"] == pytest.approx(262.244, rel=1e-3)  # interpolated at 64.02 MiB
-    assert top["sentence"].startswith("DDP's 64 MiB buckets reached ") and " inside the step, " in top["sentence"]
+    assert top["sentence"].startswith("DDP's 64 MiB buckets (8 per step) reached ") and " inside the step, " in top["sentence"]
     assert "% of the 262 GB/s the same all_reduce reaches alone: " in top["sentence"]
     assert standalone_busbw(COMM, "nccl", 2, "all_reduce", "float32", 2**30)[0] != standalone_busbw(
         COMM, "nccl", 2, "all_reduce", "float32", 2**30)[0]  # outside the measured sizes: none, never extrapolated

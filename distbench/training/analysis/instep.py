@@ -311,7 +311,10 @@ def bucket_sentence(strategy: str, b: dict) -> str:
     if b["busbw_gbps_median"] != b["busbw_gbps_median"]:
         return (f"{who} {b['op']}s took {human_time_us(b['time_us_median'])} each inside the step (median of {b['n']}); "
                 f"no bandwidth: {b.get('standalone_note') or 'no size recorded'}.")
-    head = f"{who} {size} {what} reached {human_gbps(b['busbw_gbps_median'])} inside the step"
+    # two sizes a few KiB apart print alike ("64 MiB"): how many per step tells them apart
+    per = b.get("per_step", math.nan)
+    each = f" ({per:.3g} per step)" if per == per and per > 0 else ""
+    head = f"{who} {size} {what}{each} reached {human_gbps(b['busbw_gbps_median'])} inside the step"
     if b["ratio"] != b["ratio"]:
         return f"{head}; nothing to set it beside: {b['standalone_note']}."
     return (f"{head}, {b['ratio']:.0%} of the {human_gbps(b['standalone_busbw_gbps'])} the same {b['op']} reaches "

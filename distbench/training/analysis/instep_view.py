@@ -34,7 +34,8 @@ def job_key(row) -> str:
 
 def _not_recorded(r: dict) -> list[str]:
     """What this job's record lacks, each in words (the note of the tables, the split, the MFU)."""
-    out = [n.strip() for n in str(r.get("note") or "").split(";") if n.strip()]
+    note = r.get("note")
+    out = [n.strip() for n in ("" if note is None or pd.isna(note) else str(note)).split(";") if n.strip()]
     if pd.isna(r.get("mfu_achievable")):
         out.append("no achievable matmul peak (training.matmul_sweep: off, or no GPU to sweep)")
     if pd.isna(r.get("mfu_spec")) and pd.notna(r.get("tflops_per_device")):
