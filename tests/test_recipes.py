@@ -1,7 +1,7 @@
 """docs/architecture.md's three recipes, followed as written on a copy of the project, then run
 through the real workflow (Snakemake -> torchrun on Gloo -> tables -> report):
 
-1. add a collective: one OpSpec entry in distbench/comm/spec.py plus its TorchOp in
+1. add a collective: one OpSpec entry in distbench/core/ops_spec.py plus its TorchOp in
    distbench/comm/ops.py (here `reduce`, sum to rank 0, as nccl-tests' reduce_perf);
 2. add a training workload: one model module plus one line in distbench/workloads/registry.py
    (here a small convolution net); it then runs in the training and memory families;
