@@ -218,3 +218,28 @@ def test_the_prom_file_parses_with_prometheus_client(tmp_path, monkeypatch):
     assert [(s.labels["size_bytes"], s.labels["backend"], s.labels["world_size"], s.value) for s in bw] == [
         ("1073741824", "nccl", "2", 361.5)]
     assert len(fams["distbench_comm_latency_us"].samples) == 2
+
+
+def test_a_full_runs_prom_file_from_its_tables(tmp_path):
+    """config prometheus_dir: a finished run's tables as metrics (rules/gate.smk's onsuccess), one series
+    per training configuration (a tuning sweep's configs are not collapsed into one), parsed by
+    prometheus_client."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    (tables / "comm_summary.csv").write_text(
+        "op,size_bytes,backend,world_size,timing,nccl_env,inplace,busbw_gbps_median,time_us_median,status\n"
+        "all_reduce,1073741824,nccl,2,events,default,False,331.5,6477.1,ok\n"
+        "all_reduce,8,nccl,2,graph,default,False,0.0,5.4,ok\n")
+    (tables / "training_summary.csv").write_text(
+        "model,strategy,config,backend,world_size,step_time_ms_median,mfu\n"
+        "gpt,ddp,plain,nccl,2,178.5,0.393\nmlp,ddp,plain,nccl,2,11.6,0.547\nmlp,ddp,bucket_cap_mb=100,nccl,2,11.2,\n")
+    path = prom.write(tmp_path / "prom", prom.run_samples(tmp_path, "n1"))
+    fams = {f.name: f for f in text_string_to_metric_families(path.read_text())}
+    steps = {(s.labels["model"], s.labels["config"]): s.value for s in fams["distbench_training_step_time_ms"].samples}
+    assert steps == {("gpt", "plain"): 178.5, ("mlp", "plain"): 11.6, ("mlp", "bucket_cap_mb=100"): 11.2}
+    assert {s.labels["model"]: s.value for s in fams["distbench_training_mfu"].samples} == {"gpt": 0.393, "mlp": 0.547}
+    bw = {int(s.labels["size_bytes"]): s.value for s in fams["distbench_comm_busbw_gbps"].samples}
+    assert bw[1073741824] == 331.5
+    assert "distbench_run_timestamp_seconds" in fams

@@ -6,8 +6,8 @@ exposition format, metric names with their units:
   distbench_health_item_ok{node,gpu,item}           1 ok, 0 degraded or failing (not-available items left out)
   distbench_comm_busbw_gbps{node,op,size_bytes,backend,world_size,timing}   median bus bandwidth, GB/s
   distbench_comm_latency_us{node,op,size_bytes,backend,world_size,timing}   median time per op, µs
-  distbench_training_step_time_ms{node,model,strategy,backend,world_size}   median step time (full runs)
-  distbench_training_mfu{node,model,strategy,backend,world_size}            model FLOPs utilisation, 0-1
+  distbench_training_step_time_ms{node,model,strategy,config,backend,world_size}   median step time (full runs)
+  distbench_training_mfu{node,model,strategy,config,backend,world_size}     model FLOPs utilisation, 0-1
   distbench_run_timestamp_seconds{node,source}      when this was written (Unix time)
 
 The gate writes the gate, health and comm metrics; a full run (config `prometheus_dir`) writes health,
@@ -113,7 +113,8 @@ def run_samples(results_dir, node: str) -> list[tuple[str, dict, float]]:
         df = pd.read_csv(training)
         for _, r in df.iterrows():
             labels = {"node": node, "model": r.get("model", ""), "strategy": r.get("strategy", ""),
-                      "backend": r.get("backend", ""), "world_size": str(r.get("world_size", ""))}
+                      "config": r.get("config", ""), "backend": r.get("backend", ""),
+                      "world_size": str(r.get("world_size", ""))}
             samples.append(("distbench_training_step_time_ms", labels, r.get("step_time_ms_median")))
             samples.append(("distbench_training_mfu", labels, r.get("mfu")))
     gate = root / "health" / "gate.csv"  # `snakemake gate`'s verdict, when this invocation ran it
