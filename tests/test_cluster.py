@@ -139,7 +139,7 @@ def test_every_cluster_job_rule_declares_the_resources_the_plan_gives():
             block = re.search(r"    resources:\n((?:        .*\n)*)", body)
             if block:
                 rules[name] = [k for k in re.findall(r"^        (\w+)=", block.group(1), re.M)]
-    assert set(rules) == {"comm_job", "training_job", "memory_job", "nodes_round", "probe_env", "probe_topology",
+    assert set(rules) == {"comm_job", "training_job", "training_matmul", "memory_job", "nodes_round", "probe_env", "probe_topology",
                           "probe_nccl", "health_before", "health_after"}
     for name, keys in rules.items():
         assert keys == list(SLURM_RESOURCES), name
