@@ -1,3 +1,4 @@
+import fcntl
 import os
 import shutil
 import subprocess
@@ -12,6 +13,31 @@ REPO = Path(__file__).resolve().parents[1]
 # Where a workflow run in a test writes (results/<run label>/): the label its Snakemake resolves,
 # with no run_label in the config (distbench.core.run_label.resolve_label).
 RUN = "results/" + (os.environ.get("DISTBENCH_RUN_LABEL") or default_label())
+
+
+# The modules that start a SLURM test cluster of their own (tools/slurm-test-cluster.sh: one
+# slurmctld, its ports and /etc/slurm/slurm.conf on this machine).
+SLURM_CLUSTER_MODULES = ("test_slurm.py", "test_gate_slurm.py")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_slurm_cluster_at_a_time(request, tmp_path_factory):
+    """Under `pytest -n N` (pytest-xdist; `--dist loadfile` in pyproject.toml keeps each module on one
+    worker) the modules that start a SLURM test cluster take turns: each holds a lock shared by the
+    session's workers (their base temp directory's parent) from before its cluster starts until
+    after it stops. Without -n the lock is always free."""
+    if request.path.name not in SLURM_CLUSTER_MODULES:
+        yield
+        return
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+    with open(shared / "slurm-cluster.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @pytest.fixture(autouse=True, scope="session")

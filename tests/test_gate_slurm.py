@@ -12,9 +12,12 @@ check calls failing), node2 a healthy one.
 Only the daemons the test started are stopped."""
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -47,8 +50,10 @@ cd "{tmp}"
 def _cluster(tmp_path, lines: list[str]):
     conf = tmp_path / "extra.conf"
     conf.write_text("\n".join(lines) + "\n")
-    state = tmp_path / "slurm"
-    state.mkdir()
+    # slurmstepd's Unix socket lives in the spool directory and its path may not pass 108 bytes: under
+    # `pytest -n 2` tmp_path alone runs to 80 (".../popen-gw1/test_a_failing_node_fails_its_0"), and a
+    # step's socket then failed to launch. A short directory of its own, removed by _stop.
+    state = Path(tempfile.mkdtemp(prefix="gate-slurm-", dir="/tmp"))
     env = {**os.environ, "SLURM_TEST_STATE": str(state), "SLURM_TEST_NODES": "2", "SLURM_TEST_EXTRA_CONF": str(conf)}
     started = subprocess.run(["bash", str(REPO / "tools/slurm-test-cluster.sh"), "start"], env=env,
                              capture_output=True, text=True, timeout=120)
@@ -60,6 +65,7 @@ def _stop(env, state):
                    text=True, timeout=60)
     for name in ("slurmctld", "slurmd-node1", "slurmd-node2"):
         assert not (state / f"{name}.pid").exists()
+    shutil.rmtree(state, ignore_errors=True)
 
 
 def _script(tmp_path, name: str, flags: str, guard: str = "") -> str:
@@ -117,7 +123,7 @@ def test_a_failing_node_fails_its_prolog_and_is_drained_with_our_reason(tmp_path
         assert "distbench gate: FAIL node1: GPU 0 temperature_c" in log and "drained node1" in log, log
         assert "distbench gate: PASS node2:" in (tmp_path / "gate-node2.log").read_text()
     finally:
-        _stop(env, tmp_path / "slurm")
+        _stop(env, Path(env["SLURM_TEST_STATE"]))
 
 
 def test_the_health_check_drains_a_failing_node_and_resumes_only_what_it_drained(tmp_path):
@@ -145,4 +151,4 @@ def test_the_health_check_drains_a_failing_node_and_resumes_only_what_it_drained
         assert _nodes(cl)["node2"].startswith("drain") and "node2|admin: new cables" in _reasons(cl)
         assert "resumed node1 (distbench had drained it)" in (tmp_path / "gate-node1.log").read_text()
     finally:
-        _stop(env, tmp_path / "slurm")
+        _stop(env, Path(env["SLURM_TEST_STATE"]))

@@ -187,7 +187,7 @@ def _cache_state(placements, run_started) -> dict | None:
                      (prov.get("outcome") or "—")[:120]])
     note = (f"{len(rows)} benchmark job(s): {reused} reused from earlier runs (Snakemake's cache), "
             f"{len(rows) - reused} made by this run" if run_started else f"{len(rows)} benchmark job(s)")
-    note += ". A job reruns when its parameters change or its outputs are deleted (README, Caching and reruns)"
+    note += ". A job reruns when its parameters change or its outputs are deleted (docs/running.md, Caching and reruns)"
     return {"table": table(headers, rows), "commands": _launch_text(launches),
             "note": note + _lock_note(placements, locks, waited) + "."}
 
