@@ -18,10 +18,10 @@ from __future__ import annotations
 import argparse
 import csv
 import math
-import os
 import sys
-import time
 from pathlib import Path
+
+from distbench.core.io import atomic_write_text, csv_text
 
 COLUMNS = ("device_index", "device_name", "dtype", "m", "n", "k", "time_us", "tflops", "sm_clock_mhz",
            "sm_clock_max_mhz", "mem_clock_mhz", "power_draw_w", "power_limit_w", "status", "message")
@@ -147,15 +147,13 @@ def main(argv=None) -> int:
             best = max((r["tflops"] for r in rows if r["device_index"] == i and r["status"] == "ok"), default=math.nan)
             print(f"GPU {i} ({rows[-1]['device_name']}): best {best:.1f} TFLOP/s {args.dtype} over "
                   f"{len(args.gemm)} GEMM(s)", flush=True)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
-        w.writeheader()
-        w.writerows(rows)
-    os.replace(tmp, out)
+    write_rows(args.out, rows)
     return 0
+
+
+def write_rows(path, rows: list[dict]) -> None:
+    """training_matmul.csv's rows, COLUMNS only, written atomically (distbench.core.io)."""
+    atomic_write_text(path, csv_text([{k: r.get(k, "") for k in COLUMNS} for r in rows], COLUMNS))
 
 
 def run_sweeps(params: dict, out_csv, log_path) -> str:
@@ -187,12 +185,7 @@ def run_sweeps(params: dict, out_csv, log_path) -> str:
             rows.append({"dtype": sweep["dtype"], "status": "failed",
                          "message": f"the sweep exited with status {rc} (its output: {log_path})"})
             said.append(f"{sweep['dtype']}: failed (exit {rc})")
-    tmp = out.with_name(f".{out.name}.tmp")
-    with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
-        w.writeheader()
-        w.writerows(rows)
-    os.replace(tmp, out)
+    write_rows(out, rows)
     return "; ".join(said)
 
 
