@@ -31,15 +31,6 @@ rule gate:
 # (node_exporter's textfile collector), atomically (distbench.gate.prom.run_samples).
 onsuccess:
     if config.get("prometheus_dir"):
-        from distbench.gate.prom import run_samples, write
-        from distbench.core.run_label import node_name
+        from distbench.gate.prom import write_run_metrics
 
-        try:
-            path = write(
-                config["prometheus_dir"], run_samples(results(""), node_name())
-            )
-            print(f"distbench: metrics written to {path}")
-        except Exception as e:  # a metrics file never fails a finished run
-            print(
-                f"distbench: no metrics written to {config['prometheus_dir']}: {e}"
-            )
+        print(write_run_metrics(config["prometheus_dir"], results("")))

@@ -235,7 +235,9 @@ def test_a_full_runs_prom_file_from_its_tables(tmp_path):
     (tables / "training_summary.csv").write_text(
         "model,strategy,config,backend,world_size,step_time_ms_median,mfu\n"
         "gpt,ddp,plain,nccl,2,178.5,0.393\nmlp,ddp,plain,nccl,2,11.6,0.547\nmlp,ddp,bucket_cap_mb=100,nccl,2,11.2,\n")
-    path = prom.write(tmp_path / "prom", prom.run_samples(tmp_path, "n1"))
+    said = prom.write_run_metrics(tmp_path / "prom", tmp_path, "n1")
+    path = tmp_path / "prom" / "distbench.prom"
+    assert said == f"distbench: metrics written to {path}"
     fams = {f.name: f for f in text_string_to_metric_families(path.read_text())}
     steps = {(s.labels["model"], s.labels["config"]): s.value for s in fams["distbench_training_step_time_ms"].samples}
     assert steps == {("gpt", "plain"): 178.5, ("mlp", "plain"): 11.6, ("mlp", "bucket_cap_mb=100"): 11.2}
@@ -243,3 +245,6 @@ def test_a_full_runs_prom_file_from_its_tables(tmp_path):
     bw = {int(s.labels["size_bytes"]): s.value for s in fams["distbench_comm_busbw_gbps"].samples}
     assert bw[1073741824] == 331.5
     assert "distbench_run_timestamp_seconds" in fams
+    # a directory that cannot be written is said, and the run's results stand
+    (tmp_path / "file").write_text("")
+    assert prom.write_run_metrics(tmp_path / "file", tmp_path, "n1").startswith("distbench: no metrics written to ")

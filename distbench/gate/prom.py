@@ -124,3 +124,14 @@ def run_samples(results_dir, node: str) -> list[tuple[str, dict, float]]:
             samples.append(("distbench_gate_status", {"node": node}, float(STATUS[verdict["state"].iloc[-1]])))
     samples.append(timestamp(node, "run"))
     return samples
+
+
+def write_run_metrics(directory, results_dir, node: str | None = None) -> str:
+    """A finished run's metrics into `directory` (config prometheus_dir; rules/gate.smk's onsuccess),
+    and the line saying so. A metrics file never fails a finished run: a failure is said, not raised."""
+    from distbench.core.run_label import node_name
+
+    try:
+        return f"distbench: metrics written to {write(directory, run_samples(results_dir, node or node_name()))}"
+    except Exception as e:  # noqa: BLE001 - the run's results stand whatever the metrics directory does
+        return f"distbench: no metrics written to {directory}: {e}"
