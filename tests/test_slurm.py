@@ -37,15 +37,37 @@ TINY = {
 }
 
 
+SYSTEM_CONF = "/etc/slurm/slurm.conf"
+
+
+def _plant_a_killed_clusters_link(state: Path) -> Path | None:
+    """What a test cluster leaves when its run is killed before `stop`: /etc/slurm/slurm.conf linked to
+    its config, its state saying it made the link, and a slurmctld pid file whose process is gone.
+    Only where no config is there (a SLURM of the machine's own is never touched)."""
+    if os.path.lexists(SYSTEM_CONF):
+        return None
+    (state / "slurm.conf").write_text("# a killed test cluster's config\n")
+    (state / "linked-system-conf").write_text(SYSTEM_CONF + "\n")
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    (state / "slurmctld.pid").write_text(f"{gone.pid}\n")
+    os.makedirs(os.path.dirname(SYSTEM_CONF), exist_ok=True)
+    os.symlink(state / "slurm.conf", SYSTEM_CONF)
+    return state / "slurm.conf"
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     assert HAVE, "DISTBENCH_REQUIRE_SLURM is set but slurm-wlm/munge are missing or this is not root"
     state = tmp_path_factory.mktemp("slurm")
     env = {**os.environ, "SLURM_TEST_STATE": str(state), "SLURM_TEST_NODES": "2"}
     script = str(REPO / "tools/slurm-test-cluster.sh")
+    stale = _plant_a_killed_clusters_link(tmp_path_factory.mktemp("killed"))
     started = subprocess.run(["bash", script, "start"], env=env, capture_output=True, text=True, timeout=120)
     try:
         assert started.returncode == 0, started.stdout + started.stderr
+        if stale:  # a test cluster killed before its `stop` does not block the next one (it blocked CI once)
+            assert f"removing a stale link {SYSTEM_CONF} -> {stale}" in started.stderr, started.stderr
         yield {**os.environ, "SLURM_CONF": str(state / "slurm.conf")}
     finally:
         stopped = subprocess.run(["bash", script, "stop"], env=env, capture_output=True, text=True, timeout=60)

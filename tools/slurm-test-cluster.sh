@@ -98,8 +98,30 @@ start_daemon() {  # name, command...
 
 SYSTEM_CONF=/etc/slurm/slurm.conf
 
+# A link left by a test cluster that did not get to `stop` (its run was killed: a session ended,
+# a CI job timed out) must not block the next one: it is ours and stale when its target's state
+# directory says it made the link and none of that cluster's slurmctld/slurmd is running, or when
+# the target is gone (pytest removes old temporary directories); a dangling link configures nothing.
+stale_test_link() {
+  [ -L "$SYSTEM_CONF" ] || return 1
+  local target dir f
+  target=$(readlink "$SYSTEM_CONF")
+  [ "$(basename "$target")" = slurm.conf ] || return 1
+  [ -e "$target" ] || return 0
+  dir=$(dirname "$target")
+  [ "$(cat "$dir/linked-system-conf" 2>/dev/null)" = "$SYSTEM_CONF" ] || return 1
+  for f in "$dir"/slurmd-node*.pid "$dir/slurmctld.pid"; do
+    if pid_alive "$f"; then return 1; fi
+  done
+  return 0
+}
+
 link_system_conf() {
   if [ -L "$SYSTEM_CONF" ] && [ "$(readlink "$SYSTEM_CONF")" = "$CONF" ]; then return; fi
+  if stale_test_link; then
+    log "removing a stale link $SYSTEM_CONF -> $(readlink "$SYSTEM_CONF") (a test cluster that was never stopped; none of its daemons runs)"
+    rm -f "$SYSTEM_CONF"
+  fi
   if [ -e "$SYSTEM_CONF" ] || [ -L "$SYSTEM_CONF" ]; then
     log "$SYSTEM_CONF exists and is not this test cluster's: not touching it (stop that SLURM, or run elsewhere)"
     exit 1
