@@ -73,6 +73,72 @@ def workflow_dir(tmp_path):
     return copy_workflow(tmp_path)
 
 
+# One tiny run of the whole workflow (every family, Gloo, world sizes 1 and 2), made once per test
+# session and shared by the tests that only read a finished run (or change a copy of it): each used
+# to run its own. tests/test_e2e.py checks this run in full, then changes its copy (the cache).
+SHARED_TINY = {
+    "backends": ["nccl", "gloo"],
+    "world_sizes": [1, 2],
+    "comm": {"ops": ["all_reduce", "all_gather", "send_recv", "barrier"], "sizes": ["8", "64KiB", "1MB"],
+             "pairs": True, "pairs_sizes": ["8", "64KiB"], "pairs_trials": 2, "pairs_iters": 2,
+             "gloo": {"max_bytes": "1MiB", "warmup": 1, "iters": 3, "trials": 2}},
+    "training": {"warmup_steps": 1, "steps": 3, "allreduce_trials": 2,
+                 "cpu": {"hidden_dim": 32, "num_layers": 1, "batch_size": 8},
+                 "models": ["mlp", "lora"], "lm": {"strategies": ["fsdp"], "cpu": {"seq_len": 16, "batch_size": 2}}},
+    "memory": {"models": ["mlp"], "world_sizes": [2], "cpu": {"mlp_batch_sizes": [4, 8]}},
+}
+# A quick answer from before the full run, as report/quick.md.j2 writes it: the full run marks it superseded.
+SHARED_QUICK = (
+    "# distbench quick answer\n\nA quick answer from 3 of 8 planned benchmark jobs (and the probes), generated "
+    "then.\nFor the full report (every job, figures, findings), run `snakemake --cores 1`: it reuses these jobs' "
+    "results.\n\n## Verdict\n\nJudged from: comm gloo float32 default at 2 rank(s).\n"
+    "Left for the full run: 5 training job(s).\n")
+
+
+class SharedRun:
+    """The shared run's directory (read it, never change it: copy it with `copy_to`), and what its
+    `snakemake --cores 1 --configfile tiny.yaml` returned and printed."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.returncode = int((path / ".run.rc").read_text())
+        self.stderr = (path / ".run.stderr").read_text()
+        self.stdout = (path / ".run.stdout").read_text()
+
+    def copy_to(self, d: Path) -> Path:
+        """A copy to change: files keep their times, so Snakemake finds the copy's outputs up to date."""
+        shutil.copytree(self.path, d, symlinks=True)
+        return d
+
+
+@pytest.fixture(scope="session")
+def shared_run(tmp_path_factory) -> SharedRun:
+    """Made by the first test that asks, in the directory all the session's workers share (under
+    `pytest -n`, their base temp directory's parent): the others wait for it, then read it."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+    d = shared / "shared-run"
+    with open(shared / "shared-run.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if not (d / ".run.rc").exists():
+                import yaml
+
+                shutil.rmtree(d, ignore_errors=True)
+                copy_workflow(d)
+                (d / "tiny.yaml").write_text(yaml.safe_dump(SHARED_TINY))
+                (d / "report").mkdir()
+                (d / "report/quick.md").write_text(SHARED_QUICK)
+                r = snakemake(d, "--configfile", "tiny.yaml")
+                (d / ".run.stderr").write_text(r.stderr)
+                (d / ".run.stdout").write_text(r.stdout)
+                (d / ".run.rc").write_text(str(r.returncode))
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return SharedRun(d)
+
+
 def snakemake(cwd, *args, timeout=600, env=None):
     cmd = [sys.executable, "-m", "snakemake", "--cores", "1", *args]
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout,

@@ -8,19 +8,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from tests.conftest import RUN, snakemake
+from tests.conftest import RUN, SHARED_TINY, snakemake
 
-TINY = {
-    "backends": ["nccl", "gloo"],
-    "world_sizes": [1, 2],
-    "comm": {"ops": ["all_reduce", "all_gather", "send_recv", "barrier"], "sizes": ["8", "64KiB", "1MB"],
-             "pairs": True, "pairs_sizes": ["8", "64KiB"], "pairs_trials": 2, "pairs_iters": 2,
-             "gloo": {"max_bytes": "1MiB", "warmup": 1, "iters": 3, "trials": 2}},
-    "training": {"warmup_steps": 1, "steps": 3, "allreduce_trials": 2,
-                 "cpu": {"hidden_dim": 32, "num_layers": 1, "batch_size": 8},
-                 "models": ["mlp", "lora"], "lm": {"strategies": ["fsdp"], "cpu": {"seq_len": 16, "batch_size": 2}}},
-    "memory": {"models": ["mlp"], "world_sizes": [2], "cpu": {"mlp_batch_sizes": [4, 8]}},
-}
+TINY = SHARED_TINY
 
 
 def _jobs_run(output: str) -> list[str]:
@@ -28,17 +18,12 @@ def _jobs_run(output: str) -> list[str]:
 
 
 @pytest.mark.e2e
-def test_pipeline_runs_caches_and_reruns_only_what_changed(workflow_dir):
-    (workflow_dir / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+def test_pipeline_runs_caches_and_reruns_only_what_changed(shared_run, tmp_path):
+    # the session's shared run (tests/conftest.py: SHARED_TINY, with a quick answer from before it),
+    # checked here in full; then its copy is changed to check the cache
+    workflow_dir = shared_run.copy_to(tmp_path / "wf")
     cfg = ["--configfile", "tiny.yaml"]
-    # a quick answer from before the full run, as report/quick.md.j2 writes it
-    (workflow_dir / "report").mkdir()
-    (workflow_dir / "report/quick.md").write_text(
-        "# distbench quick answer\n\nA quick answer from 3 of 8 planned benchmark jobs (and the probes), generated "
-        "then.\nFor the full report (every job, figures, findings), run `snakemake --cores 1`: it reuses these jobs' "
-        "results.\n\n## Verdict\n\nJudged from: comm gloo float32 default at 2 rank(s).\n"
-        "Left for the full run: 5 training job(s).\n")
-    first = snakemake(workflow_dir, *cfg)
+    first = shared_run
     assert first.returncode == 0, first.stderr[-3000:]
     assert sorted(_jobs_run(first.stderr)).count("comm_job") == 2
     # mlp: plain DDP at 1 and 2 ranks; lora: FSDP at 1 and 2 ranks and its plain DDP 1-rank baseline

@@ -1,27 +1,14 @@
 """Snakemake's own report (`snakemake --report report.zip`): the figures and tables flagged with
 report() in rules/*.smk, with their captions (workflow/report/*.rst) and categories, next to
-distbench's Jinja report. A tiny real pipeline on CPU (Gloo, 2 ranks), then the report from it."""
+distbench's Jinja report. The session's shared tiny run on CPU (tests/conftest.py: shared_run), then the report from it."""
 
 import json
 import re
 import zipfile
 
 import pytest
-import yaml
 
 from tests.conftest import RUN, REPO, snakemake
-
-# Every family, as small as it goes: comm (with the GPU-pair matrix), training (the MLP at 1 and 2
-# ranks, a few steps), memory and prediction.
-TINY = {
-    "backends": ["gloo"],
-    "world_sizes": [2],
-    "comm": {"ops": ["all_reduce"], "sizes": ["1KiB", "64KiB"],
-             "gloo": {"max_bytes": "64KiB", "warmup": 1, "iters": 2, "trials": 2},
-             "pairs": True, "pairs_sizes": ["1KiB"], "pairs_trials": 2, "pairs_iters": 2},
-    "training": {"models": ["mlp"], "world_sizes": [2], "steps": 3, "warmup_steps": 1, "allreduce_trials": 2},
-    "memory": {"models": ["mlp"], "world_sizes": [2], "cpu": {"mlp_batch_sizes": [4, 8]}},
-}
 
 
 def _js_object(html: str, var: str) -> dict:
@@ -43,11 +30,12 @@ def test_every_report_caption_exists():
 
 
 @pytest.mark.e2e
-def test_snakemake_report_zip_has_our_figures_tables_and_categories(workflow_dir):
-    (workflow_dir / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+def test_snakemake_report_zip_has_our_figures_tables_and_categories(shared_run, tmp_path):
+    # the session's shared run (tests/conftest.py: every family, with the GPU-pair matrix at 2 ranks),
+    # in a copy: the report is written beside it
+    assert shared_run.returncode == 0, shared_run.stderr[-3000:]
+    workflow_dir = shared_run.copy_to(tmp_path / "wf")
     cfg = ["--configfile", "tiny.yaml"]
-    run = snakemake(workflow_dir, "comm", "training", "memory", "report", *cfg, timeout=300)  # `report` alone runs no job
-    assert run.returncode == 0, run.stderr[-3000:]
 
     rep = snakemake(workflow_dir, *cfg, "--report", "report.zip", timeout=120)
     assert rep.returncode == 0, rep.stderr[-3000:]
@@ -88,4 +76,4 @@ def test_snakemake_report_zip_has_our_figures_tables_and_categories(workflow_dir
     assert all(r["caption"].strip() for r in results.values())
     assert "system-message" not in html and "Unknown target name" not in html
     # the workflow-level description (Snakefile `report:`), rendered with this run's config
-    assert "Backends measured: gloo" in html
+    assert "Backends measured: nccl, gloo" in html
