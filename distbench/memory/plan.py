@@ -93,7 +93,8 @@ def memory_jobs(config: dict, gpus: int) -> tuple[list[MemoryJob], list[dict]]:
         for ws in sizes:
             for strategy in mem["strategies"]:
                 if strategy == "fsdp":
-                    if workload(model).fsdp:
+                    # FSDP for the language models only, as memory.strategies says (the MLP's FSDP: training)
+                    if workload(model).fsdp and workload(model).block == "lm":
                         jobs.append(MemoryJob(backend, ws, model, "fsdp", "fsdp", False, ws in search_sizes))
                     continue
                 for gbv in views:

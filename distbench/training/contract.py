@@ -15,7 +15,7 @@ TRAINING_COLUMNS: tuple[Column, ...] = (
     Column("world_size", "int64", "number of ranks (one per GPU under NCCL)"),
     Column("nodes", "int64", "nodes the ranks ran on, one torchrun agent each (world_size / nodes ranks per node)"),
     Column("model", "string", "workload: mlp (seed 004), gpt (GPT-style decoder) or lora (gpt frozen, adapters trained)"),
-    Column("strategy", "string", "ddp, or fsdp (FSDP2 fully_shard per block; gpt and lora only)"),
+    Column("strategy", "string", "ddp, or fsdp (FSDP2 fully_shard per block: mlp, gpt and lora)"),
     Column("hidden_dim", "int64", "MLP width; gpt/lora: model width (d_model)"),
     Column("num_layers", "int64", "MLP depth (linear layers of hidden_dim x hidden_dim); gpt/lora: decoder blocks"),
     Column("n_heads", "Int64", "gpt/lora: attention heads; empty for mlp"),

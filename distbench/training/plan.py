@@ -22,7 +22,7 @@ class TrainingJob:
     ddp: dict = field(hash=False, compare=False)
     nccl_env: dict = field(hash=False, compare=False)
     model: str = "mlp"  # a workload of distbench.workloads.registry
-    strategy: str = "ddp"  # ddp, or fsdp (gpt/lora; its config label is 'fsdp')
+    strategy: str = "ddp"  # ddp, or fsdp (a workload with fsdp=True: mlp, gpt, lora; its config label is 'fsdp')
 
     @property
     def wildcards(self) -> dict:
@@ -83,7 +83,9 @@ def whole_node_sizes(config: dict, backend: str, sizes: list[int]) -> tuple[list
 def training_jobs(config: dict, gpus: int) -> tuple[list[TrainingJob], list[dict]]:
     """The training jobs (and what was skipped, and why): the configured DDP setup at every world
     size plus a 1-rank baseline of plain DDP; with `tune`, every tune_space point at the largest
-    world size, each with its own 1-rank run (the same DDP settings, NCCL defaults)."""
+    world size, each with its own 1-rank run (the same DDP settings, NCCL defaults); FSDP (config
+    `fsdp`) at every world size > 1 where training.strategies (the MLP) or training.lm.strategies
+    (gpt, lora) has it."""
     tr = config["training"]
     backend, why = family_backend(config, "training", gpus)
     if why:
@@ -113,16 +115,28 @@ def training_jobs(config: dict, gpus: int) -> tuple[list[TrainingJob], list[dict
             for strategy in sorted(at_1 if ws == 1 else tr["lm"]["strategies"]):
                 label = PLAIN_LABEL if strategy == "ddp" else strategy
                 jobs[(model, ws, label)] = TrainingJob(backend, ws, label, dict(DDP_DEFAULTS), {}, model, strategy)
-    # The DDP block (training.gpu/cpu, the DDP knobs, tuning): seed 004's MLP and any workload like it.
-    for model in [m for m in tr["models"] if workload(m).block == "ddp"]:
+    # The DDP block (training.gpu/cpu, the DDP knobs, tuning, training.strategies): seed 004's MLP
+    # and any workload like it. Plain DDP on one rank is the baseline of every strategy; without
+    # "ddp" in training.strategies the DDP setup (and its tuning) is not measured beside it.
+    ddp_models = [m for m in tr["models"] if workload(m).block == "ddp"]
+    strategies = tr.get("strategies", ["ddp"])
+    skipped += ddp_block_skipped(tr, ddp_models, strategies, sizes)
+    for model in ddp_models:
         def add(ws, ddp, env):
             full = {**DDP_DEFAULTS, **ddp}
             job = TrainingJob(backend, ws, ddp_label(full, env), full, {k: str(v) for k, v in env.items()}, model)
             jobs.setdefault((model, ws, job.config_label), job)
 
+        add(1, DDP_DEFAULTS, {})  # the fair baseline: plain DDP on one rank
+        if "fsdp" in strategies and workload(model).fsdp:
+            # FSDP2 per block beside it at every size > 1; DDP's knobs (buckets, hooks, accumulation)
+            # are not FSDP's: they stay at their defaults, and the label is the strategy's
+            for ws in [ws for ws in sizes if ws > 1]:
+                jobs[(model, ws, "fsdp")] = TrainingJob(backend, ws, "fsdp", dict(DDP_DEFAULTS), {}, model, "fsdp")
+        if "ddp" not in strategies:
+            continue
         for ws in sorted({1, *sizes}):
             add(ws, tr["ddp"], {})
-        add(1, DDP_DEFAULTS, {})  # the fair baseline: plain DDP on one rank
         if tr["tune"] and sizes:
             space = tr["tune_space"]
             keys = ["bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "comm_hook", "grad_accum"]
@@ -135,6 +149,26 @@ def training_jobs(config: dict, gpus: int) -> tuple[list[TrainingJob], list[dict
                 add(1, {**tr["ddp"], **ddp}, {})
     ordered = sorted(jobs.values(), key=_job_order)
     return ordered, skipped + matmul_skipped(config, ordered)
+
+
+def ddp_block_skipped(tr: dict, models: list[str], strategies: list[str], sizes: list[int]) -> list[dict]:
+    """What training.strategies leaves out of the DDP block (the MLP's jobs), said in the plan."""
+    out = []
+    if not models:
+        return out
+    no_fsdp = [m for m in models if not workload(m).fsdp]
+    if "fsdp" in strategies and no_fsdp:
+        out.append({"what": f"fsdp for {', '.join(no_fsdp)}",
+                    "why": "the workload has no blocks to shard (its WorkloadSpec says fsdp=False): DDP only"})
+    if "fsdp" in strategies and not any(ws > 1 for ws in sizes):
+        out.append({"what": f"fsdp ({', '.join(models)})",
+                    "why": "FSDP runs at world sizes > 1 only (plain DDP on one rank is its baseline), and this "
+                           "run has no training world size above 1"})
+    if "ddp" not in strategies:
+        left = "the DDP jobs at world sizes > 1" + (" and the tuning sweep (training.tune)" if tr["tune"] else "")
+        out.append({"what": f"{left} ({', '.join(models)})",
+                    "why": "training.strategies has no ddp: plain DDP on one rank runs, as the baseline"})
+    return out
 
 
 def _job_order(j: TrainingJob):
@@ -154,7 +188,7 @@ def training_params(config: dict, job: TrainingJob) -> dict:
         global_batch = tr.get("global_batch_size") or work["batch_size"] * max(top)
     else:  # weak: the per-rank batch is fixed (a new world size must not change the other jobs' params)
         global_batch = work["batch_size"] * job.world_size
-    return {"model": job.model, "strategy": "ddp", "compile": False, **work, "scaling": tr["scaling"], "global_batch_size": global_batch,
+    return {"model": job.model, "strategy": job.strategy, "compile": False, **work, "scaling": tr["scaling"], "global_batch_size": global_batch,
             "dtype": tr["dtype"], "optimizer": tr["optimizer"], "warmup_steps": tr["warmup_steps"],
             "steps": tr["steps"], "allreduce_trials": tr["allreduce_trials"], "ddp": dict(job.ddp),
             "op_timeout_s": config["comm"]["op_timeout_s"], "job_timeout_s": tr["job_timeout_s"],

@@ -161,7 +161,7 @@ class TrainingHarness(RankContext):
         from distbench.workloads import mlp as models
 
         if self.args.strategy == "fsdp":
-            from distbench.workloads.gpt import FSDPUnavailable
+            from distbench.workloads.fsdp import FSDPUnavailable
 
             try:
                 self.shard()
@@ -179,9 +179,9 @@ class TrainingHarness(RankContext):
         self.loss = self.torch.compile(self.loss_fn) if self.args.compile else self.loss_fn
 
     def shard(self):
-        """FSDP2 per block (distbench.workloads.gpt.fully_shard_blocks), and the groups comm_alone
-        gathers and reduce-scatters."""
-        from distbench.workloads.gpt import fully_shard_blocks
+        """FSDP2 per block (distbench.workloads.fsdp.fully_shard_blocks: gpt/lora's decoder blocks,
+        the MLP's Linear + GELU blocks), and the groups comm_alone gathers and reduce-scatters."""
+        from distbench.workloads.fsdp import fully_shard_blocks
 
         torch = self.torch
         fully_shard_blocks(self.model, bfloat16=self.args.dtype == "bfloat16")

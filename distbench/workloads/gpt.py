@@ -23,6 +23,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from distbench.core.choices import GPT_SIZES
+# FSDP2 per block serves any model with `.blocks` (distbench.workloads.fsdp); re-exported for the
+# callers that import it from here (the memory harness, older code)
+from distbench.workloads.fsdp import FSDPUnavailable, fully_shard_blocks  # noqa: F401
 
 LORA_TARGETS = ("qkv", "attn_out", "mlp_in", "mlp_out")
 
@@ -128,31 +131,6 @@ def make_tokens(batch: int, cfg: GPTConfig, rank: int, device) -> tuple[torch.Te
 
 def lm_loss(logits, targets):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))
-
-
-# --- FSDP2 -----------------------------------------------------------------------------------
-
-class FSDPUnavailable(RuntimeError):
-    """FSDP2 cannot run here (torch without it, or a backend/device it does not support)."""
-
-
-def fully_shard_blocks(model: GPT, bfloat16: bool) -> None:
-    """FSDP2: fully_shard each block, then the root (embeddings, final norm). Under bfloat16 the
-    gathered parameters are bf16 and gradients are reduced in fp32 (MixedPrecisionPolicy). Raises
-    FSDPUnavailable with the reason where FSDP2 cannot run; an allocation failure stays what it is."""
-    try:
-        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-
-        mp = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-              if bfloat16 else MixedPrecisionPolicy())
-        for block in model.blocks:
-            fully_shard(block, mp_policy=mp)
-        fully_shard(model, mp_policy=mp)
-    except torch.OutOfMemoryError:
-        raise
-    except (ImportError, NotImplementedError, TypeError, ValueError, RuntimeError) as e:
-        text = str(e).strip().splitlines()
-        raise FSDPUnavailable(f"{type(e).__name__}: {text[0] if text else ''}"[:300]) from e
 
 
 # --- LoRA ------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
-"""Seed 004's synthetic MLP on random data, and what a step needs (optimizer, autocast), for the
-training and memory families. Imported inside the torchrun ranks and tests only (it imports torch)."""
+"""Seed 004's synthetic MLP on random data (its Linear + GELU pairs are the `.blocks` FSDP2 shards:
+distbench.workloads.fsdp), and what a step needs (optimizer, autocast), for the training and memory
+families. Imported inside the torchrun ranks and tests only (it imports torch)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import contextlib
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from distbench.core.choices import OPTIMIZERS
 
@@ -19,16 +21,34 @@ def n_classes(hidden_dim: int) -> int:
     return max(16, hidden_dim // 4)
 
 
-def make_mlp(hidden_dim: int, num_layers: int) -> nn.Sequential:
-    """`num_layers` Linear(hidden, hidden) with GELU between (and after the last), then a
-    Linear(hidden, n_classes) head. Parameters in float32 (autocast does any lower precision)."""
+class LinearGELU(nn.Linear):
+    """One MLP block: Linear(hidden, hidden) then GELU, in one module so that FSDP2 shards the pair
+    as one unit. An nn.Linear (the same parameters, initialised the same way) whose forward adds
+    the GELU: the math of nn.Sequential(Linear, GELU)."""
+
+    def forward(self, x):
+        return F.gelu(super().forward(x))
+
+
+class MLP(nn.Sequential):
+    """The blocks (LinearGELU) then the Linear head, as children 0..n: `model[0]` is the first
+    layer, `model[-1]` the head. `blocks`: what FSDP2 shards one by one (the head stays on the root),
+    as gpt's `.blocks` (distbench.workloads.fsdp.fully_shard_blocks)."""
+
+    @property
+    def blocks(self) -> list[nn.Module]:
+        return list(self)[:-1]
+
+
+def make_mlp(hidden_dim: int, num_layers: int) -> MLP:
+    """`num_layers` Linear(hidden, hidden) + GELU blocks (GELU after every one, the last included),
+    then a Linear(hidden, n_classes) head. Parameters in float32 (autocast does any lower precision),
+    created in that order from torch's default generator: the same values as the flat
+    nn.Sequential(Linear, GELU, ..., Linear) this was, for the same seed."""
     if hidden_dim < 1 or num_layers < 1:
         raise ValueError(f"hidden_dim and num_layers must be >= 1, got {hidden_dim}, {num_layers}")
-    layers: list[nn.Module] = []
-    for _ in range(num_layers):
-        layers += [nn.Linear(hidden_dim, hidden_dim), nn.GELU()]
-    layers.append(nn.Linear(hidden_dim, n_classes(hidden_dim)))
-    return nn.Sequential(*layers)
+    blocks = [LinearGELU(hidden_dim, hidden_dim) for _ in range(num_layers)]
+    return MLP(*blocks, nn.Linear(hidden_dim, n_classes(hidden_dim)))
 
 
 def build(a, rank: int, device):

@@ -75,10 +75,11 @@ class WorkloadSpec:
     shape: Callable[[argparse.Namespace], dict]  # SHAPE_COLUMNS' values, from the (unchecked) args
     check: Callable[[argparse.Namespace], None] = lambda a: None  # raises ValueError on a bad shape
     per_rank_batch: Callable[[str, int, int | None, int], tuple[int, int]] = even_split
-    fsdp: bool = False  # FSDP2 per block: the model has `.blocks` (distbench.workloads.gpt.fully_shard_blocks)
+    fsdp: bool = False  # FSDP2 per block: the model has `.blocks` (distbench.workloads.fsdp.fully_shard_blocks)
     attention: bool = False  # the model's blocks hold `.attn` (the training rows name its SDPA kernel)
     # Which config block shapes its jobs (distbench.training.plan, distbench.memory.plan): "ddp" reads
-    # training.gpu/cpu (its Args' params), the DDP knobs, tuning, scaling and memory.*.mlp_batch_sizes;
+    # training.gpu/cpu (its Args' params), training.strategies (FSDP jobs where fsdp is true), the DDP
+    # knobs, tuning, scaling and memory.*.mlp_batch_sizes;
     # "lm" reads training.lm (gpu/cpu shape, strategies, optimizer, any top-level key an Arg names,
     # e.g. lora_rank) and memory.*.lm_batch_sizes.
     block: str = "ddp"
@@ -142,7 +143,8 @@ def _lm_spec(name: str, title: str, extra: tuple[Arg, ...] = (), doc: str = "") 
 WORKLOADS: dict[str, WorkloadSpec] = {
     # mlp's FLOPs: 6 per weight per sample (2 forward, 4 backward), as gpt.flops_per_token's 6 N
     "mlp": WorkloadSpec("mlp", "MLP", MLP_ARGS, _lazy("distbench.workloads.mlp", "build"),
-                        lambda a, counts: 6 * counts["total"], _mlp_shape, _mlp_check, doc="seed 004's MLP"),
+                        lambda a, counts: 6 * counts["total"], _mlp_shape, _mlp_check, fsdp=True,
+                        doc="seed 004's MLP"),
     "gpt": _lm_spec("gpt", "GPT", doc="the GPT decoder (distbench.workloads.gpt)"),
     "lora": _lm_spec("lora", "GPT + LoRA", LORA_ARGS, doc="gpt, frozen, with low-rank adapters"),
 }

@@ -177,12 +177,19 @@ class BestConfig:
     row: dict
 
 
-def best_config(summary: pd.DataFrame) -> BestConfig | None:
-    """At the largest world size (among ok rows with an efficiency), the ok configuration with the
-    highest efficiency_vs_plain_1gpu, and its gain over plain DDP in percentage points."""
-    s = _with_scaling(summary)
-    if "model" in s:  # the tuning sweep is the MLP's
+def mlp_ddp_rows(s: pd.DataFrame) -> pd.DataFrame:
+    """The MLP's DDP rows: the tuning sweep's configurations (its FSDP rows, config `fsdp`, are a
+    strategy, not a DDP configuration: their own findings lines say how they scale)."""
+    if "model" in s:
         s = s[s["model"].fillna("mlp") == "mlp"]
+    return s[s["strategy"].fillna("ddp") != "fsdp"] if "strategy" in s else s
+
+
+def best_config(summary: pd.DataFrame) -> BestConfig | None:
+    """At the largest world size (among ok rows with an efficiency), the ok DDP configuration of the
+    MLP (the tuning sweep's) with the highest efficiency_vs_plain_1gpu, and its gain over plain DDP
+    in percentage points."""
+    s = mlp_ddp_rows(_with_scaling(summary))
     ok = s[(s["status"] == "ok") & s["efficiency_vs_plain_1gpu"].notna() & (s["world_size"] > 1)]
     if ok.empty:
         return None
@@ -334,7 +341,7 @@ def training_findings(summary: pd.DataFrame) -> list[str]:
     out += lora_findings(s)
     best = best_config(s)
     if best is not None:
-        mlp = s[s["model"] == "mlp"]
+        mlp = mlp_ddp_rows(s)
         n_configs = mlp[(mlp["status"] == "ok") & (mlp["world_size"] == best.world_size)]["config"].nunique()
         who = _ranks({'world_size': best.world_size, 'backend': best.row.get('backend')})
         if n_configs > 1 and crowded(best.row):  # ranking configurations by contention would mislead

@@ -21,7 +21,7 @@ import seaborn as sns  # noqa: E402
 
 from distbench.core import palette  # noqa: E402
 from distbench.core.figures import ANNOTATION_PT, legend_outside, new_figure, time_unit, write_figures  # noqa: E402
-from distbench.training.analysis.findings import one_device_of  # noqa: E402
+from distbench.training.analysis.findings import mlp_ddp_rows, one_device_of  # noqa: E402
 from distbench.training.analysis.summary import PLAIN, add_scaling, row_split  # noqa: E402
 
 FIGURES = ("training_throughput", "training_lm_throughput", "training_efficiency", "training_step_breakdown",
@@ -171,7 +171,7 @@ def _primary_config(ok: pd.DataFrame) -> str:
 
 
 def fig_step_breakdown(ok: pd.DataFrame) -> plt.Figure | None:
-    ok = _mlp(ok)
+    ok = mlp_ddp_rows(ok)  # a DDP step's parts (buckets, no_sync): the MLP's FSDP rows are not drawn here
     d = ok[ok["compute_only_ms_median"].notna() & ok["step_time_ms_median"].notna()]
     if d.empty:
         return None
@@ -219,7 +219,7 @@ def fig_step_breakdown(ok: pd.DataFrame) -> plt.Figure | None:
 
 def fig_tuning(ok: pd.DataFrame) -> plt.Figure | None:
     colors = training_colors(ok)
-    ok = _mlp(ok)
+    ok = mlp_ddp_rows(ok)  # DDP configurations only (the MLP's FSDP is in the efficiency figure)
     d = ok[ok["efficiency_vs_plain_1gpu"].notna() & (ok["world_size"] > 1)]
     if d.empty:
         return None
