@@ -16,7 +16,7 @@ import pytest
 
 from distbench.traces.instep_summary import achievable_peak, headline
 from distbench.traces.overlap import load_trace
-from distbench.traces.split import four_part_split, job_trace_split, span_states
+from distbench.traces.split import four_part_split, job_trace_split, peer_waits, rank_split, span_states
 from distbench.training.analysis import instep
 from distbench.training.analysis.instep import (bucket_sentence, bucket_table, inspector_instances, job_instances,
                                                 standalone_busbw, timed_window)
@@ -86,6 +86,63 @@ def test_four_part_split_adds_up_on_the_h100_traces():
     assert parts["adds_up"] and abs(parts["rest_unexplained_ms"]) < 0.2
     # removing the slowdown from the split leaves the step unexplained
     assert not four_part_split(STEP_MS, COMPUTE_MS, dict(t, slowdown_ms=0.0), 0.02 * STEP_MS + 0.1)["adds_up"]
+
+
+FSDP = Path(__file__).resolve().parent / "fixtures/instep_h100x2_mlp_fsdp"
+# benchmarks/results/instep-mlp-fsdp-h100x2-2026-11-27: the MLP (4096 x 8, batch 512, fp32) under FSDP2 on
+# 2x H100, its `inspect/` directory; timed medians from its training_summary.csv (and its allowance)
+FSDP_STEP_MS, FSDP_COMPUTE_MS, FSDP_ALLOWANCE_MS = 28.4008, 9.64574, 3.5651
+
+
+def test_a_host_bound_step_slowed_by_the_profiler_loses_that_time_from_its_host_gaps():
+    """FSDP2's host-bound step took 45.4 ms traced against 28.4 ms timed: the profiler's 17 ms land in
+    the GPU's idle time (the host gaps), and taken off them the split adds up; without that, or with
+    more added time than the host gaps hold, it does not."""
+    t = job_trace_split(FSDP)
+    # the rank the other waited for: rank 1's NCCL kernels spin ~40 ms per step until rank 0 arrives.
+    # Counted as communication, that waiting is 30 ms of exposed communication and rank 1's split does
+    # not add up; counted as idle (peer_waits), rank 1 tells rank 0's story: the same exposed
+    # communication, and a split that adds up
+    assert t["rank"] == 0 and t["peer_wait_ms"] == 0
+    traces = [load_trace(FSDP / f"step/trace_rank{r}.json.gz") for r in (0, 1)]
+    waits = peer_waits(traces)
+    assert sum(waits[1]) / 1e3 > 100 and sum(waits[0]) == 0  # rank 1 waited, over the 3 traced steps
+    as_comm = rank_split(traces[1], FSDP / "compute_only/trace_rank1.json.gz")
+    as_idle = rank_split(traces[1], FSDP / "compute_only/trace_rank1.json.gz", waits[1])
+    assert as_comm["exposed_comm"] > 5 * t["exposed_comm"]
+    assert as_idle["exposed_comm"] == pytest.approx(t["exposed_comm"], abs=0.1)
+    assert not four_part_split(FSDP_STEP_MS, FSDP_COMPUTE_MS, as_comm, FSDP_ALLOWANCE_MS)["adds_up"]
+    assert four_part_split(FSDP_STEP_MS, FSDP_COMPUTE_MS, as_idle, FSDP_ALLOWANCE_MS)["adds_up"]
+    added = t["step_trace_ms"] - FSDP_STEP_MS
+    assert added > 10  # the profiler slowed these steps (GPU kernels keep their durations)
+    parts = four_part_split(FSDP_STEP_MS, FSDP_COMPUTE_MS, t, FSDP_ALLOWANCE_MS)
+    assert parts["profiler_host_ms"] == pytest.approx(added)
+    traced_gaps = t["idle"] - t["compute_only_idle_ms"]
+    assert parts["rest_host_gaps_ms"] == pytest.approx(traced_gaps - added)
+    assert parts["adds_up"] and abs(parts["rest_unexplained_ms"]) <= FSDP_ALLOWANCE_MS
+    # traces as fast as the timed step: nothing is taken, and the traces' host gaps overshoot the step
+    same = four_part_split(FSDP_STEP_MS, FSDP_COMPUTE_MS, dict(t, step_trace_ms=FSDP_STEP_MS), FSDP_ALLOWANCE_MS)
+    assert same["profiler_host_ms"] == 0 and not same["adds_up"]
+    # added time beyond the GPU's idle is not host time: at most the host gaps are taken, the rest unexplained
+    few = dict(t, idle=t["compute_only_idle_ms"] + 2.0)
+    capped = four_part_split(FSDP_STEP_MS, FSDP_COMPUTE_MS, few, FSDP_ALLOWANCE_MS)
+    assert capped["profiler_host_ms"] == pytest.approx(2.0) and capped["rest_host_gaps_ms"] == pytest.approx(0.0)
+    assert not capped["adds_up"]
+
+
+def test_overlapping_kernels_count_the_compute_time_they_add_once():
+    """Two streams: a model kernel (0-100 us) and a copy kernel beside it (50-120 us): 120 us of compute
+    state, and the names' times add up to it (the copy adds 20 us, not its 70), so an extra kernel
+    that overlaps the model's is not counted twice in the split (GPT 1.3b FSDP: benchmarks/results/
+    instep-mlp-fsdp-h100x2-2026-11-27)."""
+    from distbench.traces.split import step_states
+
+    events = [{"cat": "kernel", "name": "sm90_xmma_gemm", "ts": 0.0, "dur": 100.0},
+              {"cat": "kernel", "name": "chunk_cat_cuda_kernel", "ts": 50.0, "dur": 70.0}]
+    (s,) = step_states(events, [(0.0, 200.0)])
+    assert s["compute"] == 120.0 and s["idle"] == 80.0
+    assert s["kernels"] == {"sm90_xmma_gemm": 100.0, "chunk_cat_cuda_kernel": 20.0}
+    assert sum(s["kernels"].values()) == s["compute"]
 
 
 def test_headline_names_the_largest_cost_and_overlap():

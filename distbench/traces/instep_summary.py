@@ -20,7 +20,8 @@ from distbench.traces.split import four_part_split, job_trace_split
 
 SPLIT_COLUMNS = ("job", "model", "strategy", "world_size", "source", "note", "step_ms", "step_trace_ms", "compute_ms",
                  "compute_slowdown_ms", "exposed_comm_ms", "rest_ms", "rest_optimizer_ms", "rest_comm_bookkeeping_ms",
-                 "rest_memory_copies_ms", "rest_host_gaps_ms", "rest_unexplained_ms", "allowance_ms", "adds_up",
+                 "rest_memory_copies_ms", "rest_host_gaps_ms", "rest_unexplained_ms", "profiler_host_ms", "allowance_ms",
+                 "adds_up",
                  "bounds_ok", "bounds_note", "tflops_per_device", "mfu_spec", "spec_peak_tflops", "mfu_achievable",
                  "achievable_tflops", "achievable_sm_clock_mhz", "achievable_power_limit_w", "largest_cost",
                  "headline")
@@ -74,6 +75,9 @@ def job_split(job: str, summary_row: dict, inspect_dir, buckets: list[dict], abo
     if trace and abs(trace["step_trace_ms"] - step) > allowance:
         note = (note + "; " if note else "") + (f"the traced steps took {trace['step_trace_ms']:.1f} ms against "
                                                  f"{step:.1f} ms timed: the profiler slowed them")
+        if parts["profiler_host_ms"] > 0:
+            note += (f", and {parts['profiler_host_ms']:.1f} ms of that is taken off the host gaps (the GPU idled "
+                     "while the profiler ran on the host)")
     if not trace:
         note = (note + "; " if note else "") + "no GPU traces: the four-part split is a GPU-timeline figure"
     # the bounds check with what the traces measured: step <= compute + slowdown + comm alone + named rest

@@ -16,7 +16,7 @@ from distbench.traces.instep_summary import instep_tables
 from distbench.training.analysis.summary import aggregate_training
 
 src, here = Path(sys.argv[1]), Path(__file__).parent
-job = src / "mlp_fsdp"
+job = src / "mlp_fsdp"  # its inspect/ directory is committed as tests/fixtures/instep_h100x2_mlp_fsdp
 aggregate_training([job / "training.csv"], here / "training.csv", here / "training_summary.csv")
 comm = pd.concat([pd.read_csv(src / f"comm_{op}_float32.csv") for op in ("all_gather", "reduce_scatter")])
 comm_summary = summarize(comm)

@@ -88,7 +88,9 @@ def instep_context(instep: pd.DataFrame | None, split: pd.DataFrame | None) -> d
                      "from traces of extra real and compute-only steps: compute (the timed compute-only step), "
                      "compute slowed down while communicating (the same kernels, slower beside NCCL), exposed "
                      "communication (NCCL with no compute kernel beside it) and the rest, named. It adds up when "
-                     "the unexplained rest is within the phases' noise.")}
+                     "the unexplained rest is within the phases' noise. Where the profiler slowed the traced steps "
+                     "(a host-bound step), its added time comes off the host gaps, at most all of them: the GPU "
+                     "idled while the profiler ran on the host.")}
 
 
 def split_row(split: pd.DataFrame | None, row) -> dict | None:
