@@ -37,30 +37,6 @@ onstart:
     plan_batch_launches()
 
 
-# Cheap steps that read tables run where Snakemake runs, also under a cluster executor; the probes
-# and the benchmark jobs go to the cluster's nodes (profiles/slurm).
-localrules:
-    all,
-    probes,
-    comm,
-    training,
-    memory,
-    aggregate_comm,
-    aggregate_training,
-    aggregate_training_instep,
-    aggregate_memory,
-    aggregate_pairs,
-    plot_comm,
-    plot_training,
-    plot_memory,
-    plot_pairs,
-    predict,
-    plot_predict,
-    report,
-    summary_json,
-    describe_run,
-
-
 rule all:
     default_target: True
     input:
@@ -69,6 +45,7 @@ rule all:
         "report/summary.json",
         # Each job's result is a target too: deleting one reruns exactly that job (and what reads it).
         all_job_results,
+    localrule: True
 
 
 # One family (or the probes) at a time: `snakemake --cores 1 comm` runs the comm jobs and their
@@ -78,21 +55,7 @@ rule probes:
         results("probe/env.json"),
         results("probe/topology.json"),
         results("probe/nccl.json"),
-
-
-rule comm:
-    input:
-        family_target("comm"),
-
-
-rule training:
-    input:
-        family_target("training"),
-
-
-rule memory:
-    input:
-        family_target("memory"),
+    localrule: True
 
 
 include: "rules/probe.smk"

@@ -85,6 +85,7 @@ rule aggregate_comm:
         advice=results("tables/comm_advice.json"),
     log:
         results("logs/aggregate/comm.log"),
+    localrule: True
     conda:
         "../envs/distbench.yaml"
     threads: SIDE_THREADS
@@ -109,6 +110,7 @@ rule plot_comm:
         ),
     log:
         results("logs/plot/comm.log"),
+    localrule: True
     conda:
         "../envs/distbench.yaml"
     threads: SIDE_THREADS
@@ -131,6 +133,7 @@ rule aggregate_pairs:
         ),
     log:
         results("logs/aggregate/pairs.log"),
+    localrule: True
     conda:
         "../envs/distbench.yaml"
     threads: SIDE_THREADS
@@ -151,8 +154,16 @@ rule plot_pairs:
         ),
     log:
         results("logs/plot/pairs.log"),
+    localrule: True
     conda:
         "../envs/distbench.yaml"
     threads: SIDE_THREADS
     script:
         "../workflow/scripts/plot_pairs.py"
+
+
+# `snakemake --cores 1 comm`: this family's jobs, tables and figures, nothing else
+rule comm:
+    input:
+        family_target("comm"),
+    localrule: True

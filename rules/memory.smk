@@ -52,6 +52,7 @@ rule aggregate_memory:
         ),
     log:
         results("logs/aggregate/memory.log"),
+    localrule: True
     conda:
         "../envs/distbench.yaml"
     threads: SIDE_THREADS
@@ -72,8 +73,16 @@ rule plot_memory:
         ),
     log:
         results("logs/plot/memory.log"),
+    localrule: True
     conda:
         "../envs/distbench.yaml"
     threads: SIDE_THREADS
     script:
         "../workflow/scripts/plot_memory.py"
+
+
+# `snakemake --cores 1 memory`: this family's jobs, tables and figures, nothing else
+rule memory:
+    input:
+        family_target("memory"),
+    localrule: True

@@ -6,12 +6,6 @@
 include: "nodes_common.smk"
 
 
-localrules:
-    nodes,
-    aggregate_nodes,
-    plot_nodes,
-
-
 rule nodes_round:
     output:
         csv=job_path("nodes", "nodes.csv"),
@@ -59,6 +53,7 @@ rule aggregate_nodes:
         ),
     log:
         results("logs/aggregate/nodes.log"),
+    localrule: True
     conda:
         "../envs/distbench.yaml"
     threads: SIDE_THREADS
@@ -85,6 +80,7 @@ rule plot_nodes:
         ),
     log:
         results("logs/plot/nodes.log"),
+    localrule: True
     conda:
         "../envs/distbench.yaml"
     threads: SIDE_THREADS
@@ -96,3 +92,4 @@ rule plot_nodes:
 rule nodes:
     input:
         family_target("nodes"),
+    localrule: True

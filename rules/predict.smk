@@ -34,6 +34,7 @@ rule predict:
         ),
     log:
         results("logs/predict/predict.log"),
+    localrule: True
     conda:
         "../envs/distbench.yaml"
     threads: SIDE_THREADS
@@ -59,6 +60,7 @@ rule plot_predict:
         ),
     log:
         results("logs/plot/predict.log"),
+    localrule: True
     conda:
         "../envs/distbench.yaml"
     threads: SIDE_THREADS

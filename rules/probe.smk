@@ -73,10 +73,6 @@ rule probe_nccl:
 # every node of the run (distbench.probes.health_node: once per node, through the launcher). The
 # benchmark jobs wait for the first reading only when health.stop_on_failing is on (health_gate, in
 # common.smk); otherwise its priority only starts it first among the jobs ready at the start.
-localrules:
-    health_gate,
-
-
 rule health_before:
     output:
         results("health/health_before.csv"),
@@ -111,6 +107,7 @@ rule health_gate:
         results("health/gate.txt"),
     log:
         results("logs/health/gate.log"),
+    localrule: True
     conda:
         "../envs/distbench.yaml"
     script:

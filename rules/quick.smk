@@ -2,19 +2,13 @@
 # and params, distbench.pipeline.quick) and renders the Verdict from them to report/quick.md. A later
 # `snakemake --cores 1` reuses those jobs; the quick tables stay apart (results/<label>/quick/), so the
 # full run's tables are built from every job.
-localrules:
-    quick,
-    quick_aggregate_comm,
-    quick_aggregate_training,
-    quick_report,
-
-
 # No output: it prints the verdict every time it is asked for (cached jobs are not rerun).
 rule quick:
     input:
         "report/quick.md",
     log:
         results("logs/quick/quick.log"),
+    localrule: True
     conda:
         "../envs/distbench.yaml"
     shell:
@@ -38,6 +32,7 @@ use rule aggregate_comm as quick_aggregate_comm with:
         advice=f"{QUICK_TABLES}/comm_advice.json",
     log:
         results("logs/quick/aggregate_comm.log"),
+    localrule: True
 
 
 use rule aggregate_training as quick_aggregate_training with:
@@ -48,6 +43,7 @@ use rule aggregate_training as quick_aggregate_training with:
         summary=f"{QUICK_TABLES}/training_summary.csv",
     log:
         results("logs/quick/aggregate_training.log"),
+    localrule: True
 
 
 rule quick_report:
@@ -62,6 +58,7 @@ rule quick_report:
         md="report/quick.md",
     log:
         results("logs/quick/report.log"),
+    localrule: True
     conda:
         "../envs/distbench.yaml"
     params:

@@ -30,6 +30,7 @@ rule report:
         tables=directory("report/tables"),
     log:
         results("logs/report/report.log"),
+    localrule: True
     conda:
         "../envs/distbench.yaml"
     threads: SIDE_THREADS
@@ -52,6 +53,7 @@ rule describe_run:
         results("run.json"),
     log:
         results("logs/report/describe_run.log"),
+    localrule: True
     conda:
         "../envs/distbench.yaml"
     threads: SIDE_THREADS
@@ -76,6 +78,7 @@ rule summary_json:
         nccl_tests=directory(results("nccl_tests")),
     log:
         results("logs/report/summary_json.log"),
+    localrule: True
     conda:
         "../envs/distbench.yaml"
     threads: SIDE_THREADS

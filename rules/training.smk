@@ -57,6 +57,7 @@ rule aggregate_training:
         ),
     log:
         results("logs/aggregate/training.log"),
+    localrule: True
     conda:
         "../envs/distbench.yaml"
     threads: SIDE_THREADS
@@ -79,6 +80,7 @@ rule plot_training:
         ),
     log:
         results("logs/plot/training.log"),
+    localrule: True
     conda:
         "../envs/distbench.yaml"
     threads: SIDE_THREADS
@@ -128,8 +130,16 @@ rule aggregate_training_instep:
         split=results("tables/training_split.csv"),
     log:
         results("logs/aggregate/training_instep.log"),
+    localrule: True
     conda:
         "../envs/distbench.yaml"
     threads: SIDE_THREADS
     script:
         "../workflow/scripts/aggregate_instep.py"
+
+
+# `snakemake --cores 1 training`: this family's jobs, tables and figures, nothing else
+rule training:
+    input:
+        family_target("training"),
+    localrule: True

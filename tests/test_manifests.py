@@ -200,3 +200,40 @@ def test_training_placement_is_read_from_the_jobs_placement_files(tmp_path):
     one_node = with_host(summary, ReportInputs(env=env, placements=[]))
     assert pd.isna(two_nodes["oversubscribed"][0]) or not two_nodes["oversubscribed"][0]
     assert one_node["oversubscribed"][0]  # 4 ranks on a 2-core host
+
+
+def _workflow_local_rules(tmp_path) -> tuple[set[str], set[str]]:
+    """(every rule, the local ones) of the workflow as Snakemake parses it (its API; no job runs)."""
+    import os
+
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.types import OutputSettings, ResourceSettings
+
+    from tests.conftest import copy_workflow
+
+    d = copy_workflow(tmp_path / "wf")
+    here = Path.cwd()
+    os.chdir(d)  # the Snakefile's includes and profiles are relative to its directory
+    try:
+        with SnakemakeApi(OutputSettings()) as api:
+            w = api.workflow(resource_settings=ResourceSettings(cores=1), snakefile=d / "Snakefile", workdir=d)._workflow
+            return {r.name for r in w.rules}, set(w._localrules)
+    finally:
+        os.chdir(here)
+
+
+def test_each_rule_says_itself_whether_it_runs_where_snakemake_runs(tmp_path):
+    """No central `localrules:` list (a family's rules file says it, rule by rule: `localrule: True`); a
+    rule that measures (a manifest's job or measuring rule) never runs on the submitting host under a
+    cluster executor, and each family's target, `all` and the report do."""
+    for f in [REPO / "Snakefile", *sorted((REPO / "rules").glob("*.smk"))]:
+        assert not re.search(r"^\s*localrules\s*:", f.read_text(), flags=re.M), f"{f.name}: a localrules list"
+    rules, local = _workflow_local_rules(tmp_path)
+    measuring = {r for m in families.manifests() for r in m.benchmark_rules}
+    assert measuring <= rules and not measuring & local, sorted(measuring & local)
+    # the families with a target rule of their name (the gate's rule of its name measures: not a target)
+    targets = ({m.name for m in families.manifests()} & rules) - measuring
+    assert {"comm", "training", "memory", "nodes"} <= targets
+    assert targets | {"all", "report", "summary_json"} <= local
+    # each family's tables and figures are made locally (cheap steps that read tables)
+    assert {r for r in rules if r.startswith("plot_")} | ({f"aggregate_{t}" for t in targets} & rules) <= local
