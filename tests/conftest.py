@@ -20,6 +20,36 @@ RUN = "results/" + (os.environ.get("DISTBENCH_RUN_LABEL") or default_label())
 SLURM_CLUSTER_MODULES = ("test_slurm.py", "test_gate_slurm.py")
 
 
+# Each module's wall time in one `pytest -n 2` run (tests/durations.json: seconds, the modules of 5 s
+# or more; measured 2026-11-27 with a per-test timer on the 2-core machine): only the order the modules
+# are handed to the workers comes from it, so a stale or missing figure costs balance, never a test.
+DURATIONS = REPO / "tests/durations.json"
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """The longest modules first, the quick ones after (by tests/durations.json; a module it lacks
+    counts 10 s per test marked e2e or slow). Under `pytest -n 2 --dist loadfile` a worker takes whole
+    modules in collection order, so the quick ones fill in at the end instead of one worker running a
+    long module (the soak test: 2 minutes) alone while the other idles. The two SLURM test cluster
+    modules take turns (one_slurm_cluster_at_a_time): the second is placed half way down, so the
+    workers do not start them together and one wait for the other. Within a module the order is kept;
+    every worker computes the same order from the same collection."""
+    import json
+
+    modules: dict[str, list] = {}
+    for item in items:
+        modules.setdefault(item.path.name, []).append(item)
+    known = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
+    cost = {m: known.get(m, 10 * sum(1 for i in its if i.get_closest_marker("e2e") or i.get_closest_marker("slow")))
+            for m, its in modules.items()}
+    order = sorted(modules, key=lambda m: -cost[m])  # stable: equal costs keep their collection order
+    slurm = [m for m in order if m in SLURM_CLUSTER_MODULES]
+    for k, m in enumerate(slurm[1:], 1):
+        order.remove(m)
+        order.insert(k * len(order) // (2 * len(slurm)), m)
+    items[:] = [i for m in order for i in modules[m]]
+
+
 @pytest.fixture(autouse=True, scope="module")
 def one_slurm_cluster_at_a_time(request, tmp_path_factory):
     """Under `pytest -n N` (pytest-xdist; `--dist loadfile` in pyproject.toml keeps each module on one
