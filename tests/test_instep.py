@@ -66,6 +66,10 @@ def test_buckets_beside_the_comm_family_in_the_issue_form():
     assert "% of the 262 GB/s the same all_reduce reaches alone: " in top["sentence"]
     assert standalone_busbw(COMM, "nccl", 2, "all_reduce", "float32", 2**30)[0] != standalone_busbw(
         COMM, "nccl", 2, "all_reduce", "float32", 2**30)[0]  # outside the measured sizes: none, never extrapolated
+    # where there is no standalone figure, the note says which keys would measure one
+    assert "comm.sizes sets them" in standalone_busbw(COMM, "nccl", 2, "all_reduce", "float32", 2**30)[1]
+    bw, why = standalone_busbw(COMM, "nccl", 2, "all_gather", "bfloat16", 2**26)
+    assert bw != bw and why.endswith("(to set one beside it: all_gather in comm.ops, bfloat16 in comm.dtypes)")
     far = dict(top, busbw_gbps_median=60.0, ratio=60 / 262.244)
     assert "the link is fine, the overlap with compute is what costs" in bucket_sentence("ddp", far)
 

@@ -277,10 +277,11 @@ def standalone_busbw(comm_rows: list[dict], backend: str, world_size: int, op: s
     if size != size:
         return math.nan, "no size recorded"
     if not points:
-        return math.nan, f"the comm family measured no {op} in {dtype} at {world_size} ranks"
+        return math.nan, (f"the comm family measured no {op} in {dtype} at {world_size} ranks (to set one beside it: "
+                          f"{op} in comm.ops, {dtype} in comm.dtypes)")
     if not points[0][0] <= size <= points[-1][0]:
         return math.nan, (f"{size:.0f} B is outside the comm family's {op} sizes "
-                          f"({points[0][0]:.0f}-{points[-1][0]:.0f} B)")
+                          f"({points[0][0]:.0f}-{points[-1][0]:.0f} B; comm.sizes sets them)")
     for (s0, b0), (s1, b1) in zip(points, points[1:] + points[-1:]):
         if s0 <= size <= s1:
             if s1 == s0:
