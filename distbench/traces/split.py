@@ -215,7 +215,7 @@ def job_trace_split(inspect_dir) -> dict:
         r = rank_split(events, d / "compute_only" / path.name, wait)
         if not r:
             continue
-        k = (round(sum(wait) / 1e3, 1) if wait else 0.0, round(r["exposed_comm"], 1), -r["step_trace_ms"])
+        k = (round(r["peer_wait_ms"], 1), round(r["exposed_comm"], 1), -r["step_trace_ms"])
         if key is None or k < key:
             best, key = {**r, "rank": rank}, k
     return best
