@@ -8,9 +8,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from tests.conftest import RUN, SHARED_TINY, snakemake
-
-TINY = SHARED_TINY
+from tests.conftest import RUN, snakemake
 
 
 def _jobs_run(output: str) -> list[str]:
