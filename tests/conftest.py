@@ -26,6 +26,22 @@ SLURM_CLUSTER_MODULES = ("test_slurm.py", "test_gate_slurm.py")
 DURATIONS = REPO / "tests/durations.json"
 
 
+def pytest_configure(config):
+    """Compile the package to bytecode once, before any test starts a process. The suite starts about
+    a thousand Python processes (Snakemake, its scripts, torchrun's ranks), each importing the package;
+    where PYTHONDONTWRITEBYTECODE is set (this machine and CI set it) and the checkout is fresh, each
+    of them would compile the modules it imports from source again (0.1-0.4 CPU-s a process). compileall
+    writes the cache whatever that variable says; Python checks each file against its source's time
+    and size, so an edit is never hidden behind a stale cache. Once, in the controller (not in each
+    pytest-xdist worker)."""
+    if hasattr(config, "workerinput"):
+        return
+    import compileall
+
+    compileall.compile_dir(REPO / "distbench", quiet=1)
+    compileall.compile_dir(REPO / "tests", quiet=1, maxlevels=1)
+
+
 def pytest_collection_modifyitems(session, config, items):
     """The longest modules first, the quick ones after (by tests/durations.json; a module it lacks
     counts 10 s per test marked e2e or slow). Under `pytest -n 2 --dist loadfile` a worker takes whole
