@@ -295,3 +295,32 @@ def test_the_scope_of_an_ssh_job_is_every_node_and_slurm_keeps_its_own():
     assert cmd[:5] == ["ssh", "-T", "-o", "BatchMode=yes", "u@b"]  # the host as the launcher passes it
     assert cmd[5] == ("cd '/w d' && env 'DISTBENCH_HOST_LOCK=/l k' /py -m distbench.launch.joblock --hold "
                       "'comm/x y' '/r/a b' fail")  # every value quoted for the remote shell
+
+
+def test_a_node_holder_started_in_a_thread_outlives_that_thread():
+    """A node's holder (its ssh client) is tied to the launcher's process, not to the thread that
+    started it: PR_SET_PDEATHSIG fires when the forking *thread* ends, so holders started from a
+    waiter thread were sent SIGTERM, and their nodes' locks let go, when it returned. The plain
+    Popen beside it shows the kernel's rule this guards against."""
+    from distbench.launch import joblock
+
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    procs = {}
+
+    def start(kind):
+        procs[kind] = (joblock._popen_for_life(sleeper) if kind == "for_life"
+                       else subprocess.Popen(sleeper, preexec_fn=joblock._die_with_parent))
+
+    try:
+        for kind in ("for_life", "plain"):
+            t = threading.Thread(target=start, args=(kind,))
+            t.start()
+            t.join()
+        assert procs["plain"].wait(timeout=10) == -signal.SIGTERM  # its thread ended: killed
+        time.sleep(0.5)
+        assert procs["for_life"].poll() is None  # still running, as the holder must
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait()

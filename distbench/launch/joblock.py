@@ -13,6 +13,7 @@ Torch-free: the benchmark rules' scripts import it.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import os
@@ -67,6 +68,22 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
+# The thread every holder's ssh client is started from. PR_SET_PDEATHSIG fires when the *thread* that
+# forked the child ends, not the process (prctl(2): "the 'parent' in this case is considered to be the
+# thread that created this process"): a lock taken in a short-lived thread (a waiter thread; a rule's
+# worker) had its holders sent SIGTERM, and its nodes' locks let go, as soon as that thread returned.
+# This executor's one thread lives until the interpreter exits.
+_SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="distbench-holders")
+
+
+def _popen_for_life(command: list[str]) -> subprocess.Popen:
+    """Popen, forked from a thread that lives as long as this process (_SPAWNER): the child gets
+    SIGTERM when this process ends, by SIGKILL too, and never because the calling thread did."""
+    return _SPAWNER.submit(subprocess.Popen, command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, bufsize=1, start_new_session=True,
+                           preexec_fn=_die_with_parent).result()
+
+
 class _Holder:
     """The launcher's side of one node's holder over ssh: its lines on stdout read into a queue, its
     messages (a wait, naming the holder) passed on to this process's stderr."""
@@ -75,8 +92,7 @@ class _Holder:
         self.host, self.name = host, host.rpartition("@")[2]  # user@node1 is node1 (cluster.host_address)
         self.said: list[str] = []
         self.lines: queue.Queue = queue.Queue()
-        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, bufsize=1, start_new_session=True, preexec_fn=_die_with_parent)
+        self.proc = _popen_for_life(command)
         threading.Thread(target=self._read, daemon=True).start()
         threading.Thread(target=self._relay, daemon=True).start()
 
