@@ -21,7 +21,7 @@ SLURM_CLUSTER_MODULES = ("test_slurm.py", "test_gate_slurm.py")
 
 
 # Each module's wall time in one `pytest -n 2` run (tests/durations.json: seconds, the modules of 5 s
-# or more; measured 2026-11-27 with a per-test timer on the 2-core machine): only the order the modules
+# or more; measured 2026-11-28 with a per-test timer on the 2-core machine): only the order the modules
 # are handed to the workers comes from it, so a stale or missing figure costs balance, never a test.
 DURATIONS = REPO / "tests/durations.json"
 
