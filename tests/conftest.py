@@ -28,7 +28,7 @@ DURATIONS = REPO / "tests/durations.json"
 
 def pytest_configure(config):
     """Compile the package to bytecode once, before any test starts a process. The suite starts about
-    a thousand Python processes (Snakemake, its scripts, torchrun's ranks), each importing the package;
+    850 Python processes (Snakemake, its scripts, torchrun's ranks), each importing the package;
     where PYTHONDONTWRITEBYTECODE is set (this machine and CI set it) and the checkout is fresh, each
     of them would compile the modules it imports from source again (0.1-0.4 CPU-s a process). compileall
     writes the cache whatever that variable says; Python checks each file against its source's time
@@ -39,7 +39,6 @@ def pytest_configure(config):
     import compileall
 
     compileall.compile_dir(REPO / "distbench", quiet=1)
-    compileall.compile_dir(REPO / "tests", quiet=1, maxlevels=1)
 
 
 def pytest_collection_modifyitems(session, config, items):

@@ -302,14 +302,14 @@ def test_a_node_holder_started_in_a_thread_outlives_that_thread():
     started it: PR_SET_PDEATHSIG fires when the forking *thread* ends, so holders started from a
     waiter thread were sent SIGTERM, and their nodes' locks let go, when it returned. The plain
     Popen beside it shows the kernel's rule this guards against."""
-    from distbench.launch import joblock
+    from distbench.launch.processes import die_with_parent, popen_for_life
 
     sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
     procs = {}
 
     def start(kind):
-        procs[kind] = (joblock._popen_for_life(sleeper) if kind == "for_life"
-                       else subprocess.Popen(sleeper, preexec_fn=joblock._die_with_parent))
+        procs[kind] = (popen_for_life(sleeper) if kind == "for_life"
+                       else subprocess.Popen(sleeper, preexec_fn=die_with_parent))
 
     try:
         for kind in ("for_life", "plain"):

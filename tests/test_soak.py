@@ -108,6 +108,7 @@ def test_twenty_jobs_in_a_row_leak_nothing(tmp_path, monkeypatch):
     assert _listening_ports() <= ports0, _listening_ports() - ports0
     assert _temp_entries() <= temps0, _temp_entries() - temps0
     fds, threads = _own_fds_and_threads()
+    # a little slack for what pytest or a logging handler opens now and then; a leak adds one a job (19)
     assert fds <= fds0 + 2 and threads <= threads0 + 2, (fds0, fds, threads0, threads)
     assert not list(tmp_path.rglob("*.partial")) and not list(tmp_path.rglob(".*.tmp"))
     print(f"{N_JOBS} jobs in {wall_s:.1f} s ({wall_s / N_JOBS:.2f} s per job)")

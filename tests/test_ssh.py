@@ -143,8 +143,7 @@ def _gone(text: str, within_s: float = 10) -> list[str]:
 
 def _record_within(path, seconds: float) -> dict | None:
     """The holder's record, as a waiter reads it: a holder writes it right after it locks, and waiters
-    give it RECORD_WAIT_S to appear (hostlock.acquire); on a loaded 2-core CI machine the test once read
-    the file in that gap. Polled for a few times that, so a record never written still fails."""
+    give it RECORD_WAIT_S to appear (hostlock.acquire); a record never written still fails."""
     end = time.monotonic() + seconds
     while (record := read_holder(path)) is None and time.monotonic() < end:
         time.sleep(0.05)
@@ -188,7 +187,7 @@ def test_a_nodes_lock_over_ssh_makes_a_second_holder_fail_or_wait_naming_the_fir
             assert [n["node"] for n in nodes] == ["the launching host", "localhost"]
             # the node's lock is the third's now, and still a while after the thread that took it ended:
             # held (a try fails), its record names it. (It used to be let go then: the holders' ssh got
-            # PR_SET_PDEATHSIG's SIGTERM when that thread ended; see joblock._SPAWNER.)
+            # PR_SET_PDEATHSIG's SIGTERM when that thread ended; see processes.popen_for_life.)
             time.sleep(1.0)
             with pytest.raises(HostBusy):
                 with hold("taken?", mode="fail", path=node_lock):

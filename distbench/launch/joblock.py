@@ -13,13 +13,11 @@ Torch-free: the benchmark rules' scripts import it.
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import json
 import os
 import queue
 import shlex
-import signal
 import socket
 import subprocess
 import sys
@@ -29,6 +27,7 @@ from pathlib import Path
 
 from distbench.core.io import atomic_write_json
 from distbench.launch.hostlock import POLL_S, HostBusy, HostLock, _boot_id, _clean, _say, holding
+from distbench.launch.processes import popen_for_life
 
 # ----------------------------------------------------------------- every node of an ssh job
 CONNECT_S = 60.0  # how long a node's holder may take to answer over ssh (log in, start Python)
@@ -60,30 +59,6 @@ def hold_command(host: str, job: str, results_dir, mode: str, env: dict | None =
     return ["ssh", "-T", "-o", "BatchMode=yes", host, remote]
 
 
-def _die_with_parent() -> None:
-    """In the ssh client before exec: SIGTERM when the launcher dies, even by SIGKILL (Linux)."""
-    with contextlib.suppress(OSError, AttributeError):
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
-# The thread every holder's ssh client is started from. PR_SET_PDEATHSIG fires when the *thread* that
-# forked the child ends, not the process (prctl(2): "the 'parent' in this case is considered to be the
-# thread that created this process"): a lock taken in a short-lived thread (a waiter thread; a rule's
-# worker) had its holders sent SIGTERM, and its nodes' locks let go, as soon as that thread returned.
-# This executor's one thread lives until the interpreter exits.
-_SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="distbench-holders")
-
-
-def _popen_for_life(command: list[str]) -> subprocess.Popen:
-    """Popen, forked from a thread that lives as long as this process (_SPAWNER): the child gets
-    SIGTERM when this process ends, by SIGKILL too, and never because the calling thread did."""
-    return _SPAWNER.submit(subprocess.Popen, command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True, bufsize=1, start_new_session=True,
-                           preexec_fn=_die_with_parent).result()
-
-
 class _Holder:
     """The launcher's side of one node's holder over ssh: its lines on stdout read into a queue, its
     messages (a wait, naming the holder) passed on to this process's stderr."""
@@ -92,7 +67,9 @@ class _Holder:
         self.host, self.name = host, host.rpartition("@")[2]  # user@node1 is node1 (cluster.host_address)
         self.said: list[str] = []
         self.lines: queue.Queue = queue.Queue()
-        self.proc = _popen_for_life(command)
+        # it must outlive the thread that takes the lock (a waiter thread, say): popen_for_life
+        self.proc = popen_for_life(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True, bufsize=1, start_new_session=True)
         threading.Thread(target=self._read, daemon=True).start()
         threading.Thread(target=self._relay, daemon=True).start()
 

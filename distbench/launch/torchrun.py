@@ -30,7 +30,7 @@ from typing import Callable, Sequence
 from distbench.launch import hang, progress
 from distbench.launch.cluster import Launch, agent_commands, agent_environment
 from distbench.launch.failure import host_unfit_reason
-from distbench.launch.processes import kill_group
+from distbench.launch.processes import die_with_parent, kill_group
 from distbench.core.io import atomic_write_json, partial_path
 from distbench.launch.timeline import ENV as TIMELINE_ENV
 from distbench.launch.timeline import Breakdown, breakdown, read_marks
@@ -180,17 +180,6 @@ PROGRESS_WAIT_S = 30.0  # ... and at most this much more while a stall is too sh
 POLL_S = 0.1  # how often the launcher looks at its job and at its own parent
 
 
-def _die_with_parent() -> None:
-    """In the forked child before exec: ask the kernel to send SIGTERM when the launcher dies,
-    even by SIGKILL (Linux prctl PR_SET_PDEATHSIG; a no-op elsewhere)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
-    except (OSError, AttributeError):
-        pass
-
-
 def run_torchrun_job(job: TorchrunJob) -> str:
     """Run the job; return 'ok' or the failure reason (then every declared output and the
     placement file exist, with the family's failure rows). Raise JobInterrupted when the job was
@@ -242,10 +231,11 @@ def run_torchrun_job(job: TorchrunJob) -> str:
                 log.write("# " + " ".join(cmd) + "\n")
             log.flush()
             # Each agent (or srun) in its own process group, so a timeout or an interrupt reaches
-            # every rank; and the kernel ends them if this launcher is killed outright.
+            # every rank; and the kernel ends them if this launcher is killed outright (die_with_parent:
+            # this thread waits for them, so it outlives them).
             rank_envs = direct_rank_envs(job.world_size) if direct else [{}] * len(cmds)
             procs = [subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env={**env, **rank_env},
-                                      start_new_session=True, preexec_fn=_die_with_parent)
+                                      start_new_session=True, preexec_fn=die_with_parent)
                      for cmd, rank_env in zip(cmds, rank_envs)]
             # When each process ended (a waiter thread per process): with ranks started directly,
             # the rank that ended first with an error is the root cause (torchrun's agent names it itself).
