@@ -1,4 +1,4 @@
-# distbench: probes -> per-configuration torchrun jobs (comm, training, memory) -> tables -> plots -> report.
+# distbench: probes -> per-configuration torchrun jobs of every family (rules/families.smk) -> tables -> plots -> report.
 #   snakemake --cores 1                         # everything (Gloo on CPU; NCCL where GPUs exist)
 #   snakemake --cores 1 --config gpus=6         # declare 6 GPUs per node
 #   snakemake --cores 1 report                  # the report from cached tables/CSVs
@@ -59,12 +59,9 @@ rule probes:
 
 
 include: "rules/probe.smk"
-include: "rules/comm.smk"
-include: "rules/training.smk"
-include: "rules/memory.smk"
+include: "rules/families.smk"
 include: "rules/predict.smk"
 include: "rules/traces.smk"
-include: "rules/nodes.smk"
 include: "rules/report.smk"
 include: "rules/quick.smk"
 include: "rules/gate.smk"

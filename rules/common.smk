@@ -10,8 +10,7 @@ from distbench.workloads.registry import WORKLOADS
 from distbench.pipeline.config import ConfigError, check_config
 from distbench.launch.profiling import family_mode
 from distbench.core.run_label import resolve_label
-from distbench.comm.plan import job_params, pairs_job
-from distbench.memory.plan import memory_params
+from distbench.core.manifest import JobFiles, TableRef, resolve
 from distbench.pipeline.families import (
     batch_rules,
     figure_dirs,
@@ -31,6 +30,7 @@ from distbench.pipeline.estimate import (
 from distbench.pipeline.quick import quick_jobs, quick_summary
 from distbench.pipeline.host_fit import host_fit, other_host_reason
 from distbench.pipeline.plan import (
+    SLURM_RESOURCES,
     health_launch,
     health_resources,
     job_launch,
@@ -41,7 +41,6 @@ from distbench.pipeline.plan import (
     plan_summary,
     side_threads,
 )
-from distbench.training.plan import matmul_params, training_params
 from distbench.launch.batch import plan_shared_launches
 from distbench.launch.invocation import begin_invocation
 from distbench.pipeline.report_only import report_only, rerun_message
@@ -130,14 +129,12 @@ def plan_batch_launches():
 # The families (distbench.pipeline.families: one manifest each, distbench/<family>/manifest.py): their
 # job directories, job files, tables and figures are read from there, not written out here.
 FAMILIES = {m.name: m for m in manifests()}
-# The jobs of each family the plan holds as PLAN["<family>_jobs"], by their wildcards' values.
+# The jobs of each family the plan holds (PLAN["jobs"]), by their wildcards' values.
 PLANNED = {
     name: {
-        tuple(str(j.wildcards[k]) for k in m.job_fields): j
-        for j in PLAN[f"{name}_jobs"]
+        tuple(str(j.wildcards[k]) for k in FAMILIES[name].job_fields): j for j in jobs
     }
-    for name, m in FAMILIES.items()
-    if f"{name}_jobs" in PLAN
+    for name, jobs in PLAN["jobs"].items()
 }
 # Traces on request (config `profile`, per family whose manifest says `traced`): torch or nsys.
 PROFILE = {name: family_mode(config, name) for name, m in FAMILIES.items() if m.traced}
@@ -203,7 +200,7 @@ def all_job_results(wildcards=None):
     return [
         results(p)
         for m in FAMILIES.values()
-        if m.jobs
+        if m.plan
         for p in planned_job_files(m, PLAN)
     ]
 
@@ -233,9 +230,131 @@ def family_target(family):
     return lambda wildcards=None: job_files(family)() + family_outputs(family)
 
 
-def launch_param(wildcards):
-    """A benchmark rule's `launch` param: the job's nodes, ranks per node and launcher."""
-    return job_launch(config, PLAN, wildcards.backend, int(wildcards.world_size))
+def launch_param(family):
+    """A job rule's `launch` param: the job's nodes, ranks per node and launcher (its family's own
+    placement, the manifest's job_launch, else by backend and world size)."""
+    m = FAMILIES[family]
+    if m.job_launch:
+        return lambda wc: resolve(m.job_launch)(config, PLAN, planned_job(family, wc))
+    return lambda wc: job_launch(config, PLAN, wc.backend, int(wc.world_size))
+
+
+def job_param(family):
+    """A job rule's `job` param: every value that shapes the job (the manifest's job_params); the
+    job reads them from job.json, which its rule writes."""
+    hook = resolve(FAMILIES[family].job_params)
+    return lambda wc: hook(config, PLAN, planned_job(family, wc))
+
+
+def job_outputs(family):
+    """A job rule's outputs: its files (the manifest's job_files), its parameters file (job.json), its
+    trace directory while the family is profiled, and the outputs it makes on request (job_optional):
+    turning one on or off reruns the family's jobs once."""
+    m = FAMILIES[family]
+    out = {name: job_path(family, f) for name, f in m.job_outputs.items()}
+    out["job_json"] = job_path(family, "job.json")
+    if PROFILE.get(family, "off") != "off":
+        out["trace"] = directory(job_path(family, "trace"))
+    for name, (path, when) in m.job_optional.items():
+        if when(config):
+            out[name] = directory(job_path(family, path))
+    return out
+
+
+def tables_before_jobs(family):
+    """The tables this family's jobs wait for when this run makes them (the manifest's job_after):
+    ancient, so a new one does not rerun the jobs; turning it on or off does, once."""
+    return lambda wildcards=None: {
+        name: ancient(path)
+        for t in FAMILIES[family].job_after
+        for name, path in table_input(t)().items()
+    }
+
+
+def caption(family, path):
+    """A caption file of a family's folder (Snakemake's own report)."""
+    return os.path.join(
+        os.path.dirname(sys.modules[f"distbench.{family}"].__file__), path
+    )
+
+
+def step_inputs(family, step, plan=None):
+    """A step's inputs: paths under results/<label>/, every planned job's file (JobFiles, from `plan`:
+    the quick target's own), or a table by name (TableRef: left out when optional and not made).
+    """
+
+    def inputs(wildcards=None):
+        out = {}
+        for name, v in step.inputs.items():
+            if isinstance(v, JobFiles):
+                out[name] = job_files(family, v.name, plan)()
+            elif isinstance(v, TableRef):
+                made = table_input(v.name)()
+                if made or not v.optional:
+                    path = made.get(v.name) or results(table_path(v.name))
+                    out[name] = ancient(path) if v.ancient else path
+            else:
+                out[name] = results(v)
+        return out
+
+    return inputs
+
+
+def table_path(name):
+    """Any family's table by name (its path under results/<label>/)."""
+    return next(t.path for m in FAMILIES.values() for t in m.tables if t.name == name)
+
+
+def step_outputs(family, step):
+    """A step's outputs: its family's tables by name and figure directories, each in Snakemake's own
+    report where its manifest gives a caption."""
+    m = FAMILIES[family]
+    out = {}
+    for name, what in step.outputs.items():
+        path = results(m.output_path(what))
+        table = next((t for t in m.tables if t.name == what), None)
+        figures = next((f for f in m.figures if f.path == what), None)
+        if figures is not None:
+            out[name] = directory(path)
+            if figures.caption:
+                out[name] = report(
+                    out[name],
+                    patterns=["{figure}.png"],
+                    caption=caption(family, figures.caption),
+                    category=figures.category,
+                    labels={"figure": "{figure}"},
+                )
+        elif table is not None and table.caption:
+            out[name] = report(
+                path,
+                caption=caption(family, table.caption),
+                category="Tables",
+                subcategory=table.subcategory,
+            )
+        else:
+            out[name] = path
+    return out
+
+
+def quick_outputs(family, step):
+    """The quick copy of a step: its tables under the quick answer's own directory."""
+    m = FAMILIES[family]
+    return {
+        name: f"{QUICK_TABLES}/{os.path.basename(m.output_path(what))}"
+        for name, what in step.outputs.items()
+    }
+
+
+def step_params(step):
+    """A step's params, each its manifest's "module:function" called with (config, plan)."""
+    return {name: resolve(ref)(config, PLAN) for name, ref in step.params.items()}
+
+
+def step_resources(step):
+    """A step that measures asks a cluster executor for a GPU node of its own, as a probe."""
+    if not step.measures:
+        return {}
+    return {key: probe_resource(key) for key in SLURM_RESOURCES}
 
 
 def cluster_resource(family, key):
@@ -251,30 +370,6 @@ def probe_resource(key):
 def health_resource(key):
     """One resource the health check asks a cluster executor for: every node it reads."""
     return lambda wc: health_resources(config, PLAN)[key]
-
-
-def trace_output(family):
-    """A job's trace directory, as an output only while its family is profiled: a run that never
-    profiles has none (turning profiling on or off reruns the family's jobs once)."""
-    if PROFILE[family] == "off":
-        return {}
-    return {"trace": directory(job_path(family, "trace"))}
-
-
-def inspect_output():
-    """training.inspect: each job's inspect/ directory, an output only while it is on (turning it on
-    or off reruns the training jobs once, as profiling does)."""
-    if not config["training"]["inspect"]:
-        return {}
-    return {"inspect": directory(job_path("training", "inspect"))}
-
-
-def matmul_before_jobs(wildcards=None):
-    """The matmul sweep's table as an input of every training job, when this run sweeps (ancient: a
-    new sweep does not rerun the jobs; turning the sweep on or off does, once)."""
-    return {
-        name: ancient(path) for name, path in table_input("training_matmul")().items()
-    }
 
 
 def trace_jobs(wildcards=None):
@@ -300,7 +395,7 @@ def job_placements(wildcards=None):
     return [
         p
         for m in FAMILIES.values()
-        if m.jobs and "placement.json" in m.job_files
+        if m.plan and "placement.json" in m.job_files
         for p in job_files(m.name, "placement.json")()
     ]
 
@@ -360,14 +455,27 @@ QUICK = quick_jobs(PLAN, config)
 QUICK_TABLES = results("quick/tables")
 
 
-def quick_job_files(family, name=None):
-    return job_files(family, name, plan=QUICK)
+def quick_tables(wildcards=None):
+    """{table name: path} of the quick answer: the tables of every step marked quick, of the families
+    the quick target runs jobs of."""
+    return {
+        what: f"{QUICK_TABLES}/{os.path.basename(m.output_path(what))}"
+        for m in FAMILIES.values()
+        if QUICK["jobs"].get(m.name)
+        for s in m.steps
+        if s.quick
+        for what in s.outputs.values()
+        if m.table(what).report
+    }
 
 
-def quick_training_inputs(wildcards=None):
-    if not QUICK["training_jobs"]:
-        return {}
-    return {"training_summary": f"{QUICK_TABLES}/training_summary.csv"}
+# Before the first job: what a family has to say about its plan (its manifest's `announce`: e.g. the
+# node rounds' time on paper at larger node counts).
+if workflow.is_main_process:
+    for _m in FAMILIES.values():
+        _said = resolve(_m.announce)(config, PLAN) if _m.announce else None
+        if _said:
+            print(_said, file=sys.stderr)
 
 
 # `snakemake report` alone draws the report from cached results and never starts a benchmark.

@@ -69,8 +69,8 @@ rule probe_nccl:
         "../workflow/scripts/probe_nccl.py"
 
 
-# Hardware health (distbench.probes.health): read before the benchmarks and again after them, on
-# every node of the run (distbench.probes.health_node: once per node, through the launcher). The
+# Hardware health (distbench.health.readings): read before the benchmarks and again after them, on
+# every node of the run (distbench.health.node: once per node, through the launcher). The
 # benchmark jobs wait for the first reading only when health.stop_on_failing is on (health_gate, in
 # common.smk); otherwise its priority only starts it first among the jobs ready at the start.
 rule health_before:

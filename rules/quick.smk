@@ -15,44 +15,11 @@ rule quick:
         "cat {input} | tee {log}"
 
 
-use rule aggregate_comm as quick_aggregate_comm with:
-    input:
-        jobs=quick_job_files("comm"),
-        ranks=quick_job_files("comm", "comm_ranks.csv"),
-        placement=quick_job_files("comm", "placement.json"),
-        env=results("probe/env.json"),
-        topology=results("probe/topology.json"),
-        nccl=results("probe/nccl.json"),
-    output:
-        raw=f"{QUICK_TABLES}/comm.csv",
-        ranks=f"{QUICK_TABLES}/comm_ranks.csv",
-        summary=f"{QUICK_TABLES}/comm_summary.csv",
-        largest=f"{QUICK_TABLES}/comm_largest.csv",
-        stragglers=f"{QUICK_TABLES}/comm_stragglers.csv",
-        advice=f"{QUICK_TABLES}/comm_advice.json",
-    log:
-        results("logs/quick/aggregate_comm.log"),
-    localrule: True
-
-
-use rule aggregate_training as quick_aggregate_training with:
-    input:
-        jobs=quick_job_files("training"),
-    output:
-        raw=f"{QUICK_TABLES}/training.csv",
-        summary=f"{QUICK_TABLES}/training_summary.csv",
-    log:
-        results("logs/quick/aggregate_training.log"),
-    localrule: True
-
-
 rule quick_report:
     input:
-        # by table name (distbench.core.section.ReportInputs.tables)
-        unpack(quick_training_inputs),
-        comm_summary=f"{QUICK_TABLES}/comm_summary.csv",
-        comm_largest=f"{QUICK_TABLES}/comm_largest.csv",
-        comm_advice=f"{QUICK_TABLES}/comm_advice.json",
+        # by table name (distbench.core.section.ReportInputs.tables): the quick copies of the
+        # families' steps marked quick (rules/families.smk), of the families with quick jobs
+        unpack(quick_tables),
         env=results("probe/env.json"),
     output:
         md="report/quick.md",

@@ -86,6 +86,6 @@ rule summary_json:
         tables=lambda wc: list(summary_inputs()),
         config=config,
         # which job each placement file belongs to, in the same order
-        comm_jobs=[j.wildcards for j in PLAN["comm_jobs"]],
+        comm_jobs=[j.wildcards for j in PLAN["jobs"]["comm"]],
     script:
         "../workflow/scripts/write_summary.py"

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from distbench.core.run_label import default_label
+from tests import reaper
 
 REPO = Path(__file__).resolve().parents[1]
 # Where a workflow run in a test writes (results/<run label>/): the label its Snakemake resolves,
@@ -16,8 +17,8 @@ RUN = "results/" + (os.environ.get("DISTBENCH_RUN_LABEL") or default_label())
 
 
 # The modules that start a SLURM test cluster of their own (tools/slurm-test-cluster.sh: one
-# slurmctld, its ports and /etc/slurm/slurm.conf on this machine).
-SLURM_CLUSTER_MODULES = ("test_slurm.py", "test_gate_slurm.py")
+# slurmctld, its ports and /etc/slurm/slurm.conf on this machine), by their path under tests/.
+SLURM_CLUSTER_MODULES = ("launch/test_slurm.py", "health/test_gate_slurm.py")
 
 
 # Each module's wall time in one `pytest -n 2` run (tests/durations.json: seconds, the modules of 5 s
@@ -26,7 +27,54 @@ SLURM_CLUSTER_MODULES = ("test_slurm.py", "test_gate_slurm.py")
 DURATIONS = REPO / "tests/durations.json"
 
 
+def _module_key(path) -> str:
+    """A test module's name in tests/durations.json and SLURM_CLUSTER_MODULES: its path under tests/
+    ("comm/test_comm_harness.py")."""
+    p = Path(path).resolve()
+    try:
+        return p.relative_to(REPO / "tests").as_posix()
+    except ValueError:
+        return p.name
+
+
 def pytest_configure(config):
+    """In the controller: the reaper (tests/reaper.py) first, then the package compiled to bytecode."""
+    if hasattr(config, "workerinput"):
+        return
+    _start_reaper(config)
+    _compile_package()
+
+
+def _start_reaper(config):
+    """Every process the session starts carries DISTBENCH_TEST_RUN=<this run's id> (set here, before
+    pytest-xdist starts its workers: they and everything they start inherit it), and a reaper in a
+    session of its own ends them all when this process ends, however it ends (SIGKILL included), or
+    when the session finishes (pytest_unconfigure). Issue 46: a Snakemake started by a test outlived
+    pytest by 23 minutes after a time limit killed it. DISTBENCH_TEST_REAPER=0 turns it off."""
+    if os.environ.get(reaper.OFF_ENV) == "0":
+        return
+    import uuid
+
+    run_id = uuid.uuid4().hex
+    proc, write_end = reaper.start(run_id, dict(os.environ))
+    outer = os.environ.get(reaper.ENV)
+    os.environ[reaper.ENV] = f"{outer}:{run_id}" if outer else run_id
+    config._distbench_reaper = (proc, write_end)
+
+
+def pytest_unconfigure(config):
+    """The session's end: the reaper ends what the tests left running and says what that was."""
+    started = getattr(config, "_distbench_reaper", None)
+    if started is None:
+        return
+    del config._distbench_reaper
+    left = reaper.stop(*started)
+    if left:
+        sys.stderr.write(f"tests/reaper.py: ended {len(left)} process(es) the tests left running:\n"
+                         + "".join(f"  {line}\n" for line in left))
+
+
+def _compile_package():
     """Compile the package to bytecode once, before any test starts a process. The suite starts about
     850 Python processes (Snakemake, its scripts, torchrun's ranks), each importing the package;
     where PYTHONDONTWRITEBYTECODE is set (this machine and CI set it) and the checkout is fresh, each
@@ -34,30 +82,44 @@ def pytest_configure(config):
     writes the cache whatever that variable says; Python checks each file against its source's time
     and size, so an edit is never hidden behind a stale cache. Once, in the controller (not in each
     pytest-xdist worker)."""
-    if hasattr(config, "workerinput"):
-        return
     import compileall
 
     compileall.compile_dir(REPO / "distbench", quiet=1)
 
 
+def _duration_key(module: str, item) -> str:
+    """The key of an item's part of its module in tests/durations.json: the module's tests marked heavy
+    (README's second test command) are timed apart from the rest, "comm/test_comm_harness.py[heavy]"
+    beside "comm/test_comm_harness.py", so either command orders its modules by what it runs of them."""
+    return f"{module}[heavy]" if item.get_closest_marker("heavy") else module
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session, config, items):
-    """The longest modules first, the quick ones after (by tests/durations.json; a module it lacks
-    counts 10 s per test marked e2e or slow). Under `pytest -n 2 --dist loadfile` a worker takes whole
-    modules in collection order, so the quick ones fill in at the end instead of one worker running a
-    long module (the soak test: 2 minutes) alone while the other idles. The two SLURM test cluster
-    modules take turns (one_slurm_cluster_at_a_time): the second is placed half way down, so the
-    workers do not start them together and one wait for the other. Within a module the order is kept;
-    every worker computes the same order from the same collection."""
+    """The longest modules first, the quick ones after (by tests/durations.json, the parts of each
+    module this run selected; a part it lacks counts 10 s per test marked e2e, slow or heavy). Under
+    `pytest -n 2 --dist loadfile` a worker takes whole modules in collection order, so the quick ones
+    fill in at the end instead of one worker running a long module (the soak test: 2 minutes) alone
+    while the other idles. The two SLURM test cluster modules take turns (one_slurm_cluster_at_a_time):
+    the second is placed half way down, so the workers do not start them together and one wait for
+    the other. Within a module the order is kept; every worker computes the same order from the same
+    collection. Last of the hooks: after `-m` has deselected what this run leaves out."""
     import json
 
     modules: dict[str, list] = {}
     for item in items:
-        modules.setdefault(item.path.name, []).append(item)
+        modules.setdefault(_module_key(item.path), []).append(item)
     known = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
-    cost = {m: known.get(m, 10 * sum(1 for i in its if i.get_closest_marker("e2e") or i.get_closest_marker("slow")))
-            for m, its in modules.items()}
-    order = sorted(modules, key=lambda m: -cost[m])  # stable: equal costs keep their collection order
+
+    def cost(m: str) -> float:
+        parts: dict[str, int] = {}
+        for i in modules[m]:
+            slow = any(i.get_closest_marker(k) for k in ("e2e", "slow", "heavy"))
+            parts[_duration_key(m, i)] = parts.get(_duration_key(m, i), 0) + 10 * slow
+        return sum(known.get(k, guess) for k, guess in parts.items())
+
+    costs = {m: cost(m) for m in modules}
+    order = sorted(modules, key=lambda m: -costs[m])  # stable: equal costs keep their collection order
     slurm = [m for m in order if m in SLURM_CLUSTER_MODULES]
     for k, m in enumerate(slurm[1:], 1):
         order.remove(m)
@@ -71,7 +133,7 @@ def one_slurm_cluster_at_a_time(request, tmp_path_factory):
     worker) the modules that start a SLURM test cluster take turns: each holds a lock shared by the
     session's workers (their base temp directory's parent) from before its cluster starts until
     after it stops. Without -n the lock is always free."""
-    if request.path.name not in SLURM_CLUSTER_MODULES:
+    if _module_key(request.path) not in SLURM_CLUSTER_MODULES:
         yield
         return
     shared = tmp_path_factory.getbasetemp()
@@ -120,7 +182,7 @@ def workflow_dir(tmp_path):
 
 # One tiny run of the whole workflow (every family, Gloo, world sizes 1 and 2), made once per test
 # session and shared by the tests that only read a finished run (or change a copy of it): each used
-# to run its own. tests/test_e2e.py checks this run in full, then changes its copy (the cache).
+# to run its own. tests/workflow/test_e2e.py checks this run in full, then changes its copy (the cache).
 SHARED_TINY = {
     "backends": ["nccl", "gloo"],
     "world_sizes": [1, 2],

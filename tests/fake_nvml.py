@@ -1,4 +1,4 @@
-"""A fake pynvml module for the health check's tests (tests/test_health.py, test_health_nodes.py):
+"""A fake pynvml module for the health check's tests (tests/health/test_health.py, test_health_nodes.py):
 it answers from a dict of readings, so degraded values can be made on a CPU host. Imported by a
 per-node reading's own process too (as `pynvml`, from a directory the test puts on PYTHONPATH), so
 it imports nothing heavy."""

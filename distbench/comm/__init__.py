@@ -1,7 +1,9 @@
-"""The comm family: collectives over NCCL and Gloo, nccl-tests style.
+"""The comm family: collectives over NCCL and Gloo, nccl-tests style, each result checked exactly.
 
-`spec` says what each collective is (torch-free), `ops` how torch runs it, `harness` times and
-checks one job's points, `cli` is its command line and writes the job's CSVs, `job` is what the
-launcher needs to run it. Run alone:
+What each collective is (its bus factor, torch-free) is distbench.core.ops_spec; `ops` is how torch
+runs each one, `harness` times and checks one job's points, `main` is its command line
+(`python -m distbench.comm`) and writes the job's CSVs, `pairs` the GPU-pair matrix, `traffic` the
+all_to_all_v traffic matrices, `plan` its jobs, `job` what the launcher needs to run one, `contract`
+its CSV columns, `analysis/` its summary, findings, plots and report section. Run alone:
     torchrun --standalone --nproc_per_node=2 -m distbench.comm --backend gloo --out comm.csv
 """

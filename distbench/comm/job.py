@@ -16,7 +16,15 @@ from distbench.comm.contract import COMM_COLUMN_NAMES, COMM_RANK_COLUMN_NAMES, P
 
 
 def comm_args(job, params: dict, out_csv, placement_json) -> list[str]:
-    """distbench.comm's arguments for one job of the plan (distbench.comm.plan.CommJob + job_params)."""
+    """distbench.comm's arguments for one job of the plan (distbench.comm.plan.CommJob + job_params):
+    the job's job.json where its rule wrote one (the ranks read its values as JSON), else every value
+    as a flag (a job started by hand, the nsys pass's short variant)."""
+    outputs = ["--out", str(out_csv), "--ranks-out", str(ranks_path(Path(out_csv))),
+               "--pairs-out", str(pairs_path(Path(out_csv))), "--placement-out", str(placement_json),
+               *(["--profile-dir", str(trace_dir(out_csv)), "--profile-steps", str(params["profile_steps"])]
+                 if params.get("profile") == "torch" else [])]
+    if params.get("params_json"):
+        return ["--params", params["params_json"], *outputs]
     return [
         "--backend", job.backend, "--dtype", job.dtype,
         "--ops", ",".join(params["ops"]),
@@ -45,7 +53,7 @@ def short_pass_args(job, params: dict, out_csv, placement_json) -> list[str]:
     """The job's ops once more, briefly (largest size, events or host timing, one trial of
     profile_steps ops), for the nsys run: what the trace shows, not a measurement."""
     short = {**params, "sizes": params["sizes"][-1:], "timing": params["timing"][:1], "warmup": 1,
-             "iters": params["profile_steps"], "trials": 1, "pairs": False, "profile": "off"}
+             "iters": params["profile_steps"], "trials": 1, "pairs": False, "profile": "off", "params_json": None}
     return comm_args(job, short, out_csv, placement_json)
 
 
@@ -118,3 +126,16 @@ def _pair_failure_rows(job, params, out_csv: Path, fields, elem: int, sweep_done
     fields.pairs_iters = params["pairs_iters"]
     return rows + unreached_rows(([{**pair_row(fields, [], p, elem), "trial": t} for t in range(trials)]
                                   for p in pairs[n_done:]), message, in_progress=sweep_done, status=status)
+
+
+def rule_job(job_json):
+    """The comm job rule's entry (the manifest's job_entry): the job as its rule wrote it to job.json,
+    which its ranks read too (`--params`)."""
+    from distbench.comm.plan import CommJob
+    from distbench.launch.batch import read_entry
+
+    me = read_entry(job_json)
+    wc, out = me.wildcards, me.output
+    params = {**me.params["job"], "launch": me.params["launch"], "params_json": str(job_json)}
+    job = CommJob(wc["backend"], wc["dtype"], int(wc["world_size"]), wc["nccl_env"], params["nccl_env"])
+    return f"comm job {job.wildcards}", lambda: run_comm_job(job, params, out["csv"], out["placement"], me.log)

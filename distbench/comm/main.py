@@ -33,7 +33,10 @@ def pairs_path(out: Path) -> Path:
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="python -m distbench.comm", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--backend", choices=BACKENDS, required=True)
+    p.add_argument("--params", help="a job's job.json, as its rule writes it (distbench.launch.in_rule): its "
+                                    "backend, dtype, NCCL settings' label and every value that shapes the "
+                                    "measurements are read from there, as plain JSON (the flags below are ignored)")
+    p.add_argument("--backend", choices=BACKENDS)
     p.add_argument("--ops", default="all_reduce", help=f"comma-separated op names: {','.join(OPS)}")
     p.add_argument("--sizes", default="1MiB", help="comma-separated sizes, e.g. 8,1MiB,1GB")
     p.add_argument("--dtype", choices=DTYPES, default="float32")
@@ -67,6 +70,10 @@ def parse_args(argv=None):
                                          "under torch.profiler; each rank's Chrome trace goes here (distbench.launch.profiling)")
     p.add_argument("--profile-steps", type=int, default=3, help="ops per op recorded by --profile-dir")
     args = p.parse_args(argv)
+    if args.params:
+        return _from_job_json(args, p)
+    if not args.backend:
+        p.error("--backend (or --params) is required")
     args.pairs_sizes = [parse_size(s) for s in args.pairs_sizes.split(",") if s]
 
     args.ops = [o for o in args.ops.split(",") if o]
@@ -93,6 +100,37 @@ def parse_args(argv=None):
     for name in ("iters", "trials", "graph_launches"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
+    return args
+
+
+def _from_job_json(args, p: argparse.ArgumentParser):
+    """The job's values from its job.json (the rule's `job` params: distbench.comm.plan.rule_params),
+    taken as they are: lists of ints stay lists of ints, nothing is joined into a string and parsed
+    again. Only the output paths come from the command line."""
+    import json
+
+    from distbench.comm.traffic import validate
+
+    try:
+        entry = json.loads(Path(args.params).read_text())
+        wc, job = entry["wildcards"], entry["params"]["job"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        p.error(f"--params {args.params}: not a job's job.json ({e})")
+    args.backend, args.dtype, args.nccl_env_label = wc["backend"], wc["dtype"], wc["nccl_env"]
+    args.ops, args.sizes = list(job["ops"]), [int(s) for s in job["sizes"]]
+    args.timing = job_timings(args.backend, list(job["timing"]))
+    args.inplace = [bool(v) for v in job.get("inplace", [False])]
+    args.traffic = list(job.get("traffic", ["uniform"]))
+    for name in ("warmup", "iters", "trials", "graph_launches", "op_timeout_s"):
+        setattr(args, name, int(job[name]))
+    args.graph_max_bytes, args.rotate_bytes = int(job.get("graph_max_bytes", 0)), int(job["rotate_bytes"])
+    args.rank_agg = job["rank_agg"]
+    args.pairs_sizes = [int(s) for s in job["pairs_sizes"]] if job.get("pairs") else []
+    args.pairs_iters, args.pairs_trials = int(job["pairs_iters"]), int(job["pairs_trials"])
+    problems = [f"unknown op(s) {[o for o in args.ops if o not in OPS]}"] if set(args.ops) - set(OPS) else []
+    problems += validate(args.traffic)
+    if problems:
+        p.error(f"--params {args.params}: " + "; ".join(problems))
     return args
 
 

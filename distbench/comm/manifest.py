@@ -1,32 +1,74 @@
 """The comm family, as the workflow, the estimate and the report see it (distbench.core.manifest)."""
 
-from distbench.core.manifest import FamilyManifest, Figures, Table, config_flag
+from distbench.core.manifest import FamilyManifest, Figures, JobFiles, Step, Table, config_flag, register
+from distbench.core.manifest import EstimateDefault
 
 PAIRS = config_flag("comm", "pairs")  # the GPU-pair matrix: its table and heat maps
 
-MANIFEST = FamilyManifest(
+MANIFEST = register(FamilyManifest(
     name="comm",
+    order=10,
+    plan="distbench.comm.plan:plan_family",
+    job_params="distbench.comm.plan:rule_params",
+    job_entry="distbench.comm.job:rule_job",
     job_rule="comm_job",
     job_dir="comm/{backend}/{dtype}/ws{world_size}/{nccl_env}",
     job_files=("comm.csv", "comm_ranks.csv", "placement.json", "pairs.csv"),
     benchmark="benchmarks/comm/{backend}/{dtype}/ws{world_size}/{nccl_env}.tsv",
-    jobs=lambda plan: [j.wildcards for j in plan["comm_jobs"]],
     estimated=True,
     traced=True,
     tables=(
         # one summary, written once by aggregate_comm with the probes joined in (% of the link peak,
         # NCCL's algorithm): the report, the prediction and summary.json read it
-        Table("comm_summary", "tables/comm_summary.csv", summary_json=True, beside_report=True),
-        Table("comm_largest", "tables/comm_largest.csv", beside_report=True),
-        Table("comm_stragglers", "tables/comm_stragglers.csv"),
+        Table("comm_summary", "tables/comm_summary.csv", summary_json=True, beside_report=True,
+              caption="report/comm_summary.rst", subcategory="Communication"),
+        Table("comm_largest", "tables/comm_largest.csv", beside_report=True, caption="report/comm_largest.rst",
+              subcategory="Communication"),
+        Table("comm_stragglers", "tables/comm_stragglers.csv", caption="report/comm_stragglers.rst",
+              subcategory="Communication"),
         Table("comm_ranks", "tables/comm_ranks.csv", report=False),
         Table("comm", "tables/comm.csv", report=False, beside_report=True),
         # the link peak, topology, NCCL's digest, placement and advice (the same rule writes it)
         Table("comm_advice", "tables/comm_advice.json"),
-        Table("comm_pairs", "tables/comm_pairs.csv", when=PAIRS),
+        Table("comm_pairs", "tables/comm_pairs.csv", when=PAIRS, caption="report/comm_pairs.rst",
+              subcategory="GPU pairs"),
     ),
-    figures=(Figures("figures_comm"), Figures("figures_pairs", when=PAIRS)),
+    figures=(Figures("figures_comm", caption="report/comm_figures.rst", category="Communication"),
+             Figures("figures_pairs", when=PAIRS, caption="report/pairs_figures.rst", category="GPU pairs")),
+    steps=(
+        # the summary with the probes joined onto every point (% of the link peak, NCCL's algorithm per
+        # size) and the advice beside it; the report, the prediction, summary.json and the figures read it
+        Step("aggregate_comm", "distbench.comm.steps:aggregate", quick=True,
+             inputs={"jobs": JobFiles(), "ranks": JobFiles("comm_ranks.csv"), "placement": JobFiles("placement.json"),
+                     "env": "probe/env.json", "topology": "probe/topology.json", "nccl": "probe/nccl.json"},
+             outputs={"raw": "comm", "ranks": "comm_ranks", "summary": "comm_summary", "largest": "comm_largest",
+                      "stragglers": "comm_stragglers", "advice": "comm_advice"}),
+        # the link peak and the GPU: the bus-bandwidth figures' reference lines
+        Step("plot_comm", "distbench.comm.steps:plot",
+             inputs={"summary": "tables/comm_summary.csv", "advice": "tables/comm_advice.json", "env": "probe/env.json"},
+             outputs={"figures": "figures_comm"}),
+        # the GPU-pair matrix (comm.pairs): every job's pairs.csv, with each pair's link class
+        Step("aggregate_pairs", "distbench.comm.steps:aggregate_pairs", when=PAIRS,
+             inputs={"pairs": JobFiles("pairs.csv"), "topology": "probe/topology.json"}, outputs={"table": "comm_pairs"}),
+        Step("plot_pairs", "distbench.comm.steps:plot_pairs", when=PAIRS,
+             inputs={"pairs": "tables/comm_pairs.csv"}, outputs={"figures": "figures_pairs"}),
+    ),
     sections={"body": ("distbench.comm.analysis.section:COMMUNICATION",),
               "end": ("distbench.comm.analysis.section:PROBLEMS",)},
-    package_data=("analysis/templates/*.j2",),
-)
+    package_data=("analysis/templates/*.j2", "config.schema.yaml"),
+    # Default per-job wall time before any was recorded (distbench.pipeline.estimate), measured after
+    # one-node jobs started their ranks directly (distbench.launch.torchrun), default config, Snakemake's
+    # benchmark files (benchmarks/results/time-to-answer-h200x2-2026-11-27). gpu: 2x H200, 2026-11-27:
+    # the NCCL comm job at 2 ranks 24.9 s, the Gloo comm job 16.3 / 19.0 / 19.4 s at 2 / 4 / 6 ranks (32
+    # cores: flat); not scaled with world size (2 GPUs: too few sizes). cpu: the project's 2-core machine,
+    # unloaded, 2026-11-27: Gloo comm 12.3 / 25.3 / 44.7 s at 2 / 4 / 6 ranks (7.4 s per rank).
+    estimate_defaults={
+        ("gpu", "nccl"): EstimateDefault(25.0, source="2x H200, 2 ranks: 25 s"),
+        ("gpu", "gloo"): EstimateDefault(18.0, source="2x H200 host, 2-6 ranks: 16-19 s"),
+        ("cpu", "gloo"): EstimateDefault(0.0, per_rank_s=7.4, source="2 cores: 12/25/45 s at 2/4/6 ranks"),
+    },
+    schema="config.schema.yaml",
+    config_check="distbench.comm.hooks:config_check",
+    host_needs="distbench.comm.hooks:host_needs",
+    quick="distbench.comm.hooks:quick",
+))

@@ -15,6 +15,7 @@ import os
 import stat
 from dataclasses import dataclass, field
 
+from distbench.core.manifest import FamilyPlan
 from distbench.core.sizes import human_bytes, parse_size, sizes_from_config
 from distbench.core.units import every_nth
 from distbench.launch.planning import nccl_env_label, placeable, profile_params, world_sizes as top_world_sizes
@@ -255,3 +256,21 @@ def _sha256(path: str, mtime_ns: int, size: int) -> str:  # noqa: ARG001 - mtime
 @functools.lru_cache(maxsize=64)
 def _matrix_size(path: str, mtime_ns: int, size: int, read) -> int:  # noqa: ARG001 - mtime and size key the cache
     return len(read(path))
+
+
+def plan_family(config: dict, gpus: int, gpus_source: str) -> FamilyPlan:
+    """The comm family's plan (its manifest's `plan`): its jobs, and the world sizes per backend and the
+    backends it runs, which the report's plan section and the NCCL probe read."""
+    jobs, skipped, world_sizes = comm_jobs(config, gpus, gpus_source)
+    probe = job_params(config, "nccl")  # the NCCL probe logs NCCL's choices for these (distbench.probes)
+    return FamilyPlan(tuple(jobs), tuple(skipped),
+                      {"world_sizes": world_sizes, "backends_run": sorted({j.backend for j in jobs}),
+                       "nccl_probe": {k: probe[k] for k in ("ops", "sizes", "job_env")}})
+
+
+def rule_params(config: dict, plan: dict, job: CommJob) -> dict:
+    """A comm job's parameters (the manifest's job_params): what shapes its measurements, its NCCL
+    settings, and whether it also measures the GPU-pair matrix."""
+    p = job_params(config, job.backend, job.nccl_env_label, job.world_size,
+                   beside_nccl=bool(plan["world_sizes"].get("nccl")))
+    return {**p, "nccl_env": job.nccl_env, "pairs": pairs_job(config, plan, job)}

@@ -1,11 +1,13 @@
-"""What a benchmark family declares about itself, once: its FamilyManifest.
+"""What a benchmark family declares about itself, once: its FamilyManifest, and the one registry of
+them (`register`, which refuses a second family of the same name, as torchtitan's register_train_spec).
 
-Each family package holds one `manifest.py` defining `MANIFEST`; distbench.pipeline.families lists
-them (core names no family). The workflow (rules/common.smk: the job files, the `all` target, the
-report's and summary.json's inputs), the estimate (distbench.pipeline.estimate: where each job's
-benchmark tsv and result are), the shared launches (distbench.launch.batch), the report-only check
-(distbench.pipeline.report_only), the report's section list (distbench.report.sections) and the
-package data are all derived from the manifests.
+Each family package holds one `manifest.py` that defines `MANIFEST = register(FamilyManifest(...))`;
+distbench.pipeline.families imports those modules and reads the registry (core names no family). The
+manifest is the family's whole interface: its plan (config and GPUs in, jobs out: `plan`), each job's
+parameters (`job_params`), what its job runs (`job_entry`), its steps that read tables (`steps`: the
+aggregate and plot rules), its estimate defaults, host-fit needs, config checks and schema fragment,
+its tables, figures, report sections and package data. rules/families.smk builds every family's rules
+from these.
 
 Paths are templates under results/<run label>/ with Snakemake's {wildcards}. Torch-free, pandas-free:
 the Snakefile reads the manifests while the DAG is built.
@@ -66,6 +68,10 @@ class Table:
     beside_report: bool = False
     # read by summary.json too (a SummaryPart of the family's section names it: tests/test_manifests.py)
     summary_json: bool = False
+    # Snakemake's own report (`snakemake --report`): its caption, a file in the family's folder, and
+    # its subcategory under "Tables" ("" : not in that report)
+    caption: str = ""
+    subcategory: str = ""
 
 
 @dataclass(frozen=True)
@@ -74,11 +80,135 @@ class Figures:
 
     path: str
     when: Callable[[Mapping, Mapping], bool] | None = None
+    # Snakemake's own report: its caption (a file in the family's folder) and category
+    caption: str = ""
+    category: str = ""
+
+
+@dataclass(frozen=True)
+class FamilyPlan:
+    """What one family's plan hook returns (distbench.pipeline.plan.make_plan loops over the manifests)."""
+
+    # its jobs: objects with .wildcards (job_dir's fields), .backend and .world_size
+    jobs: tuple = ()
+    # what the config asked for and this host cannot run, each {"what", "why"} (the report's plan section)
+    skipped: tuple = ()
+    # plan-wide facts this family states, merged into the plan (a key stated by two families is refused)
+    facts: Mapping = field(default_factory=dict)
+    # the cluster nodes its jobs span beyond what their world size places (the node rounds): the health
+    # check reads that many nodes
+    nodes: int = 0
+
+
+@dataclass(frozen=True)
+class JobFiles:
+    """A step's input: one file of every planned job of the family (None: each job's result)."""
+
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """A step's input: one table of any family, by name, when this run writes it (else left out);
+    ancient: a newer table does not rerun the step."""
+
+    name: str
+    ancient: bool = False
+    # left out when this run does not write it (else required: the step waits for it)
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class Step:
+    """A rule that reads tables and writes tables or figures (an aggregate, a plot), built by
+    rules/families.smk: inputs {name: path under results/<label>/ | JobFiles | TableRef}, outputs
+    {name: the name of one of the family's Tables, or the path of one of its Figures}, `entry` the
+    function "module:function" called with Snakemake's object (distbench.launch.in_rule.run_step),
+    params {name: "module:function"} each called with (config, plan)."""
+
+    rule: str
+    entry: str
+    outputs: Mapping[str, str]
+    inputs: Mapping = field(default_factory=dict)
+    params: Mapping[str, str] = field(default_factory=dict)
+    # (config, plan) -> whether this run has the step (its outputs are made); None: whenever the family is active
+    when: Callable[[Mapping, Mapping], bool] | None = None
+    # the whole host (it measures): threads = every core; else the side threads of table readers
+    measures: bool = False
+    # also made from the quick target's few jobs (`snakemake quick`), its tables under quick/tables/
+    quick: bool = False
+
+
+@dataclass(frozen=True)
+class EstimateDefault:
+    """A job's wall time before any was recorded: seconds + per_rank_s x world size, and where the
+    figure came from (distbench.pipeline.estimate)."""
+
+    seconds: float
+    per_rank_s: float = 0.0
+    source: str = ""
+
+    def at(self, world_size: int) -> float:
+        return self.seconds + self.per_rank_s * world_size
+
+
+@dataclass(frozen=True)
+class HostNeed:
+    """What a family's jobs put on the host that runs them beyond their processes, as its host_needs or
+    host_placement hook says (distbench.pipeline.host_fit): buffers per rank at the largest point,
+    and, for a family that places its own jobs, their ranks and agents on this host."""
+
+    buffers: float = 0.0  # bytes per rank above its process at the largest point (on the GPU under NCCL)
+    at: str = ""  # that point, in words
+    # the buffers were every size of the job capped at this one (None: no buffers estimated)
+    at_size: Callable[[int], float] | None = field(default=None, compare=False)
+    largest: int = 0  # the largest size (bytes)
+    keys: str = ""  # the config keys of its sizes, as "What fits" names them against the host's memory
+    gpu_keys: str = ""  # the same against a GPU's memory
+    # a family that places its own jobs (host_placement): one need for its jobs alike
+    backend: str = ""
+    world_size: int = 0
+    ranks: int = 0  # ranks on this host
+    agents: int = 0  # agents (one per node) on this host
+    what: str = ""  # how the messages name its jobs (its agents are nodes: "<what> (<backend>, N nodes x ...)")
+    spread: str = ""  # the config keys that set how many agents (nodes) run on this host
 
 
 @dataclass(frozen=True)
 class FamilyManifest:
     name: str  # the package's name under distbench/ (distbench.<name>)
+    # where it comes among the families (the estimate's message, the report's sections within a place)
+    order: int = 100
+    # "module:function" (config, gpus, gpus_source) -> FamilyPlan; "" for a family without a plan
+    plan: str = ""
+    # "module:function" (config, plan, job) -> the job's parameters as plain JSON data: every value
+    # that shapes its measurement (the rule's `job` param: a change reruns it; the job reads them
+    # from job.json, which the rule writes)
+    job_params: str = ""
+    # "module:function" (the job's job.json) -> (what it runs, as the logs name it; a callable that
+    # runs it and returns "ok" or why it failed): what the job rule runs
+    # (distbench.launch.in_rule.run_family_job)
+    job_entry: str = ""
+    # job outputs made only on request: {output name: (file or directory under the job dir,
+    # (config) -> whether this run makes it)}
+    job_optional: Mapping[str, tuple[str, Callable[[Mapping], bool]]] = field(default_factory=dict)
+    # tables made before its jobs, never beside them (TableRef names): inputs of every job
+    job_after: tuple[str, ...] = ()
+    # wildcard constraints of its job rule beyond the shared ones
+    job_constraints: Mapping[str, str] = field(default_factory=dict)
+    # "module:function" (config, plan, job) -> {SLURM resource: value} where its jobs are not placed
+    # by (backend, world size); "" for the shared placement (distbench.pipeline.plan.job_resources)
+    job_resources: str = ""
+    # "module:function" (config, plan, job) -> the launch params, as job_resources
+    job_launch: str = ""
+    # the rules that read tables: aggregates and plots (rules/families.smk builds them)
+    steps: tuple[Step, ...] = ()
+    # "module:function" (config, plan) -> a message printed before the first job (or None)
+    announce: str = ""
+    # estimate defaults, {(host "gpu"|"cpu", backend): EstimateDefault}; the fixed cost of a launch
+    # that its shared launches pay once ({host: seconds})
+    estimate_defaults: Mapping[tuple[str, str], EstimateDefault] = field(default_factory=dict)
+    launch_cost_s: Mapping[str, float] = field(default_factory=dict)
     # (config, plan) -> whether this run has the family at all (its tables and figures are made)
     active: Callable[[Mapping, Mapping], bool] = _always
     # its benchmark jobs: the rule, the job directory and the files each job writes there (the first
@@ -87,8 +217,6 @@ class FamilyManifest:
     job_dir: str = ""
     job_files: tuple[str, ...] = ()
     benchmark: str = ""
-    # the plan -> the wildcards of every planned job (dicts with job_dir's fields)
-    jobs: Callable[[Mapping], Sequence[Mapping]] | None = None
     # the other rules that measure (a GPU or the host under load): `report` alone never starts them
     measuring_rules: tuple[str, ...] = ()
     # the jobs of one backend and world size may share a launch (distbench.launch.batch)
@@ -107,6 +235,26 @@ class FamilyManifest:
     sections: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # files of the package that are not modules (globs under distbench/<name>/): the wheel ships them
     package_data: tuple[str, ...] = ()
+    # its config's schema: a YAML file in the family's folder (list it in package_data) holding the
+    # schema of the top-level config key named as the family, merged into the central schema's
+    # properties (distbench.pipeline.config.load_schema); it may $ref the central definitions
+    schema: str = ""
+    # "module:function" (config, defaults filled in) -> [problem, each "config key <key>: ..."]: what the
+    # schema cannot say (a value against another, a file read now: distbench.pipeline.config.check_config)
+    config_check: str = ""
+    # "module:function" (config, plan, job) -> HostNeed: one job's buffers per rank, for a family whose
+    # jobs are placed by world size (distbench.pipeline.host_fit); "": its processes only
+    host_needs: str = ""
+    # "module:function" (config, plan, launcher) -> ([HostNeed], [problem]): what a family that places
+    # its own jobs (job_resources) puts on this host under that launcher, and why it cannot run here
+    host_placement: str = ""
+    # "module:function" (config, plan, cores) -> [job]: the few of its planned jobs the quick answer runs
+    # (distbench.pipeline.quick: the same job objects); "": none
+    quick: str = ""
+
+    @property
+    def step_rules(self) -> tuple[str, ...]:
+        return tuple(s.rule for s in self.steps)
 
     @property
     def benchmark_rules(self) -> tuple[str, ...]:
@@ -117,6 +265,30 @@ class FamilyManifest:
     def job_fields(self) -> tuple[str, ...]:
         """The wildcards of job_dir, in their order."""
         return tuple(f for _, f, _, _ in string.Formatter().parse(self.job_dir) if f)
+
+    @property
+    def job_outputs(self) -> dict[str, str]:
+        """{output name: file} of its job rule: "csv" for the result, then each other file by its stem
+        (the family's name before it dropped): comm_ranks.csv -> "ranks", placement.json -> "placement"."""
+        out = {}
+        for i, f in enumerate(self.job_files):
+            out["csv" if i == 0 else f.rsplit(".", 1)[0].removeprefix(self.name + "_")] = f
+        return out
+
+    @property
+    def job_log(self) -> str:
+        """Its job's log under results/<label>/, with the job's wildcards."""
+        return f"logs/{self.job_dir}.log"
+
+    def output_path(self, name: str) -> str:
+        """A step's output: one of its tables by name, or one of its figure directories by path."""
+        for t in self.tables:
+            if t.name == name:
+                return t.path
+        for f in self.figures:
+            if f.path == name:
+                return f.path
+        raise KeyError(f"{self.name} has no table or figure directory {name!r}")
 
     def job_file(self, name: str | None = None) -> str:
         """A job's file (default: its result) under results/<label>/, wildcards left in."""
@@ -138,3 +310,24 @@ class FamilyManifest:
             if t.name == name:
                 return t
         raise KeyError(f"{self.name} writes no table {name!r} (its tables: {[t.name for t in self.tables]})")
+
+
+# The registry: every family's manifest by name, filled as each family's manifest module is imported
+# (distbench.pipeline.families imports them).
+REGISTRY: dict[str, FamilyManifest] = {}
+
+
+def register(manifest: FamilyManifest) -> FamilyManifest:
+    """Add a family to the registry; a second family of the same name is refused, naming both."""
+    if manifest.name in REGISTRY and REGISTRY[manifest.name] is not manifest:
+        raise ValueError(f"a family named {manifest.name!r} is registered twice")
+    REGISTRY[manifest.name] = manifest
+    return manifest
+
+
+def resolve(ref: str) -> Callable:
+    """A "module:function" of a manifest, imported when first called (the manifests stay torch-free)."""
+    import importlib
+
+    module, _, name = ref.partition(":")
+    return getattr(importlib.import_module(module), name)

@@ -5,7 +5,7 @@ baseline run named by `report.baseline`, or another host's run copied into resul
 be truncated, binary, hand-edited or of another shape. Whatever is wrong becomes one UnreadableFile
 (a distbench.core.contract.SchemaError) that names the file, what is wrong with it and the fix, so
 that a workflow script ends with that message, never a traceback
-(distbench.pipeline.in_rule.run_in_rule), and a report section can name the file and go on without
+(distbench.launch.in_rule.run_in_rule), and a report section can name the file and go on without
 it. Only the errors of reading and parsing are caught: anything else is a bug and still raises.
 
 The fix depends on where the file came from, so the caller says it: `remake(path)` for this run's

@@ -6,7 +6,7 @@ its own, by the one reader's checks (distbench.core.readers) plus its contract's
 with it (torn rows, renamed columns, values the contract does not allow, an infinite measurement on an
 ok row, text that does not parse) becomes one JobCsvError naming the files, what is wrong with each
 and how to get a good one back. The workflow scripts end with that message, never a traceback
-(distbench.pipeline.in_rule.run_in_rule).
+(distbench.launch.in_rule.run_in_rule).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The gate's readings, taken in a process of their own (`python -m distbench.gate.check`, started
 by distbench.gate.supervise, which kills it and everything it started when the budget is spent):
 
-1. this node's health (distbench.probes.health.read_health: the health check's items and limits);
+1. this node's health (distbench.health.readings.read_health: the health check's items and limits);
 2. a short collective check over this node's GPUs through the comm family's own job
    (distbench.comm.job.run_comm_job: the harness, its exact checks, its time limit, its failure rows):
    all_reduce at one large size (events timing; 1 GiB on NCCL, where the published figures hold) and
@@ -68,7 +68,7 @@ def nvls_setting(env=None) -> bool | None:
 def take(out_dir: Path, expected_gpus: int | None, load_s: float, deadline: float, host: str | None) -> dict:
     from distbench.comm.analysis.peak import link_peak
     from distbench.pipeline.plan import detect_gpus
-    from distbench.probes.health import read_health
+    from distbench.health.readings import read_health
     from distbench.probes.nvml import nvlink_state
 
     readings: dict = {"steps": [], "host": host}

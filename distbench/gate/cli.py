@@ -63,7 +63,7 @@ def parse_args(argv=None):
 
 
 def _health_rows(readings: dict):
-    from distbench.probes.health import HealthRow
+    from distbench.health.readings import HealthRow
 
     return [HealthRow(**r) for r in readings.get("health") or []]
 

@@ -94,7 +94,7 @@ def run_samples(results_dir, node: str) -> list[tuple[str, dict, float]]:
     samples = []
     health = root / "health" / "health_before.csv"
     if health.exists():
-        from distbench.probes.health_table import read_health_csv, rows_of
+        from distbench.health.table import read_health_csv, rows_of
 
         samples += health_samples(node, rows_of(read_health_csv(health)))
     comm = root / "tables" / "comm_summary.csv"

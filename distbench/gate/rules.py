@@ -1,7 +1,7 @@
 """The gate's rules, on recorded readings (torch-free): each reading becomes a Check with a state
 (PASS, WARN, FAIL, or INFO for what is measured but not judged), and the worst state is the verdict.
 
-- Health: the health check's own items and limits (distbench.probes.health, health_rules: DCGM's
+- Health: the health check's own items and limits (distbench.health.readings, distbench.health.rules: DCGM's
   limits where DCGM has one, cited there by header and constant). A `failing` item fails the gate (the
   GPU's results may be wrong: DCGM's "fail", e.g. a volatile double-bit ECC error,
   DcgmHealthWatch::MonitorMemVolatileDbes, or DCGM_LIMIT_MAX_RETIRED_PAGES 63 retired pages), a
@@ -37,8 +37,8 @@ from distbench.comm.analysis.headlines import HEALTHY_OF_PUBLISHED
 from distbench.comm.analysis.peak import expected_for, latency_for, latency_text, missing_reference, reference_text
 from distbench.core.contract import Column, Contract
 from distbench.core.units import human_bytes, sig3
-from distbench.probes.health import DEGRADED, FAILING, NOT_AVAILABLE, OK
-from distbench.probes.health_table import item_label
+from distbench.health.readings import DEGRADED, FAILING, NOT_AVAILABLE, OK
+from distbench.health.table import item_label
 
 PASS, WARN, FAIL, INFO = "PASS", "WARN", "FAIL", "INFO"
 STATES = (PASS, WARN, FAIL, INFO)

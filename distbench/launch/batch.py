@@ -80,8 +80,8 @@ class Entry:
         """Jobs that can share one launch: one family's rule, backend, world size, environment
         and placement (everything that shapes the processes and their group, not the measurement)."""
         p = self.params
-        env = {k: p.get(k) for k in ("launch", "nccl_env")}
-        env["job_env"] = p.get("job", {}).get("job_env")
+        env = {"launch": p.get("launch"), "nccl_env": p.get("job", {}).get("nccl_env"),
+               "job_env": p.get("job", {}).get("job_env")}
         return json.dumps([self.rule, self.wildcards.get("backend"), self.wildcards.get("world_size"), env],
                           sort_keys=True, default=str)
 
@@ -99,6 +99,11 @@ def entry_of(job) -> Entry:
     return Entry(rule=rule, wildcards={k: str(v) for k, v in job.wildcards.items()},
                  params=json.loads(json.dumps(dict(job.params.items()), default=str)),
                  output={k: str(v) for k, v in job.output.items()}, log=str(job.log[0]))
+
+
+def read_entry(job_json) -> Entry:
+    """The job as its rule wrote it to job.json (distbench.launch.in_rule.run_family_job)."""
+    return Entry(**json.loads(Path(job_json).read_text()))
 
 
 def results_dir_of(output_path, template: str) -> Path:

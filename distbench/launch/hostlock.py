@@ -27,13 +27,14 @@ and then exits. The locks are taken one by one in one global order, sorted by th
 gives itself (lock_order), so two runs launched from different hosts over the same nodes never hold
 one node each while waiting for the other's. Nodes that are one machine (same host name, boot and
 lock file: two cluster.hosts names of one host, or the launching host itself) are held once. A health load
-locks the node it loads, each node its own (distbench.probes.health_load runs on every node; over
-several nodes a wait there counts within that node's reading limit, distbench.probes.health_node).
+locks the node it loads, each node its own (distbench.health.load runs on every node; over
+several nodes a wait there counts within that node's reading limit, distbench.health.node).
 
 The wait is taken before the job's time limit starts and outside its measured time; Snakemake's
 `benchmark:` file (the job's whole wall time) does include it, and the provenance gives `waited_s`.
 Every job also records its start and end in its provenance (distbench.launch.torchrun), so
-`overlaps` checks after the fact that no two benchmark measurements of a run overlapped.
+distbench.core.intervals.overlaps checks after the fact that no two benchmark measurements of a run
+overlapped (the report's appendix and this module's command line read it).
 
 Torch-free: the rule scripts and the health probe import it.
 """
@@ -51,6 +52,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from distbench.core.intervals import overlaps
 from distbench.launch.invocation import process_start
 
 LOCK_ENV = "DISTBENCH_HOST_LOCK"  # the lock file (tests give each test its own)
@@ -163,7 +165,7 @@ def describe(record: dict | None) -> str:
 
 
 def _say(line: str) -> None:
-    """To this script's stderr (a rule's log while it runs inside distbench.pipeline.in_rule.logged)
+    """To this script's stderr (a rule's log while it runs inside distbench.launch.in_rule.logged)
     and to the process's own stderr, which Snakemake shows."""
     streams = [sys.stderr] + ([sys.__stderr__] if sys.__stderr__ is not None and sys.__stderr__ is not sys.stderr else [])
     for stream in streams:
@@ -293,58 +295,6 @@ def hold(job: str, results_dir=None, mode: str | None = None, path: Path | None 
         return
     with holding(lock):
         yield lock
-
-
-# --------------------------------------------------------------------- checked after the fact
-MEASUREMENT_FILE = "placement.json"  # every benchmark job's and every shared launch's provenance
-
-
-def _time(text) -> datetime | None:
-    try:
-        when = datetime.fromisoformat(str(text))
-    except ValueError:
-        return None
-    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
-
-
-def intervals(results_dir) -> list[dict]:
-    """Every benchmark measurement of a run: {name, host, start, end} from each placement file's
-    provenance (its `ended`, else the whole-second `finished` of older files). A configuration
-    adopted from a shared launch is measured by that launch (logs/batch/launches/*/placement.json),
-    and listed as that launch; staged results are not yet a job's. Symlinks are not followed."""
-    root = Path(results_dir)
-    found = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d != "staged"]
-        if MEASUREMENT_FILE not in filenames:
-            continue
-        path = Path(dirpath) / MEASUREMENT_FILE
-        try:
-            if path.is_symlink() or path.stat().st_size > 16 * 2**20:
-                continue
-            prov = json.loads(path.read_text()).get("provenance")
-        except (OSError, ValueError, AttributeError):
-            continue
-        if not isinstance(prov, dict) or prov.get("batch"):
-            continue
-        start, end = _time(prov.get("started")), _time(prov.get("ended") or prov.get("finished"))
-        if start and end:
-            found.append({"name": str(path.parent.relative_to(root)), "host": prov.get("host"), "start": start, "end": end})
-    return sorted(found, key=lambda i: i["start"])
-
-
-def overlaps(results_dir) -> list[str]:
-    """One line per two benchmark measurements of a run that ran at the same time on one host."""
-    lines = []
-    items = intervals(results_dir)
-    for i, a in enumerate(items):
-        for b in items[i + 1:]:
-            if b["start"] >= a["end"]:
-                break
-            if a["host"] == b["host"]:
-                lines.append(f"{a['name']} ({a['start']:%H:%M:%S.%f}-{a['end']:%H:%M:%S.%f}) and {b['name']} "
-                             f"({b['start']:%H:%M:%S.%f}-{b['end']:%H:%M:%S.%f}) overlapped on {a['host']}")
-    return lines
 
 
 def main(argv: list[str] | None = None) -> int:

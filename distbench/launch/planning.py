@@ -20,6 +20,38 @@ def nccl_env_label(env: dict) -> str:
     return "+".join(f"{k}={env[k]}" for k in sorted(env))
 
 
+def nccl_env_label_problems(key: str, entries: list[dict]) -> list[str]:
+    """The NCCL settings of config key `key` (a list) whose label would name a job directory longer
+    than MAX_NCCL_LABEL_BYTES: one problem each (distbench.pipeline.config.check_config)."""
+    from distbench.core.shown import shown
+
+    problems = []
+    for i, env in enumerate(entries):
+        n = len(nccl_env_label(env).encode())
+        if n > MAX_NCCL_LABEL_BYTES:
+            problems.append(f"config key {key}[{i}]: these settings name a job directory of {n:,} bytes "
+                            f"({shown(nccl_env_label(env))}); at most {MAX_NCCL_LABEL_BYTES} bytes are "
+                            "allowed (a path component holds 255): list fewer or shorter values")
+    return problems
+
+
+def quick_world_size(config: dict, plan: dict, backend: str, sizes: list[int], cores: int) -> int | None:
+    """The world size of `sizes` a Verdict judges on a host of `cores` cores: the rule its headlines
+    apply to the full run's tables (distbench.core.judged), so the quick answer's jobs
+    (distbench.pipeline.quick) and the full report judge the same rows."""
+    from distbench.core.judged import judged_world_size, oversubscribed
+
+    env = {"cpu_count": cores}  # what the probe's env.json will say of this host
+
+    def crowded(ws: int) -> str | None:
+        layout, why = job_layout(ws, backend, plan["gpus"], config["cluster"])
+        if layout is None:  # the plan only holds placeable jobs
+            raise ValueError(why)
+        return oversubscribed(layout.ranks_per_node, backend, env)
+
+    return judged_world_size(sizes, crowded)
+
+
 # world_sizes: auto on a host with no GPU (and fewer than 2): seed 001's grid, the CPU quick start's
 CPU_WORLD_SIZES = (2, 4, 6)
 

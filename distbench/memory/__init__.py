@@ -1,3 +1,5 @@
 """The memory family: where a training step's memory goes (parameters, gradients, optimizer state,
-activations, the allocator's rest) at each batch size, and the largest batch that fits. Run alone
-with `torchrun -m distbench.memory`; see `harness`."""
+activations, the allocator's rest) at each batch size, and the largest batch that fits. `accounting`
+measures one step's memory, `search` is the largest-batch search's arithmetic (torch-free); `plan`,
+`job`, `contract`, `harness` and `analysis/` as in every family. Run alone with
+`torchrun -m distbench.memory`; see `harness`."""

@@ -63,9 +63,24 @@ def job_of(entry) -> tuple:
 
     wc, p = entry.wildcards, entry.params
     params = {**p["job"], "launch": p["launch"]}
-    job = MemoryJob(wc["backend"], int(wc["world_size"]), wc["model"], wc["config"], p["strategy"],
-                    p["gradient_as_bucket_view"])
+    job = MemoryJob(wc["backend"], int(wc["world_size"]), wc["model"], wc["config"], p["job"]["strategy"],
+                    p["job"]["gradient_as_bucket_view"])
     return job, params
+
+
+def rule_job(job_json):
+    """The memory job rule's entry (the manifest's job_entry): the job as its rule wrote it to job.json;
+    it may share a launch with the others of its backend and world size (distbench.launch.batch)."""
+    from distbench.launch.batch import read_entry, results_dir_of, run_job
+    from distbench.memory.manifest import MANIFEST
+
+    me = read_entry(job_json)
+    job, params = job_of(me)
+    out = me.output
+    return f"memory job {job.wildcards}", lambda: run_job(
+        me, results_dir_of(out["csv"], MANIFEST.job_file()), batch_family(),
+        alone=lambda: run_memory_job(job, params, out["csv"], out["placement"], me.log,
+                                     snapshot_path(params, out["csv"])))
 
 
 def snapshot_path(params: dict, out_csv) -> Path | None:

@@ -1,22 +1,45 @@
 """The memory family, as the workflow, the estimate and the report see it (distbench.core.manifest)."""
 
-from distbench.core.manifest import FamilyManifest, Figures, Table
+from distbench.core.manifest import FamilyManifest, Figures, JobFiles, Step, Table, register
+from distbench.core.manifest import EstimateDefault
 
-MANIFEST = FamilyManifest(
+MANIFEST = register(FamilyManifest(
     name="memory",
-    active=lambda config, plan: bool(plan["memory_jobs"]),
+    order=30,
+    plan="distbench.memory.plan:plan_family",
+    active=lambda config, plan: bool(plan["jobs"]["memory"]),
+    job_params="distbench.memory.plan:rule_params",
+    job_entry="distbench.memory.job:rule_job",
     job_rule="memory_job",
     job_dir="memory/{backend}/{model}/ws{world_size}/{config}",
     job_files=("memory.csv", "placement.json"),
     benchmark="benchmarks/memory/{backend}/{model}/ws{world_size}/{config}.tsv",
-    jobs=lambda plan: [j.wildcards for j in plan["memory_jobs"]],
     estimated=True,
     shares_launches=True,
     tables=(
-        Table("memory_summary", "tables/memory_summary.csv", summary_json=True),
+        Table("memory_summary", "tables/memory_summary.csv", summary_json=True,
+              caption="report/memory_summary.rst", subcategory="Memory"),
         Table("memory", "tables/memory.csv"),
     ),
-    figures=(Figures("figures_memory"),),
+    figures=(Figures("figures_memory", caption="report/memory_figures.rst", category="Memory"),),
+    steps=(
+        Step("aggregate_memory", "distbench.memory.steps:aggregate", inputs={"jobs": JobFiles()},
+             outputs={"raw": "memory", "summary": "memory_summary"}),
+        Step("plot_memory", "distbench.memory.steps:plot", inputs={"raw": "tables/memory.csv"},
+             outputs={"figures": "figures_memory"}),
+    ),
     sections={"body": ("distbench.memory.analysis.section:MEMORY",)},
-    package_data=("analysis/templates/*.j2",),
-)
+    package_data=("analysis/templates/*.j2", "config.schema.yaml"),
+    # Default per-job wall time before any was recorded (distbench.pipeline.estimate), measured as the
+    # comm family's (benchmarks/results/time-to-answer-h200x2-2026-11-27): 2x H200, 2026-11-27: 14.4-23.8 s
+    # (median 20), not scaled with world size; the project's 2 cores, unloaded: 3.4-4.3 s at 1 rank,
+    # 4.2-5.9 at 2 (2.8 s + 1.0 s per rank).
+    estimate_defaults={
+        ("gpu", "nccl"): EstimateDefault(20.0, source="2x H200: 14-24 s"),
+        ("cpu", "gloo"): EstimateDefault(2.8, per_rank_s=1.0, source="2 cores: 3-4 s at 1 rank, 4-6 s at 2"),
+    },
+    # a shared launch's fixed cost (batch_launch), as the training family's: 2x H200, the first
+    # configuration 14-18 s, the others 3 s (FSDP memory jobs, no search); 2 cores: about 1.5 s
+    launch_cost_s={"gpu": 9.0, "cpu": 1.5},
+    schema="config.schema.yaml",
+))

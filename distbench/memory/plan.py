@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from distbench.core.manifest import FamilyPlan
 from distbench.launch.planning import family_backend, placeable
 from distbench.workloads.registry import workload
 
@@ -117,3 +118,15 @@ def memory_params(config: dict, job: MemoryJob) -> dict:
     return {"model": job.model, **work, "optimizer": mem["optimizer"], "batch_sizes": sorted(set(batches)),
             "search": mem["search"] and job.search, "search_max_batch": mem["search_max_batch"], "snapshot": mem["snapshot"], "op_timeout_s": config["comm"]["op_timeout_s"],
             "job_timeout_s": mem["job_timeout_s"], "job_env": {k: str(v) for k, v in config["job_env"].items()}}
+
+
+def plan_family(config: dict, gpus: int, gpus_source: str) -> FamilyPlan:  # noqa: ARG001 - the manifest's hook
+    """The memory family's plan (its manifest's `plan`)."""
+    jobs, skipped = memory_jobs(config, gpus)
+    return FamilyPlan(tuple(jobs), tuple(skipped))
+
+
+def rule_params(config: dict, plan: dict, job: MemoryJob) -> dict:  # noqa: ARG001 - the manifest's hook
+    """A memory job's parameters (the manifest's job_params)."""
+    return {**memory_params(config, job), "strategy": job.strategy,
+            "gradient_as_bucket_view": job.gradient_as_bucket_view}

@@ -43,3 +43,15 @@ def write_failure_rows(backend: str, params: dict, out_csv: Path, message: str, 
                              "op": op, "direction": direction, "size_bytes": size, "status": status,
                              "message": message})
     atomic_write_text(out_csv, csv_text(rows, NODES_COLUMN_NAMES))
+
+
+def rule_job(job_json):
+    """The round rule's entry (the manifest's job_entry): the round as its rule wrote it to job.json."""
+    import json
+    from pathlib import Path
+
+    e = json.loads(Path(job_json).read_text())
+    params = {**e["params"]["job"], "launch": e["params"]["launch"]}
+    out = e["output"]
+    what = f"node round {e['wildcards']['round']} ({params['pairs']})"
+    return what, lambda: run_round(e["wildcards"]["backend"], params, out["csv"], out["placement"], e["log"])

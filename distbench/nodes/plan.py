@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
+from distbench.core.manifest import FamilyPlan
 from distbench.core.sizes import parse_size
 from distbench.launch.cluster import Layout, slurm_resources
 from distbench.nodes.schedule import Round, coverage, schedule
@@ -47,6 +48,35 @@ class NodesPlan:
         cov = coverage(self.nodes, list(self.rounds))
         return (f"{self.nodes} nodes ({where}) x {self.ranks_per_node} rank(s), {self.backend}, {self.mode}: "
                 f"{len(self.rounds)} rounds, {cov.pairs_measured} of {cov.pairs_total} pairs")
+
+
+@dataclass(frozen=True)
+class RoundJob:
+    """One round as a job of the plan (its wildcards, backend and world size)."""
+
+    plan: NodesPlan
+    round: Round
+
+    @property
+    def wildcards(self) -> dict:
+        return self.plan.wildcards(self.round)
+
+    @property
+    def backend(self) -> str:
+        return self.plan.backend
+
+    @property
+    def world_size(self) -> int:
+        return self.plan.world_size
+
+
+def plan_family(config: dict, gpus: int, gpus_source: str) -> FamilyPlan:  # noqa: ARG001 - the manifest's hook
+    """The node rounds' plan (the manifest's `plan`): a job per round, and the rounds' plan itself as a
+    fact (rules/nodes.smk reads it). Its jobs are placed on plan.nodes nodes whatever their world size."""
+    rounds = nodes_plan(config, gpus)
+    jobs = tuple(RoundJob(rounds, r) for r in rounds.rounds)
+    return FamilyPlan(jobs, (), {"nodes_plan": rounds},
+                      nodes=rounds.nodes if rounds.backend and not rounds.simulated else 0)
 
 
 def nodes_plan(config: dict, gpus: int) -> NodesPlan:
@@ -112,3 +142,16 @@ def round_resources(config: dict, plan: NodesPlan) -> dict:
     layout = Layout(1, plan.world_size) if plan.simulated else Layout(plan.nodes, plan.ranks_per_node)
     res = slurm_resources(layout, plan.backend, config["nodes"]["job_timeout_s"], config["cluster"])
     return {"tasks": layout.nodes, "tasks_per_gpu": 0, "gres": "", **res}
+
+
+def rule_params(config: dict, plan: dict, job: RoundJob) -> dict:
+    """A round's parameters (the manifest's job_params): its pairs, sizes and limits."""
+    return round_params(config, job.plan, job.round)
+
+
+def rule_launch(config: dict, plan: dict, job: RoundJob) -> dict:  # noqa: ARG001 - the manifest's hook
+    return round_launch(config, job.plan)
+
+
+def rule_resources(config: dict, plan: dict, job: RoundJob) -> dict:  # noqa: ARG001 - the manifest's hook
+    return round_resources(config, job.plan)

@@ -135,3 +135,10 @@ def readme_table(cost: RoundCost, sizes: list[int], warmup: int, iters: int, pai
     return "\n".join(rows)
 
 
+
+
+def announce(config: dict, plan: dict) -> str | None:
+    """Before the first job (the manifest's `announce`): this plan's rounds and their time, on paper at
+    larger node counts too; None when the rounds do not run."""
+    rounds = plan["nodes_plan"]
+    return message(config, rounds) if rounds.backend else None

@@ -1,10 +1,13 @@
 """Config validation with errors that name the key and the allowed values.
 
-The JSON schema (distbench/pipeline/config.schema.yaml) is the single source of truth, except for
-the op names: `load_schema` fills their enum and comm.ops' default in from distbench.core.ops_spec.OPS,
+The JSON schema is the single source of truth: distbench/pipeline/config.schema.yaml holds the
+run-wide keys and the shared definitions, and each family's own key is the schema file its manifest
+names (FamilyManifest.schema, in the family's folder), merged in by `load_schema`. The op names are
+filled in from distbench.core.ops_spec.OPS (their enum, and every default marked `x-default-every: op`),
 so an op is named in one place. `check_config` validates with jsonschema first (readable messages,
-every bad key at once), then lets snakemake.utils.validate fill in the schema's defaults (it works on
-a plain dict, so tests and distbench.pipeline.plan users get the same config as the workflow).
+every bad key at once), then fills in the schema's defaults as snakemake.utils.validate does (on a
+plain dict, so tests and distbench.pipeline.plan users get the same config as the workflow), then
+runs each family's own checks (its manifest's config_check).
 """
 
 from __future__ import annotations
@@ -12,12 +15,14 @@ from __future__ import annotations
 import copy
 import math
 import re
-import reprlib
 from pathlib import Path
 
 import yaml
 
+import distbench
+from distbench.core.manifest import resolve
 from distbench.core.run_label import baseline_tables_dir, label_problem
+from distbench.core.shown import MAX_VALUE_CHARS, shown
 from distbench.pipeline.cli_values import _resolve, coerce_cli_values
 
 SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
@@ -57,7 +62,7 @@ LOADER_PREFIXES = ("LD_", "DYLD_")  # LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT, ...
 LOADER_NCCL_SUFFIX = "_PLUGIN"
 
 # Variables that distort what a timed run measures: refused wherever a job's environment is set
-# (job_env, comm.nccl_env, training.tune_space.nccl_env), with the same message. The NCCL probe job
+# (job_env, and every list of NCCL settings: the shared definition nccl_env), with the same message. The NCCL probe job
 # (distbench.probes.nccl_probe) sets NCCL's logging itself, apart from the timed runs.
 TIMING_VARS = {
     "NCCL_DEBUG": "NCCL's logging slows small messages; the NCCL probe job collects NCCL's log separately",
@@ -67,23 +72,15 @@ TIMING_VARS = {
     "TORCH_NCCL_DESYNC_DEBUG": "it records and checks every collective for desync reports",
 }
 
-# Bounds on what a message built from user input may hold: a value is shown up to this many
-# characters, a problem line up to MAX_PROBLEM_CHARS, and the first MAX_PROBLEMS problems are listed.
-_REPR = reprlib.Repr()
-_REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 2, 6, 6, 80, 80, 40
-MAX_VALUE_CHARS = 100
-MAX_PROBLEM_CHARS = 1000  # the longest list of allowed keys (comm's, nccl_env's) fits
+# Bounds on what a message built from user input may hold: a value is shown up to MAX_VALUE_CHARS
+# characters (distbench.core.shown), a problem line up to MAX_PROBLEM_CHARS, and the first
+# MAX_PROBLEMS problems are listed.
+MAX_PROBLEM_CHARS = 1000  # the longest list of allowed keys (a family's, nccl_env's) fits
 MAX_PROBLEMS = 25
 # The most values (every list item, mapping entry and scalar, YAML aliases counted each time they
 # are used) a config may hold: the default config filled in has about 400. Checked before anything
 # walks the config, so a YAML alias bomb costs no time or memory.
 MAX_CONFIG_VALUES = 100_000
-
-
-def shown(value) -> str:
-    """A config value as a message shows it: its repr, cut short (bounded time for any value)."""
-    text = _REPR.repr(value)
-    return text if len(text) <= MAX_VALUE_CHARS else text[:MAX_VALUE_CHARS - 3] + "..."
 
 
 def _clip(message: str) -> str:
@@ -94,18 +91,77 @@ class ConfigError(ValueError):
     pass
 
 
+def family_schemas() -> dict[str, Path]:
+    """{config key: schema file} of every family that states its config's schema (its manifest's
+    `schema`, a file in its folder), in the families' order."""
+    from distbench.pipeline.families import manifests
+
+    root = Path(distbench.__file__).parent
+    return {m.name: root / m.name / m.schema for m in manifests() if m.schema}
+
+
+# A schema's marker for a default that is every value of a definition's enum ("x-default-every: op":
+# every op of the specs), filled in by load_schema with that enum.
+EVERY = "x-default-every"
+# The central schema's key after which the families' keys come in its properties (the order the
+# messages list the allowed keys in).
+FAMILIES_AFTER = "x-family-keys-after"
+
+
+def _fill_every(node, definitions: dict) -> None:
+    if isinstance(node, dict):
+        if EVERY in node:
+            node["default"] = list(definitions[node[EVERY]]["enum"])
+        for v in node.values():
+            _fill_every(v, definitions)
+    elif isinstance(node, list):
+        for v in node:
+            _fill_every(v, definitions)
+
+
 def load_schema() -> dict:
-    """The schema, with the op enum and comm.ops' default from the op specs, and the workload enum
-    from the workload registry (with any DISTBENCH_WORKLOAD_MODULES extension loaded)."""
+    """The schema: the central file with each family's schema merged into its properties (after
+    FAMILIES_AFTER's key, in the families' order), the op enum (and the defaults marked EVERY) from the
+    op specs, and the workload enum from the workload registry (with any DISTBENCH_WORKLOAD_MODULES
+    extension loaded)."""
     from distbench.core.ops_spec import OPS
     from distbench.workloads.registry import WORKLOADS, load_extensions
 
     load_extensions()
     schema = yaml.safe_load(SCHEMA_PATH.read_text())
+    after = schema.pop(FAMILIES_AFTER, None)
+    own = {}
+    for key, path in family_schemas().items():
+        if key in schema["properties"]:
+            raise ValueError(f"config key {key!r} is given by both {SCHEMA_PATH.name} and {path}")
+        own[key] = yaml.safe_load(path.read_text())
+    central = list(schema["properties"].items())
+    at = next((i + 1 for i, (k, _) in enumerate(central) if k == after), len(central))
+    schema["properties"] = dict(central[:at] + list(own.items()) + central[at:])
     schema["definitions"]["op"]["enum"] = list(OPS)
     schema["definitions"]["workload"]["enum"] = list(WORKLOADS)
-    schema["properties"]["comm"]["properties"]["ops"]["default"] = list(OPS)
+    _fill_every(schema, schema["definitions"])
     return schema
+
+
+def fill_defaults(config: dict, schema: dict) -> None:
+    """Fill in the schema's defaults, as snakemake.utils.validate(config, schema, set_default=True)
+    does (the recipe of jsonschema's FAQ: a property's default is set where the property is checked),
+    on the merged schema (Snakemake's own takes only a file): it fills nested objects (a family's {}
+    gets every default of its key, its sub-objects' included) and the object alternative of a oneOf
+    (a size sweep gets its step_factor)."""
+    import jsonschema
+
+    base = jsonschema.Draft202012Validator
+    check_properties = base.VALIDATORS["properties"]
+
+    def properties(validator, props, instance, sub):
+        for name, prop in props.items():
+            if "default" in prop:
+                instance.setdefault(name, copy.deepcopy(prop["default"]))
+        yield from check_properties(validator, props, instance, sub)
+
+    jsonschema.validators.extend(base, {"properties": properties})(schema).validate(config)
 
 
 def _key(path) -> str:
@@ -300,61 +356,23 @@ def _expanded_values(node, memo: dict) -> int:
     return memo[id(node)]
 
 
-def _size_problems(sizes) -> list[str]:
-    """comm.sizes: a sweep or list of at most MAX_SIZES distinct sizes, counted without building it."""
-    from distbench.core.sizes import MAX_SIZES, human_bytes, min_step_factor, parse_size, sweep_count
-
-    if isinstance(sizes, dict):
-        lo, hi, step = parse_size(sizes["min_bytes"]), parse_size(sizes["max_bytes"]), sizes["step_factor"]
-        if lo > hi:
-            return [f"config key comm.sizes: min_bytes {shown(sizes['min_bytes'])} is larger than max_bytes "
-                    f"{shown(sizes['max_bytes'])}"]
-        n = sweep_count(lo, hi, step)
-        if n > MAX_SIZES:
-            return [f"config key comm.sizes.step_factor: {shown(step)} makes {n:,} sizes from {human_bytes(lo)} "
-                    f"to {human_bytes(hi)}; at most {MAX_SIZES} sizes are allowed, so use a step_factor of "
-                    f"at least {min_step_factor(lo, hi):.4g} for this range"]
-        return []
-    n = len({parse_size(s) for s in sizes})
-    return [f"config key comm.sizes: {n:,} distinct sizes; at most {MAX_SIZES} are allowed"] if n > MAX_SIZES else []
-
-
 def _name_length_problems(config: dict) -> list[str]:
-    """Names that become path components: run_label and each NCCL setting's label (a job directory)."""
-    from distbench.launch.planning import MAX_NCCL_LABEL_BYTES, nccl_env_label
-
-    problems = []
+    """run_label, which becomes a path component (each family checks its own names: its config_check)."""
     label = config["run_label"]
     why = label_problem(label) if label else None
-    if why:
-        problems.append(f"config key run_label: {shown(label)} {why}")
-    envs = [("comm.nccl_env", config["comm"]["nccl_env"]), ("training.tune_space.nccl_env",
-                                                            config["training"]["tune_space"]["nccl_env"])]
-    for key, entries in envs:
-        for i, env in enumerate(entries):
-            n = len(nccl_env_label(env).encode())
-            if n > MAX_NCCL_LABEL_BYTES:
-                problems.append(f"config key {key}[{i}]: these settings name a job directory of {n:,} bytes "
-                                f"({shown(nccl_env_label(env))}); at most {MAX_NCCL_LABEL_BYTES} bytes are "
-                                "allowed (a path component holds 255): list fewer or shorter values")
-    return problems
+    return [f"config key run_label: {shown(label)} {why}"] if why else []
+
+
+def family_problems(config: dict) -> list[str]:
+    """Every family's own checks of its config (its manifest's config_check), in the families' order."""
+    from distbench.pipeline.families import manifests
+
+    return [p for m in manifests() if m.config_check for p in resolve(m.config_check)(config)]
 
 
 def is_loader_var(name: str) -> bool:
     return (name in LOADER_VARS or name.startswith(LOADER_PREFIXES)
             or (name.startswith("NCCL_") and name.endswith(LOADER_NCCL_SUFFIX)))
-
-
-def _gpu_count_problems(config: dict) -> list[str]:
-    """predict.gpu_counts the prediction can place: whole nodes of the preset's GPUs per node, or
-    fewer than one node (distbench.predict.cluster), known now rather than after every benchmark."""
-    from distbench.predict.model import get_preset
-
-    per_node = get_preset(config["predict"]["preset"]).gpus_per_node
-    return [f"config key predict.gpu_counts[{i}]: {n} GPUs do not fill whole nodes of {per_node} (preset "
-            f"{config['predict']['preset']}); use fewer than {per_node} or a multiple of {per_node}, e.g. "
-            f"{n // per_node * per_node} or {-(-n // per_node) * per_node}"
-            for i, n in enumerate(config["predict"]["gpu_counts"]) if n > per_node and n % per_node]
 
 
 def _loader_var_problems(config: dict) -> list:
@@ -409,10 +427,6 @@ def check_config_files(paths) -> None:
 
 def check_config(config: dict) -> dict:
     """Validate; return a copy with defaults filled in. Raise ConfigError naming every bad key."""
-    from snakemake.utils import validate
-
-    from distbench.comm.traffic import validate as traffic_problems
-
     try:
         values = _expanded_values(config, {})
     except RecursionError:
@@ -429,29 +443,13 @@ def check_config(config: dict) -> dict:
     found.sort(key=lambda f: _path_order(f[0]))
     problems = [message for _, message in found]
     if not problems:
-        # Snakemake's own default filling (what the workflow always did): it fills nested objects
-        # (comm: {} gets every comm default, comm.gloo's included) and the object alternative of a
-        # oneOf (comm.sizes as a sweep gets step_factor), so no code of ours is needed for that.
-        validate(config, str(SCHEMA_PATH), set_default=True)
-        # the one default the file does not hold (load_schema's): every op of the specs
-        config["comm"].setdefault("ops", list(schema["properties"]["comm"]["properties"]["ops"]["default"]))
+        fill_defaults(config, schema)  # nested objects too, as snakemake.utils.validate fills them
         cluster = config["cluster"]
         if cluster["launcher"] == "ssh" and len(cluster["hosts"]) < cluster["nodes"]:
             problems.append(f"config key cluster.hosts: launcher ssh needs one host per node, got {len(cluster['hosts'])} "
                             f"host(s) for cluster.nodes {cluster['nodes']}")
-        problems += _size_problems(config["comm"]["sizes"])
-        gloo_ops = config["comm"]["gloo"].get("ops", "auto")
-        if gloo_ops != "auto":
-            problems += [f"config key comm.gloo.ops[{i}]: {op} is not in comm.ops {config['comm']['ops']}"
-                         for i, op in enumerate(gloo_ops) if op not in config["comm"]["ops"]]
-        gloo_sizes = config["comm"]["gloo"]["world_sizes"]
-        if gloo_sizes != "auto" and config["world_sizes"] != "auto":  # auto: the plan names what it leaves out
-            problems += [f"config key comm.gloo.world_sizes[{i}]: {ws} is not in world_sizes {config['world_sizes']}"
-                         for i, ws in enumerate(gloo_sizes) if ws not in config["world_sizes"]]
         problems += _name_length_problems(config)
-        problems += _gpu_count_problems(config)
-        # traffic matrix files are read now, so a missing or ragged one stops the run before any job
-        problems += [f"config key comm.traffic: {m}" for m in traffic_problems(config["comm"]["traffic"])]
+        problems += family_problems(config)
         baseline = config["report"]["baseline"]
         if baseline:
             marks = baseline_marks()

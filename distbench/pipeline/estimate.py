@@ -9,7 +9,7 @@ target such as `quick`), read once the DAG is final, in a dry run as in a real r
 Each benchmark rule records its job's wall time with Snakemake's `benchmark:` directive (a tsv whose
 column `s` is seconds) under results/<label>/benchmarks/ (BENCHMARKS). A job's estimate is the median
 of those earlier times for the same job (any run label), else the median of its family and backend
-in the history, else a stated default (DEFAULTS). The benchmark rules take all cores, so the jobs run
+in the history, else a stated default (each family's manifest's estimate_defaults: DEFAULTS). The benchmark rules take all cores, so the jobs run
 one after another and the run's time is their sum. The history is read from regular files at the
 templates' own depth only (no symlink followed, capped in entries and bytes: it runs before every
 run), and a time that is not finite, not positive or beyond a week is ignored and named.
@@ -21,17 +21,20 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import stat
+import string
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from distbench.core.manifest import EstimateDefault
 from distbench.pipeline.families import manifests
 
 # The families the estimate counts (their manifests say `estimated`: distbench.core.manifest), each
-# under the name of its directory below benchmarks/ (the NCCL probe's is "probe"): where its rule
+# under the name of its directory below benchmarks/ (a family's own name, or its job's): where its rule
 # writes its benchmark tsv (under results/<label>/), the result Snakemake finds in place when the job is
 # cached, and its rule. The rules use the same manifests, so the estimate reads exactly what they write.
 _ESTIMATED = {Path(m.benchmark).parts[1]: m for m in manifests() if m.estimated}
@@ -49,68 +52,66 @@ MAX_FILE_BYTES = 64 * 1024
 MAX_JOB_S = 7 * 24 * 3600.0
 
 
+# The one job of an estimated family without a plan (the NCCL probe: no wildcards of a job, one per
+# run): it runs NCCL only, at the world size the rules give it (probe_world_size).
+SINGLE_JOB_BACKEND = "nccl"
+SINGLE_JOBS = tuple(name for name, m in _ESTIMATED.items() if not m.plan)
+
+
 def probe_benchmark(world_size: int) -> str:
-    """The NCCL probe job's benchmark tsv (under results/<label>/): the probe runs NCCL only."""
-    return BENCHMARKS["probe"].format(backend="nccl", world_size=world_size)
+    """The benchmark tsv (under results/<label>/) of the one job of a family without a plan (the NCCL
+    probe): it runs NCCL only."""
+    return BENCHMARKS[SINGLE_JOBS[0]].format(backend=SINGLE_JOB_BACKEND, world_size=world_size)
 
 
-@dataclass(frozen=True)
-class Default:
-    """A stated figure for a job nothing in the history matches: fixed seconds plus seconds per rank
-    (per_rank_s only where measurements at several world sizes show the growth)."""
-
-    seconds: float
-    per_rank_s: float = 0.0
-    source: str = ""
-
-    def at(self, world_size: int) -> float:
-        return self.seconds + self.per_rank_s * world_size
+def _fields(template: str) -> tuple[str, ...]:
+    return tuple(f for _, f, _, _ in string.Formatter().parse(template) if f)
 
 
-# Default per-job wall time, keyed by (host, family, backend); host is "gpu" when the plan has GPUs.
-# Measured after one-node jobs started their ranks directly (distbench.launch.torchrun), default
-# config, Snakemake's benchmark files (benchmarks/results/time-to-answer-h200x2-2026-11-27):
-# gpu: 2x H200, 2026-11-27: memory jobs 14.4-23.8 s (median 20), training 10.1-21.9 s (median 19),
-#   the NCCL comm job at 2 ranks 24.9 s, the Gloo comm job 16.3 / 19.0 / 19.4 s at 2 / 4 / 6 ranks
-#   (32 cores: flat), the NCCL probe 10.8 s. Not scaled with world size (2 GPUs: too few sizes).
-# cpu: the project's 2-core machine, unloaded, 2026-11-27: Gloo comm 12.3 / 25.3 / 44.7 s at 2 / 4 / 6
-#   ranks (7.4 s per rank); training 2.9-4.0 s at 1 rank, 3.7-4.6 at 2, 6.5-9.6 at 4, 9.0-15.1 at 6
-#   (1.3 s + 1.8 s per rank); memory 3.4-4.3 s at 1 rank, 4.2-5.9 at 2 (2.8 s + 1.0 s per rank); the NCCL
-#   probe on a host without GPUs only writes why it did not run (0.1 s).
-DEFAULTS = {
-    ("gpu", "memory", "nccl"): Default(20.0, source="2x H200: 14-24 s"),
-    ("gpu", "training", "nccl"): Default(19.0, source="2x H200: 10-22 s"),
-    ("gpu", "comm", "nccl"): Default(25.0, source="2x H200, 2 ranks: 25 s"),
-    ("gpu", "comm", "gloo"): Default(18.0, source="2x H200 host, 2-6 ranks: 16-19 s"),
-    ("gpu", "probe", "nccl"): Default(11.0, source="2x H200: 10.8 s"),
-    ("cpu", "comm", "gloo"): Default(0.0, per_rank_s=7.4, source="2 cores: 12/25/45 s at 2/4/6 ranks"),
-    ("cpu", "training", "gloo"): Default(1.3, per_rank_s=1.8, source="2 cores: 3-4 s at 1 rank, 9-15 s at 6"),
-    ("cpu", "memory", "gloo"): Default(2.8, per_rank_s=1.0, source="2 cores: 3-4 s at 1 rank, 4-6 s at 2"),
-    ("cpu", "probe", "nccl"): Default(0.2, source="no GPU: the probe writes why it did not run"),
-}
-# With batch_launch (distbench.launch.batch) the training and memory jobs of one backend and world
-# size share a launch: its first job pays the launch's fixed cost, the others only their own
-# measurement, this much less than the default above. 2x H200, 2026-11-27
-# (benchmarks/results/batch-launch-h200x2-2026-11-27): the first configuration of a launch took 14-18 s,
-# the others 7-10 s (DDP) and 3 s (FSDP memory jobs, no search); 2 cores: about 1.5 s (import torch
-# and the Gloo group) of a 3-5 s job.
-LAUNCH_COST_S = {("gpu", "training"): 9.0, ("gpu", "memory"): 9.0, ("cpu", "training"): 1.5, ("cpu", "memory"): 1.5}
+# Each family's benchmark tsv below benchmarks/<name>/, as a pattern of its wildcards (a world size
+# is digits), and its wildcards besides backend and world size, in the template's order: a job's key.
+_BELOW = {name: "/".join(Path(tsv).parts[2:]) for name, tsv in BENCHMARKS.items()}
+_PATTERNS = {name: re.compile("".join(re.escape(lit) + (f"(?P<{f}>[0-9]+)" if f == "world_size" else
+                                                         f"(?P<{f}>[^/]+)" if f else "")
+                                      for lit, f, _, _ in string.Formatter().parse(below)))
+             for name, below in _BELOW.items()}
+KEY_FIELDS = {name: tuple(f for f in _fields(below) if f not in ("backend", "world_size"))
+              for name, below in _BELOW.items()}
+
+
+# Default per-job wall time, keyed by (host, family, backend); host is "gpu" when the plan has GPUs:
+# each family's manifest states its own (estimate_defaults), with where each figure came from
+# (measured after one-node jobs started their ranks directly: distbench.launch.torchrun).
+DEFAULTS: dict[tuple[str, str, str], EstimateDefault] = {
+    (host, name, backend): d for name, m in _ESTIMATED.items() for (host, backend), d in m.estimate_defaults.items()}
+# With batch_launch (distbench.launch.batch) the jobs of a family that shares launches, of one backend
+# and world size, share a launch: its first job pays the launch's fixed cost, the others only their
+# own measurement, this much less than the default above ({(host, family): seconds}: each family's
+# manifest states its launch_cost_s).
+LAUNCH_COST_S = {(host, name): s for name, m in _ESTIMATED.items() for host, s in m.launch_cost_s.items()}
 BATCHED = tuple(name for name, m in _ESTIMATED.items() if m.shares_launches)
 
 
 @dataclass(frozen=True)
 class JobKey:
+    """A job as the estimate knows it: its family, backend, world size and its other wildcards, in the
+    order of its family's benchmark template (KEY_FIELDS)."""
+
     family: str
     backend: str
     world_size: int
-    model: str = ""  # training, memory
-    config: str = ""  # training/memory config label, or the comm job's NCCL settings label
-    dtype: str = ""  # comm
+    rest: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, family: str, wildcards) -> JobKey:
+        """The key of a job of `family` (the estimate's name) from its wildcards."""
+        return cls(family, str(wildcards["backend"]), int(wildcards["world_size"]),
+                   tuple(str(wildcards[f]) for f in KEY_FIELDS[family]))
 
     @property
     def wildcards(self) -> dict:
-        return {"backend": self.backend, "world_size": self.world_size, "model": self.model,
-                "config": self.config, "nccl_env": self.config, "dtype": self.dtype}
+        return {"backend": self.backend, "world_size": self.world_size,
+                **dict(zip(KEY_FIELDS[self.family], self.rest))}
 
 
 @dataclass(frozen=True)
@@ -185,17 +186,14 @@ def human_duration(seconds: float) -> str:
 
 def job_key(rule: str, wildcards, probe_world_size: int = 0) -> JobKey | None:
     """The estimate's key of one of Snakemake's jobs (its rule and wildcards), or None for a job that
-    is no benchmark job: another rule, or the NCCL probe where it launches nothing (probe_world_size
-    below 2: nccl_probe_params)."""
+    is no benchmark job: another rule, or the one job of a family without a plan (the NCCL probe)
+    where it launches nothing (probe_world_size below 2: nccl_probe_params)."""
     family = RULE_FAMILIES.get(rule)
     if family is None:
         return None
-    if family == "probe":
-        return JobKey("probe", "nccl", probe_world_size) if probe_world_size >= 2 else None
-    ws = int(wildcards["world_size"])
-    if family == "comm":
-        return JobKey(family, wildcards["backend"], ws, config=wildcards["nccl_env"], dtype=wildcards["dtype"])
-    return JobKey(family, wildcards["backend"], ws, model=wildcards["model"], config=wildcards["config"])
+    if family in SINGLE_JOBS:
+        return JobKey(family, SINGLE_JOB_BACKEND, probe_world_size) if probe_world_size >= 2 else None
+    return JobKey.of(family, wildcards)
 
 
 def job_seconds(value) -> float | None:
@@ -244,19 +242,9 @@ def read_seconds(tsv: Path, ignored: list[str] | None = None) -> float | None:
 
 
 def key_of(family: str, rel: tuple[str, ...]) -> JobKey | None:
-    """A job's key from its tsv's path below benchmarks/<family>/ (BENCHMARKS), or None."""
-    if family == "probe" and len(rel) == 2:
-        backend, ws = rel[0], rel[1].removesuffix(".tsv")
-        middle, last = "", ""
-    elif family != "probe" and len(rel) == 4:
-        backend, middle, ws, last = rel[0], rel[1], rel[2], rel[3].removesuffix(".tsv")
-    else:
-        return None
-    if not (ws.startswith("ws") and ws[2:].isdigit()):
-        return None
-    if family == "comm":
-        return JobKey(family, backend, int(ws[2:]), config=last, dtype=middle)
-    return JobKey(family, backend, int(ws[2:]), model=middle, config=last)
+    """A job's key from its tsv's path below benchmarks/<family>/ (its BENCHMARKS template), or None."""
+    found = _PATTERNS[family].fullmatch("/".join(rel))
+    return JobKey.of(family, found.groupdict()) if found else None
 
 
 def _tsv_files(results_dir: Path, budget: list[int]) -> Iterable[tuple[str, tuple[str, ...], Path]]:
@@ -362,7 +350,8 @@ def batch_seconds(label_dir: Path, key: JobKey, ignored: list[str] | None = None
 
 def default_seconds(key: JobKey, gpus: int) -> float:
     """The stated figure of the job's host, family and backend; for a pair the table lacks (e.g. Gloo
-    training on a GPU host), the slowest figure of that host: a guess, counted among the defaults."""
+    jobs of a family that states only NCCL's on a GPU host), the slowest figure of that host: a guess,
+    counted among the defaults."""
     host = "gpu" if gpus else "cpu"
     d = DEFAULTS.get((host, key.family, key.backend))
     if d is not None:
@@ -374,8 +363,9 @@ def estimate(jobs: Iterable[tuple[JobKey, bool]], results_dir: str | Path, gpus:
              batch: bool = True) -> Estimate:
     """The seconds of the jobs to run. jobs: (key, runs) of every benchmark job of this invocation,
     runs as Snakemake decided it (job_key, distbench.launch.dag_view.planned_jobs); a job that does
-    not run is cached. batch: training and memory jobs share a launch per backend and world size
-    (config batch_launch): a default figure then counts the launch's fixed cost once per group."""
+    not run is cached. batch: the jobs of a family that shares launches share one per backend and
+    world size (config batch_launch): a default figure then counts the launch's fixed cost once per
+    group."""
     past = history(Path(results_dir))
     # The family's history at the job's own world size: a job's time grows with its ranks (7 s per
     # Gloo rank on 2 cores), so another world size's history would mislead (a quick run's 2-rank jobs

@@ -1,11 +1,13 @@
-"""The one registry of the families' manifests (distbench.core.manifest): every package of distbench
-that holds a `manifest.py`, found by walking the package (no family is listed by hand), in
-REPORT_ORDER's order, then any other by name.
+"""The families' manifests (distbench.core.manifest): every package of distbench holding a
+`manifest.py`, imported once so that each registers itself (distbench.core.manifest.register, which
+refuses a name given twice), in the order each manifest states (`order`, then name).
 
-What is derived from them here: which of them a run has (its config and plan), each one's planned job
-files, tables and figure directories, and the inputs of the report. rules/common.smk wires these into
-Snakemake; distbench.pipeline.estimate, distbench.pipeline.report_only, distbench.launch.batch (through
-the Snakefile) and distbench.report.sections read the same manifests. Torch-free.
+A family is found by its folder: a new `distbench/<name>/manifest.py` is all it takes, and no file
+here or elsewhere lists the families. What is derived from them here: which of them a run has (its
+config and plan), each one's planned job files, tables and figure directories, and the inputs of the
+report. rules/families.smk builds each family's rules from these; distbench.pipeline.estimate,
+distbench.pipeline.report_only, distbench.launch.batch (through the Snakefile) and
+distbench.report.sections read the same manifests. Torch-free.
 """
 
 from __future__ import annotations
@@ -17,26 +19,24 @@ from functools import cache
 from pathlib import Path
 
 import distbench
-from distbench.core.manifest import FamilyManifest, Table
-
-# The order the families appear in (the estimate's message, the report's sections within a place): a
-# family missing here comes after them, by name. Not a list of what exists: the walk finds that.
-ORDER = ("comm", "training", "memory", "nodes", "predict", "traces", "probes")
-
+from distbench.core.manifest import REGISTRY, FamilyManifest, Table
 
 @cache
 def manifests() -> tuple[FamilyManifest, ...]:
-    """Every family's manifest: the packages of distbench holding a manifest module."""
-    found = []
+    """Every family's manifest, in their stated order: the packages of distbench holding a manifest
+    module register theirs when imported (distbench.core.manifest.REGISTRY)."""
     for info in pkgutil.iter_modules(distbench.__path__):
         if info.ispkg and (Path(distbench.__path__[0]) / info.name / "manifest.py").exists():
-            m = getattr(importlib.import_module(f"distbench.{info.name}.manifest"), "MANIFEST", None)
-            if m is None:  # distbench.core.manifest: the dataclass itself, no family
+            module = importlib.import_module(f"distbench.{info.name}.manifest")
+            m = getattr(module, "MANIFEST", None)
+            if m is None:  # distbench.core.manifest: the dataclass and the registry, no family
                 continue
             if m.name != info.name:
                 raise ValueError(f"distbench/{info.name}/manifest.py names its family {m.name!r}")
-            found.append(m)
-    return tuple(sorted(found, key=lambda m: (ORDER.index(m.name) if m.name in ORDER else len(ORDER), m.name)))
+            if REGISTRY.get(m.name) is not m:
+                raise ValueError(f"distbench/{info.name}/manifest.py does not register its MANIFEST "
+                                 "(MANIFEST = register(FamilyManifest(...)))")
+    return tuple(sorted(REGISTRY.values(), key=lambda m: (m.order, m.name)))
 
 
 def manifest(name: str) -> FamilyManifest:
@@ -59,7 +59,7 @@ def planned_wildcards(m: FamilyManifest, plan: Mapping) -> list[Mapping]:
     """The wildcards of every planned job of family m ([] for one without jobs in the plan)."""
     if not m.job_rule:
         return []
-    return list(m.jobs(plan)) if m.jobs else [{}]
+    return [j.wildcards for j in plan["jobs"].get(m.name, [])] if m.plan else [{}]
 
 
 def job_files(m: FamilyManifest, plan: Mapping, name: str | None = None) -> list[str]:

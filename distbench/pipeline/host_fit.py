@@ -3,8 +3,8 @@
 Which jobs run here: every one-node job (torchrun --standalone), and every agent of a multi-node job
 or a node-pair round started by the local launcher (cluster.launcher local, or auto outside a SLURM
 allocation: every agent on this host over loopback, whatever cluster.nodes says), simulated nodes
-(nodes.simulate) included. The agents srun or ssh start run on other machines and are not held to
-this one.
+included (a family that places its own jobs says which of its agents run here: its manifest's
+host_placement). The agents srun or ssh start run on other machines and are not held to this one.
 
 Limits, for the jobs that run here:
 - NCCL: every NCCL job needs a GPU per rank. With `gpus` declared (not auto), the GPUs this host
@@ -16,13 +16,15 @@ Limits, for the jobs that run here:
   ranks then time-share the cores (distbench.core.section.oversubscribed marks their rows so);
   beyond that a job is refused: 1,024 ranks on 2 cores would only queue for the cores (and hold a
   Python + torch process each in memory). The default config's Gloo jobs (6 ranks) run on 2 cores.
-  A node round's ranks are all its nodes' (nodes x ranks per node).
-- Memory: each job's processes and buffers (below) within MEMORY_SHARE of this host's memory (the
-  least of MemTotal and the cgroup's limit), and an NCCL job's buffers within that share of the
-  smallest GPU's memory when nvidia-smi can say. Capacity, not what is free now: a run waiting for
-  the host lock (distbench.launch.hostlock) must not be refused for the memory of the run it waits
-  for. The training and memory families' models are not estimated (the memory family measures
-  them); their processes are.
+  The ranks of a family that places its own jobs are all its agents' on this host (nodes x ranks
+  per node).
+- Memory: each job's processes (below) and buffers (its family's manifest's host_needs, or
+  host_placement) within MEMORY_SHARE of this host's memory (the least of MemTotal and the cgroup's
+  limit), and an NCCL job's buffers within that share of the smallest GPU's memory when nvidia-smi
+  can say. Capacity, not what is free now: a run waiting for the host lock
+  (distbench.launch.hostlock) must not be refused for the memory of the run it waits for. A family
+  without the hook (a model's weights and activations, which a family may itself measure) counts
+  its processes only.
 
 A plan meant for other machines is not held to this host: cluster.other_host: true, or a cluster
 executor (snakemake --profile profiles/slurm). A dry run shows the plan with the problem named
@@ -32,8 +34,6 @@ Snakefile's onstart hook, where the executor is known).
 
 from __future__ import annotations
 
-import functools
-import math
 import os
 import shutil
 import subprocess
@@ -41,36 +41,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from distbench.comm.plan import job_params, pairs_job
+from distbench.core.manifest import HostNeed, resolve
 from distbench.core.units import human_bytes
 from distbench.launch.cluster import job_layout, resolve_launcher
+from distbench.pipeline.families import manifests
 from distbench.pipeline.plan import detect_gpus
 
 GLOO_RANKS_PER_CORE = 4
 GLOO_MIN_RANKS = 8
 
 MiB = 2**20
-# Memory, measured as peaks: on CPU (torch 2.13, 2 Gloo ranks, RSS through RUSAGE_CHILDREN, one op
-# and size per job, iters 1, no rotation) and on 2 H200s (torch 2.11, NCCL, events and graph timing,
-# nvidia-smi's memory.used every 50 ms), issue 37. A rank after importing torch and joining its
-# process group holds 228 MiB, a torchrun agent 221 MiB: PROCESS_BYTES each.
+# Memory, measured as peaks: on CPU (torch 2.13, 2 Gloo ranks, RSS through RUSAGE_CHILDREN) and on 2
+# H200s (torch 2.11, NCCL, nvidia-smi's used memory every 50 ms), issue 37. A rank after importing
+# torch and joining its process group holds 228 MiB, a torchrun agent 221 MiB: PROCESS_BYTES each.
 PROCESS_BYTES = 240 * MiB
 # An NCCL rank's host memory beside that: the CUDA context and libraries it maps (1.0-1.1 GiB in all).
 CUDA_PROCESS_BYTES = 1024 * MiB
 # On each GPU beside the buffers: the CUDA context, NCCL's own buffers and the caching allocator's
 # slack (1,461 MiB at 2 ranks; NCCL's buffers grow with its peers and channels).
 GPU_RESERVE_BYTES = 2048 * MiB
-# Each op's peak above that for a size of S bytes: a x S (send, receive and the check's expected
-# values) plus b int64 index arrays of the op's element count (the all_to_all check builds them:
-# 14 S at float32 and 26 S at bfloat16, on CPU and GPU alike), the larger of the two machines
-# (all_reduce 2.25 S on the GPU, 2 S on CPU). all_to_all_v's receiving side scales with its busiest
-# receiver (op_bytes).
-OP_PEAK = {"all_reduce": (2.25, 0.0), "broadcast": (2.25, 0.0), "reduce_scatter": (2.5, 0.0), "send_recv": (3.5, 0.0),
-           "all_gather": (3.5, 0.0), "all_to_all": (2.0, 6.0), "barrier": (0.0, 0.0)}
-UNKNOWN_OP_PEAK = (3.5, 6.0)  # an op added since: the largest of the measured ones
-PAIRS_PEAK = 3.0  # the pair matrix: send, receive and the check's expected values
-NODES_PEAK = 2.0  # a node round: one float32 buffer, and Gloo's all_reduce a copy of it
-DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float64": 8, "int32": 4}
 # The share of this host's (or a GPU's) memory one job may plan to use: the estimate above is of
 # measured peaks; the OS, Snakemake and the page cache need the rest.
 MEMORY_SHARE = 0.8
@@ -161,36 +150,10 @@ def gpu_memory() -> tuple[int, str] | None:
 
 # --- what a job needs ----------------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=256)  # every dtype and NCCL setting of a world size asks again
-def _busiest_share(traffic: str, n: int) -> float:
-    """all_to_all_v: what its busiest receiver gets, as a multiple of the uniform share (1 to n)."""
-    from distbench.comm.traffic import TrafficError, parse_traffic, weights
-
-    try:
-        t = parse_traffic(traffic)
-        if t.kind == "zipf":  # every row alike: rank 0 receives n / sum((d + 1)^-S) shares
-            return n / math.fsum((d + 1) ** -t.exponent for d in range(n))
-        w = weights(t, n)
-    except TrafficError:  # a file for another world size: the job skips it
-        return 1.0
-    total = math.fsum(map(math.fsum, w))
-    return max(math.fsum(row[d] for row in w) for d in range(n)) * n / total if total > 0 else 1.0
-
-
-def op_bytes(op: str, size: int, elem_bytes: int, share: float = 1.0) -> float:
-    """One rank's peak above its process for one op at `size` bytes (OP_PEAK)."""
-    count = size // elem_bytes
-    if op == "all_to_all_v":  # send S; receive, expected and index arrays as its busiest receiver gets
-        # (uniform at float32: 5.5 S on CPU, 6.15 S on the GPU; zipf:50 at 2 ranks 10 S on CPU)
-        return size + share * (2.0 * size + 1.5 * 8 * count)
-    a, b = OP_PEAK.get(op, UNKNOWN_OP_PEAK)
-    return a * size + b * 8 * count
-
-
 @dataclass(frozen=True)
 class Need:
-    """One job's processes here and its buffers per rank."""
-    family: str  # comm, training, memory, nodes
+    """One job's processes here and its buffers per rank (its family's HostNeed)."""
+    family: str
     backend: str
     world_size: int
     ranks: int  # ranks on this host
@@ -200,6 +163,17 @@ class Need:
     # buffers per rank were the job's largest size this one (None: no buffers estimated), for what fits
     at_size: Callable[[int], float] | None = field(default=None, compare=False)
     largest: int = 0  # the job's largest size
+    keys: str = ""  # the config keys of its sizes, named by "What fits" (host memory)
+    gpu_keys: str = ""  # the same, against a GPU's memory
+    what: str = ""  # how the messages name its jobs ("": its backend, family and world size)
+    # the config keys that set how many agents run here, for a family that places its own jobs ("":
+    # placed by world size)
+    spread: str = ""
+
+    @classmethod
+    def of(cls, family: str, backend: str, world_size: int, ranks: int, agents: int, need: HostNeed) -> Need:
+        return cls(family, backend, world_size, ranks, agents, need.buffers, need.at, need.at_size, need.largest,
+                   need.keys, need.gpu_keys, need.what, need.spread)
 
     @property
     def process_bytes(self) -> int:
@@ -228,36 +202,6 @@ class Need:
         return lo
 
 
-def _comm_buffers(config: dict, plan: dict, job) -> tuple[float, str, Callable[[int], float], int]:
-    """(bytes per rank above its process at the job's largest point, which point, the same for the
-    job's sizes capped at any size, the largest size) of a comm job."""
-    p = job_params(config, job.backend, job.nccl_env_label, job.world_size,
-                   beside_nccl=bool(plan["world_sizes"].get("nccl")))
-    elem = DTYPE_BYTES.get(job.dtype, 8)
-    share = max((_busiest_share(t, job.world_size) for t in p.get("traffic", [])), default=1.0)
-    pairs = p["pairs_sizes"] if pairs_job(config, plan, job) else []
-
-    def point(op: str, size: int) -> float:
-        footprint = 3 * size  # the harness's own: send, receive, expected (distbench.comm.harness)
-        slots = max(1, min(p["iters"], p["rotate_bytes"] // footprint)) if p["rotate_bytes"] > 0 else 1
-        return op_bytes(op, size, elem, share) + (slots - 1) * footprint
-
-    def at_size(cap: int) -> float:
-        sizes = [min(s, cap) for s in p["sizes"]]
-        return max([point(op, s) for s in set(sizes) for op in p["ops"]]
-                   + [PAIRS_PEAK * min(s, cap) for s in pairs] + [0.0])
-
-    worst, where = 0.0, ""
-    for size in p["sizes"]:
-        for op in p["ops"]:
-            if point(op, size) > worst:
-                worst, where = point(op, size), f"{op} at {human_bytes(size)}"
-    for size in pairs:
-        if PAIRS_PEAK * size > worst:
-            worst, where = PAIRS_PEAK * size, f"the pair matrix at {human_bytes(size)}"
-    return worst, where, at_size, max([*p["sizes"], *pairs, 1])
-
-
 def _placement(config: dict, backend: str, world_size: int, gpus: int, launcher: str):
     """(ranks here, agents here, the local launcher's multi-node layout or None); ranks 0: elsewhere."""
     layout, _ = job_layout(world_size, backend, gpus, config["cluster"])
@@ -269,47 +213,41 @@ def _placement(config: dict, backend: str, world_size: int, gpus: int, launcher:
 
 
 def needs(config: dict, plan: dict, launcher: str | None = None) -> tuple[list[Need], list[str]]:
-    """What each job (and node round) puts on this host, and problems of placement (NCCL ranks that
-    would share a GPU under the local launcher)."""
+    """What each job puts on this host, and problems of placement (NCCL ranks that would share a GPU
+    under the local launcher): every family with jobs in the plan, placed by world size with its
+    buffers as its manifest's host_needs says, or as its host_placement says where it places its own."""
     launcher = launcher or resolve_launcher(config["cluster"]["launcher"])
     out, problems, shared = [], [], set()
-    families = (("comm", plan.get("comm_jobs") or []), ("training", plan.get("training_jobs") or []),
-                ("memory", plan.get("memory_jobs") or []))
-    for family, jobs in families:
-        for j in jobs:
+    own = [m for m in manifests() if m.plan and m.host_placement]
+    for m in manifests():
+        if not m.plan or m.host_placement:
+            continue
+        for j in plan["jobs"].get(m.name) or []:
             ranks, agents, layout = _placement(config, j.backend, j.world_size, plan["gpus"], launcher)
             if not ranks:
                 continue
             if layout is not None and j.backend == "nccl":
                 shared.add((j.world_size, layout.nodes, layout.ranks_per_node))
-            buffers, at, at_size, largest = _comm_buffers(config, plan, j) if family == "comm" else (0.0, "", None, 0)
-            out.append(Need(family, j.backend, j.world_size, ranks, agents, buffers, at, at_size, largest))
+            need = resolve(m.host_needs)(config, plan, j) if m.host_needs else HostNeed()
+            out.append(Need.of(m.name, j.backend, j.world_size, ranks, agents, need))
     for ws, nodes, per in sorted(shared):
         problems.append(f"NCCL world size {ws} as {nodes} agents of {per} rank(s) through the local launcher: every "
                         f"agent runs on this host and numbers its GPUs from 0, so ranks would share GPUs 0-{per - 1} "
                         "(NCCL refuses that). What fits: world sizes up to the GPUs of one node, or cluster.launcher "
                         "ssh or srun for other hosts")
-    from distbench.nodes.plan import nodes_layout, sizes_of
-
-    rounds = nodes_layout(config, plan["gpus"])
-    if rounds.backend and (rounds.simulated or launcher == "local"):
-        if rounds.backend == "nccl" and not rounds.simulated:
-            problems.append(f"node rounds over {rounds.nodes} nodes through the local launcher under NCCL: every node's "
-                            "ranks would take this host's GPUs from 0. What fits: nodes.simulate (each simulated node "
-                            "its own GPUs), or cluster.launcher ssh or srun")
-        largest = max(sizes_of(config))
-        out.append(Need("nodes", rounds.backend, rounds.world_size, rounds.world_size, rounds.nodes,
-                        NODES_PEAK * largest, f"{human_bytes(largest)} (nodes.sizes)",
-                        lambda cap: NODES_PEAK * min(cap, largest), largest))
+    for m in own:
+        found, said = resolve(m.host_placement)(config, plan, launcher)
+        problems += said
+        out += [Need.of(m.name, n.backend, n.world_size, n.ranks, n.agents, n) for n in found]
     return out, problems
 
 
 # --- the check -----------------------------------------------------------------------------------
 
 def _what(n: Need) -> str:
-    if n.family == "nodes":
-        return f"node rounds ({n.backend}, {n.agents} nodes x {n.ranks // max(n.agents, 1)} rank(s) on this host)"
-    return f"{n.backend.upper() if n.backend == 'nccl' else 'Gloo'} {n.family} job at world size {n.world_size}"
+    if n.spread:  # a family placing its own jobs: its agents are nodes
+        return f"{n.what} ({n.backend}, {n.agents} nodes x {n.ranks // max(n.agents, 1)} rank(s) on this host)"
+    return n.what or f"{n.backend.upper() if n.backend == 'nccl' else 'Gloo'} {n.family} job at world size {n.world_size}"
 
 
 def _largest_each(found: list[Need], key) -> list[Need]:
@@ -336,12 +274,11 @@ def _memory_problems(found: list[Need], host: tuple[int, str] | None, gpu: tuple
                     f"{human_bytes(PROCESS_BYTES)}), above {MEMORY_SHARE:.0%} of {host[1]}")
             size = n.largest_fitting(lambda b: n.host_bytes_at(b) <= budget) if on_host else 0
             per_node = PROCESS_BYTES + n.ranks // max(n.agents, 1) * (n.process_bytes + (n.buffers if on_host else 0))
-            if n.family == "nodes" and budget >= 2 * per_node:  # fewer nodes (each an agent and its ranks)
-                line += (f". What fits: up to {int(budget // per_node)} nodes here (nodes.simulate, or cluster.nodes "
-                         "on the local launcher)" + (f", or sizes up to about {human_bytes(size)}" if size else ""))
+            if n.spread and budget >= 2 * per_node:  # fewer nodes (each an agent and its ranks)
+                line += (f". What fits: up to {int(budget // per_node)} nodes here ({n.spread})"
+                         + (f", or sizes up to about {human_bytes(size)}" if size else ""))
             elif size:
-                key = "nodes.sizes" if n.family == "nodes" else "comm.sizes, comm.gloo.max_bytes, comm.pairs_sizes"
-                line += f". What fits: sizes up to about {human_bytes(size)} at this world size ({key})"
+                line += f". What fits: sizes up to about {human_bytes(size)} at this world size ({n.keys})"
             else:
                 most = int((budget - n.agents * PROCESS_BYTES) / n.process_bytes)
                 line += f". What fits: at most about {max(most, 0)} ranks per job here, before any buffer"
@@ -356,8 +293,7 @@ def _memory_problems(found: list[Need], host: tuple[int, str] | None, gpu: tuple
                     f"for CUDA and NCCL), above {MEMORY_SHARE:.0%} of {gpu[1]}")
             size = n.largest_fitting(lambda b: b + GPU_RESERVE_BYTES <= budget)
             if size:
-                key = "nodes.sizes" if n.family == "nodes" else "comm.sizes, comm.pairs_sizes"
-                line += f". What fits: sizes up to about {human_bytes(size)} ({key})"
+                line += f". What fits: sizes up to about {human_bytes(size)} ({n.gpu_keys})"
             problems.append(line)
         if len(over) > 3:
             problems.append(f"... and {len(over) - 3} more NCCL job(s) above it")
@@ -387,17 +323,17 @@ def host_fit(config: dict, plan: dict, cores: int | None = None, detected: tuple
         if n.backend == "gloo":
             per_host.setdefault(n.ranks, []).append(n)
     limit = gloo_rank_limit(cores)
-    over = sorted({n.world_size for r, ns in per_host.items() if r > limit for n in ns if n.family != "nodes"})
+    over = sorted({n.world_size for r, ns in per_host.items() if r > limit for n in ns if not n.spread})
     if over:
         problems.append(f"Gloo world sizes {over}: more ranks than the {limit} this host's {cores} core(s) run "
                         f"({GLOO_RANKS_PER_CORE} per core, at least {GLOO_MIN_RANKS}; a multi-node job's ranks all "
                         f"count where the local launcher starts every agent here). What fits: world sizes up to {limit}")
-    for n in (n for ns in per_host.values() for n in ns if n.family == "nodes" and n.ranks > limit):
-        problems.append(f"node rounds: {n.agents} nodes x {n.ranks // n.agents} rank(s), all on this host, are {n.ranks} "
-                        f"Gloo ranks, more than the {limit} its {cores} core(s) run. What fits: nodes.simulate (or "
-                        f"cluster.nodes with the local launcher) up to {limit // max(n.ranks // n.agents, 1)}")
+    for n in (n for ns in per_host.values() for n in ns if n.spread and n.ranks > limit):
+        problems.append(f"{n.what}: {n.agents} nodes x {n.ranks // n.agents} rank(s), all on this host, are {n.ranks} "
+                        f"Gloo ranks, more than the {limit} its {cores} core(s) run. What fits: up to "
+                        f"{limit // max(n.ranks // n.agents, 1)} nodes here ({n.spread})")
     for ranks in sorted(r for r in per_host if cores < r <= limit):
-        sizes = sorted({n.world_size for n in per_host[ranks] if n.family != "nodes"})
+        sizes = sorted({n.world_size for n in per_host[ranks] if not n.spread})
         if sizes:
             crowded.append(f"Gloo {ranks} ranks on {cores} core(s) (world size {sizes}): oversubscribed, "
                            f"allowed up to {limit} ranks here; a smoke test, scaling not judged")

@@ -1,6 +1,6 @@
-"""From a validated config (and the GPUs on this host) to the run's plan: every family's jobs
-(distbench.comm.plan, distbench.training.plan, distbench.memory.plan), where each job is placed, its
-cluster resources, the probe's params, and the plan as the report shows it.
+"""From a validated config (and the GPUs on this host) to the run's plan: every family's jobs (each
+manifest's `plan` hook, looped over: no family is named here), where each job is placed, its cluster
+resources, the probe's params, and the plan as the report shows it.
 
 The Snakefile calls `make_plan` once when the DAG is built; each job's output path carries every
 config key that selects it, so Snakemake's own bookkeeping is the cache.
@@ -13,14 +13,11 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from distbench.comm.plan import comm_jobs, job_params
+from distbench.core.manifest import FamilyPlan, resolve
 from distbench.launch.cluster import Layout, job_layout, launch_params, slurm_resources
 from distbench.launch.planning import world_sizes as world_sizes_of
-from distbench.memory.plan import memory_jobs
-from distbench.nodes.plan import nodes_plan
 from distbench.launch.profiling import family_mode
-from distbench.pipeline.families import manifests
-from distbench.training.plan import training_jobs
+from distbench.pipeline.families import manifest, manifests
 
 
 def profiled(config: dict) -> dict[str, str]:
@@ -49,26 +46,44 @@ def detect_gpus() -> tuple[int, str]:
     return n, f"detected {n} via {'/proc/driver/nvidia' if proc.is_dir() else 'nvidia-smi -L' if shutil.which('nvidia-smi') else 'no NVIDIA driver on this host'}"
 
 
+def family_plans(config: dict, gpus: int, gpus_source: str) -> dict[str, FamilyPlan]:
+    """{family: its FamilyPlan} of every family with a plan hook (its manifest's `plan`), in order."""
+    return {m.name: resolve(m.plan)(config, gpus, gpus_source) for m in manifests() if m.plan}
+
+
 def make_plan(config: dict, detected: tuple[int, str] | None = None) -> dict:
-    """Return {'comm_jobs': [CommJob], 'training_jobs': [...], 'memory_jobs': [...], 'gpus': int,
-    'gpus_source': str, 'skipped': [{'what','why'}], 'world_sizes': {backend: [int]}, 'backends_run',
-    'config_world_sizes': [int] (the top-level list; `auto` resolved on these GPUs), 'world_sizes_auto': bool}."""
+    """Return the run's plan: {'jobs': {family: [job]} (every family with a plan hook, looped over the
+    manifests), 'gpus': int, 'gpus_source': str, 'skipped': [{'what','why'}] (every family's),
+    'health_nodes': int (the most nodes a family's jobs span beyond their world size), 'profiled':
+    {family: mode}, 'config_world_sizes': [int] (the top-level list; `auto` resolved on these GPUs),
+    'world_sizes_auto': bool}, and each family's facts (FamilyPlan.facts: e.g. the world sizes per
+    backend and the backends run), a fact stated by two families refused."""
     if config["gpus"] == "auto":
         gpus, source = detected if detected is not None else detect_gpus()
         gpus_source = f"auto: {source}"
     else:
         gpus, gpus_source = int(config["gpus"]), "declared in config (gpus)"
     top = world_sizes_of(config, gpus)  # world_sizes: auto -> the node's own (distbench.launch.planning)
-    jobs, skipped, world_sizes = comm_jobs(config, gpus, gpus_source)
-    tjobs, tskipped = training_jobs(config, gpus)
-    mjobs, mskipped = memory_jobs(config, gpus)
-    return {"comm_jobs": jobs, "gpus": gpus, "gpus_source": gpus_source, "skipped": skipped + tskipped + mskipped,
-            "world_sizes": world_sizes, "backends_run": sorted({j.backend for j in jobs}),
-            "training_jobs": tjobs, "memory_jobs": mjobs,
-            # the node-pair rounds (distbench.nodes.plan; backend None: none) and the profiled families
-            "nodes_plan": nodes_plan(config, gpus), "profiled": profiled(config),
+    plans = family_plans(config, gpus, gpus_source)
+    plan = {"jobs": {name: list(p.jobs) for name, p in plans.items()}, "gpus": gpus, "gpus_source": gpus_source,
+            "skipped": [s for p in plans.values() for s in p.skipped],
+            "health_nodes": max([p.nodes for p in plans.values()] or [0]), "profiled": profiled(config),
             # the top-level world_sizes as planned: the list given, or what `auto` chose on these GPUs
-            "config_world_sizes": top, "world_sizes_auto": config["world_sizes"] == "auto"}
+            "config_world_sizes": top, "world_sizes_auto": config["world_sizes"] == "auto",
+            "world_sizes": {}, "backends_run": []}
+    stated: dict[str, str] = {}
+    for name, p in plans.items():
+        for key, value in p.facts.items():
+            if key in stated:
+                raise ValueError(f"the plan's {key!r} is stated by both {stated[key]} and {name}")
+            stated[key] = name
+            plan[key] = value
+    return plan
+
+
+def all_jobs(plan: dict) -> list:
+    """Every planned job of every family, in the families' order."""
+    return [j for jobs in plan["jobs"].values() for j in jobs]
 
 
 # A host with this many cores has cores to spare beside a benchmark job (a GPU job's ranks drive the
@@ -83,7 +98,7 @@ def side_threads(plan: dict, cores: int) -> int:
     the cores; the benchmark jobs take them all, so they never run beside each other); they took ~80 s
     of the 4x H100 default run one after another (benchmarks/results/day-one-h100x4-2026-11-27). 1
     elsewhere: on a CPU host the Gloo jobs' cores are what they measure, so those steps wait."""
-    gpu_host = plan["gpus"] >= 1 and "nccl" in plan["backends_run"]
+    gpu_host = plan["gpus"] >= 1 and any(j.backend == "nccl" for j in all_jobs(plan))
     return 0 if gpu_host and cores >= SIDE_BY_SIDE_MIN_CORES else 1
 
 
@@ -106,7 +121,11 @@ SLURM_RESOURCES = ("nodes", "tasks", "tasks_per_gpu", "gres", "cpus_per_task", "
 
 def job_resources(config: dict, plan: dict, family: str, job) -> dict:
     """A benchmark job's resources for a cluster executor (distbench.launch.cluster.slurm_resources),
-    every key of SLURM_RESOURCES present (a rule declares them all; the local executor ignores them)."""
+    every key of SLURM_RESOURCES present (a rule declares them all; the local executor ignores them):
+    its family's own (the manifest's job_resources), else placed by backend and world size."""
+    own = manifest(family).job_resources
+    if own:
+        return resolve(own)(config, plan, job)
     layout = layout_of(config, plan, job.backend, job.world_size)
     res = slurm_resources(layout, job.backend, config[family]["job_timeout_s"], config["cluster"])
     return {"tasks": layout.nodes, "tasks_per_gpu": 0, "gres": "", **res}
@@ -124,11 +143,9 @@ def probe_resources(config: dict, plan: dict) -> dict:
 def health_launch(config: dict, plan: dict) -> dict:
     """The nodes the health check reads (distbench.probes.health_node): as many as the widest benchmark
     job spans, or the node-pair rounds when they run on cluster nodes; launcher and hosts as theirs."""
-    jobs = plan["comm_jobs"] + plan.get("training_jobs", []) + plan.get("memory_jobs", [])
-    n = max([layout_of(config, plan, j.backend, j.world_size).nodes for j in jobs] or [1])
-    rounds = plan["nodes_plan"] if "nodes_plan" in plan else nodes_plan(config, plan["gpus"])
-    if rounds.backend and not rounds.simulated:
-        n = max(n, rounds.nodes)
+    spanned = [m.name for m in manifests() if m.plan and not m.job_resources]  # placed by world size
+    jobs = [j for name in spanned for j in plan["jobs"].get(name, [])]
+    n = max([layout_of(config, plan, j.backend, j.world_size).nodes for j in jobs] + [1, plan["health_nodes"]])
     cl = config["cluster"]
     return {"nodes": n, "launcher": cl["launcher"], "hosts": list(cl["hosts"])}
 
@@ -149,15 +166,14 @@ def plan_summary(plan: dict, gpus_source: str | None = None) -> dict:
             "config_world_sizes": plan.get("config_world_sizes"), "world_sizes_auto": plan.get("world_sizes_auto", False),
             # Gloo jobs with more ranks than cores (distbench.pipeline.host_fit): allowed, named
             "oversubscribed": plan.get("oversubscribed", []),
-            "comm_jobs": [j.wildcards for j in plan["comm_jobs"]],
-            "training_jobs": [j.wildcards for j in plan.get("training_jobs", [])],
-            "memory_jobs": [j.wildcards for j in plan.get("memory_jobs", [])]}
+            "jobs": {name: [j.wildcards for j in jobs] for name, jobs in plan["jobs"].items()}}
 
 
-def nccl_probe_params(config: dict, plan: dict) -> dict:
-    """The NCCL debug probe runs at the largest NCCL world size (world_size 0: nothing to probe, and why)."""
+def nccl_probe_params(config: dict, plan: dict) -> dict:  # noqa: ARG001 - one signature with the other params
+    """The NCCL debug probe runs at the largest NCCL world size (world_size 0: nothing to probe, and why),
+    with the ops, sizes and job environment a family states for it (the plan's fact `nccl_probe`)."""
     # one node: the probe is a torchrun job of its own (distbench.probes.nccl_probe), never multi-node
     ws = max([w for w in plan["world_sizes"].get("nccl") or [] if w <= plan["gpus"]] or [0])
     why = next((s["why"] for s in plan["skipped"] if s["what"] == "backend nccl"), "no NCCL jobs in this config")
-    params = job_params(config, "nccl")
-    return {"world_size": ws, "why": why, "ops": params["ops"], "sizes": params["sizes"], "job_env": params["job_env"]}
+    workload = plan.get("nccl_probe") or {"ops": [], "sizes": [], "job_env": {}}
+    return {"world_size": ws, "why": why, **workload}

@@ -1,9 +1,10 @@
 """The prediction of larger clusters, as the workflow and the report see it (distbench.core.manifest)."""
 
-from distbench.core.manifest import FamilyManifest, Figures, Table, config_flag
+from distbench.core.manifest import FamilyManifest, Figures, Table, config_flag, register
 
-MANIFEST = FamilyManifest(
+MANIFEST = register(FamilyManifest(
     name="predict",
+    order=50,
     active=config_flag("predict", "enabled"),
     tables=(
         Table("prediction_validation", "tables/predict/prediction_validation.csv"),
@@ -13,5 +14,7 @@ MANIFEST = FamilyManifest(
     ),
     figures=(Figures("figures_predict"),),
     sections={"body": ("distbench.predict.section:PREDICTION",)},
-    package_data=("templates/*.j2",),
-)
+    package_data=("templates/*.j2", "config.schema.yaml"),
+    schema="config.schema.yaml",
+    config_check="distbench.predict.hooks:config_check",
+))

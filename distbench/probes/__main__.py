@@ -1,7 +1,8 @@
-"""Command line: python -m distbench.probes {topology,nccl-log,probe-topology,nvlink,env,health} ...
+"""Command line: python -m distbench.probes {topology,nccl-log,probe-topology,nvlink,env} ...
 
 Prints JSON on stdout. Exit 2 with one line on stderr when an input file is missing or is not
-what the subcommand parses, so a Snakemake rule fails with a readable reason.
+what the subcommand parses, so a Snakemake rule fails with a readable reason. The hardware health
+check has its own: python -m distbench.health.
 """
 
 from __future__ import annotations
@@ -59,25 +60,6 @@ def _cmd_env(args) -> dict:
     return collect_env()
 
 
-def _cmd_health(args) -> dict:
-    """health_before.csv in --out; with --after, health_after.csv and health_diff.csv against it."""
-    from distbench.probes.health import read_health
-    from distbench.probes.health_table import check_after, check_before, stop_reason
-
-    out = Path(args.out)
-    if args.after:
-        before = out / "health_before.csv"
-        _read(str(before))
-        diff = check_after(before, out / "health_after.csv", out / "health_diff.csv",
-                           read_health(args.gpus, args.load_s))
-        moved = [vars(r) for r in diff if r.state in ("degraded", "failing")]
-        return {"written": [str(out / "health_after.csv"), str(out / "health_diff.csv")], "moved": moved}
-    rows = check_before(out / "health_before.csv", read_health(args.gpus, args.load_s))
-    return {"written": [str(out / "health_before.csv")],
-            "not_ok": [vars(r) for r in rows if r.state in ("degraded", "failing")],
-            "stop": stop_reason(rows, True)}
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m distbench.probes", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -90,13 +72,6 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("probe-topology", help="run `nvidia-smi topo -m` on this host").set_defaults(fn=_cmd_probe_topology)
     sub.add_parser("nvlink", help="NVLink/PCIe link state from NVML").set_defaults(fn=_cmd_nvlink)
     sub.add_parser("env", help="software/hardware environment record").set_defaults(fn=_cmd_env)
-    p = sub.add_parser("health", help="hardware health per GPU (NVML): health_before.csv, or with --after "
-                                      "health_after.csv and health_diff.csv")
-    p.add_argument("--out", required=True, help="directory of the CSVs")
-    p.add_argument("--after", action="store_true", help="the reading after a run, against --out/health_before.csv")
-    p.add_argument("--gpus", type=int, default=None, help="GPUs expected on this node (missing ones fail)")
-    p.add_argument("--load-s", type=float, default=5.0, help="seconds of matmul load while sampling (0: idle)")
-    p.set_defaults(fn=_cmd_health)
     args = parser.parse_args(argv)
     try:
         result = args.fn(args)

@@ -1,22 +1,24 @@
-"""The probes and the hardware health check, as the workflow, the estimate and the report see them
-(distbench.core.manifest). The NCCL probe is a job of its own (one per run, no wildcards of a job);
-the health readings are taken before and after the benchmark jobs."""
+"""The probes, as the workflow, the estimate and the report see them (distbench.core.manifest). The
+NCCL probe is a job of its own (one per run, no wildcards of a job). The hardware health check is
+its own package with its own manifest (distbench.health.manifest)."""
 
-from distbench.core.manifest import FamilyManifest, Table, config_flag
+from distbench.core.manifest import FamilyManifest, register
+from distbench.core.manifest import EstimateDefault
 
-MANIFEST = FamilyManifest(
+MANIFEST = register(FamilyManifest(
     name="probes",
+    order=70,
     job_rule="probe_nccl",
     job_dir="probe",
     job_files=("nccl.json",),
     benchmark="benchmarks/probe/{backend}/ws{world_size}.tsv",
     estimated=True,
-    measuring_rules=("health_before", "health_after"),
     cached=("probe/env.json", "probe/topology.json", "probe/nccl.json"),
-    tables=(
-        # health_before.csv and health_after.csv beside it; `report` alone without a reading says none was taken
-        Table("health_diff", "health/health_diff.csv", when=config_flag("health", "enabled"), optional_cached=True),
-    ),
-    sections={"top": ("distbench.probes.health_section:HEALTH_SECTION",)},
-    package_data=("templates/*.j2",),
-)
+    # Default wall time of the NCCL probe before any was recorded (distbench.pipeline.estimate): 10.8 s on
+    # 2x H200, 2026-11-27 (benchmarks/results/time-to-answer-h200x2-2026-11-27); on a host without GPUs it
+    # only writes why it did not run (0.1 s).
+    estimate_defaults={
+        ("gpu", "nccl"): EstimateDefault(11.0, source="2x H200: 10.8 s"),
+        ("cpu", "nccl"): EstimateDefault(0.2, source="no GPU: the probe writes why it did not run"),
+    },
+))

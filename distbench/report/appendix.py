@@ -11,6 +11,7 @@ from pathlib import Path
 
 import yaml
 
+from distbench.core.intervals import overlaps
 from distbench.core.provenance import JOB_ENV_PREFIXES
 from distbench.core.readers import UnreadableFile, read_json, remake
 from distbench.core.section import ReportInputs, Section, fmt_cell, table
@@ -195,9 +196,7 @@ def _cache_state(placements, run_started) -> dict | None:
 def _lock_note(placements, locks: dict, waited: float) -> str:
     """Which host lock the jobs held (distbench.launch.hostlock), how long this run waited for it, and
     any two benchmark measurements of a run that overlapped all the same (checked from their start
-    and end times)."""
-    from distbench.launch.hostlock import overlaps
-
+    and end times: distbench.core.intervals)."""
     text = ""
     if locks:
         text += ". Host lock held by every benchmark job: " + "; ".join(

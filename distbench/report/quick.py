@@ -14,7 +14,8 @@ from pathlib import Path
 from distbench.core.io import atomic_write_text
 from distbench.core.readers import UnreadableFile, read_text, remake
 from distbench.core.section import ReportInputs
-from distbench.pipeline.estimate import OUTPUTS
+from distbench.pipeline.families import manifest
+from distbench.pipeline.quick import counted
 from distbench.report.render import _environment
 from distbench.report.sections import SECTIONS
 from distbench.report.verdict import verdict_rows
@@ -29,8 +30,8 @@ SUPERSEDED = ("**Superseded** by the full report, [report.md](report.md) (genera
 
 
 def _job(family: str, wc: dict) -> str:
-    """One job as its family's plan names it: 'comm nccl float32 default at 2 rank(s)' (its wildcards
-    in the plan's order, whatever the family)."""
+    """One job as its family's plan names it: '<family> nccl float32 default at 2 rank(s)' (its
+    wildcards in the plan's order, whatever the family)."""
     named = " ".join(str(v) for k, v in wc.items() if k != "world_size")
     return f"{family} {named} at {wc['world_size']} rank(s)"
 
@@ -59,8 +60,8 @@ def render_quick(inputs: ReportInputs, quick: dict, out_md) -> str:
 def jobs_cached(plan: dict, run_dir: Path) -> tuple[int, int]:
     """(planned, cached): the plan's benchmark jobs (distbench.pipeline.plan.plan_summary's wildcards)
     and how many of them have their result under run_dir (results/<label>/), now."""
-    jobs = [(f, wc) for f in ("comm", "training", "memory") for wc in plan.get(f"{f}_jobs") or []]
-    return len(jobs), sum((Path(run_dir) / OUTPUTS[f].format(**wc)).exists() for f, wc in jobs)
+    jobs = [(f, wc) for f in counted(plan) for wc in plan["jobs"][f]]
+    return len(jobs), sum((Path(run_dir) / manifest(f).job_file().format(**wc)).exists() for f, wc in jobs)
 
 
 def supersede_quick(report_md, plan: dict, run_dir: Path, generated: str) -> bool:

@@ -1,5 +1,6 @@
 """Compute slowed by communication, measured (issue 40): the compute kernels of traced real steps
-against the same kernels of traced compute-only steps, and the step split in four parts that add up.
+against the same kernels of traced compute-only steps, and the per-step figures of a job's traces that
+the step's four-part split is made of.
 
 Both traces come from the same job (distbench.training.inspect: `step/` and `compute_only/`, one
 Chrome trace per rank, `traced_steps` steps each, one after the other). Per step window
@@ -16,27 +17,9 @@ GPU work, else idle (the host did not keep the GPU busy). The states add up to t
   gradient scaling and bucket copies; under FSDP the optimizer, which compute-only skips), less the
   reverse.
 
-The split of the timed step (medians from training.csv; the trace's figures per step, median over
-the traced steps, rank by rank, then those of the rank the others waited for: job_trace_split):
-
-    compute        = compute_only_ms (timed)
-    slowdown       = compute slowdown (traces)
-    exposed_comm   = NCCL running with no compute kernel beside it (traces)
-    rest           = step − compute − slowdown − exposed_comm, named from the traces:
-                     extra kernels (optimizer / communication bookkeeping), memory copies, host gaps
-                     (idle time beyond the compute-only step's), and `unexplained` = rest − named.
-
-It adds up within noise when |unexplained| is within the phases' noise allowance
-(distbench.training.analysis.summary.noise_allowance_ms): the traces then explain the step.
-
-When the traced steps are slower than the timed ones (the profiler records every host operation, so a
-host-bound step, e.g. FSDP2's many small ones, slows under it while GPU kernels keep their durations),
-the profiler's added time (traced − timed step) is taken off the host gaps, up to the host gaps the
-traces measured: a host-bound GPU idles while the profiler runs on the host. `profiler_host_ms` says
-how much was taken. What it cannot explain (the added time beyond the host gaps: a peer's slowed host
-showing as exposed communication) stays unexplained, and the split then does not add up
-(benchmarks/results/instep-mlp-fsdp-h100x2-2026-11-27: the control that the MLP's FSDP step is
-host-bound)."""
+The split of the timed step in four parts that uses these figures (compute, slowdown, exposed
+communication, the named rest) is the training family's: distbench.training.analysis.instep_summary
+(four_part_split), which the workflow hands job_trace_split."""
 
 from __future__ import annotations
 
@@ -219,27 +202,3 @@ def job_trace_split(inspect_dir) -> dict:
         if key is None or k < key:
             best, key = {**r, "rank": rank}, k
     return best
-
-
-def four_part_split(step_ms: float, compute_ms: float, trace: dict, allowance_ms: float) -> dict:
-    """The timed step in four parts (module docstring), with the rest named and the check that the
-    parts add up: adds_up is |unexplained| <= allowance_ms (NaN inputs: not decided). Traced steps
-    slower than the timed step by more than the allowance: the profiler's added time comes off the
-    host gaps, at most all of them (`profiler_host_ms`; module docstring)."""
-    slowdown, exposed = trace.get("slowdown_ms", math.nan), trace.get("exposed_comm", math.nan)
-    rest = step_ms - compute_ms - slowdown - exposed
-    host_gaps = trace.get("idle", math.nan) - trace.get("compute_only_idle_ms", math.nan)
-    added = trace.get("step_trace_ms", math.nan) - step_ms
-    profiler_host = 0.0
-    if added == added and allowance_ms == allowance_ms and added > allowance_ms and host_gaps == host_gaps:
-        profiler_host = min(added, max(host_gaps, 0.0))
-        host_gaps -= profiler_host
-    memory = trace.get("memory_other", math.nan) - trace.get("compute_only_memory_ms", math.nan)
-    named = {"optimizer_ms": trace.get("optimizer_extra_ms", math.nan),
-             "comm_bookkeeping_ms": trace.get("other_extra_ms", math.nan),
-             "memory_copies_ms": memory, "host_gaps_ms": host_gaps}
-    unexplained = rest - sum(named.values())
-    adds_up = abs(unexplained) <= allowance_ms if unexplained == unexplained and allowance_ms == allowance_ms else None
-    return {"compute_ms": compute_ms, "compute_slowdown_ms": slowdown, "exposed_comm_ms": exposed, "rest_ms": rest,
-            **{f"rest_{k}": v for k, v in named.items()}, "rest_unexplained_ms": unexplained,
-            "profiler_host_ms": profiler_host, "allowance_ms": allowance_ms, "adds_up": adds_up}

@@ -142,9 +142,27 @@ def job_of(entry) -> tuple:
 
     wc, p = entry.wildcards, entry.params
     params = {**p["job"], "launch": p["launch"]}
-    job = TrainingJob(wc["backend"], int(wc["world_size"]), wc["config"], params["ddp"], p["nccl_env"],
-                      wc["model"], p["strategy"])
+    job = TrainingJob(wc["backend"], int(wc["world_size"]), wc["config"], params["ddp"], p["job"]["nccl_env"],
+                      wc["model"], p["job"]["strategy"])
     return job, params
+
+
+def rule_job(job_json):
+    """The training job rule's entry (the manifest's job_entry): the job as its rule wrote it to
+    job.json. An inspected job (training.inspect) launches alone: its NCCL environment (Inspector, TUNING
+    logs) is its own, and NCCL reads it when the communicator starts (distbench.launch.batch.batchable
+    leaves it out too); the others may share a launch (distbench.launch.batch)."""
+    from distbench.launch.batch import read_entry, results_dir_of, run_job
+    from distbench.training.manifest import MANIFEST
+
+    me = read_entry(job_json)
+    job, params = job_of(me)
+    out = me.output
+    alone = lambda: run_training_job(job, params, out["csv"], out["placement"], me.log)  # noqa: E731
+    if params.get("inspect"):
+        return f"training job {job.wildcards}", alone
+    return f"training job {job.wildcards}", lambda: run_job(
+        me, results_dir_of(out["csv"], MANIFEST.job_file()), batch_family(), alone=alone)
 
 
 def _batch_args(entry, outputs: dict) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
+from distbench.core.manifest import FamilyPlan
 from distbench.launch.planning import family_backend, nccl_env_label, placeable, profile_params, world_sizes
 from distbench.workloads.registry import workload
 
@@ -264,3 +265,15 @@ def matmul_skipped(config: dict, jobs: list[TrainingJob]) -> list[dict]:
     return [{"what": "the matmul sweep (training.matmul_sweep)",
              "why": "it measures GPUs, and this run trains on CPU (Gloo): MFU has no achievable peak here, and no spec "
                     "peak either (a CPU has none in the table)"}]
+
+
+def plan_family(config: dict, gpus: int, gpus_source: str) -> FamilyPlan:  # noqa: ARG001 - the manifest's hook
+    """The training family's plan (its manifest's `plan`)."""
+    jobs, skipped = training_jobs(config, gpus)
+    return FamilyPlan(tuple(jobs), tuple(skipped))
+
+
+def rule_params(config: dict, plan: dict, job: TrainingJob) -> dict:  # noqa: ARG001 - the manifest's hook
+    """A training job's parameters (the manifest's job_params): its workload and DDP/FSDP settings,
+    its NCCL settings and strategy."""
+    return {**training_params(config, job), "nccl_env": job.nccl_env, "strategy": job.strategy}

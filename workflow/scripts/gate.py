@@ -1,7 +1,7 @@
 import sys
 
 from distbench.gate.cli import main
-from distbench.pipeline.in_rule import logged
+from distbench.launch.in_rule import logged
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
 args = ["--csv", sm.output[0], "--out", sm.params.out, "--load-s", str(sm.params.load_s)]

@@ -1,8 +1,8 @@
 import sys
 
 from distbench.core.io import atomic_write_text
-from distbench.pipeline.in_rule import run_in_rule
-from distbench.probes.health_table import read_health_csv, rows_of, stop_reason
+from distbench.launch.in_rule import run_in_rule
+from distbench.health.table import read_health_csv, rows_of, stop_reason
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
 

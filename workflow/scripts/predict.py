@@ -1,7 +1,7 @@
 from pathlib import Path
 
 from distbench.predict.tables import main
-from distbench.pipeline.in_rule import run_in_rule
+from distbench.launch.in_rule import run_in_rule
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
 argv = [sm.input.comm, "--preset", sm.params.preset, "--gpus", ",".join(map(str, sm.params.gpu_counts)),

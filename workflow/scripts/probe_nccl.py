@@ -3,7 +3,7 @@ from pathlib import Path
 from distbench.core.io import atomic_write_json
 from distbench.launch.joblock import held
 from distbench.probes.nccl_probe import run_probe
-from distbench.pipeline.in_rule import logged
+from distbench.launch.in_rule import logged
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
 with logged(sm.log[0]):

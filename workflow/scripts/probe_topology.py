@@ -1,7 +1,7 @@
 from distbench.core.io import atomic_write_json
 from distbench.probes.nvml import nvlink_state
 from distbench.probes.topology import probe_topology
-from distbench.pipeline.in_rule import logged
+from distbench.launch.in_rule import logged
 
 with logged(snakemake.log[0]):  # noqa: F821 - injected by Snakemake
     topo = probe_topology()

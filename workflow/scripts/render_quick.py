@@ -1,5 +1,5 @@
 from distbench.core.section import ReportInputs
-from distbench.pipeline.in_rule import logged
+from distbench.launch.in_rule import logged
 from distbench.report.quick import render_quick
 from distbench.report.render import documents_of
 

@@ -2,7 +2,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from distbench.core.section import ReportInputs
-from distbench.pipeline.in_rule import run_in_rule
+from distbench.launch.in_rule import run_in_rule
 from distbench.report.appendix import snakemake_run_started
 from distbench.report.quick import supersede_quick
 from distbench.report.render import documents_of, figures_in, render_report

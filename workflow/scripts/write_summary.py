@@ -1,7 +1,7 @@
 from distbench.comm.analysis.findings import read_summary
 from distbench.comm.analysis.nccl_tests_json import placements_of, write_nccl_tests
 from distbench.core.section import ReportInputs
-from distbench.pipeline.in_rule import run_in_rule
+from distbench.launch.in_rule import run_in_rule
 from distbench.report.summary_json import write_summary
 
 sm = snakemake  # noqa: F821 - injected by Snakemake

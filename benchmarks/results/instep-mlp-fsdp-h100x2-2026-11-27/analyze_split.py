@@ -9,7 +9,8 @@ from pathlib import Path
 import pandas as pd
 
 from distbench.traces.overlap import load_trace
-from distbench.traces.split import four_part_split, job_trace_split, peer_waits, rank_split
+from distbench.traces.split import job_trace_split, peer_waits, rank_split
+from distbench.training.analysis.instep_summary import four_part_split
 from distbench.training.analysis.summary import aggregate_training
 
 here, src = Path(__file__).parent, Path(sys.argv[1])

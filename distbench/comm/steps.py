@@ -1,0 +1,50 @@
+"""The comm family's rules that read tables, as its manifest's `steps` name them (rules/families.smk
+builds each rule; distbench.launch.in_rule.run_step calls these with Snakemake's object)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from distbench.launch.in_rule import logged, run_in_rule
+
+
+def aggregate(sm) -> None:
+    """The comm tables, written once: the summary with the probes joined onto every point (% of the
+    link peak, NCCL's algorithm per size) and the advice beside it. A corrupt cached job CSV or probe
+    file ends the rule with a message naming it (log + stderr, exit 1), no traceback."""
+    from distbench.comm.analysis.diagnose import diagnose
+    from distbench.comm.analysis.summary import aggregate as aggregate_summary
+
+    def join(summary):
+        return diagnose(summary, sm.input.env, sm.input.topology, sm.input.nccl, list(sm.input.placement),
+                        sm.output.advice)
+
+    run_in_rule(sm.log[0], aggregate_summary, list(sm.input.jobs), list(sm.input.ranks), sm.output.raw,
+                sm.output.ranks, sm.output.summary, sm.output.largest, sm.output.stragglers, join)
+
+
+def plot(sm) -> None:
+    """The bus-bandwidth and latency figures, with the link peak (comm_advice.json) and the GPU's name."""
+    from distbench.comm.analysis.plots import make_all
+
+    with logged(sm.log[0]):
+        Path(sm.output.figures).mkdir(parents=True, exist_ok=True)
+        peak = json.loads(Path(sm.input.advice).read_text()).get("peak")
+        gpus = json.loads(Path(sm.input.env).read_text()).get("gpus") or [{}]
+        for f in make_all(sm.input.summary, sm.output.figures, peak=peak, gpu_name=gpus[0].get("name")):
+            print(f)
+
+
+def aggregate_pairs(sm) -> None:
+    """The GPU-pair matrix (comm.pairs): every job's pairs.csv, with each pair's link class."""
+    from distbench.comm.analysis.pairs import write_pairs_table
+
+    run_in_rule(sm.log[0], write_pairs_table, list(sm.input.pairs), sm.input.topology, sm.output.table)
+
+
+def plot_pairs(sm) -> None:
+    from distbench.comm.analysis.pairs_plots import write_pairs_figures
+
+    Path(sm.output.figures).mkdir(parents=True, exist_ok=True)  # also when there is nothing to draw
+    run_in_rule(sm.log[0], write_pairs_figures, sm.input.pairs, sm.output.figures)

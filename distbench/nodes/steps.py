@@ -1,0 +1,34 @@
+"""The node rounds' rules that read tables, as the manifest's `steps` name them (rules/families.smk
+builds each rule; distbench.launch.in_rule.run_step calls these)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from distbench.launch.in_rule import logged, run_in_rule
+
+LIMITS = ("slow_latency", "slow_bandwidth", "slow_share")
+
+
+def limits(config, _plan) -> dict:
+    return {k: v for k, v in config["nodes"].items() if k in LIMITS}
+
+
+def aggregate(sm) -> None:
+    """A corrupt cached round CSV ends the rule with a message naming it (log + stderr, exit 1)."""
+    from distbench.nodes.analysis.summary import write_tables
+
+    run_in_rule(sm.log[0], write_tables, list(sm.input.rounds), sm.output.raw, sm.output.pairs, sm.output.scores,
+                {"nodes": dict(sm.params.limits)})
+
+
+def plot(sm) -> None:
+    import pandas as pd
+
+    from distbench.nodes.analysis.plots import plot_nodes
+
+    with logged(sm.log[0]):
+        out = Path(sm.output.figures)
+        out.mkdir(parents=True, exist_ok=True)
+        for path in plot_nodes(pd.read_csv(sm.input.pairs), out):
+            print(path)

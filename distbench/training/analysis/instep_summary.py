@@ -1,0 +1,201 @@
+"""training.inspect's tables (issue 40), from the jobs' `inspect/` directories, the training summary,
+the comm family's summary (the standalone figures) and the matmul sweep:
+
+- training_instep.csv: one row per bucket (op, dtype, size) of each job's timed steps
+  (distbench.training.analysis.instep.BUCKET_COLUMNS), with its sentence;
+- training_split.csv: one row per job: the four-part split (four_part_split, below), whether it adds
+  up, the bounds check redone with the measured slowdown and the named rest, MFU against the spec
+  peak and against the achievable one, and the headline naming the step's largest cost.
+
+The per-step figures of a job's traces (distbench.traces.split.job_trace_split: the GPU timeline's
+states, the compute slowdown, the extra kernels) are handed in by the caller (`trace_split`, the
+workflow's aggregate_instep.py): the training family reads no trace itself, and distbench.traces
+imports no family.
+
+The split of the timed step (medians from training.csv; the trace's figures per step, median over
+the traced steps, rank by rank, then those of the rank the others waited for: job_trace_split):
+
+    compute        = compute_only_ms (timed)
+    slowdown       = compute slowdown (traces)
+    exposed_comm   = NCCL running with no compute kernel beside it (traces)
+    rest           = step − compute − slowdown − exposed_comm, named from the traces:
+                     extra kernels (optimizer / communication bookkeeping), memory copies, host gaps
+                     (idle time beyond the compute-only step's), and `unexplained` = rest − named.
+
+It adds up within noise when |unexplained| is within the phases' noise allowance
+(distbench.training.analysis.summary.noise_allowance_ms): the traces then explain the step.
+
+When the traced steps are slower than the timed ones (the profiler records every host operation, so a
+host-bound step, e.g. FSDP2's many small ones, slows under it while GPU kernels keep their durations),
+the profiler's added time (traced − timed step) is taken off the host gaps, up to the host gaps the
+traces measured: a host-bound GPU idles while the profiler runs on the host. `profiler_host_ms` says
+how much was taken. What it cannot explain (the added time beyond the host gaps: a peer's slowed host
+showing as exposed communication) stays unexplained, and the split then does not add up
+(benchmarks/results/instep-mlp-fsdp-h100x2-2026-11-27: the control that the MLP's FSDP step is
+host-bound)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+
+from distbench.training.analysis.instep import BUCKET_COLUMNS, FAR_BELOW_RATIO, PARTS, bucket_table, job_instances
+from distbench.training.analysis.summary import check_bounds
+
+# a job's inspect directory -> its traces' per-step figures ({} without GPU traces):
+# distbench.traces.split.job_trace_split
+TraceSplit = Callable[[Path], dict]
+
+SPLIT_COLUMNS = ("job", "model", "strategy", "world_size", "source", "note", "step_ms", "step_trace_ms", "compute_ms",
+                 "compute_slowdown_ms", "exposed_comm_ms", "rest_ms", "rest_optimizer_ms", "rest_comm_bookkeeping_ms",
+                 "rest_memory_copies_ms", "rest_host_gaps_ms", "rest_unexplained_ms", "profiler_host_ms", "allowance_ms",
+                 "adds_up",
+                 "bounds_ok", "bounds_note", "tflops_per_device", "mfu_spec", "spec_peak_tflops", "mfu_achievable",
+                 "achievable_tflops", "achievable_sm_clock_mhz", "achievable_power_limit_w", "largest_cost",
+                 "headline")
+
+
+def achievable_peak(matmul: pd.DataFrame | None, device: str, dtype: str) -> dict:
+    """The best TFLOP/s of the sweep on `device` in `dtype` (the slowest GPU's best: a synchronous job
+    runs at its pace), with the SM clock and power limit it ran at; {} without a sweep row."""
+    if matmul is None or matmul.empty:
+        return {}
+    ok = matmul[(matmul["status"] == "ok") & (matmul["dtype"] == dtype) & (matmul["device_name"] == device)]
+    if ok.empty:
+        return {}
+    best = ok.loc[ok.groupby("device_index")["tflops"].idxmax()]
+    slowest = best.loc[best["tflops"].idxmin()]
+    return {"achievable_tflops": float(slowest["tflops"]), "achievable_sm_clock_mhz": slowest.get("sm_clock_mhz"),
+            "achievable_power_limit_w": slowest.get("power_limit_w")}
+
+
+def four_part_split(step_ms: float, compute_ms: float, trace: dict, allowance_ms: float) -> dict:
+    """The timed step in four parts (module docstring), with the rest named and the check that the
+    parts add up: adds_up is |unexplained| <= allowance_ms (NaN inputs: not decided). Traced steps
+    slower than the timed step by more than the allowance: the profiler's added time comes off the
+    host gaps, at most all of them (`profiler_host_ms`; module docstring)."""
+    slowdown, exposed = trace.get("slowdown_ms", math.nan), trace.get("exposed_comm", math.nan)
+    rest = step_ms - compute_ms - slowdown - exposed
+    host_gaps = trace.get("idle", math.nan) - trace.get("compute_only_idle_ms", math.nan)
+    added = trace.get("step_trace_ms", math.nan) - step_ms
+    profiler_host = 0.0
+    if added == added and allowance_ms == allowance_ms and added > allowance_ms and host_gaps == host_gaps:
+        profiler_host = min(added, max(host_gaps, 0.0))
+        host_gaps -= profiler_host
+    memory = trace.get("memory_other", math.nan) - trace.get("compute_only_memory_ms", math.nan)
+    named = {"optimizer_ms": trace.get("optimizer_extra_ms", math.nan),
+             "comm_bookkeeping_ms": trace.get("other_extra_ms", math.nan),
+             "memory_copies_ms": memory, "host_gaps_ms": host_gaps}
+    unexplained = rest - sum(named.values())
+    adds_up = abs(unexplained) <= allowance_ms if unexplained == unexplained and allowance_ms == allowance_ms else None
+    return {"compute_ms": compute_ms, "compute_slowdown_ms": slowdown, "exposed_comm_ms": exposed, "rest_ms": rest,
+            **{f"rest_{k}": v for k, v in named.items()}, "rest_unexplained_ms": unexplained,
+            "profiler_host_ms": profiler_host, "allowance_ms": allowance_ms, "adds_up": adds_up}
+
+
+def headline(row: dict, buckets: list[dict]) -> str:
+    """The step's largest cost beyond compute, in plain words; and, when the collectives inside the step
+    run far below their standalone speed, that the link is fine and the overlap is what costs."""
+    parts = {k: row.get(k) for k in PARTS if row.get(k) == row.get(k) and row.get(k) is not None}
+    if not parts:
+        return "no trace split: the step's costs are not measured"
+    key = max(parts, key=parts.get)
+    step = row["step_ms"]
+    text = (f"{row['job']}: beyond {row['compute_ms']:.1f} ms of compute, the largest cost of the "
+            f"{step:.1f} ms step is {PARTS[key]} ({parts[key]:.1f} ms, {parts[key] / step:.0%})")
+    if key == "rest_ms":
+        named = {"optimizer": row.get("rest_optimizer_ms"), "communication bookkeeping kernels":
+                 row.get("rest_comm_bookkeeping_ms"), "memory copies": row.get("rest_memory_copies_ms"),
+                 "host gaps": row.get("rest_host_gaps_ms")}
+        named = {k: v for k, v in named.items() if v == v and v is not None}
+        if named:
+            top = max(named, key=named.get)
+            text += f", mostly {top} ({named[top]:.1f} ms)"
+    ratios = [b["ratio"] for b in buckets if b["ratio"] == b["ratio"]]
+    if ratios and min(ratios) < FAR_BELOW_RATIO:
+        text += ("; the collectives ran far below their standalone speed inside the step: the link is fine, "
+                 "the overlap costs")
+    return text + "."
+
+
+def job_split(job: str, summary_row: dict, inspect_dir, buckets: list[dict], about: dict, matmul,
+              trace_split: TraceSplit) -> dict:
+    step, compute = float(summary_row["step_time_ms_median"]), float(summary_row["compute_only_ms_median"])
+    allowance = float(summary_row.get("bounds_allowance_ms") or math.nan)
+    trace = trace_split(inspect_dir)
+    parts = four_part_split(step, compute, trace, allowance)
+    note = about.get("note", "")
+    if trace and abs(trace["step_trace_ms"] - step) > allowance:
+        note = (note + "; " if note else "") + (f"the traced steps took {trace['step_trace_ms']:.1f} ms against "
+                                                 f"{step:.1f} ms timed: the profiler slowed them")
+        if parts["profiler_host_ms"] > 0:
+            note += (f", and {parts['profiler_host_ms']:.1f} ms of that is taken off the host gaps (the GPU idled "
+                     "while the profiler ran on the host)")
+    if not trace:
+        note = (note + "; " if note else "") + "no GPU traces: the four-part split is a GPU-timeline figure"
+    # the bounds check with what the traces measured: step <= compute + slowdown + comm alone + named rest
+    extra = sum(v for k, v in parts.items() if k.startswith("rest_") and k != "rest_unexplained_ms" and v == v)
+    slow = parts["compute_slowdown_ms"] if parts["compute_slowdown_ms"] == parts["compute_slowdown_ms"] else 0.0
+    ok, bnote = check_bounds(step, compute, float(summary_row.get("comm_alone_ms_median") or math.nan) + slow + extra,
+                             allowance, int(summary_row["world_size"]))
+    ach = achievable_peak(matmul, str(summary_row.get("device_name")), str(summary_row.get("dtype")))
+    tflops = float(summary_row.get("tflops_per_device") or math.nan)
+    row = {"job": job, "model": summary_row["model"], "strategy": summary_row["strategy"],
+           "world_size": summary_row["world_size"], "source": about.get("source"), "note": note, "step_ms": step,
+           "step_trace_ms": trace.get("step_trace_ms", math.nan), **parts, "bounds_ok": ok,
+           "bounds_note": (bnote + " (compute slowdown and the named rest measured in the traces)") if bnote else "",
+           "tflops_per_device": tflops, "mfu_spec": summary_row.get("mfu"),
+           "spec_peak_tflops": summary_row.get("peak_tflops"),
+           "mfu_achievable": tflops / ach["achievable_tflops"] if ach else math.nan, **ach}
+    row["largest_cost"] = max((k for k in PARTS if row.get(k) == row.get(k)), key=lambda k: row[k], default="")
+    row["headline"] = headline(row, buckets)
+    return row
+
+
+def instep_tables(jobs: dict, summary: pd.DataFrame, comm_summary: pd.DataFrame | None,
+                  matmul: pd.DataFrame | None, trace_split: TraceSplit) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """({job name: (summary-row selector dict, inspect dir)}, ..., the traces' reader) -> (bucket table,
+    split table)."""
+    comm_rows = [] if comm_summary is None else comm_summary.astype(str).to_dict("records")
+    buckets, splits = [], []
+    for job, (select, inspect_dir) in jobs.items():
+        rows = summary
+        for k, v in select.items():
+            rows = rows[rows[k].astype(str) == str(v)]
+        if rows.empty:
+            continue
+        srow = rows.iloc[0].to_dict()
+        instances, about = job_instances(inspect_dir, job)
+        b = bucket_table(instances, about, comm_rows, str(srow["strategy"]))
+        buckets += b
+        splits.append(job_split(job, srow, inspect_dir, b, about, matmul, trace_split))
+    return pd.DataFrame(buckets, columns=list(BUCKET_COLUMNS)), pd.DataFrame(splits, columns=list(SPLIT_COLUMNS))
+
+
+def write_instep_tables(inspect_dirs, summary_csv, comm_summary_csv, matmul_csv, out_instep, out_split,
+                        trace_split: TraceSplit) -> str:
+    """The workflow's aggregate (rule aggregate_training_instep): every multi-rank job's inspect
+    directory (.../<backend>/<model>/ws<N>/<config>/inspect: the training family's job directory) ->
+    training_instep.csv and training_split.csv. The comm summary and the matmul sweep are optional
+    (None: not in this run); trace_split reads a job's traces (distbench.traces.split.job_trace_split).
+    Returns a line per job for the rule's log: what was recorded, and how."""
+    from distbench.core.io import atomic_write_text
+
+    jobs = {}
+    for d in inspect_dirs:
+        backend, model, ws, config = Path(d).parts[-5:-1]
+        if int(ws.removeprefix("ws")) < 2:
+            continue  # one rank has no collective inside its step to record
+        jobs[f"{backend}/{model}/{ws}/{config}"] = (
+            {"backend": backend, "model": model, "world_size": ws.removeprefix("ws"), "config": config}, Path(d))
+    summary = pd.read_csv(summary_csv)
+    comm = pd.read_csv(comm_summary_csv) if comm_summary_csv else None
+    matmul = pd.read_csv(matmul_csv) if matmul_csv else None
+    buckets, splits = instep_tables(jobs, summary, comm, matmul, trace_split)
+    atomic_write_text(out_instep, buckets.to_csv(index=False))
+    atomic_write_text(out_split, splits.to_csv(index=False))
+    return "\n".join(f"{r['job']}: {r['source']}" + (f" ({r['note']})" if r["note"] else "") + f"; {r['headline']}"
+                     for r in splits.to_dict("records")) or "no multi-rank job inspected"

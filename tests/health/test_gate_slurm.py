@@ -1,0 +1,158 @@
+"""The gate under a real SLURM controller (tools/slurm-test-cluster.sh: munged, slurmctld, slurmd for
+node1 and node2 on this machine), as docs/gate.md configures it: node1 gets a failing health reading
+through the fake-NVML seam (tests/fake_nvml.py: a GPU at its shutdown temperature, which the health
+check calls failing), node2 a healthy one.
+
+- Prolog=: a job sent to node1 fails its prolog; node1 ends DRAIN with the gate's own reason in
+  `sinfo -R` and the job is requeued (SLURM's documented prolog behaviour); a job on node2 runs and
+  node2 stays IDLE.
+- HealthCheckProgram= with --drain --resume: node1 ends DRAIN with our reason, node2 stays IDLE; once
+  node1 reads healthy again the gate resumes it (distbench drained it), while node2, drained by an
+  admin, stays drained though its gate passes.
+Only the daemons the test started are stopped."""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+from tests.launch.test_slurm import HAVE, REQUIRED
+
+# `pytest -m heavy` (README: the second test command): a real SLURM controller (tools/slurm-test-cluster.sh).
+pytestmark = [pytest.mark.heavy, pytest.mark.e2e, pytest.mark.skipif(not HAVE and not REQUIRED, reason=(
+    "needs slurm-wlm and munge, as root (tools/slurm-test-cluster.sh install); CI sets DISTBENCH_REQUIRE_SLURM=1"))]
+
+# `pynvml` for the gate under slurmd: healthy, except on the nodes the control file names (SLURMD_NODENAME)
+FAKE = """
+import os, sys
+from tests.fake_nvml import fake_pynvml, healthy_state
+_state = healthy_state(2)
+_failing = os.environ.get("GATE_TEST_FAILING", "")
+if os.path.exists(_failing) and os.environ.get("SLURMD_NODENAME") in open(_failing).read().split():
+    _state["temp"] = 95  # at the shutdown threshold (92 C): failing
+sys.modules[__name__] = fake_pynvml(_state)
+"""
+WRAPPER = """#!/bin/bash
+# slurmd starts this with an environment of its own: the gate's Python, the fake NVML, our flags
+{guard}
+exec 9>"{tmp}/lock-$SLURMD_NODENAME"; flock -n 9 || exit 0  # one gate per node at a time
+export PYTHONPATH="{tmp}/fake:{repo}" GATE_TEST_FAILING="{tmp}/failing" DISTBENCH_HOST_LOCK="{tmp}/host.lock"
+cd "{tmp}"
+{python} -m distbench.gate {flags} >> "{tmp}/gate-$SLURMD_NODENAME.log" 2>&1
+"""
+
+
+def _cluster(tmp_path, lines: list[str]):
+    conf = tmp_path / "extra.conf"
+    conf.write_text("\n".join(lines) + "\n")
+    # slurmstepd's Unix socket lives in the spool directory and its path may not pass 108 bytes: under
+    # `pytest -n 2` tmp_path alone runs to 80 (".../popen-gw1/test_a_failing_node_fails_its_0"), and a
+    # step's socket then failed to launch. A short directory of its own, removed by _stop.
+    state = Path(tempfile.mkdtemp(prefix="gate-slurm-", dir="/tmp"))
+    env = {**os.environ, "SLURM_TEST_STATE": str(state), "SLURM_TEST_NODES": "2", "SLURM_TEST_EXTRA_CONF": str(conf)}
+    started = subprocess.run(["bash", str(REPO / "tools/slurm-test-cluster.sh"), "start"], env=env,
+                             capture_output=True, text=True, timeout=120)
+    return env, started, {**os.environ, "SLURM_CONF": str(state / "slurm.conf")}
+
+
+def _stop(env, state):
+    subprocess.run(["bash", str(REPO / "tools/slurm-test-cluster.sh"), "stop"], env=env, capture_output=True,
+                   text=True, timeout=60)
+    for name in ("slurmctld", "slurmd-node1", "slurmd-node2"):
+        assert not (state / f"{name}.pid").exists()
+    shutil.rmtree(state, ignore_errors=True)
+
+
+def _script(tmp_path, name: str, flags: str, guard: str = "") -> str:
+    (tmp_path / "fake").mkdir(exist_ok=True)
+    (tmp_path / "fake" / "pynvml.py").write_text(FAKE)
+    path = tmp_path / name
+    path.write_text(WRAPPER.format(guard=guard, tmp=tmp_path, repo=REPO, python=sys.executable, flags=flags))
+    path.chmod(0o755)
+    return str(path)
+
+
+def _nodes(env) -> dict[str, str]:
+    out = subprocess.run(["sinfo", "-N", "-h", "-o", "%N %T"], env=env, capture_output=True, text=True, timeout=30)
+    return dict(line.split() for line in out.stdout.splitlines())
+
+
+def _reasons(env) -> str:
+    return subprocess.run(["sinfo", "-R", "-h", "-o", "%N|%E"], env=env, capture_output=True, text=True,
+                          timeout=30).stdout
+
+
+def _wait(what, limit_s=150):
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        got = what()
+        if got:
+            return got
+        time.sleep(2)
+    return what()
+
+
+def test_a_failing_node_fails_its_prolog_and_is_drained_with_our_reason(tmp_path):
+    prolog = _script(tmp_path, "gate-prolog.sh", "--drain --budget-s 60 --load-s 0 --gpus 2")
+    (tmp_path / "failing").write_text("node1\n")
+    env, started, cl = _cluster(tmp_path, [f"Prolog={prolog}", "PrologEpilogTimeout=120"])
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        bad = subprocess.run(["sbatch", "-w", "node1", "-J", "on-node1", "--wrap", "true"], env=cl,
+                             capture_output=True, text=True, timeout=30)
+        good = subprocess.run(["sbatch", "-w", "node2", "-J", "on-node2", "--wrap", "true"], env=cl,
+                              capture_output=True, text=True, timeout=30)
+        assert bad.returncode == 0 and good.returncode == 0, bad.stderr + good.stderr
+        states = _wait(lambda: (s := _nodes(cl)).get("node1", "").startswith("drain") and s)
+        assert states["node1"].startswith("drain"), (states, _reasons(cl))
+        reasons = _reasons(cl)
+        line = next(r for r in reasons.splitlines() if r.startswith("node1|"))
+        assert "distbench: GPU 0 temperature_c" in line and "shutdown threshold" in line, reasons
+        assert _wait(lambda: _nodes(cl).get("node2") == "idle"), _nodes(cl)
+        queue = subprocess.run(["squeue", "--states=all", "-h", "-o", "%j|%T|%r"], env=cl, capture_output=True,
+                               text=True, timeout=30).stdout
+        jobs = dict(line.split("|", 1) for line in queue.splitlines())
+        assert jobs["on-node2"].startswith("COMPLETED"), queue
+        assert jobs["on-node1"].startswith("PENDING"), queue  # requeued: node1 is drained
+        log = (tmp_path / "gate-node1.log").read_text()
+        assert "distbench gate: FAIL node1: GPU 0 temperature_c" in log and "drained node1" in log, log
+        assert "distbench gate: PASS node2:" in (tmp_path / "gate-node2.log").read_text()
+    finally:
+        _stop(env, Path(env["SLURM_TEST_STATE"]))
+
+
+def test_the_health_check_drains_a_failing_node_and_resumes_only_what_it_drained(tmp_path):
+    armed = tmp_path / "armed"
+    check = _script(tmp_path, "gate-health.sh", "--drain --resume --budget-s 60 --load-s 0 --gpus 2",
+                    guard=f'[ -e "{armed}" ] || exit 0  # not before the cluster is up')
+    env, started, cl = _cluster(tmp_path, [f"HealthCheckProgram={check}", "HealthCheckInterval=10",
+                                           "HealthCheckNodeState=ANY"])
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        (tmp_path / "failing").write_text("node1\n")
+        armed.touch()
+        assert _wait(lambda: _nodes(cl).get("node1", "").startswith("drain")), (_nodes(cl), _reasons(cl))
+        line = next(r for r in _reasons(cl).splitlines() if r.startswith("node1|"))
+        assert line.startswith("node1|distbench: GPU 0 temperature_c") and "shutdown threshold" in line, line
+        # each node's slurmd runs the check on its own timer: node2's may come after node1 has drained
+        node2_log = tmp_path / "gate-node2.log"
+        assert _wait(lambda: node2_log.exists() and "distbench gate: PASS node2:" in node2_log.read_text()), \
+            (_nodes(cl), _reasons(cl))
+        assert _nodes(cl).get("node2") == "idle" and "node2" not in _reasons(cl)
+
+        # node1 heals: the gate resumes it (distbench drained it); node2, drained by an admin, stays drained
+        subprocess.run(["scontrol", "update", "NodeName=node2", "State=DRAIN", "Reason=admin: new cables"],
+                       env=cl, check=True, timeout=30)
+        (tmp_path / "failing").write_text("")
+        assert _wait(lambda: _nodes(cl).get("node1") == "idle"), (_nodes(cl), _reasons(cl))
+        assert _wait(lambda: "stays drained: not drained by distbench" in (tmp_path / "gate-node2.log").read_text())
+        assert _nodes(cl)["node2"].startswith("drain") and "node2|admin: new cables" in _reasons(cl)
+        assert "resumed node1 (distbench had drained it)" in (tmp_path / "gate-node1.log").read_text()
+    finally:
+        _stop(env, Path(env["SLURM_TEST_STATE"]))
