@@ -45,6 +45,8 @@ rule all:
         "report/summary.json",
         # Each job's result is a target too: deleting one reruns exactly that job (and what reads it).
         all_job_results,
+        # and every table and figure of the families this run has
+        all_family_outputs,
     localrule: True
 
 
@@ -60,7 +62,6 @@ rule probes:
 
 include: "rules/probe.smk"
 include: "rules/families.smk"
-include: "rules/predict.smk"
 include: "rules/traces.smk"
 include: "rules/report.smk"
 include: "rules/quick.smk"

@@ -10,7 +10,8 @@ from distbench.workloads.registry import WORKLOADS
 from distbench.pipeline.config import ConfigError, check_config
 from distbench.launch.profiling import family_mode
 from distbench.core.run_label import resolve_label
-from distbench.core.manifest import JobFiles, TableRef, resolve
+from distbench.core.manifest import JobFiles, TableRef
+from distbench.pipeline.hooks import resolve
 from distbench.pipeline.families import (
     batch_rules,
     figure_dirs,
@@ -195,6 +196,12 @@ def job_files(family, name=None, plan=None):
     ]
 
 
+def all_family_outputs(wildcards=None):
+    """Every table and figure directory of the families this run has: targets of `all` (also those
+    no report section reads, such as the nccl-tests documents)."""
+    return [p for m in FAMILIES.values() for p in family_outputs(m.name)]
+
+
 def all_job_results(wildcards=None):
     """Every planned job's result: targets of `all` (deleting one reruns exactly that job)."""
     return [
@@ -218,7 +225,7 @@ def family_outputs(family):
     """A family's tables and figures for its target rule; none when this run does not have it (the
     target then does nothing, and the plan section of the report says why)."""
     m = FAMILIES[family]
-    return [results(t.path) for t in tables_of(m, config, PLAN)] + [
+    return [results(t.path.rstrip("/")) for t in tables_of(m, config, PLAN)] + [
         results(f.path)
         for f in m.figures
         if m.active(config, PLAN) and (f.when is None or f.when(config, PLAN))
@@ -314,9 +321,9 @@ def step_outputs(family, step):
         path = results(m.output_path(what))
         table = next((t for t in m.tables if t.name == what), None)
         figures = next((f for f in m.figures if f.path == what), None)
-        if figures is not None:
-            out[name] = directory(path)
-            if figures.caption:
+        if figures is not None or path.endswith("/"):  # a figure or document directory
+            out[name] = directory(path.rstrip("/"))
+            if figures is not None and figures.caption:
                 out[name] = report(
                     out[name],
                     patterns=["{figure}.png"],

@@ -1,7 +1,8 @@
-# Every benchmark family's rules, built from its manifest (distbench/<family>/manifest.py): its job
-# rule (one torchrun job per configuration), its steps that read tables (aggregates, plots, and the
-# quick answer's copies of those marked quick) and its target (`snakemake --cores 1 <family>`). No
-# family is named here: a new folder with a manifest gets its rules from this loop.
+# Every family's rules, built from its manifest (distbench/<family>/manifest.py): its job rule (one
+# torchrun job per configuration) and its target (`snakemake --cores 1 <family>`) where it has jobs,
+# and its steps that read tables (aggregates, plots, the prediction, and the quick answer's copies of
+# those marked quick). No family is named here: a new folder with a manifest gets its rules from this
+# loop.
 
 
 for _m in FAMILIES.values():

@@ -64,18 +64,14 @@ rule describe_run:
 
 
 # Machine-readable results: report/summary.json (seed 000's shape, checked against
-# distbench/report/summary.schema.json) and the comm series as nccl-tests -J documents.
+# distbench/report/summary.schema.json).
 rule summary_json:
     input:
         # the tables summary.json's parts read, by name (their manifests say summary_json)
         unpack(summary_inputs),
-        # the nccl-tests documents' -I 1 fields: every rank's time per trial, and its host
-        ranks=results("tables/comm_ranks.csv"),
-        placements=job_files("comm", "placement.json"),
         env=results("probe/env.json"),
     output:
         summary=update("report/summary.json"),  # as report.md: a failure puts the last good one back
-        nccl_tests=directory(results("nccl_tests")),
     log:
         results("logs/report/summary_json.log"),
     localrule: True
@@ -85,7 +81,5 @@ rule summary_json:
     params:
         tables=lambda wc: list(summary_inputs()),
         config=config,
-        # which job each placement file belongs to, in the same order
-        comm_jobs=[j.wildcards for j in PLAN["jobs"]["comm"]],
     script:
         "../workflow/scripts/write_summary.py"

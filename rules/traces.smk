@@ -7,7 +7,7 @@ rule aggregate_traces:
         trace_dirs,
     output:
         report(
-            results("tables/trace_overlap.csv"),
+            results(table_path("trace_overlap")),
             caption="../workflow/report/trace_overlap.rst",
             category="Tables",
             subcategory="Traces",

@@ -1,6 +1,6 @@
 """The comm family, as the workflow, the estimate and the report see it (distbench.core.manifest)."""
 
-from distbench.core.manifest import FamilyManifest, Figures, JobFiles, Step, Table, config_flag, register
+from distbench.core.manifest import FamilyManifest, Figures, JobFiles, Step, Table, TableRef, config_flag, register
 from distbench.core.manifest import EstimateDefault
 
 PAIRS = config_flag("comm", "pairs")  # the GPU-pair matrix: its table and heat maps
@@ -30,6 +30,8 @@ MANIFEST = register(FamilyManifest(
         Table("comm", "tables/comm.csv", report=False, beside_report=True),
         # the link peak, topology, NCCL's digest, placement and advice (the same rule writes it)
         Table("comm_advice", "tables/comm_advice.json"),
+        # the comm series as nccl-tests -J documents, one file per series (a directory)
+        Table("comm_nccl_tests", "nccl_tests/", report=False),
         Table("comm_pairs", "tables/comm_pairs.csv", when=PAIRS, caption="report/comm_pairs.rst",
               subcategory="GPU pairs"),
     ),
@@ -45,17 +47,22 @@ MANIFEST = register(FamilyManifest(
                       "stragglers": "comm_stragglers", "advice": "comm_advice"}),
         # the link peak and the GPU: the bus-bandwidth figures' reference lines
         Step("plot_comm", "distbench.comm.steps:plot",
-             inputs={"summary": "tables/comm_summary.csv", "advice": "tables/comm_advice.json", "env": "probe/env.json"},
+             inputs={"summary": TableRef("comm_summary"), "advice": TableRef("comm_advice"), "env": "probe/env.json"},
              outputs={"figures": "figures_comm"}),
+        # the nccl-tests documents' -I 1 fields: every rank's time per trial, and its host
+        Step("nccl_tests", "distbench.comm.steps:nccl_tests",
+             inputs={"summary": TableRef("comm_summary"), "ranks": TableRef("comm_ranks"),
+                     "placements": JobFiles("placement.json")},
+             outputs={"documents": "comm_nccl_tests"}),
         # the GPU-pair matrix (comm.pairs): every job's pairs.csv, with each pair's link class
         Step("aggregate_pairs", "distbench.comm.steps:aggregate_pairs", when=PAIRS,
              inputs={"pairs": JobFiles("pairs.csv"), "topology": "probe/topology.json"}, outputs={"table": "comm_pairs"}),
         Step("plot_pairs", "distbench.comm.steps:plot_pairs", when=PAIRS,
-             inputs={"pairs": "tables/comm_pairs.csv"}, outputs={"figures": "figures_pairs"}),
+             inputs={"pairs": TableRef("comm_pairs")}, outputs={"figures": "figures_pairs"}),
     ),
     sections={"body": ("distbench.comm.analysis.section:COMMUNICATION",),
               "end": ("distbench.comm.analysis.section:PROBLEMS",)},
-    package_data=("analysis/templates/*.j2", "config.schema.yaml"),
+    package_data=("analysis/templates/*.j2", "config.schema.yaml", "analysis/summary.schema.json", "report/*.rst"),
     # Default per-job wall time before any was recorded (distbench.pipeline.estimate), measured after
     # one-node jobs started their ranks directly (distbench.launch.torchrun), default config, Snakemake's
     # benchmark files (benchmarks/results/time-to-answer-h200x2-2026-11-27). gpu: 2x H200, 2026-11-27:

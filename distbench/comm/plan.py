@@ -265,7 +265,9 @@ def plan_family(config: dict, gpus: int, gpus_source: str) -> FamilyPlan:
     probe = job_params(config, "nccl")  # the NCCL probe logs NCCL's choices for these (distbench.probes)
     return FamilyPlan(tuple(jobs), tuple(skipped),
                       {"world_sizes": world_sizes, "backends_run": sorted({j.backend for j in jobs}),
-                       "nccl_probe": {k: probe[k] for k in ("ops", "sizes", "job_env")}})
+                       "nccl_probe": {k: probe[k] for k in ("ops", "sizes", "job_env")},
+                       # the probes run NCCL's collectives as a comm job does: its time limit
+                       "probe_timeout_s": config["comm"]["job_timeout_s"]})
 
 
 def rule_params(config: dict, plan: dict, job: CommJob) -> dict:

@@ -1,5 +1,5 @@
 """The comm family's rules that read tables, as its manifest's `steps` name them (rules/families.smk
-builds each rule; distbench.launch.in_rule.run_step calls these with Snakemake's object)."""
+builds each rule; distbench.pipeline.run_rules.run_step calls these with Snakemake's object)."""
 
 from __future__ import annotations
 
@@ -48,3 +48,22 @@ def plot_pairs(sm) -> None:
 
     Path(sm.output.figures).mkdir(parents=True, exist_ok=True)  # also when there is nothing to draw
     run_in_rule(sm.log[0], write_pairs_figures, sm.input.pairs, sm.output.figures)
+
+
+def nccl_tests(sm) -> None:
+    """The comm series as nccl-tests -J documents (one file per series), with every rank's time per
+    trial and its host from the jobs' placement files (each job known by its file's path)."""
+    from distbench.comm.analysis.findings import read_summary
+    from distbench.comm.analysis.nccl_tests_json import placements_of, write_nccl_tests
+    from distbench.comm.manifest import MANIFEST
+    from distbench.core.section import ReportInputs
+
+    def main():
+        paths = list(sm.input.placements)
+        placements = placements_of([MANIFEST.wildcards_of(p) for p in paths], paths)
+        # read as the report reads it: an unreadable table ends the rule with its message and fix
+        summary = ReportInputs(tables={"comm_summary": sm.input.summary}).table("comm_summary", read_summary)
+        for path in write_nccl_tests(summary, sm.output.documents, sm.input.ranks, placements):
+            print(path)
+
+    run_in_rule(sm.log[0], main)

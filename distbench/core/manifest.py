@@ -26,7 +26,7 @@ def _always(_config: Mapping, _plan: Mapping) -> bool:
 
 
 def config_flag(*keys: str) -> Callable[[Mapping, Mapping], bool]:
-    """A condition on one config value: `config_flag("comm", "pairs")` is config["comm"]["pairs"]."""
+    """A condition on one config value: `config_flag("widgets", "pairs")` is config["widgets"]["pairs"]."""
 
     def flag(config: Mapping, _plan: Mapping = None) -> bool:  # type: ignore[assignment]
         value = config
@@ -56,7 +56,7 @@ class Table:
     """One file a family writes for its readers (a table under tables/, or a document)."""
 
     name: str  # the key its readers use: ReportInputs.table(name)
-    path: str  # under results/<label>/, e.g. "tables/comm_summary.csv"
+    path: str  # under results/<label>/, e.g. "tables/<family>_summary.csv"
     # an input of the report (and of summary.json); False: written for people and other rules only
     report: bool = True
     # (config, plan) -> whether this run writes it; None: whenever the family is active
@@ -97,7 +97,7 @@ class FamilyPlan:
     facts: Mapping = field(default_factory=dict)
     # the cluster nodes its jobs span beyond what their world size places (the node rounds): the health
     # check reads that many nodes
-    nodes: int = 0
+    hosts_spanned: int = 0
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,7 @@ class Step:
     """A rule that reads tables and writes tables or figures (an aggregate, a plot), built by
     rules/families.smk: inputs {name: path under results/<label>/ | JobFiles | TableRef}, outputs
     {name: the name of one of the family's Tables, or the path of one of its Figures}, `entry` the
-    function "module:function" called with Snakemake's object (distbench.launch.in_rule.run_step),
+    function "module:function" called with Snakemake's object (distbench.pipeline.run_rules.run_step),
     params {name: "module:function"} each called with (config, plan)."""
 
     rule: str
@@ -187,7 +187,7 @@ class FamilyManifest:
     job_params: str = ""
     # "module:function" (the job's job.json) -> (what it runs, as the logs name it; a callable that
     # runs it and returns "ok" or why it failed): what the job rule runs
-    # (distbench.launch.in_rule.run_family_job)
+    # (distbench.pipeline.run_rules.run_family_job)
     job_entry: str = ""
     # job outputs made only on request: {output name: (file or directory under the job dir,
     # (config) -> whether this run makes it)}
@@ -201,6 +201,9 @@ class FamilyManifest:
     job_resources: str = ""
     # "module:function" (config, plan, job) -> the launch params, as job_resources
     job_launch: str = ""
+    # its jobs' time limit (seconds) where its config section sets no job_timeout_s (a cluster
+    # executor's runtime is derived from it)
+    job_timeout_s: int = 1800
     # the rules that read tables: aggregates and plots (rules/families.smk builds them)
     steps: tuple[Step, ...] = ()
     # "module:function" (config, plan) -> a message printed before the first job (or None)
@@ -269,7 +272,7 @@ class FamilyManifest:
     @property
     def job_outputs(self) -> dict[str, str]:
         """{output name: file} of its job rule: "csv" for the result, then each other file by its stem
-        (the family's name before it dropped): comm_ranks.csv -> "ranks", placement.json -> "placement"."""
+        (the family's name before it dropped): <family>_ranks.csv -> "ranks", placement.json -> "placement"."""
         out = {}
         for i, f in enumerate(self.job_files):
             out["csv" if i == 0 else f.rsplit(".", 1)[0].removeprefix(self.name + "_")] = f
@@ -323,11 +326,3 @@ def register(manifest: FamilyManifest) -> FamilyManifest:
         raise ValueError(f"a family named {manifest.name!r} is registered twice")
     REGISTRY[manifest.name] = manifest
     return manifest
-
-
-def resolve(ref: str) -> Callable:
-    """A "module:function" of a manifest, imported when first called (the manifests stay torch-free)."""
-    import importlib
-
-    module, _, name = ref.partition(":")
-    return getattr(importlib.import_module(module), name)

@@ -7,7 +7,7 @@ a line also carries its world size's marker. What a figure compares besides (the
 mode, an NCCL environment, a dtype, a memory job's model and configuration) is the line style
 (BACKEND_LINESTYLES, TIMING_LINESTYLES, style_levels), or a bar's hatch (BACKEND_HATCHES). Where the
 world size is the x axis (the training figures) the position names it and colour is the
-configuration's (training_colors).
+configuration's (the family's own plots pick those colours).
 
 Colours are fixed per value, never taken from the order a figure happens to meet its values in
 (seaborn's default cycling would paint NCCL blue in one figure and orange in the next). Values

@@ -67,7 +67,7 @@ def baseline_tables_dir(baseline, marks: Sequence[str], results_dir="results") -
 
 def node_name() -> str:
     """This node's name, as the health check's readings and the jobs' placement files record it:
-    DISTBENCH_NODE_NAME (set per process by a launcher whose "nodes" share one host), else
+    DISTBENCH_NODE_NAME (set per process by a launcher whose nodes share one host), else
     SLURMD_NODENAME under SLURM (nodes of a test cluster on one machine share a host name, and SLURM's
     names are the ones a user knows), else the host name."""
     return os.environ.get("DISTBENCH_NODE_NAME") or os.environ.get("SLURMD_NODENAME") or socket.gethostname()

@@ -135,6 +135,9 @@ class SummaryPart:
     # how the table is read: the family's own reader where its derived columns must be there (comm's
     # host_bound, from a summary written before it)
     reader: Callable[[Path], pd.DataFrame] = pd.read_csv
+    # the JSON Schema of results.<key>, a file in the family's folder (distbench.report.summary_json
+    # merges it into the document's schema); None: the part is not checked beyond being present
+    schema: Path | None = None
 
 
 @dataclass(frozen=True)

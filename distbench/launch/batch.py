@@ -102,7 +102,7 @@ def entry_of(job) -> Entry:
 
 
 def read_entry(job_json) -> Entry:
-    """The job as its rule wrote it to job.json (distbench.launch.in_rule.run_family_job)."""
+    """The job as its rule wrote it to job.json (distbench.pipeline.run_rules.run_family_job)."""
     return Entry(**json.loads(Path(job_json).read_text()))
 
 

@@ -1,4 +1,6 @@
-"""Small helpers shared by the thin entry points in workflow/scripts/."""
+"""A rule's script, its output in the rule's log: `logged`, and `run_in_rule` for a step that reads
+tables (a bad table ends it with its message, no traceback). Torch-free: table readers' steps use it.
+A benchmark job's script uses distbench.launch.job_rule.run_job_in_rule."""
 
 from __future__ import annotations
 
@@ -37,59 +39,3 @@ def run_in_rule(log_path, fn, *args, **kwargs):
             message = f"distbench error: {e}"
             print(message, flush=True)  # stdout is the log here
     sys.exit(message)
-
-
-def run_job_in_rule(log_path, what: str, run) -> None:
-    """Run one benchmark job from its rule's script, the launcher's own output in `<log>.launcher`:
-    prints `<what>: ok` or the failure reason. A failed measurement still leaves its CSV
-    (failed/not_run rows), so the rest of the DAG goes on; an interrupted job (exit 128 + the
-    signal) or one this host cannot run (no CUDA, too few GPUs; exit 1, the reason on stderr)
-    leaves nothing, so the next run starts it again."""
-    from distbench.launch.torchrun import HostCannotRun, JobNotKept
-
-    with logged(str(log_path) + ".launcher"):
-        try:
-            print(f"{what}: {run()}")
-            return
-        except JobNotKept as e:
-            print(f"{what}: {e.why}")
-            failure = e
-    if isinstance(failure, HostCannotRun):
-        sys.exit(f"distbench error: {what}: {failure.why}")  # stderr: Snakemake's own output shows it
-    sys.exit(failure.exit_code)
-
-
-def run_step(sm) -> None:
-    """The script of every rule a manifest's `steps` declares (rules/families.smk): its `entry`
-    ("module:function"), called with Snakemake's object."""
-    from distbench.core.manifest import resolve
-
-    resolve(sm.params.entry)(sm)
-
-
-def job_json_path(output_path) -> Path:
-    """The job's parameters file, beside its result (the rule writes it; the job reads it)."""
-    return Path(output_path).with_name(JOB_JSON)
-
-
-JOB_JSON = "job.json"
-
-
-def run_family_job(sm) -> None:
-    """The script of every family's job rule (rules/families.smk): the job as the rule sees it (its
-    rule, wildcards, params: `job` from the manifest's job_params, `launch`; outputs; log) is written
-    to one JSON file beside its result, job.json, which is all the family's `job_entry` reads; the
-    host is held while the job runs (config host_lock). The entry returns (what it runs, as the logs
-    name it; a callable that runs it and returns "ok" or why it failed)."""
-    from dataclasses import asdict
-
-    from distbench.core.io import atomic_write_json
-    from distbench.core.manifest import resolve
-    from distbench.launch.batch import entry_of
-    from distbench.launch.joblock import held
-
-    me = entry_of(sm)
-    path = job_json_path(sm.output[0])
-    atomic_write_json(path, asdict(me))
-    what, run = resolve(sm.params.entry)(path)
-    run_job_in_rule(sm.log[0], what, held(sm, what, run))

@@ -284,7 +284,7 @@ def scope_of(launch: dict | None, env: dict | None = None) -> str:
 
 def held(sm, what: str, run):
     """For a benchmark rule's script (`sm`: Snakemake's object): `run`, called with this host held
-    (config host_lock: wait for it, or fail), as distbench.launch.in_rule.run_job_in_rule wants
+    (config host_lock: wait for it, or fail), as distbench.launch.job_rule.run_job_in_rule wants
     it. The lock is taken before `run` starts the job's time limit; a wait is said on stderr, in
     the launcher's log, at the end of the job's log and in its placement file's provenance."""
     def locked():

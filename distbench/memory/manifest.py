@@ -1,6 +1,6 @@
 """The memory family, as the workflow, the estimate and the report see it (distbench.core.manifest)."""
 
-from distbench.core.manifest import FamilyManifest, Figures, JobFiles, Step, Table, register
+from distbench.core.manifest import FamilyManifest, Figures, JobFiles, Step, Table, TableRef, register
 from distbench.core.manifest import EstimateDefault
 
 MANIFEST = register(FamilyManifest(
@@ -25,11 +25,11 @@ MANIFEST = register(FamilyManifest(
     steps=(
         Step("aggregate_memory", "distbench.memory.steps:aggregate", inputs={"jobs": JobFiles()},
              outputs={"raw": "memory", "summary": "memory_summary"}),
-        Step("plot_memory", "distbench.memory.steps:plot", inputs={"raw": "tables/memory.csv"},
+        Step("plot_memory", "distbench.memory.steps:plot", inputs={"raw": TableRef("memory")},
              outputs={"figures": "figures_memory"}),
     ),
     sections={"body": ("distbench.memory.analysis.section:MEMORY",)},
-    package_data=("analysis/templates/*.j2", "config.schema.yaml"),
+    package_data=("analysis/templates/*.j2", "config.schema.yaml", "analysis/summary.schema.json", "report/*.rst"),
     # Default per-job wall time before any was recorded (distbench.pipeline.estimate), measured as the
     # comm family's (benchmarks/results/time-to-answer-h200x2-2026-11-27): 2x H200, 2026-11-27: 14.4-23.8 s
     # (median 20), not scaled with world size; the project's 2 cores, unloaded: 3.4-4.3 s at 1 rank,

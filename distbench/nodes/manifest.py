@@ -1,7 +1,7 @@
 """The node-pair rounds, as the workflow and the report see them (distbench.core.manifest). A round is
 one job; the plan of rounds is the pipeline's plan["nodes_plan"] (distbench.nodes.plan.nodes_plan)."""
 
-from distbench.core.manifest import FamilyManifest, Figures, JobFiles, Step, Table, register
+from distbench.core.manifest import FamilyManifest, Figures, JobFiles, Step, Table, TableRef, register
 from distbench.nodes.scale import BENCHMARK
 
 MANIFEST = register(FamilyManifest(
@@ -32,11 +32,11 @@ MANIFEST = register(FamilyManifest(
         Step("aggregate_nodes", "distbench.nodes.steps:aggregate", inputs={"rounds": JobFiles()},
              outputs={"raw": "nodes", "pairs": "nodes_pairs", "scores": "nodes_scores"},
              params={"limits": "distbench.nodes.steps:limits"}),
-        Step("plot_nodes", "distbench.nodes.steps:plot", inputs={"pairs": "tables/nodes_pairs.csv"},
+        Step("plot_nodes", "distbench.nodes.steps:plot", inputs={"pairs": TableRef("nodes_pairs")},
              outputs={"figures": "figures_nodes"}),
     ),
     sections={"top": ("distbench.nodes.analysis.section:NODES",)},
-    package_data=("analysis/templates/*.j2", "config.schema.yaml"),
+    package_data=("analysis/templates/*.j2", "config.schema.yaml", "report/*.rst"),
     schema="config.schema.yaml",
     host_placement="distbench.nodes.hooks:host_placement",
 ))

@@ -8,6 +8,7 @@ torchrun world over all nodes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -70,13 +71,28 @@ class RoundJob:
         return self.plan.world_size
 
 
+class RoundJobs(Sequence):
+    """The rounds as the plan's jobs, their schedule made when first asked for (NodesPlan.rounds): the
+    host-fit check refuses a 4,096-node plan from its layout, without paying ~17 s for the schedule."""
+
+    def __init__(self, plan: NodesPlan):
+        self.plan = plan
+
+    def __len__(self) -> int:
+        return len(self.plan.rounds)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [RoundJob(self.plan, r) for r in self.plan.rounds[i]]
+        return RoundJob(self.plan, self.plan.rounds[i])
+
+
 def plan_family(config: dict, gpus: int, gpus_source: str) -> FamilyPlan:  # noqa: ARG001 - the manifest's hook
     """The node rounds' plan (the manifest's `plan`): a job per round, and the rounds' plan itself as a
     fact (rules/nodes.smk reads it). Its jobs are placed on plan.nodes nodes whatever their world size."""
     rounds = nodes_plan(config, gpus)
-    jobs = tuple(RoundJob(rounds, r) for r in rounds.rounds)
-    return FamilyPlan(jobs, (), {"nodes_plan": rounds},
-                      nodes=rounds.nodes if rounds.backend and not rounds.simulated else 0)
+    return FamilyPlan(RoundJobs(rounds), (), {"nodes_plan": rounds},
+                      hosts_spanned=rounds.nodes if rounds.backend and not rounds.simulated else 0)
 
 
 def nodes_plan(config: dict, gpus: int) -> NodesPlan:

@@ -1,5 +1,5 @@
 """The node rounds' rules that read tables, as the manifest's `steps` name them (rules/families.smk
-builds each rule; distbench.launch.in_rule.run_step calls these)."""
+builds each rule; distbench.pipeline.run_rules.run_step calls these)."""
 
 from __future__ import annotations
 

@@ -48,7 +48,8 @@ def _as_number(text: str):
 
 
 def _numeric_const(schema: dict, sub: dict, text: str):
-    """comm.rotate_bytes' `0` (a const alternative beside a size): '0' from the command line means it."""
+    """A `0` that is a const alternative beside a size (a rotation's bytes, 0 = off): '0' from the command
+    line means it."""
     for alt in (_resolve(schema, a) for a in _resolve(schema, sub).get("oneOf", [])):
         const = alt.get("const")
         if isinstance(const, (int, float)) and not isinstance(const, bool) and _as_number(text) == const:

@@ -20,10 +20,10 @@ from pathlib import Path
 import yaml
 
 import distbench
-from distbench.core.manifest import resolve
 from distbench.core.run_label import baseline_tables_dir, label_problem
 from distbench.core.shown import MAX_VALUE_CHARS, shown
 from distbench.pipeline.cli_values import _resolve, coerce_cli_values
+from distbench.pipeline.hooks import resolve
 
 SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
 
@@ -445,9 +445,9 @@ def check_config(config: dict) -> dict:
     if not problems:
         fill_defaults(config, schema)  # nested objects too, as snakemake.utils.validate fills them
         cluster = config["cluster"]
-        if cluster["launcher"] == "ssh" and len(cluster["hosts"]) < cluster["nodes"]:
+        if cluster["launcher"] == "ssh" and len(cluster["hosts"]) < cluster["nodes"]:  # cluster.nodes: not a family name
             problems.append(f"config key cluster.hosts: launcher ssh needs one host per node, got {len(cluster['hosts'])} "
-                            f"host(s) for cluster.nodes {cluster['nodes']}")
+                            f"host(s) for cluster.nodes {cluster['nodes']}")  # not a family name
         problems += _name_length_problems(config)
         problems += family_problems(config)
         baseline = config["report"]["baseline"]

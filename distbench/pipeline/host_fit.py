@@ -41,10 +41,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from distbench.core.manifest import HostNeed, resolve
+from distbench.core.manifest import HostNeed
 from distbench.core.units import human_bytes
 from distbench.launch.cluster import job_layout, resolve_launcher
 from distbench.pipeline.families import manifests
+from distbench.pipeline.hooks import resolve
 from distbench.pipeline.plan import detect_gpus
 
 GLOO_RANKS_PER_CORE = 4
@@ -84,6 +85,9 @@ class HostFit:
 
 # --- this host's memory --------------------------------------------------------------------------
 
+CGROUP_MEMORY = "memory"  # the cgroup controller (its files memory.max, ...): not a family name
+
+
 def _read_int(path: Path) -> int | None:
     try:
         text = path.read_text().strip()
@@ -103,9 +107,9 @@ def _cgroup_limit(proc_cgroup: Path = Path("/proc/self/cgroup"), root: Path = Pa
     for line in lines:
         _, controllers, path = line.split(":", 2)
         if controllers == "":  # v2: one unified hierarchy
-            base, name = root, "memory.max"
-        elif "memory" in controllers.split(","):
-            base, name = root / "memory", "memory.limit_in_bytes"
+            base, name = root, f"{CGROUP_MEMORY}.max"
+        elif CGROUP_MEMORY in controllers.split(","):
+            base, name = root / CGROUP_MEMORY, f"{CGROUP_MEMORY}.limit_in_bytes"
         else:
             continue
         here = base / path.lstrip("/")

@@ -13,7 +13,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from distbench.core.manifest import FamilyPlan, resolve
+from distbench.core.manifest import FamilyPlan
+from distbench.pipeline.hooks import resolve
 from distbench.launch.cluster import Layout, job_layout, launch_params, slurm_resources
 from distbench.launch.planning import world_sizes as world_sizes_of
 from distbench.launch.profiling import family_mode
@@ -65,9 +66,10 @@ def make_plan(config: dict, detected: tuple[int, str] | None = None) -> dict:
         gpus, gpus_source = int(config["gpus"]), "declared in config (gpus)"
     top = world_sizes_of(config, gpus)  # world_sizes: auto -> the node's own (distbench.launch.planning)
     plans = family_plans(config, gpus, gpus_source)
-    plan = {"jobs": {name: list(p.jobs) for name, p in plans.items()}, "gpus": gpus, "gpus_source": gpus_source,
+    # each family's jobs as its plan gives them (a sequence; the node rounds' is made when first read)
+    plan = {"jobs": {name: p.jobs for name, p in plans.items()}, "gpus": gpus, "gpus_source": gpus_source,
             "skipped": [s for p in plans.values() for s in p.skipped],
-            "health_nodes": max([p.nodes for p in plans.values()] or [0]), "profiled": profiled(config),
+            "health_nodes": max([p.hosts_spanned for p in plans.values()] or [0]), "profiled": profiled(config),
             # the top-level world_sizes as planned: the list given, or what `auto` chose on these GPUs
             "config_world_sizes": top, "world_sizes_auto": config["world_sizes"] == "auto",
             "world_sizes": {}, "backends_run": []}
@@ -116,7 +118,15 @@ def job_launch(config: dict, plan: dict, backend: str, world_size: int) -> dict:
     return launch_params(layout_of(config, plan, backend, world_size), config["cluster"])
 
 
-SLURM_RESOURCES = ("nodes", "tasks", "tasks_per_gpu", "gres", "cpus_per_task", "runtime", "mem_mb", "slurm_extra")
+# the SLURM plugin's resource names (its own "nodes" is not a family name)
+SLURM_RESOURCES = ("nodes", "tasks", "tasks_per_gpu", "gres", "cpus_per_task", "runtime", "mem_mb", "slurm_extra")  # not a family name
+
+
+def job_timeout_s(config: dict, family: str) -> int:
+    """A family's job time limit: its config section's job_timeout_s, else its manifest's default."""
+    section = config.get(family)
+    own = section.get("job_timeout_s") if isinstance(section, dict) else None
+    return int(own or manifest(family).job_timeout_s)
 
 
 def job_resources(config: dict, plan: dict, family: str, job) -> dict:
@@ -127,15 +137,24 @@ def job_resources(config: dict, plan: dict, family: str, job) -> dict:
     if own:
         return resolve(own)(config, plan, job)
     layout = layout_of(config, plan, job.backend, job.world_size)
-    res = slurm_resources(layout, job.backend, config[family]["job_timeout_s"], config["cluster"])
+    res = slurm_resources(layout, job.backend, job_timeout_s(config, family), config["cluster"])
     return {"tasks": layout.nodes, "tasks_per_gpu": 0, "gres": "", **res}
+
+
+# A probe's or the health check's time limit where no family states one (seconds; a family states it
+# as the plan's fact `probe_timeout_s`: the NCCL probe and the health check's load run its collectives).
+PROBE_TIMEOUT_S = 1800
+
+
+def probe_timeout_s(plan: dict) -> int:
+    return int(plan.get("probe_timeout_s") or PROBE_TIMEOUT_S)
 
 
 def probe_resources(config: dict, plan: dict) -> dict:
     """A probe's resources for a cluster executor: one node, exclusively, with all its GPUs (what
     the probes describe), or none on a CPU-only plan."""
     gpus = plan["gpus"]
-    res = slurm_resources(Layout(1, max(gpus, 1)), "nccl" if gpus else "gloo", config["comm"]["job_timeout_s"],
+    res = slurm_resources(Layout(1, max(gpus, 1)), "nccl" if gpus else "gloo", probe_timeout_s(plan),
                           config["cluster"])
     return {"tasks": 1, "tasks_per_gpu": 0, "gres": "", **res}
 
@@ -147,14 +166,14 @@ def health_launch(config: dict, plan: dict) -> dict:
     jobs = [j for name in spanned for j in plan["jobs"].get(name, [])]
     n = max([layout_of(config, plan, j.backend, j.world_size).nodes for j in jobs] + [1, plan["health_nodes"]])
     cl = config["cluster"]
-    return {"nodes": n, "launcher": cl["launcher"], "hosts": list(cl["hosts"])}
+    return {"nodes": n, "launcher": cl["launcher"], "hosts": list(cl["hosts"])}  # cluster nodes: not a family name
 
 
 def health_resources(config: dict, plan: dict) -> dict:
     """The health check's resources for a cluster executor: a probe's (one node, exclusively, with its
     GPUs) on each node it reads."""
-    n, gpus = health_launch(config, plan)["nodes"], plan["gpus"]
-    res = slurm_resources(Layout(n, max(gpus, 1)), "nccl" if gpus else "gloo", config["comm"]["job_timeout_s"],
+    n, gpus = health_launch(config, plan)["nodes"], plan["gpus"]  # cluster nodes: not a family name
+    res = slurm_resources(Layout(n, max(gpus, 1)), "nccl" if gpus else "gloo", probe_timeout_s(plan),
                           config["cluster"])
     return {"tasks": n, "tasks_per_gpu": 0, "gres": "", **res}
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 
-from distbench.core.manifest import resolve
+from distbench.pipeline.hooks import resolve
 from distbench.pipeline.families import manifests
 
 

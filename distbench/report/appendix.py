@@ -49,7 +49,7 @@ def _env_table(env: dict) -> dict:
             rows.append([ENV_LABELS[k], _nccl_loaded(env)])
         elif k in env:
             rows.append([ENV_LABELS.get(k, k), env.get(k)])
-    rows += [[f"GPU {g.get('index', i)}", f"{g.get('name')} ({fmt_cell(g.get('memory_total_mib'))} MiB, "
+    rows += [[f"GPU {g.get('index', i)}", f"{g.get('name')} ({fmt_cell(g.get('memory_total_mib'))} MiB, "  # not a family name
               f"PCI {g.get('pci_bus_id')}, {g.get('uuid')})"] for i, g in enumerate(env.get("gpus") or [])]
     if "job_env" in env:
         rows.append([JOB_ENV_LABEL, _job_env(env["job_env"])])

@@ -14,8 +14,7 @@ from pathlib import Path
 from distbench.core.io import atomic_write_text
 from distbench.core.readers import UnreadableFile, read_text, remake
 from distbench.core.section import ReportInputs
-from distbench.pipeline.families import manifest
-from distbench.pipeline.quick import counted
+from distbench.pipeline.families import manifest, manifests
 from distbench.report.render import _environment
 from distbench.report.sections import SECTIONS
 from distbench.report.verdict import verdict_rows
@@ -60,7 +59,8 @@ def render_quick(inputs: ReportInputs, quick: dict, out_md) -> str:
 def jobs_cached(plan: dict, run_dir: Path) -> tuple[int, int]:
     """(planned, cached): the plan's benchmark jobs (distbench.pipeline.plan.plan_summary's wildcards)
     and how many of them have their result under run_dir (results/<label>/), now."""
-    jobs = [(f, wc) for f in counted(plan) for wc in plan["jobs"][f]]
+    counted = [m.name for m in manifests() if m.estimated and m.name in plan["jobs"]]  # as the quick summary's
+    jobs = [(f, wc) for f in counted for wc in plan["jobs"][f]]
     return len(jobs), sum((Path(run_dir) / manifest(f).job_file().format(**wc)).exists() for f, wc in jobs)
 
 

@@ -3,9 +3,10 @@
 Its shape is the one seed 000 promises: `name`, `world_size`, `timestamp`, `config` (warm-up,
 iterations, device, versions) and `results.<part>` per registered section that declares a part of it
 (distbench.core.section.SummaryPart: its key, its table, the fields of each record, how they are
-grouped). The document's JSON Schema, distbench/report/summary.schema.json, stays here whole: it is
-the published contract readers validate summary.json against, so it is one file beside the code
-that writes the document (a family adding a part adds its shape there).
+grouped). The document's JSON Schema is distbench/report/summary.schema.json (name, world_size,
+timestamp, config) with each part's own schema merged into `results` (SummaryPart.schema: a file in
+the family's folder, so a family adding a part changes nothing here); `summary_schema()` is the whole
+contract readers validate summary.json against (`python -m distbench.report.summary_json` prints it).
 """
 
 from __future__ import annotations
@@ -68,7 +69,22 @@ def write_summary(inputs: ReportInputs, config: dict, out_summary) -> list[Path]
     return [Path(out_summary)]
 
 
+def summary_schema(sections: Sequence[Section] = SECTIONS) -> dict:
+    """The document's whole JSON Schema: the base file, and under `results` every registered part's
+    schema (each part required)."""
+    schema = json.loads(SCHEMA_PATH.read_text())
+    results = schema["properties"]["results"]
+    for part in (s.summary for s in sections if s.summary):
+        results["properties"][part.key] = json.loads(Path(part.schema).read_text()) if part.schema else {}
+        results["required"].append(part.key)
+    return schema
+
+
 def validate_summary(doc: dict) -> None:
     import jsonschema
 
-    jsonschema.validate(doc, json.loads(SCHEMA_PATH.read_text()))
+    jsonschema.validate(doc, summary_schema())
+
+
+if __name__ == "__main__":  # the published contract: the whole schema, parts merged
+    print(json.dumps(summary_schema(), indent=2, ensure_ascii=False))

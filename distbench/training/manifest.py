@@ -47,7 +47,7 @@ MANIFEST = register(FamilyManifest(
         Step("aggregate_training", "distbench.training.steps:aggregate", quick=True, inputs={"jobs": JobFiles()},
              outputs={"raw": "training", "summary": "training_summary"},
              params={"cost_gpu_hour_usd": "distbench.training.steps:cost_gpu_hour_usd"}),
-        Step("plot_training", "distbench.training.steps:plot", inputs={"summary": "tables/training_summary.csv"},
+        Step("plot_training", "distbench.training.steps:plot", inputs={"summary": TableRef("training_summary")},
              outputs={"figures": "figures_training"}),
         # training.matmul_sweep: the achievable matmul peak of each GPU with the models' own GEMMs in
         # their dtype (distbench.training.matmul); planned only where training runs on GPUs
@@ -55,14 +55,14 @@ MANIFEST = register(FamilyManifest(
              outputs={"table": "training_matmul"}, params={"sweep": "distbench.training.steps:matmul_sweep"}),
         # training.inspect: every multi-rank job's collectives inside its timed steps, beside the comm
         # family's standalone figures (by table name), and its step split in four parts
-        Step("aggregate_training_instep", "distbench.training.steps:instep", when=INSPECT,
+        Step("aggregate_training_instep", "distbench.traces.instep_rule:instep", when=INSPECT,
              inputs={"comm_summary": TableRef("comm_summary", optional=True),
                      "training_matmul": TableRef("training_matmul", optional=True),
-                     "inspect": JobFiles("inspect"), "summary": "tables/training_summary.csv"},
+                     "inspect": JobFiles("inspect"), "summary": TableRef("training_summary")},
              outputs={"instep": "training_instep", "split": "training_split"}),
     ),
     sections={"body": ("distbench.training.analysis.section:TRAINING",)},
-    package_data=("analysis/templates/*.j2", "config.schema.yaml"),
+    package_data=("analysis/templates/*.j2", "config.schema.yaml", "analysis/summary.schema.json", "report/*.rst"),
     # Default per-job wall time before any was recorded (distbench.pipeline.estimate), measured as the
     # comm family's (benchmarks/results/time-to-answer-h200x2-2026-11-27): 2x H200, 2026-11-27: 10.1-21.9 s
     # (median 19), not scaled with world size; the project's 2 cores, unloaded: 2.9-4.0 s at 1 rank,

@@ -1,5 +1,5 @@
 """The training family's rules that read tables or sweep the GPUs, as its manifest's `steps` name them
-(rules/families.smk builds each rule; distbench.launch.in_rule.run_step calls these)."""
+(rules/families.smk builds each rule; distbench.pipeline.run_rules.run_step calls these)."""
 
 from __future__ import annotations
 
@@ -43,20 +43,9 @@ def matmul(sm) -> None:
     """The achievable matmul peak of each GPU (distbench.training.matmul), as a benchmark job: one
     measurement at a time on this host (config host_lock)."""
     from distbench.launch.joblock import held
-    from distbench.launch.in_rule import run_job_in_rule
+    from distbench.launch.job_rule import run_job_in_rule
     from distbench.training.matmul import run_sweeps
 
     what = "matmul sweep"
     run_job_in_rule(sm.log[0], what, held(sm, what, lambda: run_sweeps(sm.params.sweep, sm.output.table, sm.log[0])))
 
-
-def instep(sm) -> None:
-    """training.inspect's tables: the in-step buckets beside the comm family's standalone figures (read
-    by table name), the four-part split of each multi-rank job's step, MFU against the spec and the
-    achievable peak."""
-    from distbench.traces.split import job_trace_split
-    from distbench.training.analysis.instep_summary import write_instep_tables
-
-    run_in_rule(sm.log[0], lambda: print(write_instep_tables(
-        list(sm.input.inspect), sm.input.summary, sm.input.get("comm_summary"), sm.input.get("training_matmul"),
-        sm.output.instep, sm.output.split, job_trace_split)))

@@ -1,8 +1,9 @@
 """The rules the package layout keeps, read from the code itself (every module under distbench/ is
 found by walking the tree; nothing here lists modules by hand):
 
-- a benchmark family is a package with its own `__main__.py` and `harness.py` (runnable alone with
-  `torchrun -m distbench.<family>`); no family imports another;
+- a benchmark family is a package whose manifest registers a plan (distbench.core.manifest: its
+  jobs), runnable alone with `torchrun -m distbench.<family>` (its `__main__.py`); no family imports
+  another;
 - what reads tables (every module in an `analysis/` folder, and the prediction, trace and report
   packages) never imports torch, a harness, the ops or the workloads, not even through another module;
 - `core/` imports nothing above it, and no import runs back up the layers of LAYERS;
@@ -44,8 +45,10 @@ def modules() -> dict[str, Path]:
 
 
 def families() -> list[str]:
-    return sorted(f"distbench.{d.name}" for d in PACKAGE.iterdir()
-                  if (d / "__main__.py").exists() and (d / "harness.py").exists())
+    """The benchmark families, from the registry itself: every manifest with a plan (its jobs)."""
+    from distbench.pipeline.families import manifests
+
+    return sorted(f"distbench.{m.name}" for m in manifests() if m.plan)
 
 
 DYNAMIC = "<a module named at run time>"  # importlib.import_module / __import__ of a computed name
@@ -85,7 +88,20 @@ def registry_imports() -> dict[str, set[str]]:
     found = manifests()
     return {"distbench.pipeline.families": {f"distbench.{m.name}.manifest" for m in found},
             "distbench.report.sections": {ref.partition(":")[0] for m in found for refs in m.sections.values()
-                                          for ref in refs}}
+                                          for ref in refs},
+            # every hook a manifest names ("module:function"), loaded by distbench.pipeline.hooks.resolve
+            "distbench.pipeline.hooks": {ref.partition(":")[0] for m in found for ref in hook_refs(m)}}
+
+
+def hook_refs(m) -> list[str]:
+    """Every "module:function" a manifest names: its own fields' and its steps' (entry, params)."""
+    from dataclasses import fields
+
+    def refs(obj) -> list[str]:
+        return [v for f in fields(obj) for v in [getattr(obj, f.name)]
+                if isinstance(v, str) and ":" in v and v.split(":")[0].startswith("distbench.")]
+
+    return refs(m) + [r for s in m.steps for r in [*refs(s), *s.params.values()]]
 
 
 def graph() -> dict[str, set[str]]:

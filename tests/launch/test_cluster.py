@@ -140,10 +140,15 @@ def test_every_cluster_job_rule_declares_the_resources_the_plan_gives():
             block = re.search(r"    resources:\n((?:        .*\n)*)", body)
             if block:
                 rules[name] = [k for k in re.findall(r"^        (\w+)=", block.group(1), re.M)]
-    assert set(rules) == {"comm_job", "training_job", "training_matmul", "memory_job", "nodes_round", "probe_env", "probe_topology",
-                          "probe_nccl", "health_before", "health_after"}
+    assert set(rules) == {"probe_env", "probe_topology", "probe_nccl", "health_before", "health_after"}
     for name, keys in rules.items():
         assert keys == list(SLURM_RESOURCES), name
+    # every family's job rule, and each step that measures, are built in one loop (rules/families.smk)
+    # whose resources are SLURM_RESOURCES themselves
+    loop = (REPO / "rules/families.smk").read_text()
+    assert loop.count("for key in SLURM_RESOURCES") == 1  # the job rule's
+    assert "step_resources(_s)" in loop
+    assert "for key in SLURM_RESOURCES" in (REPO / "rules/common.smk").read_text()
 
 
 def test_an_agent_that_fails_ends_the_other_agents_at_once(tmp_path, monkeypatch):

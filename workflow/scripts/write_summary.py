@@ -1,5 +1,3 @@
-from distbench.comm.analysis.findings import read_summary
-from distbench.comm.analysis.nccl_tests_json import placements_of, write_nccl_tests
 from distbench.core.section import ReportInputs
 from distbench.launch.in_rule import run_in_rule
 from distbench.report.summary_json import write_summary
@@ -10,11 +8,7 @@ sm = snakemake  # noqa: F821 - injected by Snakemake
 def main():
     # the tables by name (rules/report.smk summary_inputs): the same files the report reads
     inputs = ReportInputs(tables={name: sm.input[name] for name in sm.params.tables}, env=sm.input.env)
-    placements = placements_of(sm.params.comm_jobs, sm.input.placements)
-    for path in [*write_summary(inputs, dict(sm.params.config), sm.output.summary),
-                 # the summary as summary.json read it (the same reader: one read of the file)
-                 *write_nccl_tests(inputs.table("comm_summary", read_summary), sm.output.nccl_tests, sm.input.ranks,
-                                   placements)]:
+    for path in write_summary(inputs, dict(sm.params.config), sm.output.summary):
         print(path)
 
 

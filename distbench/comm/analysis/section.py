@@ -388,7 +388,7 @@ SUMMARY_FIELDS = ("backend", "world_size", "nodes", "traffic", "dtype", "nccl_en
                   "busiest_rank", "busiest_rank_bytes", "busiest_rank_time_us_median", "correct", "status")
 SUMMARY = SummaryPart("communication", "comm_summary", SUMMARY_FIELDS, by="op",
                       order=("backend", "world_size", "dtype", "timing", "size_bytes"), settings=summary_settings,
-                      reader=read_summary)
+                      reader=read_summary, schema=Path(__file__).with_name("summary.schema.json"))
 
 COMMUNICATION = Section("communication", "Communication", TEMPLATES, build, headlines=headlines, findings=findings,
                         skipped=skipped, figure_dirs=("figures_comm", "figures_pairs"), figure_titles=FIGURE_TITLES,

@@ -109,4 +109,5 @@ FIGURE_TITLES = {
 }
 MEMORY = Section("memory", "Memory", TEMPLATES, build, headlines=headlines, figure_dirs=("figures_memory",),
                  figure_titles=FIGURE_TITLES, regressions=(PEAK,),
-                 summary=SummaryPart("memory", "memory_summary", SUMMARY_FIELDS))
+                 summary=SummaryPart("memory", "memory_summary", SUMMARY_FIELDS,
+                                             schema=Path(__file__).with_name("summary.schema.json")))

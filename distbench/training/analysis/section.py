@@ -218,4 +218,5 @@ FIGURE_TITLES = {
 }
 TRAINING = Section("training", "Training", TEMPLATES, build, headlines=headlines, figure_dirs=("figures_training",),
                    figure_titles=FIGURE_TITLES, regressions=(STEP_TIME,),
-                   summary=SummaryPart("training", "training_summary", SUMMARY_FIELDS))
+                   summary=SummaryPart("training", "training_summary", SUMMARY_FIELDS,
+                                               schema=Path(__file__).with_name("summary.schema.json")))
