@@ -261,8 +261,10 @@ class FamilyManifest:
 
     @property
     def benchmark_rules(self) -> tuple[str, ...]:
-        """Every rule of this family that measures."""
-        return ((self.job_rule,) if self.job_rule else ()) + self.measuring_rules
+        """Every rule of this family that measures: its job rule, its steps that measure, and its other
+        measuring rules (those written in a rules file of their own)."""
+        steps = tuple(s.rule for s in self.steps if s.measures)
+        return ((self.job_rule,) if self.job_rule else ()) + steps + self.measuring_rules
 
     @property
     def job_fields(self) -> tuple[str, ...]:

@@ -89,7 +89,7 @@ class RoundJobs(Sequence):
 
 def plan_family(config: dict, gpus: int, gpus_source: str) -> FamilyPlan:  # noqa: ARG001 - the manifest's hook
     """The node rounds' plan (the manifest's `plan`): a job per round, and the rounds' plan itself as a
-    fact (rules/nodes.smk reads it). Its jobs are placed on plan.nodes nodes whatever their world size."""
+    fact (its announce and placement hooks read it). Its jobs span plan.nodes nodes whatever their world size."""
     rounds = nodes_plan(config, gpus)
     return FamilyPlan(RoundJobs(rounds), (), {"nodes_plan": rounds},
                       hosts_spanned=rounds.nodes if rounds.backend and not rounds.simulated else 0)

@@ -29,8 +29,6 @@ MANIFEST = register(FamilyManifest(
     job_dir="training/{backend}/{model}/ws{world_size}/{config}",
     job_files=("training.csv", "placement.json"),
     benchmark="benchmarks/training/{backend}/{model}/ws{world_size}/{config}.tsv",
-    # the achievable matmul peak (training.matmul_sweep): every GPU under load, before the jobs
-    measuring_rules=("training_matmul",),
     estimated=True,
     traced=True,
     shares_launches=True,

@@ -148,7 +148,7 @@ def test_every_cluster_job_rule_declares_the_resources_the_plan_gives():
     loop = (REPO / "rules/families.smk").read_text()
     assert loop.count("for key in SLURM_RESOURCES") == 1  # the job rule's
     assert "step_resources(_s)" in loop
-    assert "for key in SLURM_RESOURCES" in (REPO / "rules/common.smk").read_text()
+    assert "for key in SLURM_RESOURCES" in (REPO / "rules/family_inputs.smk").read_text()  # step_resources
 
 
 def test_an_agent_that_fails_ends_the_other_agents_at_once(tmp_path, monkeypatch):

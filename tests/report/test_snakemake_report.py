@@ -22,9 +22,15 @@ def test_every_report_caption_exists():
     """Each caption a report() flag or the Snakefile's `report:` names is a file (cheap: no run)."""
     rules = sorted((REPO / "rules").glob("*.smk"))
     captions = [(smk, c) for smk in rules for c in re.findall(r'caption="([^"]+)"', smk.read_text())]
-    assert len(captions) >= 10
     for smk, caption in captions:
         assert (smk.parent / caption).resolve().is_file(), f"{smk.name}: caption {caption} is missing"
+    # the families' tables and figures: each caption a file of the family's own folder
+    from distbench.pipeline.families import manifests
+
+    named = [(m.name, x.caption) for m in manifests() for x in (*m.tables, *m.figures) if x.caption]
+    assert len(captions) + len(named) >= 10
+    for family, caption in named:
+        assert (REPO / "distbench" / family / caption).is_file(), f"{family}: caption {caption} is missing"
     top = re.findall(r'^report: "([^"]+)"', (REPO / "Snakefile").read_text(), flags=re.M)
     assert top and all((REPO / t).is_file() for t in top)
 

@@ -153,9 +153,15 @@ def test_table_steps_run_beside_benchmark_jobs_only_on_a_gpu_node_with_cores_to_
     for smk in (REPO / "rules").glob("*.smk"):
         for name, body in re.findall(r"^rule (\w+):\n((?:    .*\n|\n)*)", smk.read_text(), re.M):
             rules[name] = body
-    readers = [r for r in rules if r.startswith(("aggregate_", "plot_"))] + [
-        "predict", "summary_json", "describe_run", "report"]
-    assert len(readers) >= 13 and all("threads: SIDE_THREADS" in rules[r] for r in readers), readers
-    for bench in ("comm_job", "training_job", "memory_job", "probe_nccl", "nodes_round"):
-        if bench in rules:
-            assert "threads: workflow.cores" in rules[bench], bench
+    readers = [r for r in rules if r.startswith(("aggregate_", "plot_"))] + ["summary_json", "describe_run", "report"]
+    assert len(readers) >= 4 and all("threads: SIDE_THREADS" in rules[r] for r in readers), readers
+    assert "threads: workflow.cores" in rules["probe_nccl"]
+    # every family's rules are built in one loop (rules/families.smk): its job rule takes every core, each
+    # step that reads tables the side threads (a step that measures, every core)
+    from distbench.pipeline.families import manifests
+
+    loop = (REPO / "rules/families.smk").read_text()
+    job_rule, steps = loop.split("for _s in _m.steps:")[0], loop.split("for _s in _m.steps:")[1]
+    assert "threads: workflow.cores" in job_rule and "threads: workflow.cores if _s.measures else SIDE_THREADS" in steps
+    table_steps = [s.rule for m in manifests() for s in m.steps if not s.measures]
+    assert len(table_steps) >= 10 and {"aggregate_comm", "plot_training", "predict"} <= set(table_steps)

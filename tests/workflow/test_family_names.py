@@ -16,7 +16,7 @@ from tests.conftest import REPO
 
 SHARED = ("distbench/pipeline", "distbench/report", "distbench/core")
 # the generic rules (every family's rules built in one loop) and their scripts too, and the Snakefile
-SHARED_FILES = ("rules/common.smk", "rules/families.smk", "workflow/scripts/run_job.py",
+SHARED_FILES = ("rules/common.smk", "rules/families.smk", "rules/family_inputs.smk", "workflow/scripts/run_job.py",
                 "workflow/scripts/run_step.py", "Snakefile")
 NOT_A_FAMILY = "not a family name"
 
