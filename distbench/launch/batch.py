@@ -229,10 +229,15 @@ def _staged_state(d: Path) -> str:
     return "measured" if _read_done(d) else "unfinished"
 
 
+# The outputs a job's rule writes itself before the job runs (its job.json: distbench.pipeline.run_rules),
+# never measured, so never staged by a launch.
+RULE_WRITTEN = ("job_json",)
+
+
 def staged_outputs(results_dir, entry: Entry, invocation: str | None = None) -> dict:
     """Where a batch launch writes this entry's outputs (same file names as the job's own)."""
     d = staged_dir(results_dir, entry, invocation)
-    return {k: d / Path(v).name for k, v in entry.output.items()}
+    return {k: d / Path(v).name for k, v in entry.output.items() if k not in RULE_WRITTEN}
 
 
 def done_record(results_dir, entry: Entry, invocation: str | None = None) -> dict | None:

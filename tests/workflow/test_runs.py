@@ -43,7 +43,10 @@ def test_a_copied_in_run_is_rendered_side_by_side(workflow_dir):
     # each job's provenance, in its placement file and in the report's cache state
     prov = json.loads((mine / "comm/gloo/float32/ws2/default/placement.json").read_text())["provenance"]
     assert prov["commit"] == "not a git checkout" and prov["outcome"] == "ok" and prov["started"] <= prov["finished"]
-    assert "-m distbench.comm" in prov["commands"][0] and "--backend gloo" in prov["commands"][0]
+    # the ranks' command: the job's values from its job.json (written by its rule, beside its result)
+    assert "-m distbench.comm" in prov["commands"][0] and "--params" in prov["commands"][0]
+    job = json.loads((mine / "comm/gloo/float32/ws2/default/job.json").read_text())
+    assert job["wildcards"]["backend"] == "gloo" and job["params"]["job"]["sizes"]
     cache = md.split("### Cache state")[1].split("\n### Configuration")[0]
     assert "| comm/gloo/float32/ws2/default | this run |" in cache and "### Command lines" in cache
 

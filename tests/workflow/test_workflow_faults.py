@@ -222,7 +222,7 @@ def test_corrupt_cached_job_csv_fails_aggregation_with_a_clean_message(tiny_run)
         assert all(w in line for w in words), (words, line)
         assert "Delete it" in text and f"rm {rel}" in text and f"snakemake -R {rule}" in text
         assert "Traceback" not in text, text[-4000:]
-        log = (d / f"{RUN}/logs/aggregate/{agg.split('_')[1]}.log").read_text()
+        log = (d / f"{RUN}/logs/{agg.split('_')[1]}/{agg}.log").read_text()  # logs/<family>/<step>.log
         assert msg in log and "Traceback" not in log
         path.write_text(good)
 
