@@ -176,11 +176,22 @@ class HostNeed:
 
 @dataclass(frozen=True)
 class FamilyManifest:
+    # who it is
     name: str  # the package's name under distbench/ (distbench.<name>)
     # where it comes among the families (the estimate's message, the report's sections within a place)
     order: int = 100
+    # (config, plan) -> whether this run has the family at all (its tables and figures are made)
+    active: Callable[[Mapping, Mapping], bool] = _always
+
+    # its plan and its jobs
     # "module:function" (config, gpus, gpus_source) -> FamilyPlan; "" for a family without a plan
     plan: str = ""
+    # its benchmark jobs: the rule, the job directory and the files each job writes there (the first
+    # is its result: a target of `all`, and what `report` alone needs cached), the benchmark tsv
+    job_rule: str = ""
+    job_dir: str = ""
+    job_files: tuple[str, ...] = ()
+    benchmark: str = ""
     # "module:function" (config, plan, job) -> the job's parameters as plain JSON data: every value
     # that shapes its measurement (the rule's `job` param: a change reruns it; the job reads them
     # from job.json, which the rule writes)
@@ -196,38 +207,50 @@ class FamilyManifest:
     job_after: tuple[str, ...] = ()
     # wildcard constraints of its job rule beyond the shared ones
     job_constraints: Mapping[str, str] = field(default_factory=dict)
+    # "module:function" (config, plan, job) -> the launch params, as job_resources
+    job_launch: str = ""
     # "module:function" (config, plan, job) -> {SLURM resource: value} where its jobs are not placed
     # by (backend, world size); "" for the shared placement (distbench.pipeline.plan.job_resources)
     job_resources: str = ""
-    # "module:function" (config, plan, job) -> the launch params, as job_resources
-    job_launch: str = ""
     # its jobs' time limit (seconds) where its config section sets no job_timeout_s (a cluster
     # executor's runtime is derived from it)
     job_timeout_s: int = 1800
-    # the rules that read tables: aggregates and plots (rules/families.smk builds them)
-    steps: tuple[Step, ...] = ()
+    # the jobs of one backend and world size may share a launch (distbench.launch.batch)
+    shares_launches: bool = False
+    # its jobs write a trace directory when the config's `profile` asks (distbench.launch.profiling)
+    traced: bool = False
+    # "module:function" (config, plan, cores) -> [job]: the few of its planned jobs the quick answer runs
+    # (distbench.pipeline.quick: the same job objects); "": none
+    quick: str = ""
     # "module:function" (config, plan) -> a message printed before the first job (or None)
     announce: str = ""
+
+    # what the estimate, the host-fit check and the config check need from it
+    # its jobs are counted by the time estimate printed before a run (distbench.pipeline.estimate)
+    estimated: bool = False
     # estimate defaults, {(host "gpu"|"cpu", backend): EstimateDefault}; the fixed cost of a launch
     # that its shared launches pay once ({host: seconds})
     estimate_defaults: Mapping[tuple[str, str], EstimateDefault] = field(default_factory=dict)
     launch_cost_s: Mapping[str, float] = field(default_factory=dict)
-    # (config, plan) -> whether this run has the family at all (its tables and figures are made)
-    active: Callable[[Mapping, Mapping], bool] = _always
-    # its benchmark jobs: the rule, the job directory and the files each job writes there (the first
-    # is its result: a target of `all`, and what `report` alone needs cached), the benchmark tsv
-    job_rule: str = ""
-    job_dir: str = ""
-    job_files: tuple[str, ...] = ()
-    benchmark: str = ""
+    # "module:function" (config, plan, job) -> HostNeed: one job's buffers per rank, for a family whose
+    # jobs are placed by world size (distbench.pipeline.host_fit); "": its processes only
+    host_needs: str = ""
+    # "module:function" (config, plan, launcher) -> ([HostNeed], [problem]): what a family that places
+    # its own jobs (job_resources) puts on this host under that launcher, and why it cannot run here
+    host_placement: str = ""
+    # its config's schema: a YAML file in the family's folder (list it in package_data) holding the
+    # schema of the top-level config key named as the family, merged into the central schema's
+    # properties (distbench.pipeline.config.load_schema); it may $ref the central definitions
+    schema: str = ""
+    # "module:function" (config, defaults filled in) -> [problem, each "config key <key>: ..."]: what the
+    # schema cannot say (a value against another, a file read now: distbench.pipeline.config.check_config)
+    config_check: str = ""
+
+    # what it writes and what reads it
+    # the rules that read tables: aggregates and plots (rules/families.smk builds them)
+    steps: tuple[Step, ...] = ()
     # the other rules that measure (a GPU or the host under load): `report` alone never starts them
     measuring_rules: tuple[str, ...] = ()
-    # the jobs of one backend and world size may share a launch (distbench.launch.batch)
-    shares_launches: bool = False
-    # its jobs are counted by the time estimate printed before a run (distbench.pipeline.estimate)
-    estimated: bool = False
-    # its jobs write a trace directory when the config's `profile` asks (distbench.launch.profiling)
-    traced: bool = False
     # files `snakemake report` alone needs cached besides each job's result (under results/<label>/)
     cached: tuple[str, ...] = ()
     tables: tuple[Table, ...] = ()
@@ -238,22 +261,6 @@ class FamilyManifest:
     sections: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # files of the package that are not modules (globs under distbench/<name>/): the wheel ships them
     package_data: tuple[str, ...] = ()
-    # its config's schema: a YAML file in the family's folder (list it in package_data) holding the
-    # schema of the top-level config key named as the family, merged into the central schema's
-    # properties (distbench.pipeline.config.load_schema); it may $ref the central definitions
-    schema: str = ""
-    # "module:function" (config, defaults filled in) -> [problem, each "config key <key>: ..."]: what the
-    # schema cannot say (a value against another, a file read now: distbench.pipeline.config.check_config)
-    config_check: str = ""
-    # "module:function" (config, plan, job) -> HostNeed: one job's buffers per rank, for a family whose
-    # jobs are placed by world size (distbench.pipeline.host_fit); "": its processes only
-    host_needs: str = ""
-    # "module:function" (config, plan, launcher) -> ([HostNeed], [problem]): what a family that places
-    # its own jobs (job_resources) puts on this host under that launcher, and why it cannot run here
-    host_placement: str = ""
-    # "module:function" (config, plan, cores) -> [job]: the few of its planned jobs the quick answer runs
-    # (distbench.pipeline.quick: the same job objects); "": none
-    quick: str = ""
 
     @property
     def step_rules(self) -> tuple[str, ...]:

@@ -129,12 +129,36 @@ SLOW_US = "60000"
 
 
 @pytest.mark.e2e
-# No healthy case here (it was one, 56 CPU-s): the slow-link case already asserts that a real
-# measurement's other five pairs and two nodes raise nothing, and test_a_healthy_cluster_names_none
-# that a healthy table gives the "healthy" verdict.
-# The slow-node case is the nodes family's real launch in the fast test command; the slow-link case
-# runs with `pytest -m heavy` (README: the second test command).
-@pytest.mark.parametrize("case", ["slow_node", pytest.param("slow_link", marks=pytest.mark.heavy)])
+def test_one_round_of_two_simulated_nodes_runs_under_the_launcher(tmp_path):
+    """The nodes family's real launch in the fast test command: its plan, its job's parameters and
+    placement (the manifest's hooks) and one round of two simulated nodes (one torchrun agent each,
+    Gloo) through the launcher; both ranks record every op and size of their pair."""
+    from distbench.nodes.job import run_round
+    from distbench.nodes.plan import rule_launch, rule_params
+    from distbench.pipeline.config import check_config
+    from distbench.pipeline.plan import make_plan
+
+    cfg = check_config({**TINY, "nodes": {**TINY["nodes"], "simulate": 2, "iters": 5}})
+    plan = make_plan(cfg)
+    [job] = plan["jobs"]["nodes"]
+    params = {**rule_params(cfg, plan, job), "launch": rule_launch(cfg, plan, job)}
+    assert params["launch"]["nodes"] == 2 and params["pairs"] == "0-1"
+    out = tmp_path / "nodes.csv"
+    status = run_round("gloo", params, out, tmp_path / "placement.json", tmp_path / "round.log")
+    assert status == "ok", (tmp_path / "round.log").read_text()[-3000:]
+    raw = pd.read_csv(out)
+    assert (raw["status"] == "ok").all() and sorted(raw["rank"].unique()) == [0, 1]
+    assert len(raw) == 2 * 2 * 3  # two ranks x two sizes x (send_recv both ways, all_reduce)
+    assert (raw["time_us"] > 0).all()
+
+
+@pytest.mark.e2e
+# The whole workflow's rounds (four simulated nodes, 3 rounds) run with `pytest -m heavy` (README: the
+# second test command); the fast command launches one round above. No healthy case here (it was one,
+# 56 CPU-s): the slow-link case already asserts that a real measurement's other five pairs and two nodes
+# raise nothing, and test_a_healthy_cluster_names_none that a healthy table gives the "healthy" verdict.
+@pytest.mark.heavy
+@pytest.mark.parametrize("case", ["slow_node", "slow_link"])
 def test_the_verdict_names_the_slow_node_or_link_on_four_simulated_nodes(workflow_dir, case):
     import yaml
 
