@@ -39,3 +39,16 @@ def run_in_rule(log_path, fn, *args, **kwargs):
             message = f"distbench error: {e}"
             print(message, flush=True)  # stdout is the log here
     sys.exit(message)
+
+
+def figures_in_rule(sm, draw, table: str) -> None:
+    """A plot step (a manifest's Step writing a figure directory, `figures`): its input `table` read,
+    `draw(table, directory)` -> the figures' paths, each named in the rule's log. The directory is made
+    also when there is nothing to draw (it is the rule's output)."""
+    import pandas as pd
+
+    with logged(sm.log[0]):
+        out = Path(sm.output.figures)
+        out.mkdir(parents=True, exist_ok=True)
+        for path in draw(pd.read_csv(sm.input[table]), out):
+            print(path)

@@ -3,9 +3,7 @@ builds each rule; distbench.pipeline.run_rules.run_step calls these)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from distbench.launch.in_rule import logged, run_in_rule
+from distbench.launch.in_rule import figures_in_rule, run_in_rule
 
 
 def aggregate(sm) -> None:
@@ -16,12 +14,6 @@ def aggregate(sm) -> None:
 
 
 def plot(sm) -> None:
-    import pandas as pd
-
     from distbench.memory.analysis.plots import plot_memory
 
-    with logged(sm.log[0]):
-        out = Path(sm.output.figures)
-        out.mkdir(parents=True, exist_ok=True)
-        for path in plot_memory(pd.read_csv(sm.input.raw), out):
-            print(path)
+    figures_in_rule(sm, plot_memory, "raw")

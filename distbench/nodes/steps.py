@@ -3,9 +3,7 @@ builds each rule; distbench.pipeline.run_rules.run_step calls these)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from distbench.launch.in_rule import logged, run_in_rule
+from distbench.launch.in_rule import figures_in_rule, run_in_rule
 
 LIMITS = ("slow_latency", "slow_bandwidth", "slow_share")
 
@@ -23,12 +21,6 @@ def aggregate(sm) -> None:
 
 
 def plot(sm) -> None:
-    import pandas as pd
-
     from distbench.nodes.analysis.plots import plot_nodes
 
-    with logged(sm.log[0]):
-        out = Path(sm.output.figures)
-        out.mkdir(parents=True, exist_ok=True)
-        for path in plot_nodes(pd.read_csv(sm.input.pairs), out):
-            print(path)
+    figures_in_rule(sm, plot_nodes, "pairs")

@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from distbench.launch.in_rule import logged, run_in_rule
+from distbench.launch.in_rule import figures_in_rule, run_in_rule
 
 
 def cost_gpu_hour_usd(config, _plan):
@@ -21,15 +19,9 @@ def aggregate(sm) -> None:
 
 
 def plot(sm) -> None:
-    import pandas as pd
-
     from distbench.training.analysis.plots import plot_training
 
-    with logged(sm.log[0]):
-        out = Path(sm.output.figures)
-        out.mkdir(parents=True, exist_ok=True)
-        for path in plot_training(pd.read_csv(sm.input.summary), out):
-            print(path)
+    figures_in_rule(sm, plot_training, "summary")
 
 
 def matmul_sweep(config, plan):
