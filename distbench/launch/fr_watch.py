@@ -79,7 +79,12 @@ def start(torch, rank: int, backend: str) -> threading.Thread | None:
 # How a collective that outlived the process group's timeout (op_timeout_s) reads: Gloo's "Timed out
 # waiting ... for recv", NCCL's watchdog "Watchdog caught collective operation timeout".
 TIMEOUT_TEXT = ("timed out", "timeout")
-TIMEOUT_DUMP_WAIT_S = 5.0
+# How long the rank whose collective timed out waits for every rank's dump (it stops waiting as soon as
+# all are there: a second on a quiet host). 5 s was once too short in CI, with both test workers
+# running real launches on 2 cores: the hung rank's dump came late, the job read as failed instead of
+# hung (tests/launch/test_hang.py). The wait comes after op_timeout_s (300 s by default), so 15 s costs
+# a hung job little.
+TIMEOUT_DUMP_WAIT_S = 15.0
 
 
 def dump_on_timeout(error: BaseException, world_size: int, wait_s: float = TIMEOUT_DUMP_WAIT_S) -> bool:
