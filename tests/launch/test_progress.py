@@ -97,8 +97,13 @@ def test_a_job_cut_short_in_its_setup_is_slow_not_hung():
 
 
 def test_the_kernel_says_stopped_zombie_or_gone():
-    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    # the child says when it sleeps: read at once, a child still starting can be in uninterruptible
+    # sleep (D, loading from disk), as seen once in CI with both workers busy
+    p = subprocess.Popen([sys.executable, "-c", "import time; print('sleeping', flush=True); time.sleep(60)"],
+                         stdout=subprocess.PIPE, text=True)
     try:
+        assert p.stdout.readline().strip() == "sleeping"
+        time.sleep(0.2)
         assert process_state(p.pid) is None  # sleeping, as a rank waiting in a collective does
         os.kill(p.pid, signal.SIGSTOP)
         for _ in range(50):
