@@ -36,6 +36,13 @@ Every job also records its start and end in its provenance (distbench.launch.tor
 distbench.core.intervals.overlaps checks after the fact that no two benchmark measurements of a run
 overlapped (the report's appendix and this module's command line read it).
 
+The lock file must be a plain file (or not exist yet): a directory, symlink, FIFO, device or socket
+there is refused with LockSettingError, never waited on nor read as "held"; so are a file holding
+something other than a holder's record (a mistyped path: never overwritten) and a mode other than
+wait or fail. `python -m distbench.launch.hostlock` (distbench.launch.hostlock_status) says whether
+the host is held, reading the lock without creating or changing anything, and checks results
+directories for overlaps.
+
 Torch-free: the rule scripts and the health probe import it.
 """
 
@@ -47,12 +54,12 @@ import fcntl
 import json
 import os
 import socket
+import stat
 import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from distbench.core.intervals import overlaps
 from distbench.launch.invocation import process_start
 
 LOCK_ENV = "DISTBENCH_HOST_LOCK"  # the lock file (tests give each test its own)
@@ -63,6 +70,10 @@ MODES = ("wait", "fail")
 POLL_S = 0.2  # how often a waiter tries again: the host is idle at most this long after a release
 RECORD_WAIT_S = 1.0  # a holder writes its record right after it locks: how long a waiter lets it
 MAX_RECORD_BYTES = 16384
+# Every open of the lock file: never through a symlink (another user could plant one in /tmp), and
+# never blocking (a FIFO planted there would block a plain open until a writer came; the lstat
+# before each open refuses one, this covers one swapped in between).
+OPEN_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 class HostBusy(Exception):
@@ -74,6 +85,79 @@ class HostBusy(Exception):
         self.why = why
 
 
+class LockSettingError(HostBusy, ValueError):
+    """The lock's setting is wrong, not the host busy: a mode other than wait or fail, or a lock file
+    that is not a plain file or cannot be opened. Never waited on, whatever the mode. A HostBusy, so
+    the rule scripts and the health load end saying why as they do for a busy host; a ValueError
+    for a caller that passed the bad value."""
+
+
+def check_mode(mode: str | None = None, env: dict | None = None) -> str:
+    """The mode a hold uses: `mode` (config host_lock, or a node holder's argument), else
+    DISTBENCH_HOST_LOCK_MODE, else wait. A bad one is named with where it came from."""
+    env = os.environ if env is None else env
+    if mode:
+        source = f"host lock mode {_clean(repr(mode), 80)} (config host_lock)"
+    else:
+        mode = env.get(MODE_ENV) or "wait"
+        source = f"{MODE_ENV}={_clean(repr(mode), 80)}"
+    if mode not in MODES:
+        raise LockSettingError(f"{source}: allowed {', '.join(MODES)} (wait is the default)")
+    return mode
+
+
+def file_kind(st: os.stat_result, path: Path | None = None) -> str | None:
+    """What a lock path that is not a plain file is, in words (None for a plain file)."""
+    if stat.S_ISREG(st.st_mode):
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        with contextlib.suppress(OSError):
+            return f"a symlink (to {_clean(os.readlink(path), 200)})" if path is not None else "a symlink"
+        return "a symlink"
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+    return next((words for test, words in kinds if test(st.st_mode)), "not a plain file")
+
+
+def bad_path(path: Path, why: str, need: str = "a plain file this user can open") -> LockSettingError:
+    """The error for a lock file that cannot serve: which file, why, and what would."""
+    return LockSettingError(f"the host lock file {_clean(path)} {why}: it must be {need}, or not exist yet "
+                            f"(the first run creates it); set {LOCK_ENV} to another path")
+
+
+def foreign(fd: int) -> str | None:
+    """What an open lock file holds when it is not a lock file a run made (empty, or a holder's
+    record, perhaps with a longer old record's tail after it), in words; else None. A holder
+    writes its record over the file's start and cuts it: a mistyped DISTBENCH_HOST_LOCK naming some
+    other file this user can write (a config, /etc/passwd for root) would be lost."""
+    try:
+        size = os.fstat(fd).st_size
+        head = os.pread(fd, MAX_RECORD_BYTES, 0)
+    except OSError:
+        return None
+    if not head.strip():
+        return None
+    with contextlib.suppress(ValueError):
+        record, _ = json.JSONDecoder().raw_decode(head.decode())
+        if isinstance(record, dict) and "pid" in record:
+            return None
+    return f"holds {size} bytes that are no holder's record (starting {_clean(head[:24].decode(errors='replace'))!r})"
+
+
+def check_kind(path: Path) -> bool:
+    """Whether the lock file exists; LockSettingError when it is anything but a plain file."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    except OSError as e:
+        raise bad_path(path, f"cannot be examined ({e.strerror})") from None
+    kind = file_kind(st, path)
+    if kind:
+        raise bad_path(path, f"is {kind}")
+    return True
+
+
 def lock_path(env: dict | None = None) -> Path:
     return Path((os.environ if env is None else env).get(LOCK_ENV) or DEFAULT_PATH)
 
@@ -82,9 +166,25 @@ def _open(path: Path) -> tuple[int, bool]:
     """The lock file's descriptor, and whether it can be written (the holder's record). Made 0666 by
     whoever creates it, so every user's runs share it; never opened through a symlink (another
     user could plant one in /tmp). An existing file is opened without O_CREAT, which a sticky /tmp
-    with fs.protected_regular refuses for another user's file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    flags = os.O_NOFOLLOW | os.O_CLOEXEC
+    with fs.protected_regular refuses for another user's file. Anything but a plain file there is
+    refused (LockSettingError): a directory or symlink there is a wrong or planted setting, and a
+    device or FIFO cannot keep the holder's record (reading a FIFO's would block)."""
+    if not check_kind(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    fd, writable = _open_plain(path)
+    try:
+        kind = file_kind(os.fstat(fd))
+    except OSError:
+        kind = None
+    if kind:  # swapped in between the lstat and the open
+        os.close(fd)
+        raise bad_path(path, f"is {kind}")
+    return fd, writable
+
+
+def _open_plain(path: Path) -> tuple[int, bool]:
+    """_open's descriptor: the existing file, read-write else read-only, or a new one."""
+    flags = OPEN_FLAGS
     while True:
         try:
             return os.open(path, os.O_RDWR | flags), True
@@ -127,14 +227,32 @@ def _alive(record: dict) -> bool:
     return start is None or start == record.get("pid_start")
 
 
-def read_holder(path: Path | None = None) -> dict | None:
-    """The holder's record, when it is readable and its process alive; else None."""
+def read_record(fd: int) -> dict | None:
+    """The record in an open lock file, alive or not; None when there is none it can parse."""
     try:
-        with open(lock_path() if path is None else path, "rb") as f:
-            record = json.loads(f.read(MAX_RECORD_BYTES).decode())
+        record = json.loads(os.pread(fd, MAX_RECORD_BYTES, 0).decode())
     except (OSError, ValueError):
         return None
-    return record if isinstance(record, dict) and _alive(record) else None
+    return record if isinstance(record, dict) else None
+
+
+def read_holder(path: Path | None = None) -> dict | None:
+    """The holder's record, when it is readable and its process alive; else None (and for anything
+    but a plain file, which is not opened when seen first: a FIFO would block)."""
+    path = lock_path() if path is None else Path(path)
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return None
+        fd = os.open(path, os.O_RDONLY | OPEN_FLAGS)
+    except OSError:
+        return None
+    try:
+        record = read_record(fd) if stat.S_ISREG(os.fstat(fd).st_mode) else None
+    except OSError:
+        record = None
+    finally:
+        os.close(fd)
+    return record if record is not None and _alive(record) else None
 
 
 def _clean(value, limit: int = 300) -> str:
@@ -179,9 +297,7 @@ class HostLock:
     def __init__(self, job: str, results_dir=None, mode: str | None = None, path: Path | None = None):
         self.job = job
         self.results_dir = str(Path(results_dir or os.environ.get(RESULTS_ENV) or Path.cwd()).resolve())
-        self.mode = mode or os.environ.get(MODE_ENV) or "wait"
-        if self.mode not in MODES:
-            raise ValueError(f"host_lock {self.mode!r}: allowed {', '.join(MODES)}")
+        self.mode = check_mode(mode)  # LockSettingError, a ValueError, names a bad one and its source
         self.path = Path(path) if path is not None else lock_path()
         self.fd: int | None = None
         self.acquired: datetime | None = None
@@ -202,9 +318,8 @@ class HostLock:
         whenever that changes), or raise HostBusy under mode fail."""
         try:
             fd, writable = _open(self.path)
-        except OSError as e:
-            raise HostBusy(f"the host lock {self.path} cannot be opened ({e}); set {LOCK_ENV} to a file "
-                           "this user can create or open") from None
+        except OSError as e:  # a setting to fix, not a busy host: never waited on
+            raise bad_path(self.path, f"cannot be created or opened ({e.strerror})") from None
         t0 = unknown_since = time.monotonic()
         shown = None
         try:
@@ -225,8 +340,12 @@ class HostLock:
                     self.waited_for.append(text)
                     shown = text
                 time.sleep(POLL_S)
+            what = foreign(fd) if writable else None  # read-only: it is locked, and never written
+            if what:
+                raise bad_path(self.path, f"{what}; it was not overwritten",
+                               "a lock file a run made (empty, or holding a holder's record)")
         except BaseException:
-            os.close(fd)
+            os.close(fd)  # not release(): that would cut the file
             raise
         self.fd = fd
         self.acquired = datetime.now(timezone.utc)
@@ -269,10 +388,19 @@ class HostLock:
 _HELD: dict[str, HostLock] = {}  # this process's holds by lock file: a nested hold is the outer one
 
 
+def _key(path: Path) -> str:
+    """A lock file's key in _HELD: its directory resolved, not itself (a symlink there is refused
+    when it is opened; resolving it would follow it, or raise for a loop)."""
+    try:
+        return str(path.parent.resolve() / path.name)
+    except (OSError, RuntimeError):  # a loop among its directories: acquire names the error
+        return os.path.abspath(path)
+
+
 @contextlib.contextmanager
 def holding(lock: HostLock):
     """Hold `lock` while the block runs (acquired here unless it already is), then release it."""
-    key = str(lock.path.resolve())
+    key = _key(lock.path)
     if lock.fd is None:
         lock.acquire()
     _HELD[key] = lock
@@ -289,7 +417,7 @@ def hold(job: str, results_dir=None, mode: str | None = None, path: Path | None 
     Inside a hold of the same process, a nested one holds nothing more (a flock taken twice by
     one process on two descriptors would wait for itself)."""
     lock = HostLock(job, results_dir, mode, path)
-    outer = _HELD.get(str(lock.path.resolve()))
+    outer = _HELD.get(_key(lock.path))
     if outer is not None:
         yield outer
         return
@@ -298,27 +426,11 @@ def hold(job: str, results_dir=None, mode: str | None = None, path: Path | None 
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m distbench.launch.hostlock` says who holds the host; with results directories,
-    lists their overlapping benchmark measurements (exit 1 when there are any)."""
-    argv = sys.argv[1:] if argv is None else argv
-    if not argv:
-        holder = read_holder()
-        print(f"{lock_path()}: " + ("free" if holder is None and _free() else f"held by {describe(holder)}"))
-        return 0
-    found = [line for d in argv for line in overlaps(d)]
-    print("\n".join(found) if found else f"no overlapping benchmark measurements in {', '.join(argv)}")
-    return 1 if found else 0
+    """`python -m distbench.launch.hostlock`: whether the host is held, or overlaps in results
+    directories (distbench.launch.hostlock_status, which imports this module)."""
+    from distbench.launch.hostlock_status import main as status_main
 
-
-def _free() -> bool:
-    try:
-        fd, _ = _open(lock_path())
-    except OSError:
-        return False
-    try:
-        return HostLock("check", mode="fail")._try(fd)
-    finally:
-        os.close(fd)
+    return status_main(argv)
 
 
 if __name__ == "__main__":

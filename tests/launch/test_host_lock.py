@@ -4,7 +4,9 @@ holder's lock is taken over and its record not believed), the rule scripts' side
 the wait in the job's log and provenance), the health load, the after-the-fact overlap check, and two
 real Snakemake runs started together in two copies of the workflow, whose jobs never overlap.
 
-Every test has its own lock file (DISTBENCH_HOST_LOCK), so none waits for a real run on this host."""
+Every test has its own lock file (DISTBENCH_HOST_LOCK), so none waits for a real run on this host.
+The hostile inputs (the status command's arguments, lock paths that are no lock file, a bad mode)
+are a table in test_host_lock_status.py."""
 
 from __future__ import annotations
 
