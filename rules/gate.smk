@@ -2,12 +2,9 @@
 # runs a short collective check and writes its verdict table beside the health check's
 # (results/<label>/health/gate.csv; its readings and comm job under health/gate/). The verdict line is
 # in the log; the command for a SLURM prolog or health check is `python -m distbench.gate`.
-# gate_baseline, when set, holds the baseline runs (checked now, before any job); prometheus_dir, when
-# set, gets distbench.prom.
-from distbench.gate.points import baseline_problems
-
-if baseline_problems(config["gate_baseline"]):
-    raise WorkflowError("\n".join(baseline_problems(config["gate_baseline"])))
+# gate_baseline, when set, holds the baseline runs, and prometheus_dir, when set, gets distbench.prom:
+# both checked with the config, before any job (the gate manifest's config_check, distbench.gate.inputs).
+# The gate holds this host's lock (config host_lock) for its readings, as every measurement does.
 
 
 rule gate:
@@ -23,14 +20,20 @@ rule gate:
         load_s=config["health"]["load_s"],
         baseline=config["gate_baseline"],
         prom=config.get("prometheus_dir", ""),
+        host_lock=config["host_lock"],
     script:
         "../workflow/scripts/gate.py"
 
 
 # prometheus_dir: a successful run writes its health, comm and training figures there as distbench.prom
-# (node_exporter's textfile collector), atomically (distbench.gate.prom.run_samples).
+# (node_exporter's textfile collector), atomically (distbench.gate.prom.run_samples): only the tables
+# written since this Snakemake process started (an older table is never republished as new).
 onsuccess:
     if config.get("prometheus_dir"):
-        from distbench.gate.prom import write_run_metrics
+        from distbench.gate.prom import process_started_at, write_run_metrics
 
-        print(write_run_metrics(config["prometheus_dir"], results("")))
+        print(
+            write_run_metrics(
+                config["prometheus_dir"], results(""), since=process_started_at()
+            )
+        )

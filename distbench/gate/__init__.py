@@ -3,7 +3,8 @@ reads its health, runs a short collective check, holds both against published fi
 own baseline, and says PASS, WARN or FAIL in one line, within a time budget; as a SLURM Prolog= or
 HealthCheckProgram=, and with a Prometheus textfile. `cli` is the command, `check` takes the readings
 in a process of its own, `supervise` keeps the budget, `rules` judges, `points` reads collective
-points and baselines, `slurm` drains and resumes, `prom` writes the textfile.
+points and baselines, `slurm` drains and resumes, `prom` writes the textfile, `inputs` checks its flags
+and config keys before anything is read.
 
 "Is this node OK?" has three owners: distbench.health reads each GPU of a node and judges the
 readings (the gate's health half is that check's items and limits); distbench.nodes finds a slow

@@ -10,6 +10,12 @@ by distbench.gate.supervise, which kills it and everything it started when the b
    nccl-tests' published latency does not have; distbench.comm.analysis.advice.rule_graph_mixing). On a
    host without GPUs: Gloo on two CPU processes at 16 MiB and 8 B (host timing), which is no GPU verdict.
 
+Both run with this host's lock held (distbench.launch.hostlock, as every benchmark measurement and
+health load does): a gate never measures beside a benchmark job, nor one beside it. A busy host is
+waited for (the step names the holder; the wait counts in the budget) or, under mode fail, refused:
+nothing is read and the gate fails naming the holder. The lock's record goes into readings.json and
+the comm job's placement file (provenance.host_lock), as a benchmark job's does.
+
 Each step's result is written to readings.json as soon as it is known (atomically), so a gate cut
 short by its budget still reports what it read and names the step it was in.
 """
@@ -24,13 +30,16 @@ from dataclasses import asdict
 from pathlib import Path
 
 from distbench.core.io import atomic_write_json
+# what the comm job's launcher may take after its limit, and the least time the collective starts with
+# (defined with the least budget they make up)
+from distbench.gate.inputs import MIN_COLLECTIVE_S, TEARDOWN_S
 
 NCCL_LARGE = 1 << 30  # the published figures hold from 1 GiB (distbench.comm.analysis.peak)
 GLOO_LARGE = 16 << 20  # comm.gloo.max_bytes' default: Gloo's busbw plateaus by ~8 MiB on CPU
 SMALL = 8
 GLOO_RANKS = 2
 GATE_NCCL_ENV = {"NCCL_GRAPH_MIXING_SUPPORT": "0"}
-TEARDOWN_S = 12.0  # what the comm job's launcher may take after its limit: a progress look (2 s), a kill's grace
+LOCK_SCOPE = "this host: the gate's health load and collective, one benchmark measurement at a time on it"
 
 
 def comm_params(backend: str, timeout_s: float) -> dict:
@@ -65,11 +74,38 @@ def nvls_setting(env=None) -> bool | None:
     return None if value is None else value.strip() not in ("0", "")
 
 
-def take(out_dir: Path, expected_gpus: int | None, load_s: float, deadline: float, host: str | None) -> dict:
-    from distbench.comm.analysis.peak import link_peak
-    from distbench.pipeline.plan import detect_gpus
-    from distbench.health.readings import read_health
-    from distbench.probes.nvml import nvlink_state
+def _lock(job: str, out_dir: Path, mode: str, step):
+    """This host's lock, held (distbench.launch.hostlock.HostLock, as distbench.launch.joblock takes a
+    job's), or the HostBusy that refuses it. A busy host under mode wait: the step names the holder
+    first, so a gate whose budget runs out while it waits says who held the host."""
+    from distbench.launch.hostlock import HostBusy, HostLock, describe, read_holder
+
+    try:
+        lock = HostLock(job, out_dir, "fail").acquire()  # free: held at once, no wait to say
+        lock.mode = mode  # the provenance states the mode the gate was run under
+        return lock
+    except HostBusy:
+        if mode == "fail":
+            raise
+    lock = HostLock(job, out_dir, mode)
+    step(f"waiting for the host lock {lock.path}, held by {describe(read_holder(lock.path))}")
+    return lock.acquire()
+
+
+def _note_lock(placement: Path, lock) -> None:
+    """The lock in the comm job's placement file, as distbench.launch.joblock records a job's."""
+    try:
+        data = json.loads(placement.read_text())
+    except (OSError, ValueError):
+        return
+    if isinstance(data, dict):
+        data.setdefault("provenance", {})["host_lock"] = lock.provenance(LOCK_SCOPE)
+        atomic_write_json(placement, data)
+
+
+def take(out_dir: Path, expected_gpus: int | None, load_s: float, deadline: float, host: str | None,
+         lock_mode: str = "wait") -> dict:
+    from distbench.launch.hostlock import HostBusy, holding
 
     readings: dict = {"steps": [], "host": host}
     path = out_dir / "readings.json"
@@ -80,6 +116,29 @@ def take(out_dir: Path, expected_gpus: int | None, load_s: float, deadline: floa
         atomic_write_json(path, readings)
 
     t0 = time.monotonic()
+    step("taking the host lock")
+    try:
+        lock = _lock(f"node gate ({host or 'this node'})", out_dir, lock_mode, step)
+    except HostBusy as e:
+        readings.update(host_busy=e.why, comm_status="not run: the host lock was not held")
+        step("done")
+        return readings
+    readings["host_lock"] = lock.provenance(LOCK_SCOPE)
+    with holding(lock):  # the health load inside read_health holds the same lock (a nested hold)
+        _readings(readings, out_dir, expected_gpus, load_s, deadline, host, step)
+        if (out_dir / "gate_placement.json").exists():
+            _note_lock(out_dir / "gate_placement.json", lock)
+    step("done")
+    return readings
+
+
+def _readings(readings: dict, out_dir: Path, expected_gpus: int | None, load_s: float, deadline: float,
+              host: str | None, step) -> None:
+    from distbench.comm.analysis.peak import link_peak
+    from distbench.pipeline.plan import detect_gpus
+    from distbench.health.readings import read_health
+    from distbench.probes.nvml import nvlink_state
+
     gpus, source = detect_gpus()
     readings.update(gpus=gpus, gpus_source=source)
     step("health reading")
@@ -95,17 +154,14 @@ def take(out_dir: Path, expected_gpus: int | None, load_s: float, deadline: floa
     readings.update(backend=backend, world_size=world_size)
     if backend == "nccl" and gpus < 2:
         readings["comm_status"] = "skipped: one GPU, no collective between GPUs to check"
-        step("done")
-        return readings
+        return
     left = deadline - time.monotonic() - TEARDOWN_S
     step(f"collective check ({backend}, {world_size} ranks)")
-    if left < 5:
+    if left < MIN_COLLECTIVE_S:
         readings["comm_status"] = f"no time left for the collective check ({left + TEARDOWN_S:.0f} s of the budget)"
     else:
         status, csv = run_comm(backend, world_size, out_dir, left)
         readings.update(comm_status=status, comm_csv=str(csv))
-    step("done")
-    return readings
 
 
 def main(argv=None) -> int:
@@ -115,10 +171,11 @@ def main(argv=None) -> int:
     p.add_argument("--load-s", type=float, default=0.0)
     p.add_argument("--deadline-s", type=float, required=True, help="seconds from now this process must be done by")
     p.add_argument("--host", default=None)
+    p.add_argument("--host-lock", choices=("wait", "fail"), default="wait")
     a = p.parse_args(argv)
     out = Path(a.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    take(out, a.gpus or None, a.load_s, time.monotonic() + a.deadline_s, a.host)
+    take(out, a.gpus or None, a.load_s, time.monotonic() + a.deadline_s, a.host, a.host_lock)
     return 0
 
 

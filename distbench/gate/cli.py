@@ -7,7 +7,9 @@ for this GPU and count and against the node's own baseline; one line
     distbench gate: PASS|WARN|FAIL <node>: <reason>
 
 and exit 0 (pass, warn) or 1 (fail), within --budget-s (past it: fail, naming the step, with every
-process the gate started killed). Under SLURM (distbench.gate.slurm, docs/gate.md) it is a Prolog= or
+process the gate started killed); 2: a usage error, before anything is read (a flag's value, said with
+what is allowed: never a verdict on the node); 3: the gate itself failed (no verdict, or one it could
+not write: stderr says which). Under SLURM (distbench.gate.slurm, docs/gate.md) it is a Prolog= or
 a HealthCheckProgram=; --drain drains the node on FAIL, --resume returns it to service on PASS/WARN
 if distbench drained it. --prom DIR writes DIR/distbench.prom for node_exporter's textfile collector.
 """
@@ -25,15 +27,14 @@ from pathlib import Path
 
 from distbench.core.run_label import node_name
 from distbench.gate import slurm
+from distbench.gate.inputs import flag_problems, reserve_s
 from distbench.gate.supervise import Budget, python
+from distbench.launch.hostlock import LockSettingError, check_kind, check_mode, lock_path
 
 DEFAULT_BUDGET_S = 60.0  # DCGM's level 2 takes under 2 minutes; operators ask for less (soperator#2081)
 DEFAULT_LOAD_S = 3.0  # the health reading's matmul load on GPUs (throttle and PCIe generation are read under it)
-
-
-def reserve_s(budget_s: float) -> float:
-    """The budget's share for this process after the readings: the tables, the verdict, scontrol."""
-    return min(8.0, max(2.0, 0.1 * budget_s))
+# exit codes (docs/gate.md): 2 is argparse's usage error; a Python error would exit 1 and read as a FAIL
+EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_ERROR = 0, 1, 2, 3
 
 
 def parse_args(argv=None):
@@ -44,21 +45,38 @@ def parse_args(argv=None):
                    help="a known-good run of this node type: a gate's --out directory, results/<label>, its tables/, "
                         "or a run label; repeat it for several runs (their run-to-run noise is then measured, and a "
                         "regression beyond it can fail; against one run it only warns)")
-    p.add_argument("--budget-s", type=float, default=DEFAULT_BUDGET_S, help="finish within this many seconds, or fail")
+    p.add_argument("--budget-s", type=float, default=DEFAULT_BUDGET_S,
+                   help="finish within this many seconds, or fail (at least what the readings need: the usage "
+                        "error says how much)")
     p.add_argument("--drain", action="store_true", help="on FAIL: scontrol update State=DRAIN Reason=\"distbench: ...\"")
     p.add_argument("--resume", action="store_true", help="on PASS/WARN: resume the node, only if distbench drained it")
     p.add_argument("--out", help="keep the readings, gate.csv and the comm job's files here (default: a temporary "
-                                 "directory, removed)")
+                                 "directory, removed); an earlier gate's files there are removed first")
     p.add_argument("--csv", help="also write the gate's table here (the Snakemake target's output)")
-    p.add_argument("--gpus", type=int, default=0, help="GPUs this node must have (default: those detected)")
+    p.add_argument("--gpus", type=int, default=0, help="GPUs this node must have: fewer, or none readable, fails "
+                                                       "(default 0: those detected)")
     p.add_argument("--load-s", type=float, default=DEFAULT_LOAD_S, help="seconds of matmul load while the health "
                                                                         "reading samples the GPUs (0: idle)")
     p.add_argument("--node", help="this node's name (default: SLURMD_NODENAME, else the host name)")
     p.add_argument("--mode", choices=("auto", "prolog", "health-check", "plain"), default="auto",
                    help="how SLURM runs the gate (auto: from slurmd's environment)")
+    p.add_argument("--host-lock", choices=("wait", "fail"), default=None,
+                   help="this host's benchmark lock (distbench.launch.hostlock) held by another run: wait for it "
+                        "within the budget, or fail at once naming it (default: DISTBENCH_HOST_LOCK_MODE, else wait)")
     a = p.parse_args(argv)
-    if a.budget_s <= 0:
-        p.error("--budget-s must be > 0")
+    # every problem at once, before anything is read: exit 2, never a verdict on the node
+    a.node_from = "--node" if a.node is not None else next(
+        (k for k in ("DISTBENCH_NODE_NAME", "SLURMD_NODENAME") if os.environ.get(k)), "the host name")
+    a.node = a.node if a.node is not None else node_name()
+    problems = flag_problems(a, a.node, a.node_from)
+
+    try:  # --host-lock, else DISTBENCH_HOST_LOCK_MODE, else wait; and DISTBENCH_HOST_LOCK a plain file
+        a.host_lock = check_mode(a.host_lock)
+        check_kind(lock_path())
+    except LockSettingError as e:
+        problems.append(e.why)
+    if problems:
+        p.error("; ".join(problems))
     return a
 
 
@@ -68,36 +86,89 @@ def _health_rows(readings: dict):
     return [HealthRow(**r) for r in readings.get("health") or []]
 
 
-def judge(readings: dict, out: Path, baseline: list[str], outcome: str, killed: int, budget_s: float):
-    """(state, reason, checks, points) from the readings (distbench.gate.rules)."""
+def _this_runs_points(readings: dict) -> tuple[list, str]:
+    """The collective's points of this invocation only: the comm CSV its readings named (never an
+    earlier gate's file left in a reused --out)."""
+    from distbench.gate import points as pts
+
+    csv = readings.get("comm_csv")
+    if not csv or not Path(csv).exists():
+        return [], ""
+    try:
+        return pts.points_from_csv(csv), ""
+    except (OSError, ValueError) as e:
+        return [], f"its table {csv} is unreadable ({' '.join(str(e).split())[:200]})"
+
+
+def _baseline_checks(checks: list, summary: list, baseline: list[str], base, where: str, notes: list[str],
+                     points: list) -> list:
+    """Whether the baseline was compared, said once: `against the baseline` only when some figure was;
+    a baseline that cannot be compared warns, saying why (never reported as judged)."""
+    from distbench.gate import rules
+
+    out = []
+    if notes:
+        out.append(rules.Check("baseline", "left out", "", "", rules.INFO, "; ".join(notes)[:1000]))
+    if base is None:
+        out.append(rules.Check("baseline", ", ".join(baseline), "", "", rules.WARN,
+                               f"cannot be compared, not judged against it: {where}"[:1000]))
+        return out
+    compared = [c for c in checks if c.check == "baseline" and c.value]
+    if compared:
+        text = "; ".join(notes)
+        left = f" (left out: {text if len(text) <= 200 else text[:197] + '...'})" if notes else ""
+        summary.append(f"against the baseline {where}{left}")
+    elif any(p.status == "ok" for p in points):
+        why = sorted({c.reason for c in checks if c.check == "baseline"})
+        has = sorted({f"{b.backend} {b.world_size} ranks" for b in base.values()})
+        now = sorted({f"{p.backend} {p.world_size} ranks" for p in points})
+        out.append(rules.Check("baseline", where, "", "", rules.WARN,
+                               f"cannot be compared, not judged against it: {'; '.join(why)} (the baseline has "
+                               f"{', '.join(has)}; this run {', '.join(now)})"))
+    else:
+        out.append(rules.Check("baseline", where, "", "", rules.INFO,
+                               "not compared: this run measured no collective figure"))
+    return out
+
+
+def judge(readings: dict, baseline: list[str], outcome: str, killed: int, budget_s: float, expected_gpus: int = 0):
+    """(state, reason, checks, points) from this invocation's readings (distbench.gate.rules)."""
     from distbench.gate import points as pts
     from distbench.gate import rules
     from distbench.gate.check import GLOO_LARGE, NCCL_LARGE, SMALL
 
     rows = _health_rows(readings)
-    checks = rules.health_checks(rows)
-    csv = Path(readings.get("comm_csv") or out / "gate_comm.csv")
-    points = pts.points_from_csv(csv) if csv.exists() else []
-    base, where = pts.baseline_points(baseline)
-    if baseline and base is None:
-        checks.append(rules.Check("baseline", ", ".join(baseline), "", "", rules.WARN, where))
+    checks = []
+    if readings.get("host_busy"):
+        checks.append(rules.Check("host_lock", "host lock", "", "", rules.FAIL,
+                                  f"not read: {readings['host_busy']}"))
+    checks += rules.health_checks(rows)
+    if rows:
+        checks = rules.gpu_count_check(checks, expected_gpus, int(readings.get("gpus") or 0),
+                                       readings.get("gpus_source", ""))
+    points, unreadable = _this_runs_points(readings)
+    base, where, notes = pts.baseline_points(baseline, readings.get("gpu_name")) if baseline else (None, "", [])
     status = readings.get("comm_status", "not run")
+    if unreadable:
+        status = f"the collective ran ({status}) but {unreadable}"
     backend = readings.get("backend", "")
     summary = [rules.health_summary(rows)] if rows else ["no health reading"]
-    if status.startswith("skipped"):
+    if readings.get("host_busy"):
+        pass  # nothing was read: the host lock's check says why
+    elif status.startswith("skipped"):
         checks.append(rules.Check("collective", "comm job", "", "", rules.INFO, status))
     elif outcome == "done" or points:
         checks += rules.comm_checks(points, status if outcome == "done" or status != "not run" else "ok",
-                                    readings.get("gpu_name"), readings.get("peak"), readings.get("nvls"), base,
-                                    NCCL_LARGE if backend == "nccl" else GLOO_LARGE, SMALL)
+                                    readings.get("gpu_name"), readings.get("peak"), readings.get("nvls"),
+                                    base if baseline else None, NCCL_LARGE if backend == "nccl" else GLOO_LARGE, SMALL)
     for c in checks:
         if c.check == "collective" and c.state == rules.INFO and c.value:
             unit = "GB/s busbw" if c.subject.endswith("busbw_gbps") else "µs per op"
             summary.append(f"{c.subject.rsplit(' ', 1)[0]}: {float(c.value):.3g} {unit}")
     if backend == "gloo":
         summary.append("the collective check ran Gloo on CPU processes: not a GPU verdict")
-    if base is not None:
-        summary.append(f"against the baseline {where}")
+    if baseline:
+        checks += _baseline_checks(checks, summary, baseline, base, where, notes, points)
     if outcome != "done":
         step = readings.get("step", "starting the readings")
         checks.append(rules.Check("budget", "gate", "", f"<= {budget_s:g} s", rules.FAIL,
@@ -107,17 +178,37 @@ def judge(readings: dict, out: Path, baseline: list[str], outcome: str, killed: 
     return state, rules.reason(checks, state, summary), checks, points
 
 
+# what a gate writes under --out: removed before it starts, so a reused directory (`snakemake gate`
+# always reuses results/<label>/health/gate/) never hands an earlier run's figures to this one's verdict,
+# its gate.csv, its .prom file or a later --baseline
+GATE_FILES = ("readings.json", "gate.csv", "gate_check.log", "gate_comm.csv", "gate_comm_ranks.csv", "pairs.csv",
+              "gate_placement.json", "gate_comm.log", "gate_comm.csv.partial", "gate_comm_ranks.csv.partial")
+
+
 def main(argv=None) -> int:
     t0 = time.monotonic()
-    a = parse_args(argv)
-    node = a.node or node_name()
+    a = parse_args(argv)  # a usage error exits 2 here, before anything is read
+    try:
+        return _run(a, t0)
+    except Exception as e:  # noqa: BLE001 - the gate's own failure must not read as a node's FAIL (exit 1)
+        import traceback
+
+        traceback.print_exc()
+        print(f"distbench gate: ERROR {a.node}: the gate itself failed, the node was not judged: "
+              f"{' '.join(f'{type(e).__name__}: {e}'.split())[:300]}", flush=True)
+        return EXIT_ERROR
+
+
+def _run(a, t0: float) -> int:
+    node = a.node
     keep = bool(a.out)
     out = Path(a.out) if a.out else Path(tempfile.mkdtemp(prefix="distbench-gate-"))
     out.mkdir(parents=True, exist_ok=True)
-    (out / "readings.json").unlink(missing_ok=True)
+    for name in GATE_FILES:
+        (out / name).unlink(missing_ok=True)
     limit = a.budget_s - reserve_s(a.budget_s)
     cmd = [python(), "-m", "distbench.gate.check", "--out-dir", str(out), "--gpus", str(a.gpus),
-           "--load-s", str(a.load_s), "--deadline-s", f"{limit:.1f}", "--host", node]
+           "--load-s", str(a.load_s), "--deadline-s", f"{limit:.1f}", "--host", node, "--host-lock", a.host_lock]
     try:
         outcome, killed = Budget(limit).run(cmd, dict(os.environ), out / "gate_check.log")
         try:
@@ -127,18 +218,22 @@ def main(argv=None) -> int:
         if outcome == "done" and "comm_status" not in readings:
             log = (out / "gate_check.log").read_text(errors="replace").strip().splitlines()
             readings["comm_status"] = "the readings ended early: " + (log[-1][:200] if log else "no output")
-        state, why, checks, points = judge(readings, out, a.baseline, outcome, killed, a.budget_s)
-        wall = time.monotonic() - t0
-        actions = _slurm(a, node, state, why)
-        _write(a, out, node, state, why, checks, points, readings, wall)
+        state, why, checks, points = judge(readings, a.baseline, outcome, killed, a.budget_s, a.gpus)
         if time.monotonic() - t0 > a.budget_s and state != "FAIL":
             state, why = "FAIL", f"over its {a.budget_s:g} s budget ({time.monotonic() - t0:.1f} s)"
+        wall = time.monotonic() - t0
+        actions = _slurm(a, node, state, why)
+        unwritten = _write(a, out, node, state, why, checks, points, readings, wall)
         from distbench.gate.rules import line
 
         print(line(state, node, why), flush=True)
         for act in actions:
             print(f"distbench gate: {act}", file=sys.stderr, flush=True)
-        return 1 if state == "FAIL" else 0
+        for what in unwritten:
+            print(f"distbench gate: ERROR: {what}", file=sys.stderr, flush=True)
+        if state == "FAIL":
+            return EXIT_FAIL
+        return EXIT_ERROR if unwritten else EXIT_PASS
     finally:
         if not keep:
             shutil.rmtree(out, ignore_errors=True)
@@ -153,7 +248,9 @@ def _slurm(a, node: str, state: str, why: str) -> list[str]:
     return acts
 
 
-def _write(a, out: Path, node: str, state: str, why: str, checks, points, readings: dict, wall: float) -> None:
+def _write(a, out: Path, node: str, state: str, why: str, checks, points, readings: dict, wall: float) -> list[str]:
+    """gate.csv (and --csv) and the .prom file, each atomically; what could not be written, in words
+    (the paths were checked writable before the readings: a failure here is the disk's, said, exit 3)."""
     import pandas as pd
 
     from distbench.core.io import atomic_write_csv
@@ -164,9 +261,12 @@ def _write(a, out: Path, node: str, state: str, why: str, checks, points, readin
                                    f"the gate's wall time ({mode} mode)"),
               rules.Check("verdict", "gate", state, "", state, why)]
     df = pd.DataFrame(rules.rows(readings.get("host") or node, checks), columns=list(rules.GATE.names))
+    failed = []
     for path in filter(None, (out / "gate.csv", a.csv)):
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_csv(path, df)
+        try:
+            atomic_write_csv(path, df)
+        except OSError as e:
+            failed.append(f"could not write {path}: {e}")
     if a.prom:
         samples = [("distbench_gate_status", {"node": node}, float(prom.STATUS[state]))]
         samples += prom.health_samples(node, _health_rows(readings))
@@ -176,4 +276,8 @@ def _write(a, out: Path, node: str, state: str, why: str, checks, points, readin
                 samples += prom.comm_sample(node, p.op, p.size_bytes, p.backend, p.world_size, p.timing, bw,
                                             rules._med(p.time_us))
         samples.append(prom.timestamp(node, "gate"))
-        prom.write(a.prom, samples)
+        try:
+            prom.write(a.prom, samples)
+        except OSError as e:
+            failed.append(f"could not write {Path(a.prom) / prom.FILE}: {e}")
+    return failed

@@ -11,7 +11,11 @@ exposition format, metric names with their units:
   distbench_run_timestamp_seconds{node,source}      when this was written (Unix time)
 
 The gate writes the gate, health and comm metrics; a full run (config `prometheus_dir`) writes health,
-comm and training from its tables. Torch-free.
+comm and training from its tables, and the gate's verdict from health/gate.csv: only the tables this
+Snakemake invocation wrote (their mtime not before its process started, process_started_at), so an
+earlier run's figures, or an old gate FAIL, are never republished under a fresh timestamp. When it wrote
+none of the run's tables (a rerun with nothing to do, or `snakemake gate` alone, whose gate already
+wrote the file) the file is left as it is. Torch-free.
 """
 
 from __future__ import annotations
@@ -85,20 +89,48 @@ def timestamp(node: str, source: str) -> tuple[str, dict, float]:
     return ("distbench_run_timestamp_seconds", {"node": node, "source": source}, time.time())
 
 
-def run_samples(results_dir, node: str) -> list[tuple[str, dict, float]]:
+def process_started_at(pid: int | None = None) -> float | None:
+    """When process `pid` (this one) started, Unix time, from /proc (its start in clock ticks since
+    boot, and the boot time, whole seconds: so up to 1 s early), or None where /proc cannot say."""
+    import os
+
+    from distbench.launch.invocation import process_start
+
+    ticks = process_start(os.getpid() if pid is None else pid)
+    try:
+        btime = next(int(ln.split()[1]) for ln in Path("/proc/stat").read_text().splitlines()
+                     if ln.startswith("btime "))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return None
+    return None if ticks is None else btime + int(ticks) / os.sysconf("SC_CLK_TCK")
+
+
+def _fresh(path: Path, since: float | None) -> bool:
+    """`path` exists and, when `since` is given, was written since then (by this invocation)."""
+    try:
+        return path.stat().st_mtime >= since if since is not None else path.is_file()
+    except OSError:
+        return False
+
+
+RUN_TABLES = ("health/health_before.csv", "tables/comm_summary.csv", "tables/training_summary.csv")
+
+
+def run_samples(results_dir, node: str, since: float | None = None) -> list[tuple[str, dict, float]]:
     """A full run's metrics from its tables (results/<label>/): health before the benchmarks, the comm
-    summary's ok rows, the training summary. Tables a run did not make are left out."""
+    summary's ok rows, the training summary, the gate's verdict. Tables a run did not make, or (with
+    `since`) did not write since then, are left out."""
     import pandas as pd
 
     root = Path(results_dir)
     samples = []
     health = root / "health" / "health_before.csv"
-    if health.exists():
+    if _fresh(health, since):
         from distbench.health.table import read_health_csv, rows_of
 
         samples += health_samples(node, rows_of(read_health_csv(health)))
     comm = root / "tables" / "comm_summary.csv"
-    if comm.exists():
+    if _fresh(comm, since):
         df = pd.read_csv(comm)
         df = df[df["status"] == "ok"] if "status" in df else df
         # one series per op, size, backend, ranks and timing: NCCL's default settings, out of place, first
@@ -109,7 +141,7 @@ def run_samples(results_dir, node: str) -> list[tuple[str, dict, float]]:
             samples += comm_sample(node, r["op"], int(r["size_bytes"]), r["backend"], int(r["world_size"]),
                                    r.get("timing", ""), r.get("busbw_gbps_median"), r.get("time_us_median"))
     training = root / "tables" / "training_summary.csv"
-    if training.exists():
+    if _fresh(training, since):
         df = pd.read_csv(training)
         for _, r in df.iterrows():
             labels = {"node": node, "model": r.get("model", ""), "strategy": r.get("strategy", ""),
@@ -118,7 +150,7 @@ def run_samples(results_dir, node: str) -> list[tuple[str, dict, float]]:
             samples.append(("distbench_training_step_time_ms", labels, r.get("step_time_ms_median")))
             samples.append(("distbench_training_mfu", labels, r.get("mfu")))
     gate = root / "health" / "gate.csv"  # `snakemake gate`'s verdict, when this invocation ran it
-    if gate.exists():
+    if _fresh(gate, since):
         verdict = pd.read_csv(gate).query("check == 'verdict'")
         if len(verdict) and verdict["state"].iloc[-1] in STATUS:
             samples.append(("distbench_gate_status", {"node": node}, float(STATUS[verdict["state"].iloc[-1]])))
@@ -126,12 +158,18 @@ def run_samples(results_dir, node: str) -> list[tuple[str, dict, float]]:
     return samples
 
 
-def write_run_metrics(directory, results_dir, node: str | None = None) -> str:
+def write_run_metrics(directory, results_dir, node: str | None = None, since: float | None = None) -> str:
     """A finished run's metrics into `directory` (config prometheus_dir; rules/gate.smk's onsuccess),
-    and the line saying so. A metrics file never fails a finished run: a failure is said, not raised."""
+    and the line saying so. `since` (the invocation's start): only tables written since then; none of
+    the run's own written since (a rerun with nothing to do, `snakemake gate` alone): the file is left
+    as it is. A metrics file never fails a finished run: a failure is said, not raised."""
     from distbench.core.run_label import node_name
 
     try:
-        return f"distbench: metrics written to {write(directory, run_samples(results_dir, node or node_name()))}"
+        if since is not None and not any(_fresh(Path(results_dir) / t, since) for t in RUN_TABLES):
+            return (f"distbench: metrics in {directory} left as they are: this run wrote none of "
+                    f"{', '.join(RUN_TABLES)} (an older table is never published as new)")
+        return (f"distbench: metrics written to "
+                f"{write(directory, run_samples(results_dir, node or node_name(), since))}")
     except Exception as e:  # noqa: BLE001 - the run's results stand whatever the metrics directory does
         return f"distbench: no metrics written to {directory}: {e}"

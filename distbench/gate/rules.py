@@ -52,7 +52,7 @@ HEALTH_STATE = {FAILING: FAIL, DEGRADED: WARN, OK: PASS, NOT_AVAILABLE: INFO}
 GATE = Contract(
     "gate",
     (Column("host", "string", "the node the gate ran on"),
-     Column("check", "string", "health, collective, reference, baseline, budget or verdict"),
+     Column("check", "string", "host_lock, health, collective, reference, baseline, budget or verdict"),
      Column("subject", "string", "what was checked: a health item of a GPU, a collective point, the gate"),
      Column("value", "string", "the reading (units in the subject)"),
      Column("expected", "string", "the limit or figure it is held against (empty: none)"),
@@ -105,6 +105,23 @@ def health_checks(rows) -> list[Check]:
     return out
 
 
+def gpu_count_check(checks: list[Check], expected: int, detected: int, source: str) -> list[Check]:
+    """`checks` with the node's GPU count held against `expected` (--gpus): fewer GPUs seen than
+    expected fails (the health check's own gpu_count item says so when NVML reads the node); none
+    readable fails too, with the count: a node whose NVML cannot start, or that has lost its GPUs, is
+    no GPU node to run jobs on. Without --gpus (0) a host without NVML is a CPU host: unchanged."""
+    if expected <= 0:
+        return checks
+    mine = [c for c in checks if c.check == "health" and c.subject == "node gpu_count"]
+    if mine and mine[0].state in (PASS, FAIL) and mine[0].value.isdigit():
+        return checks  # NVML counted them; read_health failed a shortfall ("N GPU(s) of ... missing")
+    why = mine[0].reason if mine else "no health reading"
+    fail = Check("health", "node gpu_count", "0", str(expected), FAIL,
+                 f"{expected} GPU(s) expected (--gpus {expected}), none readable: {why}; "
+                 f"{source or f'detected {detected}'}")
+    return [fail if c in mine else c for c in checks] if mine else [fail, *checks]
+
+
 def health_summary(rows) -> str:
     bad = [r for r in rows if r.state in (FAILING, DEGRADED)]
     if bad:
@@ -118,7 +135,7 @@ def health_summary(rows) -> str:
 # ---------------------------------------------------------------------------------------- collective
 def spread(values) -> float:
     """A point's noise: the largest deviation of a trial from the trials' median, relative (0 with one trial)."""
-    vals = [v for v in values if v == v]
+    vals = [v for v in values if math.isfinite(v)]
     if len(vals) < 2:
         return 0.0
     m = median(vals)
@@ -196,17 +213,26 @@ def latency_check(p: Point, gpu_name: str | None) -> list[Check]:
 
 
 # ------------------------------------------------------------------------------------------ baseline
+def _usable(values) -> tuple[float, ...]:
+    """Finite, positive figures (NaN, inf, 0 or negative is no measurement to compare with)."""
+    return tuple(v for v in values if isinstance(v, (int, float)) and math.isfinite(v) and v > 0)
+
+
 def baseline_check(p: Point, base: Point | None, what: str) -> Check:
-    """`what`: busbw_gbps (higher is better) or latency_us (lower is better)."""
+    """`what`: busbw_gbps (higher is better) or latency_us (lower is better). A check whose value is
+    empty compared nothing (INFO, saying why); distbench.gate.cli.judge warns when no check could."""
     subject = f"{p.label} {what}"
     if base is None:
-        return Check("baseline", subject, "", "", INFO, "the baseline has no such point")
+        return Check("baseline", subject, "", "", INFO, "not compared: the baseline has no such point")
     higher = what == "busbw_gbps"
     cur_trials, base_trials = (p.busbw_gbps, base.busbw_gbps) if higher else (p.time_us, base.time_us)
-    cur, ref = _med(cur_trials), _med(base_trials)
-    if not (cur == cur and ref == ref and ref > 0):
-        return Check("baseline", subject, "", "", INFO, "no figure to compare")
-    runs = base.run_busbw_gbps if higher else base.run_time_us
+    base_trials = _usable(base_trials)
+    cur, ref = _med(_usable(cur_trials)), _med(base_trials)
+    if not (ref == ref):
+        return Check("baseline", subject, "", "", INFO, "not compared: the baseline has no finite positive figure here")
+    if not (cur == cur):
+        return Check("baseline", subject, "", "", INFO, "not compared: this run has no finite positive figure here")
+    runs = _usable(base.run_busbw_gbps if higher else base.run_time_us)
     noise = max(spread(base_trials), spread(runs)) or spread(cur_trials)
     worse = (ref - cur) / ref if higher else (cur - ref) / ref
     unit = "GB/s" if higher else "µs"

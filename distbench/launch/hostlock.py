@@ -425,13 +425,9 @@ def hold(job: str, results_dir=None, mode: str | None = None, path: Path | None 
         yield lock
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`python -m distbench.launch.hostlock`: whether the host is held, or overlaps in results
-    directories (distbench.launch.hostlock_status, which imports this module)."""
-    from distbench.launch.hostlock_status import main as status_main
-
-    return status_main(argv)
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # `python -m distbench.launch.hostlock` is the status command, which lives in hostlock_status (it
+    # imports this module, so this one names it only as the module to run, not as an import).
+    import runpy
+
+    runpy.run_module("distbench.launch.hostlock_status", run_name="__main__")

@@ -145,9 +145,9 @@ def test_several_baseline_runs_are_pooled(tmp_path):
         rows += [f"nccl,2,all_reduce,1073741824,events,default,True,{t},3000,{bw + t},ok," for t in range(3)]
         (tmp_path / f"r{i}").mkdir()
         (tmp_path / f"r{i}" / "gate_comm.csv").write_text("\n".join(rows) + "\n")
-    base, where = baseline_points([str(tmp_path / "r0"), str(tmp_path / "r1")])
+    base, where, notes = baseline_points([str(tmp_path / "r0"), str(tmp_path / "r1")])
     (p,) = base.values()
-    assert p.run_busbw_gbps == (359.0, 363.0) and len(p.busbw_gbps) == 6 and "r1" in where
+    assert p.run_busbw_gbps == (359.0, 363.0) and len(p.busbw_gbps) == 6 and "r1" in where and notes == []
 
 
 def test_the_baseline_point_must_match_and_its_graph_mixing_too(tmp_path):
@@ -166,9 +166,9 @@ def test_points_and_baselines_from_a_comm_csv(tmp_path):
     (tmp_path / "tables" / "comm.csv").write_text("\n".join(rows) + "\n")
     pts = points_from_csv(tmp_path / "tables" / "comm.csv")
     assert [(p.size_bytes, p.timing, p.busbw_gbps) for p in pts][0] == (GiB, "events", (358.0, 359.0, 360.0))
-    base, where = baseline_points(str(tmp_path))
+    base, where, _ = baseline_points(str(tmp_path))
     assert where.endswith("tables/comm.csv") and len(base) == 2
-    none, why = baseline_points(str(tmp_path / "nothing"))
+    none, why, _ = baseline_points(str(tmp_path / "nothing"))
     assert none is None and "no gate_comm.csv" in why
 
 

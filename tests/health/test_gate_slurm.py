@@ -42,7 +42,8 @@ WRAPPER = """#!/bin/bash
 # slurmd starts this with an environment of its own: the gate's Python, the fake NVML, our flags
 {guard}
 exec 9>"{tmp}/lock-$SLURMD_NODENAME"; flock -n 9 || exit 0  # one gate per node at a time
-export PYTHONPATH="{tmp}/fake:{repo}" GATE_TEST_FAILING="{tmp}/failing" DISTBENCH_HOST_LOCK="{tmp}/host.lock"
+# each node its own host lock (the gate holds it for its readings): two nodes of a real cluster are two hosts
+export PYTHONPATH="{tmp}/fake:{repo}" GATE_TEST_FAILING="{tmp}/failing" DISTBENCH_HOST_LOCK="{tmp}/host-$SLURMD_NODENAME.lock"
 cd "{tmp}"
 {python} -m distbench.gate {flags} >> "{tmp}/gate-$SLURMD_NODENAME.log" 2>&1
 """

@@ -1,8 +1,10 @@
 """The gate for real on this host (a CPU host: the collective check runs Gloo and says it is not a GPU
-verdict): the command within its budget, exit 0 and its one line, its Prometheus file; a budget too
-small fails naming the step and leaves no process behind; a failing health reading (the fake-NVML
-seam) fails it with exit 1; `snakemake --cores 1 gate` writes gate.csv beside the health check's CSVs
-and, with prometheus_dir, distbench.prom."""
+verdict): the command within its budget, exit 0 and its one line, its Prometheus file; readings that
+outlive the budget fail naming the step, leave no process behind and no earlier run's figure in a
+reused --out; a failing health reading (the fake-NVML seam) fails it with exit 1; `snakemake --cores 1
+gate` writes gate.csv beside the health check's CSVs and, with prometheus_dir, distbench.prom, and under
+host_lock=fail beside a run holding the host it fails naming it; its config keys are checked before any
+job (a dry run refuses a baseline that is no comm table)."""
 
 import os
 import re
@@ -15,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from distbench.launch.hostlock import hold
 from tests.conftest import REPO, RUN, snakemake
 
 # `pytest -m heavy` (README: the second test command): the gate's real runs on this host (health reading,
@@ -68,21 +71,30 @@ def test_the_gate_on_this_host_passes_within_its_budget_with_one_line(tmp_path):
 
 def test_past_its_budget_the_gate_fails_naming_the_step_and_leaves_no_process(tmp_path):
     """NVML that never answers (a GPU fallen off the bus can hang it): the health reading outlives the
-    budget; the gate kills its readings and everything they started, and says where it was."""
+    budget (the least the gate accepts: 22 s at --load-s 0); the gate kills its readings and everything
+    they started, and says where it was. Its --out holds an earlier gate's figures: none of them reaches
+    this verdict, its gate.csv or its .prom file (issue 47)."""
     fake = tmp_path / "fake"
     fake.mkdir()
     (fake / "pynvml.py").write_text("import subprocess, time\n"
                                     "subprocess.Popen(['sleep', '300'])  # a child of its own, to be killed too\n"
                                     "time.sleep(300)\n")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "gate_comm.csv").write_text(
+        "backend,world_size,op,size_bytes,timing,nccl_env,inplace,trial,time_us,busbw_gbps,status,message\n"
+        "gloo,2,all_reduce,16777216,host,default,False,0,35000,0.777,ok,\n")
     mark = uuid.uuid4().hex
-    out, wall = gate("--budget-s", "6", "--out", str(tmp_path / "out"),
+    out, wall = gate("--budget-s", "22", "--load-s", "0", "--out", str(tmp_path / "out"), "--prom", str(tmp_path),
                      env={"GATE_TEST_MARK": mark, "PYTHONPATH": f"{fake}:{REPO}"})
     assert out.returncode == 1, out.stdout + out.stderr
-    assert re.match(r"distbench gate: FAIL \S+: gate: over budget: not done within its 6 s budget, in step "
+    assert re.match(r"distbench gate: FAIL \S+: gate: over budget: not done within its 22 s budget, in step "
                     r"'health reading' \([2-9] process\(es\) killed\)", out.stdout), out.stdout
-    assert wall < 6 + 2  # the interpreter's own start and exit around the budget
+    assert wall < 22 + 2  # the interpreter's own start and exit around the budget
     time.sleep(0.5)
     assert _marked(mark) == []
+    assert not (tmp_path / "out" / "gate_comm.csv").exists()
+    assert "0.777" not in (tmp_path / "out" / "gate.csv").read_text()
+    assert "distbench_comm_busbw_gbps" not in (tmp_path / "distbench.prom").read_text()
 
 
 def test_a_failing_health_reading_fails_the_gate(tmp_path):
@@ -107,3 +119,25 @@ def test_snakemake_gate_writes_its_csv_beside_the_health_checks_and_the_prom_fil
     assert (workflow_dir / RUN / "health" / "gate" / "gate_comm.csv").exists()  # a baseline for the next
     text = (tmp_path / "distbench.prom").read_text()
     assert "distbench_gate_status{" in text and "distbench_run_timestamp_seconds{" in text
+
+    # a benchmark run holds this host: under host_lock=fail the gate reads nothing and fails naming it
+    # (the FAIL is the table's verdict: the rule itself succeeds)
+    with hold("comm job gloo-2 (a benchmark)", tmp_path / "bench"):
+        run = snakemake(workflow_dir, "gate", "--forcerun", "gate", "--config", f"prometheus_dir={tmp_path}",
+                        "host_lock=fail")
+    assert run.returncode == 0, run.stderr[-3000:]
+    verdict = pd.read_csv(workflow_dir / RUN / "health" / "gate.csv").query("check == 'verdict'").iloc[0]
+    assert verdict["state"] == "FAIL", verdict["reason"]
+    assert verdict["reason"].startswith("host lock: not read: the host is busy: held by ")
+    assert "job comm job gloo-2 (a benchmark)" in verdict["reason"]
+    assert 'distbench_gate_status{node="' in (text := (tmp_path / "distbench.prom").read_text()) and "} 2" in text
+
+
+def test_the_gate_config_is_checked_before_any_job(workflow_dir, tmp_path):
+    (tmp_path / "file").write_text("")
+    run = snakemake(workflow_dir, "-n", "gate", "--config", "gate_baseline=[/etc/passwd]",
+                    f"prometheus_dir={tmp_path / 'file'}")
+    assert run.returncode != 0
+    err = " ".join((run.stdout + run.stderr).split())
+    assert "config key gate_baseline[0]: '/etc/passwd': baseline /etc/passwd: not a readable comm table" in err, err
+    assert f"config key prometheus_dir: '{tmp_path / 'file'}' is not a directory" in err, err

@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from distbench.core.intervals import intervals, overlaps
-from distbench.launch import hostlock, joblock
+from distbench.launch import hostlock, hostlock_status, joblock
 from distbench.launch.hostlock import LOCK_ENV, MODE_ENV, HostBusy, hold, read_holder
 from distbench.launch.joblock import held
 from distbench.pipeline.config import ConfigError, check_config
@@ -199,9 +199,9 @@ def test_overlapping_measurements_of_a_run_are_found_from_their_provenance(tmp_p
     assert [i["name"] for i in intervals(tmp_path)] == ["comm/a", "comm/c", "comm/b", "logs/batch/launches/x"]
     found = overlaps(tmp_path)
     assert len(found) == 1 and found[0].startswith("comm/a (10:00:00.000000-10:00:05.000000) and comm/b")
-    assert hostlock.main([str(tmp_path)]) == 1
+    assert hostlock_status.main([str(tmp_path)]) == 1
     shutil.rmtree(tmp_path / "comm/b")
-    assert overlaps(tmp_path) == [] and hostlock.main([str(tmp_path)]) == 0
+    assert overlaps(tmp_path) == [] and hostlock_status.main([str(tmp_path)]) == 0
 
 
 def test_the_report_names_the_lock_held_and_any_overlap(tmp_path, monkeypatch):
