@@ -16,6 +16,7 @@ def healthy_state(count=2):
         "links": {}, "nvlink_errors": {}, "remap": {}, "ecc": {}, "temp": 45, "slowdown": 87, "shutdown": 92,
         "power_mw": 300_000, "limit_mw": 700_000, "default_mw": 700_000, "xids": [], "driver": "570.1",
         "cuda": 12080, "violation_ns": {},
+        "procs": {},  # {gpu index: [(pid, name, used bytes)]}: compute processes NVML lists on it
     }
 
 
@@ -69,6 +70,10 @@ def fake_pynvml(state: dict) -> types.ModuleType:
     nv.nvmlDeviceGetPowerManagementDefaultLimit = lambda h: state["default_mw"]
     nv.nvmlDeviceGetViolationStatus = lambda h, policy: types.SimpleNamespace(
         referenceTime=0, violationTime=state["violation_ns"].get((h.i, policy), 0))
+    nv.nvmlDeviceGetComputeRunningProcesses = lambda h: [
+        types.SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, _name, used in state.get("procs", {}).get(h.i, [])]
+    names = {pid: name for procs in state.get("procs", {}).values() for pid, name, _used in procs}
+    nv.nvmlSystemGetProcessName = lambda pid: names[pid].encode()
     nv.nvmlEventSetCreate = lambda: "set"
     nv.nvmlDeviceRegisterEvents = lambda h, kinds, es: None
     nv.nvmlEventSetFree = lambda es: None

@@ -140,7 +140,7 @@ def _readings(readings: dict, out_dir: Path, expected_gpus: int | None, load_s: 
     from distbench.probes.nvml import nvlink_state
 
     gpus, source = detect_gpus()
-    readings.update(gpus=gpus, gpus_source=source)
+    readings.update(gpus=gpus, gpus_source=source, cuda_visible=os.environ.get("CUDA_VISIBLE_DEVICES"))
     step("health reading")
     rows = read_health(expected_gpus or gpus or None, load_s if gpus else 0.0, host=host)
     readings["health"] = [asdict(r) for r in rows]

@@ -133,8 +133,8 @@ def _baseline_checks(checks: list, summary: list, baseline: list[str], base, whe
 
 def judge(readings: dict, baseline: list[str], outcome: str, killed: int, budget_s: float, expected_gpus: int = 0):
     """(state, reason, checks, points) from this invocation's readings (distbench.gate.rules)."""
+    from distbench.gate import culprit, rules
     from distbench.gate import points as pts
-    from distbench.gate import rules
     from distbench.gate.check import GLOO_LARGE, NCCL_LARGE, SMALL
 
     rows = _health_rows(readings)
@@ -146,6 +146,8 @@ def judge(readings: dict, baseline: list[str], outcome: str, killed: int, budget
     if rows:
         checks = rules.gpu_count_check(checks, expected_gpus, int(readings.get("gpus") or 0),
                                        readings.get("gpus_source", ""))
+        checks += culprit.span_check(rows, expected_gpus, int(readings.get("gpus") or 0),
+                                     readings.get("backend", ""), readings.get("cuda_visible"))
     points, unreadable = _this_runs_points(readings)
     base, where, notes = pts.baseline_points(baseline, readings.get("gpu_name")) if baseline else (None, "", [])
     status = readings.get("comm_status", "not run")
@@ -175,7 +177,9 @@ def judge(readings: dict, baseline: list[str], outcome: str, killed: int, budget
                                   f"{outcome}: not done within its {budget_s:g} s budget, in step '{step}' "
                                   f"({killed} process(es) killed)"))
     state = rules.verdict(checks)
-    return state, rules.reason(checks, state, summary), checks, points
+    head = culprit.lead(rows, checks, state)  # the bad GPU first, named by index, bus id and UUID
+    rest = rules.reason([c for c in checks if not (head and c.reason in head)], state, summary if not head else [])
+    return state, f"{head} | {rest}" if head and rest else head or rest, checks, points
 
 
 # what a gate writes under --out: removed before it starts, so a reused directory (`snakemake gate`
@@ -274,7 +278,8 @@ def _write(a, out: Path, node: str, state: str, why: str, checks, points, readin
             if p.status == "ok":
                 bw = rules._med(p.busbw_gbps)
                 samples += prom.comm_sample(node, p.op, p.size_bytes, p.backend, p.world_size, p.timing, bw,
-                                            rules._med(p.time_us))
+                                            rules._med(p.time_us),
+                                            prom.node_type(readings.get("gpu_name"), int(readings.get("gpus") or 0)))
         samples.append(prom.timestamp(node, "gate"))
         try:
             prom.write(a.prom, samples)

@@ -4,8 +4,10 @@ exposition format, metric names with their units:
 
   distbench_gate_status{node}                       0 pass, 1 warn, 2 fail (the gate's verdict)
   distbench_health_item_ok{node,gpu,item}           1 ok, 0 degraded or failing (not-available items left out)
-  distbench_comm_busbw_gbps{node,op,size_bytes,backend,world_size,timing}   median bus bandwidth, GB/s
-  distbench_comm_latency_us{node,op,size_bytes,backend,world_size,timing}   median time per op, µs
+  distbench_comm_busbw_gbps{node,node_type,op,size_bytes,backend,world_size,timing}   median bus bandwidth, GB/s
+  distbench_comm_latency_us{node,node_type,op,size_bytes,backend,world_size,timing}   median time per op, µs
+                                                    (node_type: '4x NVIDIA H200', the fleet a node is
+                                                    compared within; 'cpu' without GPUs)
   distbench_training_step_time_ms{node,model,strategy,config,backend,world_size}   median step time (full runs)
   distbench_training_mfu{node,model,strategy,config,backend,world_size}     model FLOPs utilisation, 0-1
   distbench_run_timestamp_seconds{node,source}      when this was written (Unix time)
@@ -73,9 +75,15 @@ def health_samples(node: str, rows) -> list[tuple[str, dict, float]]:
             for r in rows if r.state in ("ok", "degraded", "failing")]
 
 
+def node_type(gpu_name: str | None, gpus: int) -> str:
+    """The fleet a node is compared within (the alert rules' DistbenchBusbwBelowFleet groups by it):
+    '4x NVIDIA H200', or 'cpu' on a host without GPUs."""
+    return f"{int(gpus)}x {gpu_name}" if gpu_name and gpus else "cpu"
+
+
 def comm_sample(node: str, op: str, size_bytes: int, backend: str, world_size: int, timing: str,
-                busbw_gbps: float | None, time_us: float | None) -> list[tuple[str, dict, float]]:
-    labels = {"node": node, "op": op, "size_bytes": str(int(size_bytes)), "backend": backend,
+                busbw_gbps: float | None, time_us: float | None, node_type: str) -> list[tuple[str, dict, float]]:
+    labels = {"node": node, "node_type": node_type, "op": op, "size_bytes": str(int(size_bytes)), "backend": backend,
               "world_size": str(int(world_size)), "timing": timing}
     out = []
     if busbw_gbps is not None and busbw_gbps == busbw_gbps and size_bytes > 8:
@@ -113,6 +121,18 @@ def _fresh(path: Path, since: float | None) -> bool:
         return False
 
 
+def _run_node_type(root: Path) -> str:
+    """A full run's node type from its probe (probe/env.json: the GPUs torch saw)."""
+    import json
+
+    try:
+        gpus = json.loads((root / "probe" / "env.json").read_text()).get("gpus") or []
+    except (OSError, ValueError, AttributeError):
+        gpus = []
+    names = [g.get("name") for g in gpus if isinstance(g, dict) and g.get("name")]
+    return node_type(names[0] if names else None, len(gpus))
+
+
 RUN_TABLES = ("health/health_before.csv", "tables/comm_summary.csv", "tables/training_summary.csv")
 
 
@@ -137,9 +157,10 @@ def run_samples(results_dir, node: str, since: float | None = None) -> list[tupl
         order = [c for c in ("nccl_env", "inplace") if c in df]
         if order:
             df = df.assign(_d=df.get("nccl_env", "default") != "default").sort_values(["_d", *order[1:]], kind="stable")
+        kind = _run_node_type(root)
         for _, r in df.iterrows():
             samples += comm_sample(node, r["op"], int(r["size_bytes"]), r["backend"], int(r["world_size"]),
-                                   r.get("timing", ""), r.get("busbw_gbps_median"), r.get("time_us_median"))
+                                   r.get("timing", ""), r.get("busbw_gbps_median"), r.get("time_us_median"), kind)
     training = root / "tables" / "training_summary.csv"
     if _fresh(training, since):
         df = pd.read_csv(training)

@@ -12,7 +12,9 @@
   HEALTHY_OF_PUBLISHED (0.9) of the reference's low end passes, as the report's verdict says
   (distbench.comm.analysis.headlines); under it warns (published figures come from other NCCL
   versions and settings); under FAULT_OF_REFERENCE (half) of it fails: no tuning difference halves
-  busbw, a link does (a lost NVLink falls back to PCIe). Latency over LATENCY_SLACK x the published
+  busbw, a link does (a lost NVLink falls back to PCIe). A node with no baseline and no reference row
+  is judged by the same rule against what its link can carry (REACHABLE_OF_PEAK of the link peak):
+  under half of that fails, under LOW_PEAK_FRACTION of the peak warns. Latency over LATENCY_SLACK x the published
   one warns; it never fails (one user's post is the source, a weaker basis). Gloo on CPU is never a
   GPU verdict: measured, not judged.
 - Against the node's own baseline (known-good runs of the same node type): its noise is the larger of
@@ -34,7 +36,7 @@ from statistics import median
 
 from distbench.comm.analysis.advice import LOW_PEAK_FRACTION
 from distbench.comm.analysis.headlines import HEALTHY_OF_PUBLISHED
-from distbench.comm.analysis.peak import expected_for, latency_for, latency_text, missing_reference, reference_text
+from distbench.comm.analysis.peak import PCIE_EFFECTIVE, expected_for, latency_for, latency_text, missing_reference, reference_text
 from distbench.core.contract import Column, Contract
 from distbench.core.units import human_bytes, sig3
 from distbench.health.readings import DEGRADED, FAILING, NOT_AVAILABLE, OK
@@ -43,7 +45,10 @@ from distbench.health.table import item_label
 PASS, WARN, FAIL, INFO = "PASS", "WARN", "FAIL", "INFO"
 STATES = (PASS, WARN, FAIL, INFO)
 ORDER = {INFO: 0, PASS: 0, WARN: 1, FAIL: 2}
-FAULT_OF_REFERENCE = 0.5  # under half the reference (or of the link peak's healthy share): a fault, not tuning
+FAULT_OF_REFERENCE = 0.5  # under half the reference: a fault, not tuning
+# Without a reference row, what the link can carry: ~80% of its line rate after protocol overhead
+# (NVLink: the NCCL maintainer's ~20%, distbench.comm.analysis.peak's docstring; PCIe: PCIE_EFFECTIVE)
+REACHABLE_OF_PEAK = PCIE_EFFECTIVE
 LATENCY_SLACK = 1.5  # latency over 1.5x the published figure warns
 NOISE_MULTIPLE = 3.0  # a regression beyond 3x the baseline's own noise fails (beyond 1x: warns)
 MATERIAL_REGRESSION = 1 - HEALTHY_OF_PUBLISHED  # a regression fails only beyond this too (10%: see the docstring)
@@ -182,12 +187,17 @@ def busbw_check(p: Point, gpu_name: str | None, peak: dict | None, nvls: bool | 
         return out
     lacking = missing_reference(gpu_name, p.world_size, p.op, p.size_bytes, nvls)
     if peak and peak.get("peak_gbps"):
+        # No reference row: the link's reachable bandwidth is the reference (REACHABLE_OF_PEAK), and the
+        # rule is the same as with a row: under half of it fails; under LOW_PEAK_FRACTION of the line
+        # rate (the report's own "suspicious") warns
         top = float(peak["peak_gbps"])
-        healthy = LOW_PEAK_FRACTION * top
-        state = PASS if bw >= healthy else WARN if bw >= FAULT_OF_REFERENCE * healthy else FAIL
+        healthy, fault = LOW_PEAK_FRACTION * top, FAULT_OF_REFERENCE * REACHABLE_OF_PEAK * top
+        state = PASS if bw >= healthy else WARN if bw >= fault else FAIL
+        tail = (f"at least {LOW_PEAK_FRACTION:.0%}" if state == PASS else f"under {LOW_PEAK_FRACTION:.0%}"
+                if state == WARN else f"under half of the ~{sig3(REACHABLE_OF_PEAK * top)} GB/s reachable on it")
         out.append(Check("reference", f"{p.label} busbw_gbps", f"{bw:.4g}", f">= {healthy:.4g}", state,
                          f"{value} = {bw / top:.0%} of the {sig3(top)} GB/s {peak.get('link') or 'link'} peak "
-                         f"({'at least' if state == PASS else 'under'} {LOW_PEAK_FRACTION:.0%}); {lacking}"))
+                         f"({tail}); {lacking}"))
     else:
         out.append(Check("reference", f"{p.label} busbw_gbps", f"{bw:.4g}", "", INFO, f"no link peak, and {lacking}"))
     return out

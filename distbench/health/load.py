@@ -6,6 +6,7 @@ for IDLE_SAMPLE_S. Torch-free."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -21,20 +22,37 @@ CLOCK_SM, CLOCK_MEM = 1, 2
 TEMP_GPU = 0
 
 _LOAD = """
-import sys, time
+import json, sys, time
 import torch
 n = torch.cuda.device_count()
 if n == 0:
     sys.exit(3)
-xs = [torch.randn(8192, 8192, device=f"cuda:{i}", dtype=torch.bfloat16) for i in range(n)]
+N = 8192
+xs = [torch.randn(N, N, device=f"cuda:{i}", dtype=torch.bfloat16) for i in range(n)]
+for x in xs:
+    torch.mm(x, x)  # warm-up: cuBLAS picks its kernel once, outside the timed loop
+for i in range(n):
+    torch.cuda.synchronize(i)
 print("ready", flush=True)
+ms, mms = [0.0] * n, [0] * n
 end = time.time() + float(sys.argv[1])
 while time.time() < end:
-    for x in xs:
-        for _ in range(8):
-            torch.mm(x, x)
-    for i in range(n):
-        torch.cuda.synchronize(i)
+    marks = []
+    for i, x in enumerate(xs):
+        with torch.cuda.device(i):
+            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(8):
+                torch.mm(x, x)
+            stop.record()
+        marks.append((start, stop))
+    for i, (start, stop) in enumerate(marks):
+        stop.synchronize()
+        ms[i] += start.elapsed_time(stop)
+        mms[i] += 8
+uuids = [str(getattr(torch.cuda.get_device_properties(i), "uuid", "")) for i in range(n)]
+print("matmul " + json.dumps({u: 2 * N ** 3 * c / (t * 1e-3) / 1e12 for u, c, t in zip(uuids, mms, ms) if t > 0}),
+      flush=True)
 """
 
 
@@ -62,23 +80,29 @@ def _start_load(load_s: float):
     return None, f"idle: the load did not run ({err[-1] if err else 'no CUDA device for torch'})"
 
 
-def sample(nv, handles: dict, load_s: float) -> tuple[dict, str]:
+def sample(nv, handles: dict, load_s: float, before=None) -> tuple[dict, str, object]:
     """Per GPU, over the sampling window: the throttle reasons seen (OR of the masks), the highest SM
     and memory clocks and PCIe generation, the highest temperature and power (mW). A load runs with
     this node's host lock held (distbench.launch.hostlock): never beside a benchmark job, whose
-    figures it would disturb, nor beside another load, which would disturb its clock readings."""
+    figures it would disturb, nor beside another load, which would disturb its clock readings.
+    `before()`, when given, runs first, under the same lock and before the load touches a GPU (the
+    list of compute processes: with the lock held, no benchmark job of ours is on the GPUs); its
+    result is returned third."""
     if load_s <= 0:
-        return _sample(nv, handles, load_s)
+        first = before() if before else None
+        return (*_sample(nv, handles, load_s), first)
     try:
         with hold(f"health load ({load_s:g} s)"):
-            return _sample(nv, handles, load_s)
+            first = before() if before else None
+            return (*_sample(nv, handles, load_s), first)
     except HostBusy as e:  # host_lock=fail: the rule ends, saying why (a node's reading names it)
         raise SystemExit(f"distbench error: health load: {e.why}") from None
 
 
 def _sample(nv, handles: dict, load_s: float) -> tuple[dict, str]:
     proc, note = _start_load(load_s)
-    seen = {i: {"mask": None, "sm": None, "mem": None, "gen": None, "temp": None, "power": None} for i in handles}
+    seen = {i: {"mask": None, "sm": None, "mem": None, "gen": None, "temp": None, "power": None,
+                "matmul_tflops": None} for i in handles}
     end = time.monotonic() + (load_s if proc else IDLE_SAMPLE_S)
     while True:
         for i, h in handles.items():
@@ -98,8 +122,26 @@ def _sample(nv, handles: dict, load_s: float) -> tuple[dict, str]:
         time.sleep(SAMPLE_S)
     if proc:
         try:
-            proc.wait(timeout=30)
+            out = proc.communicate(timeout=30)[0] or ""
         except subprocess.TimeoutExpired:
             proc.kill()
-            proc.wait()
+            out = proc.communicate()[0] or ""
+        _matmul_figures(nv, handles, out, seen)
     return seen, note
+
+
+def _matmul_figures(nv, handles: dict, out: str, seen: dict) -> None:
+    """Each GPU's bf16 matmul throughput over the load (TFLOP/s, timed on the GPU with CUDA events,
+    after one warm-up matmul), matched to its NVML index by UUID: CUDA numbers the GPUs it is shown
+    (CUDA_VISIBLE_DEVICES), NVML every GPU of the node."""
+    line = next((l for l in out.splitlines() if l.startswith("matmul ")), None)
+    if line is None:
+        return
+    try:
+        figures = {str(u).lower().removeprefix("gpu-"): float(v) for u, v in json.loads(line[7:]).items()}
+    except (ValueError, AttributeError):
+        return
+    for i, h in handles.items():
+        raw = _call(nv.nvmlDeviceGetUUID, h) or ""
+        uuid = raw.decode() if isinstance(raw, bytes) else str(raw)
+        seen[i]["matmul_tflops"] = figures.get(uuid.lower().removeprefix("gpu-"))

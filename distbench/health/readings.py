@@ -31,6 +31,8 @@ from datetime import datetime, timezone
 
 from distbench.core.run_label import node_name  # the name the jobs' placement files carry too
 from distbench.health.load import CLOCK_MEM, CLOCK_SM, sample
+from distbench.health.outliers import MATMUL_DEGRADED_UNDER, matmul_state, matmul_vs_peers
+from distbench.health.processes import compute_processes, describe
 from distbench.probes.nvml import _call, _text
 
 OK, DEGRADED, FAILING, NOT_AVAILABLE = "ok", "degraded", "failing", "not available here"
@@ -44,6 +46,7 @@ GPU_ITEMS = (
     "retired_pages", "retired_pages_pending", "remapped_rows", "remap_pending",
     "nvlink_active", "nvlink_crc_errors", "nvlink_replay_errors", "nvlink_recovery_errors",
     "temperature_c", "power_w", "power_limit_w", "xid_events", "throttle_power_ms", "throttle_thermal_ms",
+    "compute_processes", "matmul_vs_peers",
 )
 NODE_ITEMS = ("gpu_count", "driver_version", "cuda_driver_version", "xid_kernel_log")
 
@@ -155,7 +158,8 @@ def _read(nv, host: str, expected_gpus: int | None, load_s: float) -> list[Healt
         return rows + [HealthRow(host, ALL_GPUS, item, "", "", NOT_AVAILABLE, "NVML sees no GPUs")
                        for item in GPU_ITEMS]
     events = _xid_event_set(nv, handles)
-    samples, load_note = sample(nv, handles, load_s)
+    samples, load_note, procs = sample(nv, handles, load_s, before=lambda: compute_processes(nv, handles))
+    matmul = matmul_vs_peers({str(i): samples[i].get("matmul_tflops") for i in handles})
     xids = _drain_xids(nv, events, handles)
     # the counters are read from here on (the load's seconds come before): the reading's time
     read_at = reading_time()
@@ -169,6 +173,7 @@ def _read(nv, host: str, expected_gpus: int | None, load_s: float) -> list[Healt
         rows += _thermal_power_rows(nv, h, host, g, samples[i])
         rows.append(_xid_row(host, g, events, xids.get(i, [])))
         rows += _violation_rows(nv, h, host, g)
+        rows += [process_row(host, g, procs), matmul_row(host, g, matmul[g], load_note)]
         ident = _identity(nv, h)
         rows = [replace(r, uuid=ident[0], pci_bus_id=ident[1]) if r.gpu == g else r for r in rows]
     return [replace(r, read_at=read_at) for r in rows]
@@ -406,6 +411,30 @@ def _thermal_power_rows(nv, h, host, g, sample) -> list[HealthRow]:
                               DEGRADED if capped else OK,
                               "power capped below the GPU's default limit" if capped else "the default limit"))
     return rows
+
+
+def process_row(host: str, g: str, procs: dict | None) -> HealthRow:
+    """The compute processes on GPU g before this check touched it (distbench.health.processes): any is
+    a stranger's (a job's leftover, a neighbour) and fails the GPU; the next job would share it."""
+    if procs is None:
+        return HealthRow(host, g, "compute_processes", "", "0", NOT_AVAILABLE, "NVML cannot list processes here")
+    mine = procs.get(g, [])
+    if not mine:
+        return HealthRow(host, g, "compute_processes", "0", "0", OK, "no compute process on the GPU")
+    return HealthRow(host, g, "compute_processes", str(len(mine)), "0", FAILING,
+                     f"a process that is not this check's is on the GPU: {describe(mine)}")
+
+
+def matmul_row(host: str, g: str, figure: tuple, load_note: str) -> HealthRow:
+    """GPU g's bf16 matmul throughput under the load against its peers' median (distbench.health.outliers)."""
+    tflops, ratio = figure
+    expected = f">= {MATMUL_DEGRADED_UNDER:g} of the peers' median"
+    if ratio is None:
+        why = (load_note if not tflops else "no other GPU measured: nothing to compare with")
+        return HealthRow(host, g, "matmul_vs_peers", f"{tflops:.0f}" if tflops else "", expected, NOT_AVAILABLE, why)
+    return HealthRow(host, g, "matmul_vs_peers", f"{ratio:.3f}", expected, matmul_state(ratio),
+                     f"bf16 matmul {tflops:.0f} TFLOP/s, {ratio:.0%} of its peers' median "
+                     f"({tflops / ratio:.0f} TFLOP/s)")
 
 
 def _xid_event_set(nv, handles: dict):

@@ -15,7 +15,6 @@
 Debian's `prometheus` (promtool with it) and `prometheus-node-exporter`; CI installs them and sets
 DISTBENCH_REQUIRE_PROMETHEUS=1: there a missing binary is a failure, not a skip."""
 
-import inspect
 import json
 import os
 import re
@@ -138,22 +137,16 @@ def _busbw_rule_labels() -> set[str]:
 
 
 def _comm(node: str, busbw: float, size_bytes: int = GiB, timing: str = "events", time_us: float = 9000.0):
-    """prom.comm_sample's samples of one collective, with the node_type label the busbw rule groups by:
-    prom.comm_sample's own once it takes node_type, added here until then."""
-    kw = {"node_type": NODE_TYPE} if "node_type" in inspect.signature(prom.comm_sample).parameters else {}
-    out = prom.comm_sample(node, "all_reduce", size_bytes, "nccl", 4, timing, busbw, time_us, **kw)
-    return [(m, {**labels, "node_type": labels.get("node_type", NODE_TYPE)}, v) for m, labels, v in out]
+    """prom.comm_sample's samples of one collective, with the node_type label the busbw rule groups by."""
+    return prom.comm_sample(node, "all_reduce", size_bytes, "nccl", 4, timing, busbw, time_us, NODE_TYPE)
 
 
 def test_the_busbw_rule_groups_by_the_labels_named_here():
     assert _busbw_rule_labels() == set(GROUP)
 
 
-@pytest.mark.xfail(strict=True, reason="distbench/gate/prom.py does not write node_type yet (issue 48): "
-                   "once it does, this passes and the mark goes")
 def test_prom_writes_every_label_the_busbw_rule_groups_by():
-    kw = {"node_type": NODE_TYPE} if "node_type" in inspect.signature(prom.comm_sample).parameters else {}
-    (_, labels, _), *_ = prom.comm_sample("n1", "all_reduce", GiB, "nccl", 4, "events", 480.0, 9000.0, **kw)
+    (_, labels, _), *_ = prom.comm_sample("n1", "all_reduce", GiB, "nccl", 4, "events", 480.0, 9000.0, NODE_TYPE)
     assert _busbw_rule_labels() <= set(labels)
 
 

@@ -203,8 +203,8 @@ def test_the_prom_file_parses_with_prometheus_client(tmp_path, monkeypatch):
 
     samples = [("distbench_gate_status", {"node": 'n"1'}, 2.0)]
     samples += prom.health_samples("n1", reading(monkeypatch, temp=95))
-    samples += prom.comm_sample("n1", "all_reduce", GiB, "nccl", 2, "events", 361.5, 5940.0)
-    samples += prom.comm_sample("n1", "all_reduce", 8, "nccl", 2, "graph", 0.0, 5.2)
+    samples += prom.comm_sample("n1", "all_reduce", GiB, "nccl", 2, "events", 361.5, 5940.0, "2x NVIDIA H100 80GB HBM3")
+    samples += prom.comm_sample("n1", "all_reduce", 8, "nccl", 2, "graph", 0.0, 5.2, "2x NVIDIA H100 80GB HBM3")
     samples.append(prom.timestamp("n1", "gate"))
     path = prom.write(tmp_path, samples)
     assert path.name == "distbench.prom" and not list(tmp_path.glob("*.tmp*"))  # renamed into place

@@ -88,9 +88,9 @@ def test_an_nvml_lacking_calls_leaves_those_items_not_available(monkeypatch, no_
 # ---------------------------------------------------------------------- degraded values (fake NVML)
 def test_a_healthy_fake_gpu_is_ok_and_says_so_in_the_verdict(monkeypatch, tmp_path, no_dmesg):
     rows = reading(monkeypatch, healthy_state(), expected_gpus=2)
-    # a GPU with row remapping retires no pages, and the kernel log is left out here
+    # a GPU with row remapping retires no pages, the kernel log is left out here, and no matmul ran
     unread = {r.item for r in rows if r.state == NOT_AVAILABLE}
-    assert unread == {"retired_pages", "retired_pages_pending", "xid_kernel_log"}
+    assert unread == {"retired_pages", "retired_pages_pending", "xid_kernel_log", "matmul_vs_peers"}
     assert {r.state for r in rows if r.item not in unread} == {OK}
     assert row(rows, "node", "cuda_driver_version").value == "12.8"
     heads = health_headlines(write_readings(tmp_path, rows, rows))
