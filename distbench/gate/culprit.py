@@ -114,12 +114,12 @@ def span_check(rows, expected_gpus: int, world_size: int, backend: str, visible:
         return []
     world_size = world_size if backend == "nccl" else 0  # Gloo on CPU processes spans no GPU
     if world_size >= expected_gpus:
-        return [Check("collective", "GPUs spanned", str(world_size), str(expected_gpus), INFO,
+        return [Check("gpus", "GPUs spanned", str(world_size), str(expected_gpus), INFO,
                       f"the collective spans all {expected_gpus} GPUs --gpus asks for")]
     ident = identities(rows)
     hidden = hidden_gpus(rows, visible)
     named = ", ".join(name_gpu(g, ident) for g in hidden)
     where = f"CUDA_VISIBLE_DEVICES={visible!r}" if visible is not None else "CUDA_VISIBLE_DEVICES unset"
-    return [Check("collective", "GPUs spanned", str(world_size), str(expected_gpus), FAIL,
+    return [Check("gpus", "GPUs spanned", str(world_size), str(expected_gpus), FAIL,
                   f"the collective could span {world_size} of the {expected_gpus} GPUs --gpus asks for ({where})"
                   + (f": not usable by CUDA: {named}" if named else ""))]

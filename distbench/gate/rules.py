@@ -57,7 +57,7 @@ HEALTH_STATE = {FAILING: FAIL, DEGRADED: WARN, OK: PASS, NOT_AVAILABLE: INFO}
 GATE = Contract(
     "gate",
     (Column("host", "string", "the node the gate ran on"),
-     Column("check", "string", "host_lock, health, collective, reference, baseline, budget or verdict"),
+     Column("check", "string", "host_lock, health, gpus, collective, reference, baseline, budget or verdict"),
      Column("subject", "string", "what was checked: a health item of a GPU, a collective point, the gate"),
      Column("value", "string", "the reading (units in the subject)"),
      Column("expected", "string", "the limit or figure it is held against (empty: none)"),
