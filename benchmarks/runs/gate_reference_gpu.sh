@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 48 on a lent 4-GPU machine (device tool, carry .whl .fetched): the reference figures the gate
+# Issue 48 on a lent 2- or 4-GPU machine (device tool, carry .whl .fetched): the reference figures the gate
 # judges a node with no baseline against, measured with nccl-tests itself (2.19.6, MPI build from PyPI's
 # mpich wheel, one process per GPU: `mpiexec -n N`, like torchrun) on 2 and 4 GPUs of the same board:
 #   all_reduce, all_gather, reduce_scatter at 1 GiB (float, events timing: nccl-tests' default), and
@@ -26,8 +26,10 @@ run() {  # ranks, visible, op, label, args...
     [ -n "$line" ] || echo "$out" | tail -5 >> "$R"
   done
 }
+N=$(nvidia-smi -L | grep -c '^GPU ')
 for pair in "2 0,1" "4 0,1,2,3"; do
   set -- $pair
+  [ "$1" -le "$N" ] || continue  # a count this machine has
   for op in all_reduce all_gather reduce_scatter; do run "$1" "$2" "$op" 1GiB -b 1G -e 1G -w 10 -n 50; done
   NCCL_GRAPH_MIXING_SUPPORT=0 run "$1" "$2" all_reduce 8B_graph -b 8 -e 8 -w 100 -n 2000 -G 10
 done

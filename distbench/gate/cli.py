@@ -178,7 +178,10 @@ def judge(readings: dict, baseline: list[str], outcome: str, killed: int, budget
                                   f"({killed} process(es) killed)"))
     state = rules.verdict(checks)
     head = culprit.lead(rows, checks, state)  # the bad GPU first, named by index, bus id and UUID
-    rest = rules.reason([c for c in checks if not (head and c.reason in head)], state, summary if not head else [])
+    named = {f"GPU {g} " for g in culprit.evidence(rows)} if head else set()  # their items are in the head
+    rest = rules.reason([c for c in checks if not (head and c.reason in head)
+                         and not (c.check == "health" and any(c.subject.startswith(n) for n in named))],
+                        state, summary if not head else [])
     return state, f"{head} | {rest}" if head and rest else head or rest, checks, points
 
 

@@ -164,6 +164,8 @@ _EXPECTED_FIELDS = ("gpu", "gpus", "op", "min_bytes", "nvls", "expected_busbw_gb
 PUBLISHED, OURS = "published", "ours"
 NCCL_TESTS = "https://github.com/NVIDIA/nccl-tests/issues/"
 NCCL = "https://github.com/NVIDIA/nccl/issues/"
+H200X2 = ("nccl-tests 2.19.6 (MPI build, mpiexec -n 2) by this project on a lent 2x H200, 2026-11-28; "
+          "benchmarks/results/gate-reference-h200x2-2026-11-28")
 ISSUE_48 = ("nccl-tests 2.19.6 (MPI build, mpiexec -n 4) on a lent 4x H200, 2026-11-28, quoted from issue 48; "
             "benchmarks/results/gate-reference-h200x4-2026-11-28")
 _EXPECTED_ROWS = (
@@ -187,6 +189,10 @@ _EXPECTED_ROWS = (
     ("H200", 2, "all_reduce", 1 * GiB, False, 320.0, 340.0,
      "nccl-tests all_reduce_perf by this project, 2x H200 NV18, 2026-11-26; benchmarks/results/comm-fidelity-h200x2-2026-11-26",
      "2x H200 NV18, nccl-tests all_reduce 1 GiB ~330 GB/s busbw: no public figure for 2 GPUs was found", OURS),
+    ("H200", 2, "all_gather", 1 * GiB, None, 261.0, 271.0, H200X2,
+     "2x H200 NV18, nccl-tests 2.19.6 all_gather 1 GiB, 268-270 GB/s busbw over 3 launches", OURS),
+    ("H200", 2, "reduce_scatter", 1 * GiB, None, 266.0, 278.0, H200X2,
+     "2x H200 NV18, nccl-tests 2.19.6 reduce_scatter 1 GiB, 274-278 GB/s busbw over 3 launches", OURS),
     # 4x H200 of an 8-GPU NVSwitch board, nccl-tests 2.19.6 built with MPI, `mpiexec -n 4` (one process
     # per GPU, like torchrun), NVLS off, 2026-11-28: the held-out measurement quoted in issue 48 (our
     # own comm job matched it within 0.956-1.002); the band is the figure and 3% under it
@@ -225,6 +231,9 @@ LATENCY = [
      "expected_latency_us": 6.0, "source": NCCL + "1259", "kind": PUBLISHED,
      "note": "2x H100 on an HGX board, nccl-tests with CUDA graphs (-G 10) and NCCL_ALGO=NVLSTree forced, "
              "128 B - 64 KiB: \"approximately 6us\" (NCCL 2.20.5)"},
+    {"gpu": "H200", "gpus": 2, "op": "all_reduce", "max_bytes": 8, "timing": "graph",
+     "expected_latency_us": 4.56, "source": H200X2, "kind": OURS,
+     "note": "2x H200, nccl-tests all_reduce 8 B with -G 10 and NCCL_GRAPH_MIXING_SUPPORT=0: 4.56-4.57 µs"},
     {"gpu": "H200", "gpus": 4, "op": "all_reduce", "max_bytes": 8, "timing": "graph",
      "expected_latency_us": 6.88, "source": ISSUE_48, "kind": OURS,
      "note": "4x H200, nccl-tests all_reduce 8 B with -G 10 and NCCL_GRAPH_MIXING_SUPPORT=0: 6.88 µs"},
