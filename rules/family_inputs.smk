@@ -1,6 +1,7 @@
 # The input functions, params and outputs of the rules rules/families.smk builds from each family's
 # manifest (its job rule, its steps and their quick copies): every value is read from the manifest,
 # no family is named here (tests/workflow/test_family_names.py).
+from distbench.pipeline.run_rules import step_tables
 
 
 def launch_param(family):
@@ -119,8 +120,14 @@ def quick_outputs(family, step):
 
 
 def step_params(step):
-    """A step's params, each its manifest's "module:function" called with (config, plan)."""
-    return {name: resolve(ref)(config, PLAN) for name, ref in step.params.items()}
+    """A step's params, each its manifest's "module:function" called with (config, plan), and
+    `read_tables`: the tables it reads by name, each checked before it runs, with why it must hold
+    rows in this plan (distbench.pipeline.run_rules.step_tables)."""
+    out = {name: resolve(ref)(config, PLAN) for name, ref in step.params.items()}
+    tables = step_tables(step, PLAN)
+    if tables:
+        out["read_tables"] = tables
+    return out
 
 
 def step_resources(step):

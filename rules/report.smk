@@ -22,12 +22,18 @@ rule report:
         other_runs=other_runs,
     output:
         # update(): Snakemake neither deletes the last good report before this job nor keeps it gone
-        # after a failure (it backs both up and puts them back); the script writes each atomically,
-        # once both are rendered. A file that cannot be read fails the job with its message.
+        # after a failure (it backs each up and puts it back), the figures and tables it links too (a
+        # plain directory() output is deleted before the job: a failed report kept its page and lost
+        # them). The script reads every table first (a damaged one fails the job with its message),
+        # then stages the page, figures and tables and swaps them in together.
         md=update("report/report.md"),
         html=update("report/report.html"),
-        figures=directory("report/figures"),
-        tables=directory("report/tables"),
+        figures=update(directory("report/figures")),
+        tables=update(directory("report/tables")),
+        # written last, once the report is in place, and not update(): a failed report leaves it
+        # absent, so the next run renders again and says what is wrong again (the restored page has a
+        # new time, and alone it would read as up to date: "Nothing to be done")
+        rendered=results("logs/report/report.done"),
     log:
         results("logs/report/report.log"),
     localrule: True
@@ -72,6 +78,8 @@ rule summary_json:
         env=results("probe/env.json"),
     output:
         summary=update("report/summary.json"),  # as report.md: a failure puts the last good one back
+        # as the report's: absent after a failure, so the next run writes summary.json again
+        written=results("logs/report/summary_json.done"),
     log:
         results("logs/report/summary_json.log"),
     localrule: True
@@ -81,5 +89,8 @@ rule summary_json:
     params:
         tables=lambda wc: list(summary_inputs()),
         config=config,
+        # which families ran (their jobs): a table of one that ran must hold rows, so that no family
+        # that ran is left out of summary.json as if it had not
+        plan=plan_summary(PLAN),
     script:
         "../workflow/scripts/write_summary.py"

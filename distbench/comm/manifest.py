@@ -4,6 +4,10 @@ from distbench.core.manifest import FamilyManifest, Figures, JobFiles, Step, Tab
 from distbench.core.manifest import EstimateDefault
 
 PAIRS = config_flag("comm", "pairs")  # the GPU-pair matrix: its table and heat maps
+# the columns every reader of the summary (the report, summary.json, the figures, the prediction) takes
+# as given; comm_largest has the summary's columns
+SUMMARY_NEEDS = ("backend", "world_size", "op", "dtype", "nccl_env", "timing", "size_bytes", "time_us_median",
+                 "busbw_gbps_median", "status")
 
 MANIFEST = register(FamilyManifest(
     name="comm",
@@ -20,14 +24,18 @@ MANIFEST = register(FamilyManifest(
     tables=(
         # one summary, written once by aggregate_comm with the probes joined in (% of the link peak,
         # NCCL's algorithm): the report, the prediction and summary.json read it
+        # a row per planned point, failed ones included: rows whenever the plan has comm jobs (with none,
+        # every NCCL job skipped on a CPU host, it is written with its columns and no row)
         Table("comm_summary", "tables/comm_summary.csv", summary_json=True, beside_report=True,
-              caption="report/comm_summary.rst", subcategory="Communication"),
+              caption="report/comm_summary.rst", subcategory="Communication", rows=True, columns=SUMMARY_NEEDS),
+        # the ok series only: no row when every comm job failed
         Table("comm_largest", "tables/comm_largest.csv", beside_report=True, caption="report/comm_largest.rst",
-              subcategory="Communication"),
+              subcategory="Communication", columns=SUMMARY_NEEDS),
         Table("comm_stragglers", "tables/comm_stragglers.csv", caption="report/comm_stragglers.rst",
               subcategory="Communication"),
         Table("comm_ranks", "tables/comm_ranks.csv", report=False),
-        Table("comm", "tables/comm.csv", report=False, beside_report=True),
+        Table("comm", "tables/comm.csv", report=False, beside_report=True, rows=True,
+              columns=("backend", "world_size", "op", "size_bytes", "trial", "time_us", "status")),
         # the link peak, topology, NCCL's digest, placement and advice (the same rule writes it)
         Table("comm_advice", "tables/comm_advice.json"),
         # the comm series as nccl-tests -J documents, one file per series (a directory)

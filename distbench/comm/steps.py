@@ -3,10 +3,9 @@ builds each rule; distbench.pipeline.run_rules.run_step calls these with Snakema
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from distbench.launch.in_rule import logged, run_in_rule
+from distbench.launch.in_rule import run_in_rule
 
 
 def aggregate(sm) -> None:
@@ -25,15 +24,22 @@ def aggregate(sm) -> None:
 
 
 def plot(sm) -> None:
-    """The bus-bandwidth and latency figures, with the link peak (comm_advice.json) and the GPU's name."""
+    """The bus-bandwidth and latency figures, with the link peak (comm_advice.json) and the GPU's name.
+    The summary and the advice were checked before this runs (distbench.pipeline.run_rules.run_step);
+    the probe's env.json is read through the one reader too: a damaged file ends the rule with its
+    message, no traceback."""
     from distbench.comm.analysis.plots import make_all
+    from distbench.core.readers import read_json, remake
 
-    with logged(sm.log[0]):
+    def main():
         Path(sm.output.figures).mkdir(parents=True, exist_ok=True)
-        peak = json.loads(Path(sm.input.advice).read_text()).get("peak")
-        gpus = json.loads(Path(sm.input.env).read_text()).get("gpus") or [{}]
-        for f in make_all(sm.input.summary, sm.output.figures, peak=peak, gpu_name=gpus[0].get("name")):
+        peak = read_json(sm.input.advice, remake(sm.input.advice)).get("peak")
+        gpus = read_json(sm.input.env, remake(sm.input.env)).get("gpus") or [{}]
+        first = gpus[0] if isinstance(gpus, list) and isinstance(gpus[0], dict) else {}
+        for f in make_all(sm.input.summary, sm.output.figures, peak=peak, gpu_name=first.get("name")):
             print(f)
+
+    run_in_rule(sm.log[0], main)
 
 
 def aggregate_pairs(sm) -> None:

@@ -214,14 +214,30 @@ def busiest(counts) -> Load:
     return Load(rank, loads[rank])
 
 
+def same_matrix(t: Traffic):
+    """What makes two specs one matrix: zipf's exponent as a number (zipf:1 is zipf:1.0), a file's real
+    path (file:m.csv is file:./m.csv, or a link to it)."""
+    if t.kind == "file":
+        return "file", os.path.realpath(t.path)
+    return t.kind, t.exponent
+
+
 def validate(specs: list[str]) -> list[str]:
-    """Every problem of a config's traffic list, as messages (files read now, before any job runs)."""
-    problems = []
-    for spec in specs:
+    """Every problem of a config's traffic list, as messages (files read now, before any job runs),
+    and every entry that spells a matrix listed before it again: the schema's uniqueItems compares the
+    text, and each entry is a sweep of its own, so zipf:1 beside zipf:1.0 measured one matrix twice,
+    as two series."""
+    problems, seen = [], {}
+    for i, spec in enumerate(specs):
         try:
             t = parse_traffic(spec)
             if t.kind == "file":
                 read_matrix(t.path)
         except TrafficError as e:
             problems.append(str(e))
+            continue
+        first = seen.setdefault(same_matrix(t), i)
+        if first != i:
+            problems.append(f"entries {first} ({shown(repr(specs[first]))}) and {i} ({shown(repr(spec))}) are one "
+                            f"matrix ({shown(t.label)}): it would be measured twice, as two series; give it once")
     return problems

@@ -72,6 +72,13 @@ class Table:
     # its subcategory under "Tables" ("" : not in that report)
     caption: str = ""
     subcategory: str = ""
+    # it holds rows whenever its family ran (the plan holds the family's jobs): every job leaves a row
+    # per planned point, a failed one its failure rows (distbench.launch.failure), so a header alone
+    # means the file was cut short or overwritten, and every reader refuses it (rows_reason)
+    rows: bool = False
+    # the columns its readers need (the report, summary.json, the plots): a file without one of them is
+    # refused, naming it, before any of them reads it (distbench.core.readers.read_table)
+    columns: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -327,6 +334,30 @@ class FamilyManifest:
 # The registry: every family's manifest by name, filled as each family's manifest module is imported
 # (distbench.pipeline.families imports them).
 REGISTRY: dict[str, FamilyManifest] = {}
+
+
+def table_spec(name: str) -> tuple[str, Table] | None:
+    """(the family that writes it, its Table) of the registered table `name`; None when no registered
+    family writes one of that name (the registry fills as the manifests are imported:
+    distbench.pipeline.families.manifests())."""
+    for m in REGISTRY.values():
+        for t in m.tables:
+            if t.name == name:
+                return m.name, t
+    return None
+
+
+def rows_reason(name: str, plan: Mapping | None) -> str:
+    """Why table `name` must hold rows in a run of this plan, or "" when a header alone is a whole file
+    (its Table does not say `rows`, its family has no jobs in the plan, or the plan is not known). The
+    plan is the run's (its "jobs": {family: [job, ...]}, as distbench.pipeline.plan.make_plan and
+    plan_summary give it): that the family has jobs there is how a reader knows the family ran."""
+    found = table_spec(name)
+    if found is None or not found[1].rows or not plan:
+        return ""
+    family, _ = found
+    jobs = (plan.get("jobs") or {}).get(family) or ()
+    return f"its family ran ({len(jobs)} {family} job(s) in the plan), and each job leaves rows" if jobs else ""
 
 
 def register(manifest: FamilyManifest) -> FamilyManifest:

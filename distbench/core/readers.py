@@ -98,7 +98,7 @@ def csv_problem(text: str, header_problem: Callable[[list[str]], str | None] | N
     row, rows with the wrong number of fields, invalid quoting; then whatever header_problem says of
     the header. None when it is whole."""
     if not text.strip():
-        return "the file is empty (not even a header)"
+        return f"the file is empty ({len(text.encode())} bytes, not even a header)"
     if not text.endswith("\n"):
         return "it ends in the middle of a row (no newline after the last line): the file was truncated"
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
@@ -151,18 +151,29 @@ def table_problem(raw, columns: Sequence[str] = (), numeric: Sequence[str] = (),
     return None
 
 
+def _rows(text: str) -> int:
+    """How many rows below the header a whole CSV (csv_problem found nothing) holds."""
+    return sum(1 for row in csv.reader(io.StringIO(text, newline="")) if row) - 1
+
+
 def read_table(path, fix: str, *, columns: Sequence[str] = (), numeric: Sequence[str] = (),
-               finite_when_ok: Sequence[str] = (), parse: Callable | None = None, missing_ok: bool = False):
+               finite_when_ok: Sequence[str] = (), parse: Callable | None = None, missing_ok: bool = False,
+               rows_because: str = ""):
     """A CSV table, whole and of the expected shape (see csv_problem and table_problem), then read
     by `parse(path)` (pandas' read_csv unless told: a family's own reader that types its columns).
-    missing_ok: an absent or zero-byte file is None (the table was not made) instead of an error."""
+    missing_ok: an absent file is None (the table was not made) instead of an error. A file that is
+    there is never taken for one not made: a zero-byte file (no header) is refused like a torn one.
+    rows_because: why this file must hold rows (distbench.core.manifest.rows_reason: its family ran);
+    a header alone is then refused, with that reason."""
     import pandas as pd
 
     path = Path(path)
-    if missing_ok and (not path.exists() or (path.is_file() and not path.stat().st_size)):
+    if missing_ok and not path.exists():
         return None
     text = read_text(path, fix)
     problem = csv_problem(text)
+    if problem is None and rows_because and _rows(text) < 1:
+        problem = f"it holds a header and no row, but {rows_because}: the file was cut short or overwritten"
     if problem is None:
         try:
             if columns or numeric or finite_when_ok:  # the cells as written: `parse` may coerce text to NaN

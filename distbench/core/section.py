@@ -19,6 +19,7 @@ from typing import Any
 
 import pandas as pd
 
+from distbench.core.manifest import rows_reason, table_spec
 from distbench.core.readers import other_run_fix, read_json, read_table, remake
 from distbench.core.judged import judged_world_size, oversubscribed  # noqa: F401 (the families' API)
 from distbench.core.units import human_time_us, pct, sig3
@@ -70,11 +71,20 @@ class ReportInputs:
         return Path(p) if p else None
 
     def table(self, name: str, reader: Callable[[Path], pd.DataFrame] = pd.read_csv) -> pd.DataFrame | None:
-        """Table `name`, read once by `reader` through the one reader (distbench.core.readers: a torn,
-        binary or unparsable file raises UnreadableFile naming it); None when absent or empty on disk."""
+        """Table `name`, read once by `reader` through the one reader (distbench.core.readers); None when
+        this report has none, or its file is absent (not made) and its family did not run. Whatever is
+        wrong with a file that is there raises UnreadableFile naming it: empty (0 bytes), torn, binary,
+        unparsable, without a column its readers need (its manifest's Table.columns), or a header alone
+        (or no file) where its family ran (Table.rows, against the plan's jobs). So a section, or a
+        part of summary.json, is never left out for a damaged table."""
         if (name, reader) not in self._tables:
             path = self.path(name)
-            self._tables[(name, reader)] = read_table(path, remake(path), parse=reader, missing_ok=True) if path else None
+            found = table_spec(name)
+            columns = found[1].columns if found else ()
+            why = rows_reason(name, self.plan)
+            self._tables[(name, reader)] = read_table(
+                path, remake(path), parse=reader, columns=columns, rows_because=why, missing_ok=not why
+            ) if path else None
         return self._tables[(name, reader)]
 
     def tables_dir(self) -> Path | None:

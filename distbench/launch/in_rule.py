@@ -42,13 +42,17 @@ def run_in_rule(log_path, fn, *args, **kwargs):
 
 
 def figures_in_rule(sm, draw, table: str) -> None:
-    """A plot step (a manifest's Step writing a figure directory, `figures`): its input `table` read,
-    `draw(table, directory)` -> the figures' paths, each named in the rule's log. The directory is made
-    also when there is nothing to draw (it is the rule's output)."""
-    import pandas as pd
+    """A plot step (a manifest's Step writing a figure directory, `figures`): its input `table` read
+    through the one reader (distbench.core.readers: a damaged file ends the rule with its message, no
+    traceback), `draw(table, directory)` -> the figures' paths, each named in the rule's log. The
+    directory is made also when there is nothing to draw (it is the rule's output)."""
+    from distbench.core.readers import read_table, remake
 
-    with logged(sm.log[0]):
+    def main():
         out = Path(sm.output.figures)
         out.mkdir(parents=True, exist_ok=True)
-        for path in draw(pd.read_csv(sm.input[table]), out):
-            print(path)
+        path = sm.input[table]
+        for figure in draw(read_table(path, remake(path)), out):
+            print(figure)
+
+    run_in_rule(sm.log[0], main)

@@ -17,9 +17,12 @@ MANIFEST = register(FamilyManifest(
     estimated=True,
     shares_launches=True,
     tables=(
+        # a row per job, failed ones included (every job leaves rows): rows whenever the family runs
         Table("memory_summary", "tables/memory_summary.csv", summary_json=True,
-              caption="report/memory_summary.rst", subcategory="Memory"),
-        Table("memory", "tables/memory.csv"),
+              caption="report/memory_summary.rst", subcategory="Memory", rows=True,
+              columns=("backend", "world_size", "model", "config", "status")),
+        Table("memory", "tables/memory.csv", rows=True,
+              columns=("backend", "world_size", "model", "config", "phase", "batch_size", "status")),
     ),
     figures=(Figures("figures_memory", caption="report/memory_figures.rst", category="Memory"),),
     steps=(

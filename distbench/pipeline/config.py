@@ -24,6 +24,7 @@ from distbench.core.run_label import baseline_tables_dir, label_problem
 from distbench.core.shown import MAX_VALUE_CHARS, shown
 from distbench.pipeline.cli_values import _resolve, coerce_cli_values
 from distbench.pipeline.hooks import resolve
+from distbench.pipeline.same_values import same_value_problems
 
 SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
 
@@ -440,6 +441,8 @@ def check_config(config: dict) -> dict:
     # After the schema: job_env's names are well formed; refuse the loader ones, all in one message.
     found = [(list(e.absolute_path), _describe(schema, e)) for e in errors] + _loader_var_problems(config)
     found += _timing_var_problems(config)
+    if not errors:  # every entry parses: a list that gives one value twice, spelt two ways
+        found += same_value_problems(config, schema, _key)
     found.sort(key=lambda f: _path_order(f[0]))
     problems = [message for _, message in found]
     if not problems:

@@ -7,7 +7,7 @@ import base64
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from distbench.core.io import atomic_write_bytes
@@ -47,30 +47,66 @@ def figures_of(figures, figures_dir: Path, out_md: Path, sections: Sequence[Sect
 
 def publish_files(files: list[Path], target_dir: Path) -> None:
     """Put the linked files (the figures, or the full tables) into target_dir, replacing what was
-    there, never half-way.
+    there, never half-way (publish_report with this directory alone)."""
+    publish_report({Path(target_dir): files}, {})
 
-    They are copied into a temporary directory next to target_dir, which then replaces it by rename;
-    a failure on the way removes the temporary directory and leaves any previous target_dir as it was.
-    Files that already live in target_dir (publish_run renders beside its own figures/ and tables/)
-    stay put, and that directory is not replaced: only the missing files are added, each atomically.
+
+def publish_report(directories: Mapping[Path, Sequence[Path]], texts: Mapping[Path, str]) -> None:
+    """Put a report in place whole: each directory of `directories` ({target: the files it holds})
+    and each text file of `texts` ({path: text}), or nothing of it.
+
+    Everything is staged first, beside its target: each directory's copies in a temporary directory,
+    each text in a temporary file. Only once every one is staged are they swapped in, one rename each,
+    so a failure while staging (a file that cannot be read, a full disk) removes the stages and leaves
+    the last good report, its page and the figures and tables it links, as it was.
+    Files that already live in a target directory (publish_run renders beside its own figures/ and
+    tables/) stay put, and that directory is not replaced: only the missing files are added.
     """
-    target_dir = Path(target_dir)
-    here = target_dir.resolve() if target_dir.is_dir() else None
-    if here is not None and any(f.resolve().parent == here for f in files):
-        for f in files:
-            if f.resolve().parent != here:
-                atomic_write_bytes(target_dir / f.name, f.read_bytes())
-        return
-    target_dir.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(dir=target_dir.parent, prefix=f".{target_dir.name}.", suffix=".tmp"))
+    staged_dirs: list[tuple[Path, Path]] = []  # (stage, target)
+    staged_texts: list[tuple[Path, Path]] = []
     try:
-        for f in files:
-            shutil.copyfile(f, stage / f.name)
-        os.chmod(stage, 0o777 & ~_umask())  # mkdtemp creates 0700; reports are meant to be shared
-        _swap_in(stage, target_dir)
+        for target, files in directories.items():
+            target = Path(target)
+            here = target.resolve() if target.is_dir() else None
+            if here is not None and any(Path(f).resolve().parent == here for f in files):
+                for f in map(Path, files):  # added only: nothing of the last report is removed
+                    if f.resolve().parent != here:
+                        atomic_write_bytes(target / f.name, f.read_bytes())
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            stage = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"))
+            staged_dirs.append((stage, target))
+            for f in map(Path, files):
+                shutil.copyfile(f, stage / f.name)
+            os.chmod(stage, 0o777 & ~_umask())  # mkdtemp creates 0700; reports are meant to be shared
+        for path, text in texts.items():
+            path = Path(path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            staged_texts.append((Path(tmp), path))
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(tmp, 0o666 & ~_umask())
     except BaseException:
-        shutil.rmtree(stage, ignore_errors=True)
+        for stage, _ in staged_dirs:
+            shutil.rmtree(stage, ignore_errors=True)
+        for tmp, _ in staged_texts:
+            tmp.unlink(missing_ok=True)
         raise
+    # every part is staged: the swaps are renames, the texts last (a page never links figures or
+    # tables that are not there yet)
+    try:
+        for stage, target in staged_dirs:
+            _swap_in(stage, target)
+        for tmp, path in staged_texts:
+            os.replace(tmp, path)
+    finally:  # a stage swapped in is gone already; one left over by a failed rename is removed
+        for stage, _ in staged_dirs:
+            shutil.rmtree(stage, ignore_errors=True)
+        for tmp, _ in staged_texts:
+            tmp.unlink(missing_ok=True)
 
 
 def _swap_in(new: Path, target: Path) -> None:

@@ -17,10 +17,9 @@ from pathlib import Path
 
 import jinja2
 
-from distbench.core.io import atomic_write_text
-from distbench.core.readers import read_json, remake
+from distbench.core.readers import read_json, read_table, remake
 from distbench.core.section import ReportInputs, Section
-from distbench.report.publish import figures_dir_of, figures_of, full_tables_of, publish_files, tables_dir_of
+from distbench.report.publish import figures_dir_of, figures_of, full_tables_of, publish_report, tables_dir_of
 from distbench.report.sections import SECTIONS
 from distbench.report.verdict import verdict_rows
 
@@ -50,6 +49,21 @@ def documents_of(tables: Mapping) -> dict:
     return out
 
 
+def check_full_tables(inputs: ReportInputs, paths) -> None:
+    """Every table copied beside the report, read through the one reader first: one the report's text
+    does not read (the raw measurements) would otherwise ship torn or binary as report/tables/<name>.
+    A table of `inputs.tables` is read by its name (its manifest's columns and rows); any other as a
+    whole CSV (an absent one is not made, and not copied). A damaged one raises UnreadableFile, before
+    anything of the report is written."""
+    names = {Path(p).resolve(): name for name, p in inputs.tables.items() if p}
+    for path in (Path(p) for p in paths if p):
+        name = names.get(path.resolve())
+        if name is not None:
+            inputs.table(name)
+        else:
+            read_table(path, remake(path), missing_ok=True)
+
+
 def build_context(inputs: ReportInputs, out_md, figures_dir=None, tables_dir=None,
                   sections: Sequence[Section] = SECTIONS) -> dict:
     """The templates' context: each section's own under its name (a section whose context is None is
@@ -62,6 +76,7 @@ def build_context(inputs: ReportInputs, out_md, figures_dir=None, tables_dir=Non
     described = {name for s in sections for name in s.full_tables}
     full_tables = ([p for p in inputs.tables.values() if p and Path(p).name in described]
                    if inputs.full_tables is None else inputs.full_tables)
+    check_full_tables(inputs, full_tables)
     tables_dir_now = inputs.tables_dir()
     return {
         **built,
@@ -87,7 +102,8 @@ def render_report(inputs: ReportInputs, out_md, out_html, figures_dir=None, tabl
     (inputs.full_tables, default: the run's tables its sections describe as full tables) into tables_dir (default:
     tables/ beside out_md), all linked relative to out_md, so the directory holding them can be copied
     elsewhere; the HTML inlines the figures as data: URIs and holds the tables collapsed.
-    Both texts are rendered before anything is written, and every write is atomic.
+    Every table is read (and a damaged one refused, naming it) and both texts are rendered before
+    anything is written; then the figures, the tables and both pages are staged and swapped in together.
     """
     sections = SECTIONS if sections is None else sections
     figures_dir, tables_dir = figures_dir_of(out_md, figures_dir), tables_dir_of(out_md, tables_dir)
@@ -95,10 +111,11 @@ def render_report(inputs: ReportInputs, out_md, out_html, figures_dir=None, tabl
     env = _environment(sections)
     md = env.get_template("report.md.j2").render(**ctx)
     html = env.get_template("report.html.j2").render(**ctx)
-    publish_files([p for f in ctx["figures"] for p in f["files"]], figures_dir)
-    publish_files([Path(t["source"]) for t in ctx["full_tables"]], tables_dir)
-    atomic_write_text(out_md, md)
-    atomic_write_text(out_html, html)
+    # staged whole, then swapped in (distbench.report.publish): the last good page, figures and tables
+    # stay as they were until the new ones are all ready
+    publish_report({figures_dir: [p for f in ctx["figures"] for p in f["files"]],
+                    tables_dir: [Path(t["source"]) for t in ctx["full_tables"]]},
+                   {Path(out_md): md, Path(out_html): html})
 
 
 _MD_HTML = str.maketrans({"<": "&lt;", ">": "&gt;"})

@@ -33,9 +33,13 @@ MANIFEST = register(FamilyManifest(
     traced=True,
     shares_launches=True,
     tables=(
+        # a row per job, failed ones included (every job leaves rows): rows whenever the family runs
         Table("training_summary", "tables/training_summary.csv", summary_json=True,
-              caption="report/training_summary.rst", subcategory="Training"),
-        Table("training", "tables/training.csv", report=False),
+              caption="report/training_summary.rst", subcategory="Training", rows=True,
+              columns=("backend", "world_size", "model", "config", "step_time_ms_median", "samples_per_s_median",
+                       "status")),
+        Table("training", "tables/training.csv", report=False, rows=True,
+              columns=("backend", "world_size", "model", "config", "phase", "step", "status")),
         Table("training_instep", "tables/training_instep.csv", when=INSPECT, beside_report=True),
         Table("training_split", "tables/training_split.csv", when=INSPECT, beside_report=True),
         Table("training_matmul", "tables/training_matmul.csv", report=False, beside_report=True, when=matmul_planned),

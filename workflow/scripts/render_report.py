@@ -1,6 +1,7 @@
 from datetime import datetime, timezone
 from pathlib import Path
 
+from distbench.core.io import atomic_write_json
 from distbench.core.section import ReportInputs
 from distbench.launch.in_rule import run_in_rule
 from distbench.report.appendix import snakemake_run_started
@@ -22,6 +23,8 @@ def main():
     # a quick answer beside it (report/quick.md) said what was left for the full run: no longer so
     supersede_quick(sm.output.md, sm.params.plan, Path(sm.input.run).parent,
                     datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"))
+    # last: the report is in place (rules/report.smk: without it the next run renders again)
+    atomic_write_json(sm.output.rendered, {"report": sm.output.md, "rendered": datetime.now(timezone.utc).isoformat()})
 
 
 # A file of this run that cannot be read (distbench.core.readers.UnreadableFile, a SchemaError) ends the
