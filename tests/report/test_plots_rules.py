@@ -251,15 +251,21 @@ def _hlines(ax, prefix: str) -> set:
 
 def test_busbw_figures_draw_the_link_peak_and_the_published_figure(ok):
     published = plot_refs.published_for(ok, "NVIDIA H200 141GB HBM3e")
-    assert published == [expected_for("NVIDIA H200", 2, "all_reduce", 1 << 30)]  # 2x H200 all_reduce at 1 GiB
+    # H200's rows at 1 GiB for the ops and world sizes the data has: 2x all_reduce, and (measured
+    # 2026-11-28) 2x all_gather and reduce_scatter, 4x all_reduce, all_gather and reduce_scatter
+    assert expected_for("NVIDIA H200", 2, "all_reduce", 1 << 30) in published
+    assert published and all(r["gpu"] == "H200" and r["min_bytes"] == 1 << 30 and r["kind"] == "ours" for r in published)
     refs = plot_refs.reference_lines(peak={"peak_gbps": 450.0, "link": "NVLink4 x18"}, published=published)
     axes = _axes_by_title(plots.fig_vs_size(ok, plots.BUSBW, refs=refs))
     for ax in axes.values():
         assert _hlines(ax, "link peak NVLink4 x18") == {450.0}
     # 2x H200 has no public figure: the line is our own nccl-tests measurement, labelled so
-    assert _hlines(axes["all_reduce"], "nccl-tests, ours") == {320.0, 340.0}
+    # each world size's row: 2x H200 320-340, 4x H200 344-355
+    assert _hlines(axes["all_reduce"], "nccl-tests, ours") == {320.0, 340.0, 344.0, 355.0}
     assert _hlines(axes["all_reduce"], "published") == set()
-    assert _hlines(axes["broadcast"], "nccl-tests, ours") == set()  # the figure is for all_reduce only
+    assert _hlines(axes["broadcast"], "nccl-tests, ours") == set()  # no broadcast row: each op its own figure
+    if "all_gather" in axes:
+        assert {261.0, 271.0} <= _hlines(axes["all_gather"], "nccl-tests, ours") <= {261.0, 271.0, 316.0, 327.0}
     fig = plots.fig_vs_size(ok, plots.BUSBW, refs=refs)
     assert any("link peak" in t for t in _legend_texts(fig))
     # the timing-modes figure's busbw panel too; plain numbers and a (low, high) pair work as well
