@@ -25,6 +25,7 @@ from distbench.pipeline.estimate import (
     BENCHMARKS,
     RULE_FAMILIES,
     estimate,
+    launches_alone,
     job_key,
     probe_benchmark,
 )
@@ -158,8 +159,10 @@ def announce_plan_now():
     for job, runs in planned_jobs(workflow, RULE_FAMILIES):
         key = job_key(job.rule.name, job.wildcards, PROBE_WORLD_SIZE)
         if key is not None:
-            jobs.append((key, runs))
-    estimated = estimate(jobs, "results", PLAN["gpus"], config["batch_launch"])
+            # an inspected, traced or multi-node job launches alone (launches_alone): its own launch cost
+            jobs.append((key, runs, launches_alone(job)))
+    # shared launches as the onstart plans them (plan_batch_launches): none under a cluster executor
+    estimated = estimate(jobs, "results", PLAN["gpus"], config["batch_launch"] and not workflow.non_local_exec)
     print(estimated.message(), file=sys.stderr)
 
 

@@ -103,7 +103,7 @@ def host_needs(config: dict, plan: dict, job) -> HostNeed:
     """A comm job's buffers per rank above its process (the manifest's host_needs): at its largest
     point, which point, the same for the job's sizes capped at any size, and its largest size."""
     p = job_params(config, job.backend, job.nccl_env_label, job.world_size,
-                   beside_nccl=bool(plan["world_sizes"].get("nccl")))
+                   beside_nccl=bool(plan["world_sizes"].get("nccl")), ops=job.ops)
     elem = DTYPE_BYTES.get(job.dtype, 8)
     share = max((_busiest_share(t, job.world_size) for t in p.get("traffic", [])), default=1.0)
     pairs = p["pairs_sizes"] if pairs_job(config, plan, job) else []

@@ -2,7 +2,11 @@
 jobs, and each job's params (torch-free: the Snakefile plans without importing torch).
 
 Each job's output path carries every config key that selects it (backend, dtype, world size, NCCL
-settings), so Snakemake's own bookkeeping is the cache. Values that tune a job without selecting it
+settings), so Snakemake's own bookkeeping is the cache. Another family that sets its measurements beside
+the comm family's standalone figures states the collectives it needs as the plan's fact WANTED (e.g.
+the in-step collectives of inspected FSDP jobs: bfloat16 all_gathers); the comm plan, planned after
+the families that state facts (distbench.pipeline.plan.family_plans), measures those too
+(wanted_jobs), with NCCL's defaults. Values that tune a job without selecting it
 (sizes, iters) reach the rule through `params:`, which makes Snakemake rerun exactly the jobs they
 change.
 """
@@ -15,7 +19,9 @@ import os
 import stat
 from dataclasses import dataclass, field
 
+from distbench.core.choices import DTYPES
 from distbench.core.manifest import FamilyPlan
+from distbench.core.ops_spec import OPS
 from distbench.core.sizes import human_bytes, parse_size, sizes_from_config
 from distbench.core.units import every_nth
 from distbench.launch.planning import nccl_env_label, placeable, profile_params, world_sizes as top_world_sizes
@@ -28,6 +34,9 @@ class CommJob:
     world_size: int
     nccl_env_label: str
     nccl_env: dict = field(hash=False, compare=False)
+    # the ops it measures where they are not comm.ops' (wanted_jobs: what another family wants measured
+    # standalone); () : comm.ops as the config gives them
+    ops: tuple[str, ...] = field(default=(), hash=False, compare=False)
 
     @property
     def wildcards(self) -> dict:
@@ -87,6 +96,54 @@ def comm_jobs(config: dict, gpus: int, gpus_source: str) -> tuple[list[CommJob],
                                    f"{every_nth(comm['gloo']['size_stride'], 'size')} to keep CPU runs short; a full run: "
                                    "--config comm='{gloo: {size_stride: 1}}'"})
     return jobs, skipped, world_sizes
+
+
+# the plan's fact another family states: the collectives it sets beside the comm family's standalone
+# figures, [{"backend", "world_size", "op", "dtype"}]
+WANTED = "standalone_collectives"
+
+
+def wanted_jobs(config: dict, jobs: list[CommJob], world_sizes: dict, wanted) -> tuple[list[CommJob], list[dict]]:
+    """The comm jobs with every wanted collective measured (the fact WANTED), NCCL's defaults: an op
+    the job of its dtype does not measure joins that job's ops; a dtype of no comm job gets a job of
+    its own that measures the wanted ops only. A collective at a backend or world size the comm family
+    does not run is named as skipped, not planned."""
+    comm = config["comm"]
+    by_key = {(j.backend, j.dtype, j.world_size): j for j in jobs if j.nccl_env_label == "default"}
+    missing: dict[tuple[str, str, int], list[str]] = {}
+    skipped = []
+    for w in wanted or []:
+        backend, ws, op, dtype = str(w["backend"]), int(w["world_size"]), str(w["op"]), str(w["dtype"])
+        what = f"standalone {dtype} {op} at {ws} ranks ({backend})"
+        if op not in OPS or dtype not in DTYPES:
+            skipped.append({"what": what, "why": "not a collective or dtype the comm family measures"})
+            continue
+        if ws not in world_sizes.get(backend, []):
+            skipped.append({"what": what, "why": f"the comm family runs no {backend} job at {ws} ranks: nothing "
+                                                 "to set beside the in-step figure"})
+            continue
+        job = by_key.get((backend, dtype, ws))
+        measured = _measured_ops(comm, job, world_sizes) if job is not None else []
+        if op not in measured and op not in missing.setdefault((backend, dtype, ws), []):
+            missing[(backend, dtype, ws)].append(op)
+    out = list(jobs)
+    for (backend, dtype, ws), ops in missing.items():
+        if not ops:
+            continue
+        job = by_key.get((backend, dtype, ws))
+        if job is not None:  # its dtype is measured: the wanted op joins its ops
+            out[out.index(job)] = CommJob(backend, dtype, ws, job.nccl_env_label, job.nccl_env,
+                                          tuple(_measured_ops(comm, job, world_sizes)) + tuple(ops))
+        else:
+            out.append(CommJob(backend, dtype, ws, nccl_env_label({}), {}, tuple(ops)))
+    return out, skipped
+
+
+def _measured_ops(comm: dict, job: CommJob, world_sizes: dict) -> list[str]:
+    """The ops a comm job measures (job_params' choice)."""
+    if job.ops:
+        return list(job.ops)
+    return gloo_ops(comm, bool(world_sizes.get("nccl"))) if job.backend == "gloo" else list(comm["ops"])
 
 
 def graph_skipped(comm: dict, world_sizes: dict) -> list[dict]:
@@ -175,13 +232,15 @@ def strided(sizes: list[int], stride: int) -> list[int]:
 
 
 def job_params(config: dict, backend: str, nccl_env: str = "default", world_size: int | None = None,
-               beside_nccl: bool = False) -> dict:
+               beside_nccl: bool = False, ops: tuple[str, ...] = ()) -> dict:
     """The values that shape a job's measurements (a change reruns the job via Snakemake's params trigger).
     With the job's world size, a `file:` traffic matrix reaches them by content too (traffic_digests).
-    `beside_nccl`: NCCL comm jobs run in this plan too (comm.gloo.ops: auto)."""
+    `beside_nccl`: NCCL comm jobs run in this plan too (comm.gloo.ops: auto). `ops`: the job's own
+    (CommJob.ops: another family's wanted collectives), else comm.ops."""
     comm = config["comm"]
     sizes = sizes_from_config(comm)
-    ops = comm["ops"] if nccl_env == "default" else comm.get("nccl_env_ops") or comm["ops"]
+    own = tuple(ops)
+    ops = list(own) or (comm["ops"] if nccl_env == "default" else comm.get("nccl_env_ops") or comm["ops"])
     p = {"ops": list(ops), "warmup": comm["warmup"], "iters": comm["iters"], "trials": comm["trials"],
          "timing": list(comm["timing"]), "inplace": list(comm["inplace"]),
          "graph_launches": comm["graph_launches"], "rank_agg": comm["rank_agg"],
@@ -195,7 +254,7 @@ def job_params(config: dict, backend: str, nccl_env: str = "default", world_size
         sizes = strided([s for s in sizes if s <= cap], gloo_stride(comm))
         pairs = [min(s, cap) for s in pairs]
         p.update(warmup=g["warmup"], iters=g["iters"], trials=g["trials"], timing=["host"],
-                 ops=gloo_ops(comm, beside_nccl))
+                 ops=list(own) or gloo_ops(comm, beside_nccl))
         ops = p["ops"]
     elif "graph" in p["timing"]:  # only then: a change of the cap reruns no job without graph timing
         p["graph_max_bytes"] = parse_size(comm["graph_max_bytes"])
@@ -258,10 +317,14 @@ def _matrix_size(path: str, mtime_ns: int, size: int, read) -> int:  # noqa: ARG
     return len(read(path))
 
 
-def plan_family(config: dict, gpus: int, gpus_source: str) -> FamilyPlan:
+def plan_family(config: dict, gpus: int, gpus_source: str, facts: dict | None = None) -> FamilyPlan:
     """The comm family's plan (its manifest's `plan`): its jobs, and the world sizes per backend and the
-    backends it runs, which the report's plan section and the NCCL probe read."""
+    backends it runs, which the report's plan section and the NCCL probe read. `facts`: the other
+    families' (distbench.pipeline.plan.family_plans): the collectives one wants measured standalone
+    (WANTED) are planned too (wanted_jobs)."""
     jobs, skipped, world_sizes = comm_jobs(config, gpus, gpus_source)
+    jobs, why = wanted_jobs(config, jobs, world_sizes, (facts or {}).get(WANTED))
+    skipped += why
     probe = job_params(config, "nccl")  # the NCCL probe logs NCCL's choices for these (distbench.probes)
     return FamilyPlan(tuple(jobs), tuple(skipped),
                       {"world_sizes": world_sizes, "backends_run": sorted({j.backend for j in jobs}),
@@ -274,5 +337,5 @@ def rule_params(config: dict, plan: dict, job: CommJob) -> dict:
     """A comm job's parameters (the manifest's job_params): what shapes its measurements, its NCCL
     settings, and whether it also measures the GPU-pair matrix."""
     p = job_params(config, job.backend, job.nccl_env_label, job.world_size,
-                   beside_nccl=bool(plan["world_sizes"].get("nccl")))
+                   beside_nccl=bool(plan["world_sizes"].get("nccl")), ops=job.ops)
     return {**p, "nccl_env": job.nccl_env, "pairs": pairs_job(config, plan, job)}

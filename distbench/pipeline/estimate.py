@@ -10,9 +10,12 @@ Each benchmark rule records its job's wall time with Snakemake's `benchmark:` di
 column `s` is seconds) under results/<label>/benchmarks/ (BENCHMARKS). A job's estimate is the median
 of those earlier times for the same job (any run label), else the median of its family and backend
 in the history, else a stated default (each family's manifest's estimate_defaults: DEFAULTS). The benchmark rules take all cores, so the jobs run
-one after another and the run's time is their sum. The history is read from regular files at the
-templates' own depth only (no symlink followed, capped in entries and bytes: it runs before every
-run), and a time that is not finite, not positive or beyond a week is ignored and named.
+one after another and the run's time is their sum. A job counts as it launches: in a shared launch
+(batch_launch, a family that shares launches) all but the first of a group without the launch's fixed
+cost; alone (a traced, inspected or multi-node job: launches_alone, the launcher's own rule; every job
+without shared launches) with it, added to a time measured in a shared launch. The history is read
+from regular files at the templates' own depth only (no symlink followed, capped in entries and bytes:
+it runs before every run), and a time that is not finite, not positive or beyond a week is ignored and named.
 Torch-free and pandas-free.
 """
 
@@ -27,7 +30,7 @@ import string
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from distbench.core.manifest import EstimateDefault
@@ -120,6 +123,8 @@ class JobEstimate:
     cached: bool
     seconds: float  # 0 for a cached job
     source: str  # "job history", "family history", "default"; "cached" for a cached job
+    # it launches alone though its family shares launches (launches_alone): it pays the launch's fixed cost
+    alone: bool = False
 
 
 @dataclass(frozen=True)
@@ -194,6 +199,23 @@ def job_key(rule: str, wildcards, probe_world_size: int = 0) -> JobKey | None:
     if family in SINGLE_JOBS:
         return JobKey(family, SINGLE_JOB_BACKEND, probe_world_size) if probe_world_size >= 2 else None
     return JobKey.of(family, wildcards)
+
+
+def launches_alone(job) -> bool:
+    """Whether one of Snakemake's jobs (of the DAG) launches alone although its family shares launches:
+    a traced, inspected or multi-node job, as distbench.launch.batch.batchable
+    decides for the launcher itself. False for a family that never shares launches (its jobs always
+    launch alone: their defaults and history hold the launch) and where the job's params cannot be
+    read (the estimate then counts it as sharing, as before)."""
+    rule = job.rule if isinstance(job.rule, str) else getattr(job.rule, "name", "")
+    if RULE_FAMILIES.get(rule) not in BATCHED:
+        return False
+    from distbench.launch.batch import batchable, entry_of
+
+    try:
+        return not batchable(entry_of(job))
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return False
 
 
 def job_seconds(value) -> float | None:
@@ -287,10 +309,19 @@ class History:
 
     times: dict
     ignored: list[str]
+    # {key: [whether each of times[key] was measured in a shared launch (without the launch's fixed cost)]}
+    shared: dict = field(default_factory=dict)
+
+    def seconds(self, key: JobKey, launch_cost_s: float) -> list[float]:
+        """The job's recorded times as a job that launches alone takes them: a time measured in a shared
+        launch with the launch's fixed cost added (0: as recorded)."""
+        flags = self.shared.get(key) or [False] * len(self.times.get(key, []))
+        return [t + launch_cost_s if in_launch else t for t, in_launch in zip(self.times.get(key, []), flags)]
 
 
 def history(results_dir: Path) -> History:
     out: dict[JobKey, list[float]] = defaultdict(list)
+    shared: dict[JobKey, list[bool]] = defaultdict(list)
     ignored: list[str] = []
     budget = [MAX_ENTRIES]
     for family, rel, tsv in _tsv_files(Path(results_dir), budget):
@@ -299,15 +330,18 @@ def history(results_dir: Path) -> History:
         if key is not None and seconds is not None:
             # Snakemake's time includes any wait for the host lock (distbench.launch.hostlock): not the job's
             seconds = max(seconds - lock_wait_seconds(label_dir, key), 1e-3)
+        own = None
         if key is not None and family in BATCHED:
             # measured in a shared launch: the Snakemake job only adopted it (or launched the
             # whole group): the configuration's own time is in its placement file
-            seconds = batch_seconds(label_dir, key, ignored) or seconds
+            own = batch_seconds(label_dir, key, ignored)
+            seconds = own or seconds
         if key is not None and seconds is not None:
             out[key].append(seconds)
+            shared[key].append(own is not None)
     if budget[0] <= 0:
         ignored.append(f"{results_dir}: more than {MAX_ENTRIES} entries; the rest not read")
-    return History(out, ignored)
+    return History(out, ignored, shared)
 
 
 def _placement_of(label_dir: Path, key: JobKey) -> Path:
@@ -359,31 +393,37 @@ def default_seconds(key: JobKey, gpus: int) -> float:
     return max(d.at(key.world_size) for (h, _, _), d in DEFAULTS.items() if h == host)
 
 
-def estimate(jobs: Iterable[tuple[JobKey, bool]], results_dir: str | Path, gpus: int,
-             batch: bool = True) -> Estimate:
-    """The seconds of the jobs to run. jobs: (key, runs) of every benchmark job of this invocation,
-    runs as Snakemake decided it (job_key, distbench.launch.dag_view.planned_jobs); a job that does
-    not run is cached. batch: the jobs of a family that shares launches share one per backend and
-    world size (config batch_launch): a default figure then counts the launch's fixed cost once per
-    group."""
+def estimate(jobs: Iterable[tuple], results_dir: str | Path, gpus: int, batch: bool = True) -> Estimate:
+    """The seconds of the jobs to run. jobs: (key, runs) or (key, runs, alone) of every benchmark job of
+    this invocation, runs as Snakemake decided it (job_key, distbench.launch.dag_view.planned_jobs); a
+    job that does not run is cached; alone: it launches alone though its family shares launches
+    (launches_alone). batch: the jobs of a family that shares launches share one per backend and
+    world size (config batch_launch, a local executor): a default figure then counts the launch's
+    fixed cost once per group. A job that launches alone (alone, or batch false) counts it in full:
+    its default as stated, a time measured in a shared launch with the launch's fixed cost added."""
     past = history(Path(results_dir))
+    host = "gpu" if gpus else "cpu"
     # The family's history at the job's own world size: a job's time grows with its ranks (7 s per
     # Gloo rank on 2 cores), so another world size's history would mislead (a quick run's 2-rank jobs
     # once made a full run's estimate 2 min for 4.5 min of jobs). Without it, the default, which scales.
-    by_family: dict[tuple[str, str, int], list[float]] = defaultdict(list)
-    for key, times in past.times.items():
-        by_family[(key.family, key.backend, key.world_size)] += times
+    by_family: dict[tuple[str, str, int], list[JobKey]] = defaultdict(list)
+    for key in past.times:
+        by_family[(key.family, key.backend, key.world_size)].append(key)
     out = []
-    for key, runs in jobs:
-        same_size = by_family.get((key.family, key.backend, key.world_size))
+    for key, runs, *more in jobs:
+        alone = bool(more and more[0]) and key.family in BATCHED
+        # a job that launches alone pays the launch's fixed cost a shared launch's time leaves out
+        cost = LAUNCH_COST_S.get((host, key.family), 0.0) if (alone or not batch) else 0.0
+        same_size = [t for k in by_family.get((key.family, key.backend, key.world_size), [])
+                     for t in past.seconds(k, cost)]
         if not runs:
-            out.append(JobEstimate(key, True, 0.0, "cached"))
+            out.append(JobEstimate(key, True, 0.0, "cached", alone))
         elif past.times.get(key):
-            out.append(JobEstimate(key, False, statistics.median(past.times[key]), "job history"))
+            out.append(JobEstimate(key, False, statistics.median(past.seconds(key, cost)), "job history", alone))
         elif same_size:
-            out.append(JobEstimate(key, False, statistics.median(same_size), "family history"))
+            out.append(JobEstimate(key, False, statistics.median(same_size), "family history", alone))
         else:
-            out.append(JobEstimate(key, False, default_seconds(key, gpus), "default"))
+            out.append(JobEstimate(key, False, default_seconds(key, gpus), "default", alone))
     if batch:
         out = shared_launches(out, gpus)
     return Estimate(tuple(out), tuple(past.ignored))
@@ -391,14 +431,15 @@ def estimate(jobs: Iterable[tuple[JobKey, bool]], results_dir: str | Path, gpus:
 
 def shared_launches(jobs: list[JobEstimate], gpus: int) -> list[JobEstimate]:
     """Default figures of jobs that share a launch: all but the first of each group (family, backend,
-    world size) without the launch's fixed cost."""
+    world size) without the launch's fixed cost. A job that launches alone (JobEstimate.alone) is in
+    no group: its own launch, its default in full."""
     host = "gpu" if gpus else "cpu"
     seen: set[tuple] = set()
     out = []
     for j in jobs:
         group = (j.key.family, j.key.backend, j.key.world_size)
         saved = LAUNCH_COST_S.get((host, j.key.family), 0.0)
-        if not j.cached and j.source == "default" and j.key.family in BATCHED:
+        if not j.cached and j.source == "default" and j.key.family in BATCHED and not j.alone:
             if group in seen:
                 j = JobEstimate(j.key, False, max(1.0, j.seconds - saved), "default")
             seen.add(group)

@@ -8,6 +8,7 @@ config key that selects it, so Snakemake's own bookkeeping is the cache.
 
 from __future__ import annotations
 
+import inspect
 import os
 import shutil
 import subprocess
@@ -47,9 +48,27 @@ def detect_gpus() -> tuple[int, str]:
     return n, f"detected {n} via {'/proc/driver/nvidia' if proc.is_dir() else 'nvidia-smi -L' if shutil.which('nvidia-smi') else 'no NVIDIA driver on this host'}"
 
 
+def reads_facts(hook) -> bool:
+    """Whether a plan hook takes the other families' facts (a keyword parameter `facts`)."""
+    try:
+        return "facts" in inspect.signature(hook).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 def family_plans(config: dict, gpus: int, gpus_source: str) -> dict[str, FamilyPlan]:
-    """{family: its FamilyPlan} of every family with a plan hook (its manifest's `plan`), in order."""
-    return {m.name: resolve(m.plan)(config, gpus, gpus_source) for m in manifests() if m.plan}
+    """{family: its FamilyPlan} of every family with a plan hook (its manifest's `plan`), in order. A
+    hook that takes `facts` (reads_facts) is planned after the others and given their facts, merged
+    (FamilyPlan.facts: e.g. the collectives one family wants another to measure): no family imports
+    another, the plan carries what one states to the other. Such a hook sees the facts of the hooks
+    that take none, not those of another that takes them."""
+    hooks = {m.name: resolve(m.plan) for m in manifests() if m.plan}
+    plans = {name: hook(config, gpus, gpus_source) for name, hook in hooks.items() if not reads_facts(hook)}
+    facts = {k: v for p in plans.values() for k, v in p.facts.items()}
+    for name, hook in hooks.items():
+        if name not in plans:
+            plans[name] = hook(config, gpus, gpus_source, facts=dict(facts))
+    return {name: plans[name] for name in hooks}
 
 
 def make_plan(config: dict, detected: tuple[int, str] | None = None) -> dict:

@@ -263,37 +263,80 @@ def _quantiles(values) -> tuple[float, float, float]:
     return statistics.median(v), q(0.05), q(0.95)
 
 
+# the comm family's timings that give a collective's device time, as the in-step figure is (kernel time),
+# best first: graph replay (no host between ops), then CUDA events where the host kept ahead of the GPU
+# (its summary's host_bound false). Host timing is the host clock, never set beside a kernel's time.
+DEVICE_TIMINGS = ("graph", "events")
+# in-step busbw / standalone busbw above this is faster inside the step than alone: not "as fast"
+FASTER_RATIO = 1.1
+
+
+def _true(value) -> bool:
+    """A summary cell read as text ('True', 'False', 'nan', '<NA>', ''): the comm family's host_bound."""
+    return str(value).strip().lower() in ("true", "1", "1.0", "yes")
+
+
+def _neighbours(points: list[tuple[float, float, bool]], size: float):
+    """The two measured points around `size` (the same point twice when it was measured), or None."""
+    for p in points:
+        if p[0] == size:
+            return p, p
+    for p0, p1 in zip(points, points[1:]):
+        if p0[0] <= size <= p1[0]:
+            return p0, p1
+    return None
+
+
 def standalone_busbw(comm_rows: list[dict], backend: str, world_size: int, op: str, dtype: str,
                      size: float) -> tuple[float, str]:
-    """The comm family's median busbw for `op` in `dtype` at `size` bytes (interpolated in log size
-    between its two nearest measured sizes; NCCL's defaults, events timing where measured, in-place
-    or not as it ran: its all_reduce is in place, as DDP's), or NaN and why not."""
+    """The comm family's median busbw for `op` in `dtype` at `size` bytes measured the way the in-step
+    figure is, as device time (interpolated in log size between its two nearest measured sizes; NCCL's
+    defaults, in-place or not as it ran: its all_reduce is in place, as DDP's), or NaN and why not.
+    At each size graph timing where it measured that size, else events timing (the two agree within 1%
+    from 16 MiB up: comm.graph_max_bytes). Where a neighbouring figure is host-bound (the comm
+    summary's host_bound: the GPU waited for the host, so the figure is torch's per-call host cost) or
+    only the host clock timed the op, the two are not comparable and no figure is given."""
     rows = [r for r in comm_rows if r.get("backend") == backend and int(r.get("world_size") or 0) == world_size
             and r.get("op") == op and r.get("dtype") == dtype and r.get("status", "ok") == "ok"
             and str(r.get("nccl_env", "default")) == "default"]
-    timed = [r for r in rows if r.get("timing") == "events"] or rows
-    points = sorted((float(r["size_bytes"]), float(r["busbw_gbps_median"])) for r in timed
-                    if r.get("busbw_gbps_median") not in (None, "") and float(r["busbw_gbps_median"]) == float(r["busbw_gbps_median"]))
+
+    by_size: dict[float, tuple[float, float, bool, str]] = {}
+    for timing in reversed(DEVICE_TIMINGS):  # at each size the first of DEVICE_TIMINGS measured there
+        for r in rows:
+            if r.get("timing", "events") != timing or r.get("busbw_gbps_median") in (None, ""):
+                continue
+            bw = float(r["busbw_gbps_median"])
+            if bw == bw:
+                by_size[float(r["size_bytes"])] = (float(r["size_bytes"]), bw, _true(r.get("host_bound")), timing)
     if size != size:
         return math.nan, "no size recorded"
+    points = sorted(by_size.values())
     if not points:
+        if rows:
+            return math.nan, (f"not comparable: the comm family timed {op} in {dtype} at {world_size} ranks by the "
+                              "host clock only, the in-step figure is kernel time (comm.timing: graph or events)")
         return math.nan, (f"the comm family measured no {op} in {dtype} at {world_size} ranks (to set one beside it: "
                           f"{op} in comm.ops, {dtype} in comm.dtypes)")
-    if not points[0][0] <= size <= points[-1][0]:
+    found = _neighbours(points, size)
+    if found is None:
         return math.nan, (f"{size:.0f} B is outside the comm family's {op} sizes "
                           f"({points[0][0]:.0f}-{points[-1][0]:.0f} B; comm.sizes sets them)")
-    for (s0, b0), (s1, b1) in zip(points, points[1:] + points[-1:]):
-        if s0 <= size <= s1:
-            if s1 == s0:
-                return b0, ""
-            f = (math.log(size) - math.log(s0)) / (math.log(s1) - math.log(s0))
-            return b0 + f * (b1 - b0), ""
-    return math.nan, "not found"
+    (s0, b0, h0, t0), (s1, b1, h1, t1) = found
+    if h0 or h1:
+        return math.nan, ("not comparable: the standalone figure is host-bound at this size (the comm family's "
+                          f"{t0 if h0 else t1} timing: the GPU waited for the host, the in-step figure is kernel "
+                          "time); graph timing measures it (comm.timing graph, up to comm.graph_max_bytes)")
+    if s1 == s0:
+        return b0, ""
+    f = (math.log(size) - math.log(s0)) / (math.log(s1) - math.log(s0))
+    return b0 + f * (b1 - b0), ""
 
 
 def verdict_of(ratio: float) -> str:
     if ratio != ratio:
         return ""
+    if ratio > FASTER_RATIO:
+        return "faster inside the step than alone: check the standalone timing"
     if ratio >= CONTENTION_RATIO:
         return "as fast as alone"
     if ratio < FAR_BELOW_RATIO:
@@ -317,7 +360,8 @@ def bucket_sentence(strategy: str, b: dict) -> str:
     each = f" ({per:.3g} per step)" if per == per and per > 0 else ""
     head = f"{who} {size} {what}{each} reached {human_gbps(b['busbw_gbps_median'])} inside the step"
     if b["ratio"] != b["ratio"]:
-        return f"{head}; nothing to set it beside: {b['standalone_note']}."
+        note = str(b["standalone_note"])
+        return f"{head}; {note}." if note.startswith("not comparable") else f"{head}; nothing to set it beside: {note}."
     return (f"{head}, {b['ratio']:.0%} of the {human_gbps(b['standalone_busbw_gbps'])} the same {b['op']} reaches "
             f"alone: {verdict_of(b['ratio'])}.")
 

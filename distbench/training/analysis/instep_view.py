@@ -84,7 +84,9 @@ def instep_context(instep: pd.DataFrame | None, split: pd.DataFrame | None) -> d
                "bounds", "MFU (spec)", "MFU (achievable)"]
     return {"jobs": jobs, "split_table": table(headers, rows),
             "note": ("training.inspect: each multi-rank job's collectives inside its timed steps, beside the same "
-                     "collective alone (the comm family's median at that size and dtype), and its step in four parts "
+                     "collective alone (the comm family's median at that size and dtype, as device time like the "
+                     "in-step kernel time: graph timing, else events timing where it is not host-bound; a host-bound "
+                     "standalone figure is named not comparable), and its step in four parts "
                      "from traces of extra real and compute-only steps: compute (the timed compute-only step), "
                      "compute slowed down while communicating (the same kernels, slower beside NCCL), exposed "
                      "communication (NCCL with no compute kernel beside it) and the rest, named. It adds up when "
