@@ -147,7 +147,8 @@ def judge(readings: dict, baseline: list[str], outcome: str, killed: int, budget
         checks = rules.gpu_count_check(checks, expected_gpus, int(readings.get("gpus") or 0),
                                        readings.get("gpus_source", ""))
         checks += culprit.span_check(rows, expected_gpus, int(readings.get("gpus") or 0),
-                                     readings.get("backend", ""), readings.get("cuda_visible"))
+                                     readings.get("backend", ""), readings.get("cuda_visible"),
+                                     readings.get("gpus_source", ""))
     points, unreadable = _this_runs_points(readings)
     base, where, notes = pts.baseline_points(baseline, readings.get("gpu_name")) if baseline else (None, "", [])
     status = readings.get("comm_status", "not run")

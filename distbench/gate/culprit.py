@@ -107,7 +107,8 @@ def hidden_gpus(rows, visible: str | None) -> list[str]:
     return [g for g in order if g not in seen]
 
 
-def span_check(rows, expected_gpus: int, world_size: int, backend: str, visible: str | None) -> list[Check]:
+def span_check(rows, expected_gpus: int, world_size: int, backend: str, visible: str | None,
+               source: str = "") -> list[Check]:
     """--gpus N: the collective must span N GPUs (`world_size`: the GPUs CUDA shows, the collective's
     ranks); fewer fails, naming the GPUs CUDA was not shown."""
     if expected_gpus <= 0:
@@ -116,6 +117,12 @@ def span_check(rows, expected_gpus: int, world_size: int, backend: str, visible:
     if world_size >= expected_gpus:
         return [Check("gpus", "GPUs spanned", str(world_size), str(expected_gpus), INFO,
                       f"the collective spans all {expected_gpus} GPUs --gpus asks for")]
+    if world_size == 0 and "no NVIDIA driver" in source:
+        # NVML answers, but neither /proc/driver/nvidia nor nvidia-smi says what CUDA is shown: the
+        # collective ran over no GPU, and which GPUs CUDA would use is not known (said, not guessed)
+        return [Check("gpus", "GPUs spanned", "0", str(expected_gpus), WARN,
+                      f"the collective spanned no GPU: which of the {expected_gpus} GPUs CUDA is shown cannot be "
+                      f"read here ({source}); the collective check is not a GPU verdict")]
     ident = identities(rows)
     hidden = hidden_gpus(rows, visible)
     named = ", ".join(name_gpu(g, ident) for g in hidden)

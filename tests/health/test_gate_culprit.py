@@ -114,3 +114,16 @@ def test_with_no_reference_row_under_half_of_what_the_link_carries_fails(bw, sta
 def test_a_4x_h200_is_judged_against_its_measured_row(bw, state):
     [*_, ref] = rules.busbw_check(_point(bw), H200, NVLINK4, False)
     assert ref.state == state and "we measured for 4x H200" in ref.reason
+
+
+def test_where_cuda_cannot_be_read_the_span_is_said_not_guessed():
+    """NVML answers but neither /proc/driver/nvidia nor nvidia-smi exists (a fake-NVML host): the
+    collective spanned no GPU and which GPUs CUDA is shown is unknown: a warning, not a FAIL naming
+    GPUs it cannot know were hidden."""
+    from distbench.health.readings import HealthRow
+
+    rows = [HealthRow("n1", str(i), "pcie_link", "", "", "ok", "", uuid=f"GPU-{i}", pci_bus_id=f"b{i}") for i in range(2)]
+    [c] = culprit.span_check(rows, 2, 0, "gloo", None, "detected 0 via no NVIDIA driver on this host")
+    assert c.state == WARN and "cannot be read here" in c.reason
+    [c] = culprit.span_check(rows, 2, 0, "gloo", "", "detected 0 (CUDA_VISIBLE_DEVICES='')")
+    assert c.state == FAIL and "GPU 0 (b0, GPU-0), GPU 1 (b1, GPU-1)" in c.reason

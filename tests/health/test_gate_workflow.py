@@ -106,7 +106,7 @@ def test_a_failing_health_reading_fails_the_gate(tmp_path):
     out, _ = gate("--budget-s", "60", "--load-s", "0", "--gpus", "2", "--node", "n7",
                   env={"PYTHONPATH": f"{fake}:{REPO}"})
     assert out.returncode == 1
-    assert out.stdout.startswith("distbench gate: FAIL n7: GPU 1 remap_pending: a row remap failed"), out.stdout
+    assert out.stdout.startswith("distbench gate: FAIL n7: GPU 1 (0000:1a:00.0, GPU-1): remap_pending: a row remap failed"), out.stdout
 
 
 def test_snakemake_gate_writes_its_csv_beside_the_health_checks_and_the_prom_file(workflow_dir, tmp_path):
