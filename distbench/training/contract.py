@@ -15,7 +15,9 @@ TRAINING_COLUMNS: tuple[Column, ...] = (
     Column("world_size", "int64", "number of ranks (one per GPU under NCCL)"),
     Column("nodes", "int64", "nodes the ranks ran on, one torchrun agent each (world_size / nodes ranks per node)"),
     Column("model", "string", "workload: mlp (seed 004), gpt (GPT-style decoder) or lora (gpt frozen, adapters trained)"),
-    Column("strategy", "string", "ddp, or fsdp (FSDP2 fully_shard per block: mlp, gpt and lora)"),
+    Column("strategy", "string", "the parallel layout: ddp, fsdp (FSDP2 fully_shard per block: mlp, gpt and lora), hsdp (FSDP2 over a (replicate, shard) mesh) or fsdp_tp (tensor parallel in groups of tp_size ranks, FSDP2 across them: gpt)"),
+    Column("shard_size", "Int64", "hsdp: ranks per shard group (parameters sharded within, replicated across groups); empty otherwise"),
+    Column("tp_size", "Int64", "fsdp_tp: ranks per tensor-parallel group (they share one batch of tp_size x batch_size sequences); empty otherwise"),
     Column("hidden_dim", "int64", "MLP width; gpt/lora: model width (d_model)"),
     Column("num_layers", "int64", "MLP depth (linear layers of hidden_dim x hidden_dim); gpt/lora: decoder blocks"),
     Column("n_heads", "Int64", "gpt/lora: attention heads; empty for mlp"),
@@ -23,7 +25,7 @@ TRAINING_COLUMNS: tuple[Column, ...] = (
     Column("vocab_size", "Int64", "gpt/lora: vocabulary of the random tokens; empty for mlp"),
     Column("lora_rank", "Int64", "lora: adapter rank r; empty otherwise"),
     Column("compile", "bool", "the model ran under torch.compile (warm-up absorbed the compilation)"),
-    Column("batch_size", "int64", "samples per rank per optimizer step"),
+    Column("batch_size", "int64", "samples per rank per optimizer step (fsdp_tp: per tensor-parallel group, shared by its ranks)"),
     Column("global_batch_size", "int64", "samples per optimizer step over all ranks"),
     Column("scaling", "string", "weak (batch_size per rank fixed) or strong (global batch fixed)"),
     Column("dtype", "string", "float32, or bfloat16 (autocast)"),
@@ -63,7 +65,7 @@ TRAINING_COLUMNS: tuple[Column, ...] = (
 TRAINING_COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in TRAINING_COLUMNS)
 
 TRAINING = Contract("training", TRAINING_COLUMNS, (("status", STATUSES), ("phase", TRAINING_PHASES)),
-                    positive_when_ok="step_time_ms", filled_when_missing=(("nodes", 1),), job_rule="training_job")
+                    positive_when_ok="step_time_ms", filled_when_missing=(("nodes", 1), ("shard_size", None), ("tp_size", None)), job_rule="training_job")
 
 
 def read_training_csv(path):

@@ -57,6 +57,7 @@ from distbench.launch.timeline import mark
 from distbench.training.phases import phase_rows, run_phase, status_rows, window_lines
 from distbench.training.trainer import DDP_DEFAULT_BUCKET_CAP_MB, PhaseError, TrainingHarness
 from distbench.workloads.cli import add_model_args, resolve_model_args
+from distbench.workloads.layouts import LAYOUTS, SHARDED, dp_batch
 from distbench.workloads.registry import workload
 
 
@@ -73,7 +74,7 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="python -m distbench.training", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--backend", choices=BACKENDS, required=True)
-    add_model_args(p)
+    add_model_args(p, LAYOUTS)
     p.add_argument("--compile", type=_flag("--compile"), default=False, metavar="{false,true}",
                    help="wrap the (DDP/FSDP) model in torch.compile; warm-up absorbs the compilation")
     p.add_argument("--batch-size", type=int, default=32, help="samples per rank per optimizer step (weak scaling)")
@@ -117,7 +118,7 @@ def parse_args(argv=None):
     if args.bucket_cap_mb <= 0:
         p.error("--bucket-cap-mb must be > 0")
     resolve_model_args(p, args)
-    if args.strategy == "fsdp" and args.comm_hook != "none":
+    if args.strategy in SHARDED and args.comm_hook != "none":
         p.error("--comm-hook is a DDP option; FSDP reduces in fp32 (bf16 parameters under --dtype bfloat16)")
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     try:
@@ -125,6 +126,9 @@ def parse_args(argv=None):
             args.scaling, args.batch_size, args.global_batch_size, world_size)
     except ValueError as e:
         p.error(str(e))
+    # fsdp_tp: a TP group's ranks share one batch of tp_size x batch_size sequences (the global
+    # batch, batch_size x world_size sequences per step, is every layout's)
+    args.batch_size = dp_batch(args.strategy, args.batch_size, args.tp_size)
     if args.batch_size % args.grad_accum:
         p.error(f"the per-rank batch {args.batch_size} is not divisible by --grad-accum {args.grad_accum}")
     return args
@@ -156,7 +160,7 @@ def main(argv=None, keep_groups: bool = False) -> int:
     # grad_bytes: what DDP all-reduces per optimizer step on each rank (the wire dtype's bytes).
     h.grad_bytes = h.n_buckets = None
     build_err = None
-    wrapping = "sharding it with FSDP2" if args.strategy == "fsdp" else "wrapping it in DDP"
+    wrapping = f"sharding it ({args.strategy})" if args.strategy in SHARDED else "wrapping it in DDP"
     for what, build in (("building the model and its data", h.build), (wrapping, h.wrap_model)):
         try:
             build()

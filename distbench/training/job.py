@@ -11,6 +11,7 @@ from distbench.launch.failure import unreached_rows
 from distbench.launch.torchrun import TorchrunJob, job_environment, run_job_with_traces
 from distbench.launch.profiling import trace_dir
 from distbench.training.contract import TRAINING_COLUMN_NAMES, TRAINING_PHASES
+from distbench.workloads.layouts import dp_batch
 from distbench.workloads.registry import workload, workload_args, workload_shape
 
 
@@ -23,6 +24,7 @@ def training_args(job, params: dict, out_csv, placement_json) -> list[str]:
     ddp = params["ddp"]
     return [
         "--backend", job.backend, "--model", params["model"], "--strategy", params["strategy"],
+        *[x for k in ("shard_size", "tp_size") if params.get(k) for x in (f"--{k.replace('_', '-')}", str(params[k]))],
         *workload_args(params["model"], params), "--compile", _flag(params["compile"]),
         "--batch-size", str(params["batch_size"]), "--scaling", params["scaling"],
         "--global-batch-size", str(params["global_batch_size"]), "--dtype", params["dtype"],
@@ -120,9 +122,11 @@ def write_failure_rows(job, params: dict, out_csv: Path, message: str, status: s
     except ValueError:  # the harness refused this split: the rows still name the job's batch
         per_rank = params["global_batch_size"] // world if params["scaling"] == "strong" else params["batch_size"]
         global_batch = per_rank * world
+    per_rank = dp_batch(params["strategy"], per_rank, params.get("tp_size"))  # fsdp_tp: a TP group's batch
     base = {
         "backend": job.backend, "world_size": world, "nodes": Launch.from_params(params.get("launch"), world).nodes,
-        "model": params["model"], "strategy": params["strategy"], **workload_shape(params["model"], params),
+        "model": params["model"], "strategy": params["strategy"],
+        "shard_size": params.get("shard_size"), "tp_size": params.get("tp_size"), **workload_shape(params["model"], params),
         "compile": params["compile"], "batch_size": per_rank, "global_batch_size": global_batch,
         "scaling": params["scaling"], "dtype": params["dtype"], "optimizer": params["optimizer"],
         "bucket_cap_mb": ddp["bucket_cap_mb"], "gradient_as_bucket_view": ddp["gradient_as_bucket_view"],

@@ -8,6 +8,7 @@ import statistics
 
 from distbench.launch.ranks import failure_status, first_line, node_count
 from distbench.training.trainer import PhaseError, TrainingHarness
+from distbench.workloads.layouts import TWO_D
 
 
 def run_phase(h, phase: str) -> tuple[list[list[float]] | None, dict]:
@@ -24,7 +25,10 @@ def run_phase(h, phase: str) -> tuple[list[list[float]] | None, dict]:
             times, energy = h.timed(lambda: h.step(True), args.warmup_steps, args.steps,
                                     marks=bool(getattr(args, "inspect_dir", None)))
             result = times + energy
-        elif phase == "compute_only" and args.strategy == "fsdp":
+        elif phase == "compute_only" and args.strategy == "fsdp_tp":
+            raise PhaseError("skipped", "fsdp_tp: tensor parallel's all-reduces run inside forward and backward, so no "
+                                        "step of this layout is free of communication")
+        elif phase == "compute_only" and args.strategy in ("fsdp", "hsdp"):
             # No collective at all: the first warm-up step gathers the parameters, which then
             # stay gathered; gradients stay unreduced, so the optimizer (holding the shards)
             # has no gradients and skips its update: compute-only leaves the optimizer out.
@@ -42,6 +46,9 @@ def run_phase(h, phase: str) -> tuple[list[list[float]] | None, dict]:
             result = times + energy
         elif args.strategy == "fsdp":
             result, extras = fsdp_comm_alone(h)
+        elif args.strategy in TWO_D:
+            raise PhaseError("skipped", f"comm_alone replays FSDP's 1D gathers and reduce-scatters over every rank; "
+                                        f"{args.strategy}'s 2D collectives (per mesh dim) are not replayed alone")
         else:
             result, extras = comm_alone(h)
     except PhaseError as e:
@@ -171,6 +178,8 @@ def base_row(args, h: TrainingHarness) -> dict:
     every measured column empty."""
     return {
         "backend": args.backend, "world_size": h.world_size, "nodes": node_count(), "model": args.model, "strategy": args.strategy,
+        "shard_size": args.shard_size if args.strategy == "hsdp" else None,
+        "tp_size": args.tp_size if args.strategy == "fsdp_tp" else None,
         **args.shape, "compile": args.compile, "batch_size": args.batch_size, "global_batch_size": args.global_batch_size,
         "scaling": args.scaling, "dtype": args.dtype, "optimizer": args.optimizer, "bucket_cap_mb": float(args.bucket_cap_mb),
         "gradient_as_bucket_view": args.gradient_as_bucket_view, "static_graph": args.static_graph,

@@ -5,8 +5,10 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
+from distbench.core.choices import GPT_SIZES
 from distbench.core.manifest import FamilyPlan
 from distbench.launch.planning import family_backend, nccl_env_label, placeable, profile_params, world_sizes
+from distbench.workloads.layouts import TWO_D, layout_problem
 from distbench.workloads.registry import workload
 
 DDP_DEFAULTS = {"bucket_cap_mb": 25, "gradient_as_bucket_view": False, "static_graph": False,
@@ -23,7 +25,7 @@ class TrainingJob:
     ddp: dict = field(hash=False, compare=False)
     nccl_env: dict = field(hash=False, compare=False)
     model: str = "mlp"  # a workload of distbench.workloads.registry
-    strategy: str = "ddp"  # ddp, or fsdp (a workload with fsdp=True: mlp, gpt, lora; its config label is 'fsdp')
+    strategy: str = "ddp"  # ddp, fsdp (a workload with fsdp=True), hsdp or fsdp_tp (lm: the config label is the strategy)
 
     @property
     def wildcards(self) -> dict:
@@ -110,10 +112,13 @@ def training_jobs(config: dict, gpus: int) -> tuple[list[TrainingJob], list[dict
                         "why": "FSDP's scaling efficiency is taken against plain DDP on one rank, the fair baseline of both "
                                "strategies (training.lm.world_sizes: auto); FSDP's own 1-rank run too: "
                                f"--config training='{{lm: {{world_sizes: {lm_sizes}}}}}'"})
+    skipped += layout_skipped(tr["lm"], backend, lm_models, lm_sizes)
     for model in lm_models:
         for ws in lm_sizes:
             at_1 = {"ddp", *tr["lm"]["strategies"]} if own_fsdp_1 else {"ddp"}
             for strategy in sorted(at_1 if ws == 1 else tr["lm"]["strategies"]):
+                if strategy in TWO_D and lm_layout_problem(tr["lm"], backend, model, strategy, ws):
+                    continue  # layout_skipped names it
                 label = PLAIN_LABEL if strategy == "ddp" else strategy
                 jobs[(model, ws, label)] = TrainingJob(backend, ws, label, dict(DDP_DEFAULTS), {}, model, strategy)
     # The DDP block (training.gpu/cpu, the DDP knobs, tuning, training.strategies): seed 004's MLP
@@ -150,6 +155,36 @@ def training_jobs(config: dict, gpus: int) -> tuple[list[TrainingJob], list[dict
                 add(1, {**tr["ddp"], **ddp}, {})
     ordered = sorted(jobs.values(), key=_job_order)
     return ordered, skipped + matmul_skipped(config, ordered)
+
+
+def lm_heads(lm: dict, backend: str) -> int | None:
+    """The attention heads of training.lm's shape on this backend (gpu under NCCL, else cpu)."""
+    work = lm["gpu"] if backend == "nccl" else lm["cpu"]
+    return work.get("heads") or GPT_SIZES.get(work.get("size") or "", (None, None, None))[1]
+
+
+def lm_layout_problem(lm: dict, backend: str, model: str, strategy: str, ws: int) -> str | None:
+    """Why a 2D layout (hsdp, fsdp_tp) of training.lm cannot run `model` at world size `ws` (None: it can)."""
+    return layout_problem(strategy, ws, lm.get("shard_size"), lm.get("tp_size"), lm_heads(lm, backend), model)
+
+
+def layout_skipped(lm: dict, backend: str, models: list[str], sizes: list[int]) -> list[dict]:
+    """The plan's word on each 2D layout (training.lm.strategies: hsdp, fsdp_tp) that cannot run a model at a
+    world size: the layout does not divide it (or the heads), or one rank has no second dim. Before any job."""
+    out = []
+    for strategy in [s for s in lm.get("strategies", ()) if s in TWO_D]:
+        by_why: dict[str, list] = {}
+        for model in models:
+            for ws in sizes:
+                why = lm_layout_problem(lm, backend, model, strategy, ws)
+                if why:
+                    by_why.setdefault(why, []).append((model, ws))
+        for why, where in by_why.items():
+            names = ", ".join(dict.fromkeys(m for m, _ in where))
+            sizes_text = ", ".join(str(w) for w in dict.fromkeys(w for _, w in where))
+            out.append({"what": f"{strategy} ({names}) at world size {sizes_text}",
+                        "why": f"training.lm.strategies element {strategy!r}: {why}"})
+    return out
 
 
 def ddp_block_skipped(tr: dict, models: list[str], strategies: list[str], sizes: list[int]) -> list[dict]:
@@ -209,7 +244,10 @@ def lm_params(config: dict, job: TrainingJob) -> dict:
     cpu), weak scaling."""
     tr, lm = config["training"], config["training"]["lm"]
     work = dict(lm["gpu"] if job.backend == "nccl" else lm["cpu"])
-    return {"model": job.model, "strategy": job.strategy, "compile": lm["compile"], **work, **block_extras(config, job.model),
+    # the 2D layouts' group size (only theirs: the other jobs' params, and so their results, stay as they were)
+    layout = {"shard_size": lm["shard_size"]} if job.strategy == "hsdp" else (
+        {"tp_size": lm["tp_size"]} if job.strategy == "fsdp_tp" else {})
+    return {"model": job.model, "strategy": job.strategy, **layout, "compile": lm["compile"], **work, **block_extras(config, job.model),
             "scaling": "weak", "global_batch_size": work["batch_size"] * job.world_size,
             "optimizer": lm["optimizer"], "warmup_steps": tr["warmup_steps"], "steps": tr["steps"],
             "allreduce_trials": tr["allreduce_trials"], "ddp": dict(job.ddp),
@@ -267,10 +305,36 @@ def matmul_skipped(config: dict, jobs: list[TrainingJob]) -> list[dict]:
                     "peak either (a CPU has none in the table)"}]
 
 
+# the plan's fact the comm plan reads (no family imports another: distbench.pipeline.plan.family_plans)
+STANDALONE_FACT = "standalone_collectives"
+
+
+def standalone_collectives(config: dict, jobs: list[TrainingJob]) -> list[dict]:
+    """training.inspect: the collectives its inspected multi-rank NCCL jobs run inside their steps, which
+    training_instep.csv sets beside the comm family's standalone figures: DDP's float32 all_reduce;
+    FSDP's all_gather in the parameters' dtype (bfloat16 for a bfloat16 model: MixedPrecisionPolicy,
+    distbench.workloads.fsdp) and its float32 reduce_scatter (reduce_dtype float32). The 2D layouts
+    (hsdp, fsdp_tp) run theirs on sub-groups, not at the world size: not asked for."""
+    if not config["training"].get("inspect"):
+        return []
+    wanted = set()
+    for job in jobs:
+        if job.backend != "nccl" or job.world_size < 2:
+            continue
+        if job.strategy == "fsdp":
+            dtype = training_params(config, job)["dtype"]
+            wanted |= {("all_gather", "bfloat16" if dtype == "bfloat16" else "float32", job.world_size),
+                       ("reduce_scatter", "float32", job.world_size)}
+        elif job.strategy == "ddp":
+            wanted.add(("all_reduce", "float32", job.world_size))
+    return [{"backend": "nccl", "world_size": ws, "op": op, "dtype": dt} for op, dt, ws in sorted(wanted)]
+
+
 def plan_family(config: dict, gpus: int, gpus_source: str) -> FamilyPlan:  # noqa: ARG001 - the manifest's hook
-    """The training family's plan (its manifest's `plan`)."""
+    """The training family's plan (its manifest's `plan`); with training.inspect, the collectives its
+    inspected jobs want measured standalone, as the plan's fact STANDALONE_FACT (the comm plan reads it)."""
     jobs, skipped = training_jobs(config, gpus)
-    return FamilyPlan(tuple(jobs), tuple(skipped))
+    return FamilyPlan(tuple(jobs), tuple(skipped), {STANDALONE_FACT: standalone_collectives(config, jobs)})
 
 
 def rule_params(config: dict, plan: dict, job: TrainingJob) -> dict:  # noqa: ARG001 - the manifest's hook

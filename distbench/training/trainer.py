@@ -12,6 +12,7 @@ import sys
 import time
 
 from distbench.launch.ranks import RankContext, first_line, ranks_text
+from distbench.workloads.layouts import SHARDED, data_rank
 from distbench.workloads.registry import workload
 
 # DDP's own default bucket_cap_mb. Passing it explicitly is not the same as leaving it out in
@@ -121,7 +122,8 @@ class TrainingHarness(RankContext):
         spec = workload(args.model)
         self._align_buf = torch.zeros(1, device=self.device)
         torch.manual_seed(0)  # every rank starts from the same weights (DDP broadcasts rank 0's too)
-        built = spec.build(args, self.rank, self.device)
+        # fsdp_tp: the ranks of one TP group read the same sequences (distbench.workloads.layouts)
+        built = spec.build(args, data_rank(args.strategy, self.rank, getattr(args, "tp_size", None)), self.device)
         self.model, self.loss_fn, self.counts = built.model, built.loss_fn, built.counts
         self.flops_per_sample = spec.flops_per_sample(args, built.counts)
         x, y = built.data(args.batch_size)
@@ -160,13 +162,14 @@ class TrainingHarness(RankContext):
         shards them): every rank calls it."""
         from distbench.workloads import mlp as models
 
-        if self.args.strategy == "fsdp":
+        if self.args.strategy in SHARDED:
             from distbench.workloads.fsdp import FSDPUnavailable
 
             try:
                 self.shard()
             except FSDPUnavailable as e:  # not applicable here: said so
-                raise PhaseError("skipped", f"FSDP2 (fully_shard) cannot run with backend {self.args.backend} "
+                what = "FSDP2 (fully_shard)" if self.args.strategy == "fsdp" else f"layout {self.args.strategy}"
+                raise PhaseError("skipped", f"{what} cannot run with backend {self.args.backend} "
                                             f"on {self.device.type} here: {e}") from e
         else:
             self.wrap_ddp()
@@ -181,10 +184,11 @@ class TrainingHarness(RankContext):
     def shard(self):
         """FSDP2 per block (distbench.workloads.fsdp.fully_shard_blocks: gpt/lora's decoder blocks,
         the MLP's Linear + GELU blocks), and the groups comm_alone gathers and reduce-scatters."""
-        from distbench.workloads.fsdp import fully_shard_blocks
+        from distbench.workloads.layouts import shard_layout
 
-        torch = self.torch
-        fully_shard_blocks(self.model, bfloat16=self.args.dtype == "bfloat16")
+        torch, args = self.torch, self.args
+        shard_layout(self.model, args.strategy, args.dtype == "bfloat16", self.world_size, self.device.type,
+                     getattr(args, "shard_size", None), getattr(args, "tp_size", None))
         self.wrapped = self.model
         self.hook_error = None
         self.fsdp_param_dtype = torch.bfloat16 if self.args.dtype == "bfloat16" else torch.float32
@@ -239,7 +243,7 @@ class TrainingHarness(RankContext):
 
     def step(self, sync_grads: bool):
         n = len(self.micro)
-        fsdp = self.args.strategy == "fsdp"
+        fsdp = self.args.strategy in SHARDED
         for i, (x, y) in enumerate(self.micro):
             sync = sync_grads and i == n - 1
             if fsdp and n > 1:
@@ -336,7 +340,7 @@ class TrainingHarness(RankContext):
     def replicas_agree(self) -> tuple[bool | None, str]:
         """DDP: every rank's parameters are bitwise equal after phase step. FSDP keeps one sharded
         copy, so there are no replicas to compare: None (not checked)."""
-        if self.args.strategy == "fsdp":
+        if self.args.strategy in SHARDED:
             return None, ""
         torch = self.torch
         # Python ints can exceed int64 after summing chunks: reduce them into int64's range exactly.
@@ -377,7 +381,7 @@ class TrainingHarness(RankContext):
         FSDP: one entry per FSDP group holding trainable parameters (root, then the blocks): its
         gradients' bytes (fp32), in the order they are reduce-scattered (blocks in reverse, root
         last)."""
-        if self.args.strategy == "fsdp":
+        if self.args.strategy in SHARDED:
             return [t * 4 for _, t in reversed(self.fsdp_groups) if t], "FSDP groups"
         if getattr(self.wrapped, "_has_rebuilt_buckets", False):
             try:

@@ -66,15 +66,19 @@ class Attention(nn.Module):
     def __init__(self, cfg: GPTConfig):
         super().__init__()
         self.n_heads = cfg.n_heads
+        self.head_dim = cfg.head_dim
         self.qkv = nn.Linear(cfg.dim, 3 * cfg.dim, bias=False)
         self.attn_out = nn.Linear(cfg.dim, cfg.dim, bias=False)
 
     def forward(self, x):
-        b, t, d = x.shape
-        q, k, v = self.qkv(x).split(d, dim=2)
-        q, k, v = (z.view(b, t, self.n_heads, d // self.n_heads).transpose(1, 2) for z in (q, k, v))
+        # The heads are read off the projection's width: under tensor parallel
+        # (distbench.workloads.layouts) a rank's slice holds its n_heads / tp_size heads' q, k, v.
+        b, t, _ = x.shape
+        q, k, v = self.qkv(x).chunk(3, dim=2)
+        width = q.shape[-1]
+        q, k, v = (z.reshape(b, t, width // self.head_dim, self.head_dim).transpose(1, 2) for z in (q, k, v))
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.attn_out(y.transpose(1, 2).reshape(b, t, d))
+        return self.attn_out(y.transpose(1, 2).reshape(b, t, width))
 
 
 class Block(nn.Module):

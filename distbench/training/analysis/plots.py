@@ -21,6 +21,7 @@ import seaborn as sns  # noqa: E402
 
 from distbench.core import palette  # noqa: E402
 from distbench.core.figures import ANNOTATION_PT, legend_outside, new_figure, time_unit, write_figures  # noqa: E402
+from distbench.training.analysis.findings import layout_rows as findings_layout_rows  # noqa: E402
 from distbench.training.analysis.findings import mlp_ddp_rows, one_device_of  # noqa: E402
 from distbench.training.analysis.summary import PLAIN, add_scaling, row_split  # noqa: E402
 
@@ -253,6 +254,51 @@ def fig_tuning(ok: pd.DataFrame) -> plt.Figure | None:
     return fig
 
 
+def fig_layouts(summary: pd.DataFrame) -> plt.Figure | None:
+    """Per language model, at the world size its Verdict row judges (findings.layout_rows): tokens/s
+    by layout (bars) with peak memory beside it (a second panel; CPU runs measure none). A layout
+    that did not run has no bar, its status written in its place ('out of memory')."""
+    from distbench.core.units import human_bytes
+    from distbench.training.analysis.findings import FAILED_AS, layout_name, layout_rows
+
+    groups = layout_rows(summary)
+    if not groups:
+        return None
+    d = pd.concat([g.assign(layout=[layout_name(r) for _, r in g.iterrows()],
+                            series=[f"{m} (ws {int(g['world_size'].iloc[0])})"] * len(g)) for m, g in groups.items()])
+    d = d.assign(tokens=d["tokens_per_s_median"].where(d["status"] == "ok"),
+                 peak_gib=pd.to_numeric(d["peak_mem_allocated_bytes"], errors="coerce") / 2**30)
+    order = list(dict.fromkeys(d["layout"]))
+    fig, axes = new_figure(ncols=2, height=4.6)
+    ax, mem = axes[0, 0], axes[0, 1]
+    colors = palette.series_colors(order)
+    sns.barplot(data=d, x="series", y="tokens", hue="layout", hue_order=order, palette=colors, ax=ax, errorbar=None)
+    ymax = float(d["tokens"].max()) if d["tokens"].notna().any() else 1.0
+    series = list(dict.fromkeys(d["series"]))
+    width = 0.8 / len(order)
+    for _, r in d[d["tokens"].isna()].iterrows():  # a layout that did not run: its status in place of its bar
+        x = series.index(r["series"]) - 0.4 + width * (order.index(r["layout"]) + 0.5)
+        ax.text(x, ymax * 0.02, FAILED_AS.get(str(r["status"]), str(r["status"])), rotation=90, ha="center",
+                va="bottom", fontsize=ANNOTATION_PT)
+    ax.set_ylim(0, ymax * 1.15)
+    ax.set_xlabel("")
+    ax.set_ylabel("tokens/s (median, all ranks)")
+    ax.set_title("Tokens/s by layout, same global batch")
+    if d["peak_gib"].notna().any():
+        sns.barplot(data=d, x="series", y="peak_gib", hue="layout", hue_order=order, palette=colors, ax=mem,
+                    errorbar=None, legend=False)
+        mem.set_ylabel("peak memory allocated (GiB, max over ranks)")
+        top = d.loc[d["peak_gib"].idxmax()]
+        mem.set_title(f"Peak memory by layout (largest: {human_bytes(int(top['peak_mem_allocated_bytes']))})")
+    else:
+        mem.text(0.5, 0.5, "peak memory: not measured on CPU", ha="center", va="center", transform=mem.transAxes)
+        mem.set_axis_off()
+    mem.set_xlabel("")
+    _legend_outside(ax)
+    return fig
+
+
+LAYOUT_FIGURE = "training_layouts"  # drawn from every row (a layout out of memory is named): plot_training
 BUILDERS = dict(zip(FIGURES, (fig_throughput, fig_lm_throughput, fig_efficiency, fig_step_breakdown, fig_tuning),
                     strict=True))
 
@@ -264,6 +310,7 @@ def plot_training(summary: pd.DataFrame, out_dir) -> list[Path]:
         return []
     s = summary if "efficiency_vs_plain_1gpu" in summary else add_scaling(summary)
     ok = s[s["status"] == "ok"]
+    layouts = write_figures({LAYOUT_FIGURE: fig_layouts}, s, out_dir) if len(findings_layout_rows(s)) else []
     if ok.empty:
-        return []
-    return write_figures(BUILDERS, ok, out_dir)
+        return layouts
+    return write_figures(BUILDERS, ok, out_dir) + layouts

@@ -21,7 +21,9 @@ from distbench.core.section import (
 from distbench.core.readers import read_json, remake
 from distbench.core.units import human_bytes, human_time_us, sig3
 from distbench.core.units import pct as _pct
-from distbench.training.analysis.findings import bottleneck, one_device, one_device_of, shortfall, training_findings
+from distbench.training.analysis.findings import (
+    bottleneck, layout_name, layout_rows, layout_verdict, one_device, one_device_of, shortfall, training_findings,
+)
 from distbench.training.analysis.instep_view import instep_context, verdict_clause
 from distbench.training.analysis.summary import row_split
 from distbench.training.manifest import MANIFEST
@@ -71,16 +73,17 @@ def _ms_cell(ms) -> str | None:
 
 def _lm_table(lm: pd.DataFrame):
     one = one_device_of(lm)
-    headers = ["model", "strategy", "ws", "tokens/s", "tokens/s per device", "TFLOP/s per device", "MFU", "peak",
-               f"efficiency vs plain {one}", "exposed comm", "other", "overlap", "trainable params", "gradients per step",
+    headers = ["model", "layout", "ws", "tokens/s", "tokens/s per device", "TFLOP/s per device", "MFU", "peak",
+               "peak memory", f"efficiency vs plain {one}", "exposed comm", "other", "overlap", "trainable params", "gradients per step",
                "attention", "compile", "status"]
     rows = []
     for _, r in lm.sort_values(["model", "strategy", "world_size"]).iterrows():
         split = row_split(r)
         peak = f"{r['peak_device']} {r['peak_tflops']:g}" if isinstance(r.get("peak_device"), str) and r["peak_device"] else None
         # TFLOP/s with three significant digits (distbench.core.units): a CPU rank's 0.0000757 is not 0.0
-        rows.append([r["model"], r["strategy"], int(r["world_size"]), r["tokens_per_s_median"],
+        rows.append([r["model"], layout_name(r), int(r["world_size"]), r["tokens_per_s_median"],
                      r["tokens_per_s_per_device_median"], _sig3_cell(r["tflops_per_device"]), pct_cell(r["mfu"]), peak,
+                     None if pd.isna(r.get("peak_mem_allocated_bytes")) else human_bytes(int(r["peak_mem_allocated_bytes"])),
                      pct_cell(r["efficiency_vs_plain_1gpu"]), _ms_cell(split.exposed_comm) if r["world_size"] > 1 else None,
                      _ms_cell(split.other), pct_cell(r["overlap_fraction"]), r["params_trainable"],
                      None if pd.isna(r["grad_bytes"]) else human_bytes(int(r["grad_bytes"])),
@@ -191,7 +194,14 @@ def training_headlines(training: pd.DataFrame | None, split: pd.DataFrame | None
             # (a row can be "compute-bound" and still lose its shortfall to exposed communication)
             verdict, reason = "below expected", f"under {_pct(HEALTHY_EFFICIENCY)} of linear scaling: {shortfall(r, eff)}"
         out.append(Headline("training", text, verdict, f"{reason}; {why_cost}" if why_cost else reason))
-    return out
+    # which layout (training.lm.strategies: issue 49): the answer first, one row per language model
+    return layout_headlines(t) + out
+
+
+def layout_headlines(summary: pd.DataFrame) -> list[Headline]:
+    """Per language model with two or more layouts at one world size: the fastest and the others
+    beside it, a layout that did not run named with its status (findings.layout_verdict)."""
+    return [Headline("training", *layout_verdict(rows)) for rows in layout_rows(summary).values()]
 
 
 def headlines(inputs: ReportInputs) -> list[Headline]:
@@ -215,6 +225,7 @@ FIGURE_TITLES = {
     "training_efficiency": "Scaling efficiency vs world size, every model and configuration",
     "training_step_breakdown": "Where an MLP DDP step's time goes, per world size",
     "training_tuning": "DDP tuning results at the largest world size",
+    "training_layouts": "Language-model tokens/s by parallel layout at the largest world size, peak memory beside it",
 }
 TRAINING = Section("training", "Training", TEMPLATES, build, headlines=headlines, figure_dirs=("figures_training",),
                    figure_titles=FIGURE_TITLES, regressions=(STEP_TIME,),

@@ -56,7 +56,7 @@ from distbench.core.units import human_time_us
 from distbench.core.tables import combine
 from distbench.training.analysis.mfu import mfu, peak_for
 
-KEYS = ("backend", "world_size", "model", "strategy", "hidden_dim", "num_layers", "n_heads", "seq_len", "vocab_size",
+KEYS = ("backend", "world_size", "model", "strategy", "shard_size", "tp_size", "hidden_dim", "num_layers", "n_heads", "seq_len", "vocab_size",
         "lora_rank", "compile", "batch_size", "global_batch_size", "scaling", "dtype", "optimizer", "bucket_cap_mb", "gradient_as_bucket_view", "static_graph",
         "broadcast_buffers", "comm_hook", "grad_accum", "nccl_env", "config")
 METRICS = (
@@ -259,7 +259,12 @@ def _summarize_job(key: tuple, g: pd.DataFrame) -> dict:
     tflops, mfu_value, match = mfu(flops, sps_dev, device, str(row["dtype"])) if flops == flops and sps_dev == sps_dev \
         else (NAN, NAN, peak_for(device, str(row["dtype"])))
     bounds_ok, note = check_bounds(step, compute, allreduce, allowance, ws)
-    worst = min(g["status"].fillna("ok"), key=lambda s: STATUS_SEVERITY.get(s, -1))
+    # A phase a layout cannot have (the 2D layouts' compute_only or comm_alone: PhaseError "skipped")
+    # leaves the job ok when its real step ran; its message says why
+    statuses = g["status"].fillna("ok")
+    if len(step_rows) and str(row.get("strategy")) in ("hsdp", "fsdp_tp"):
+        statuses = statuses[(statuses != "skipped") | (g["phase"] == "step")]
+    worst = min(statuses, key=lambda s: STATUS_SEVERITY.get(s, -1))
     messages = [m for m in g["message"].fillna("") if str(m).strip()]
     row.update({
         "n_steps": len(t),
