@@ -162,7 +162,12 @@ def announce_plan_now():
             # an inspected, traced or multi-node job launches alone (launches_alone): its own launch cost
             jobs.append((key, runs, launches_alone(job)))
     # shared launches as the onstart plans them (plan_batch_launches): none under a cluster executor
-    estimated = estimate(jobs, "results", PLAN["gpus"], config["batch_launch"] and not workflow.non_local_exec)
+    estimated = estimate(
+        jobs,
+        "results",
+        PLAN["gpus"],
+        config["batch_launch"] and not workflow.non_local_exec,
+    )
     print(estimated.message(), file=sys.stderr)
 
 
