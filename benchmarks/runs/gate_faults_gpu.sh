@@ -27,9 +27,15 @@ gate() {  # case, args...
   cp "/tmp/gate-$name/gate.csv" "$OUT/gate_$name.csv" 2>/dev/null
 }
 wait_ready() { for _ in $(seq 120); do grep -q ready "$1" 2>/dev/null && return 0; sleep 0.5; done; echo "never ready: $1" >> "$S"; }
+beside() {  # name, gpu, python code: a process of someone else's on that GPU, ready, listed by nvidia-smi
+  CUDA_VISIBLE_DEVICES=$2 python3 -c "$3" > "/tmp/$1.ready" 2>&1 & OTHER=$!
+  wait_ready "/tmp/$1.ready"
+  { echo "## nvidia-smi's compute processes with the $1 (pid $OTHER) running:"
+    nvidia-smi --query-compute-apps=gpu_bus_id,pid,process_name,used_memory --format=csv,noheader; } >> "$S"
+}
 gate clean
 # a matmul neighbour: another user's job on GPU F
-CUDA_VISIBLE_DEVICES=$F python3 -c "
+beside neighbour "$F" "
 import time, torch
 x = torch.randn(8192, 8192, device='cuda', dtype=torch.bfloat16)
 print('ready', flush=True)
@@ -37,24 +43,18 @@ end = time.time() + 240
 while time.time() < end:
     for _ in range(20): torch.mm(x, x)
     torch.cuda.synchronize()
-" > /tmp/neighbour.ready 2>&1 & NB=$!
-wait_ready /tmp/neighbour.ready
-{ echo "## nvidia-smi's compute processes with the neighbour (pid $NB) running:"
-  nvidia-smi --query-compute-apps=gpu_bus_id,pid,process_name,used_memory --format=csv,noheader; } >> "$S"
+"
 gate neighbour
-kill $NB; wait $NB 2>/dev/null
+kill $OTHER; wait $OTHER 2>/dev/null
 # a stray process: the last job's leftover holding 60 GiB, idle
-CUDA_VISIBLE_DEVICES=$FS python3 -c "
+beside stray "$FS" "
 import time, torch
 x = torch.empty(60 << 30, dtype=torch.uint8, device='cuda')
 print('ready', flush=True)
 time.sleep(240)
-" > /tmp/stray.ready 2>&1 & ST=$!
-wait_ready /tmp/stray.ready
-{ echo "## nvidia-smi's compute processes with the stray process (pid $ST) holding memory:"
-  nvidia-smi --query-compute-apps=gpu_bus_id,pid,process_name,used_memory --format=csv,noheader; } >> "$S"
+"
 gate stray
-kill $ST; wait $ST 2>/dev/null
+kill $OTHER; wait $OTHER 2>/dev/null
 # a GPU hidden from CUDA
 VIS=$(seq 0 $((N - 1)) | grep -vx "$F" | paste -sd, -)
 CUDA_VISIBLE_DEVICES=$VIS gate hidden

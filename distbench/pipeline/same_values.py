@@ -71,7 +71,7 @@ def _lists(schema: dict, sub: dict, node, path: list) -> Iterator[tuple[list, st
 def same_value_problems(config: dict, schema: dict, key: Callable[[list], str]) -> list[tuple[list, str]]:
     """(path, message) of every list entry that is an entry before it again, in other words: the
     message names the key, both entries and what they are. `key(path)` writes a path as the messages
-    do (comm.sizes[2]). Run once the schema passed, so every entry parses."""
+    do (`<key>[2]`). Run once the schema passed, so every entry parses."""
     found = []
     for path, ref, entries in _lists(schema, schema, config, []):
         seen: dict = {}
