@@ -92,6 +92,12 @@ def _reasons(env) -> str:
                           timeout=30).stdout
 
 
+def _jobs(env) -> dict[str, str]:
+    out = subprocess.run(["squeue", "--states=all", "-h", "-o", "%j|%T|%r"], env=env, capture_output=True,
+                         text=True, timeout=30).stdout
+    return dict(line.split("|", 1) for line in out.splitlines())
+
+
 def _wait(what, limit_s=150):
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
@@ -119,11 +125,13 @@ def test_a_failing_node_fails_its_prolog_and_is_drained_with_our_reason(tmp_path
         line = next(r for r in reasons.splitlines() if r.startswith("node1|"))
         assert "distbench: GPU 0 (0000:19:00.0, GPU-0): temperature_c" in line and "shutdown threshold" in line, reasons
         assert _wait(lambda: _nodes(cl).get("node2") == "idle"), _nodes(cl)
-        queue = subprocess.run(["squeue", "--states=all", "-h", "-o", "%j|%T|%r"], env=cl, capture_output=True,
-                               text=True, timeout=30).stdout
-        jobs = dict(line.split("|", 1) for line in queue.splitlines())
-        assert jobs["on-node2"].startswith("COMPLETED"), queue
-        assert jobs["on-node1"].startswith("PENDING"), queue  # requeued: node1 is drained
+        # the requeued job passes through COMPLETING (its failed launch being cleaned up) before PENDING:
+        # CI once read it mid-way, so wait for both jobs' settled states rather than read once
+        _wait(lambda: (j := _jobs(cl)).get("on-node2", "").startswith("COMPLETED")
+              and j.get("on-node1", "").startswith("PENDING"))
+        queue = _jobs(cl)
+        assert queue.get("on-node2", "").startswith("COMPLETED"), queue
+        assert queue.get("on-node1", "").startswith("PENDING"), queue  # requeued: node1 is drained
         log = (tmp_path / "gate-node1.log").read_text()
         assert "distbench gate: FAIL node1: GPU 0 (0000:19:00.0, GPU-0): temperature_c" in log and "drained node1" in log, log
         # healthy, and not drained: a WARN only, because on this CPU host CUDA's view of the fake GPUs
