@@ -25,6 +25,7 @@ from distbench.pipeline.estimate import (
     BENCHMARKS,
     RULE_FAMILIES,
     estimate,
+    job_weight,
     launches_alone,
     job_key,
     probe_benchmark,
@@ -159,8 +160,9 @@ def announce_plan_now():
     for job, runs in planned_jobs(workflow, RULE_FAMILIES):
         key = job_key(job.rule.name, job.wildcards, PROBE_WORLD_SIZE)
         if key is not None:
-            # an inspected, traced or multi-node job launches alone (launches_alone): its own launch cost
-            jobs.append((key, runs, launches_alone(job)))
+            # an inspected, traced or multi-node job launches alone (launches_alone): its own launch cost;
+            # a larger model measures longer than its family's default job (job_weight)
+            jobs.append((key, runs, launches_alone(job), job_weight(job)))
     # shared launches as the onstart plans them (plan_batch_launches): none under a cluster executor
     estimated = estimate(
         jobs,

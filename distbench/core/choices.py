@@ -48,6 +48,7 @@ GPT_SIZES: dict[str, tuple[int, int, int]] = {
     "350m": (24, 16, 1024),
     "760m": (24, 16, 1536),
     "1.3b": (24, 32, 2048),
+    "2.7b": (32, 32, 2560),  # GPT-3 2.7B (Brown et al. 2020, table 2.1): issue 49's larger size
 }
 
 BACKEND_NAMES = {"nccl": "NCCL", "gloo": "Gloo", "mpi": "MPI", "ucc": "UCC"}  # as people write them

@@ -239,6 +239,10 @@ class FamilyManifest:
     # that its shared launches pay once ({host: seconds})
     estimate_defaults: Mapping[tuple[str, str], EstimateDefault] = field(default_factory=dict)
     launch_cost_s: Mapping[str, float] = field(default_factory=dict)
+    # "module:function" (a job's wildcards and params) -> how much more its measuring part takes than the
+    # job the default was measured with (the estimate scales the default's part beyond launch_cost_s);
+    # "": every job as the default
+    estimate_weight: str = ""
     # "module:function" (config, plan, job) -> HostNeed: one job's buffers per rank, for a family whose
     # jobs are placed by world size (distbench.pipeline.host_fit); "": its processes only
     host_needs: str = ""

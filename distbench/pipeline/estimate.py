@@ -382,22 +382,40 @@ def batch_seconds(label_dir: Path, key: JobKey, ignored: list[str] | None = None
     return seconds
 
 
-def default_seconds(key: JobKey, gpus: int) -> float:
+def default_seconds(key: JobKey, gpus: int, weight: float = 1.0) -> float:
     """The stated figure of the job's host, family and backend; for a pair the table lacks (e.g. Gloo
     jobs of a family that states only NCCL's on a GPU host), the slowest figure of that host: a guess,
-    counted among the defaults."""
+    counted among the defaults. `weight` (job_weight) scales the part beyond the launch's fixed cost."""
     host = "gpu" if gpus else "cpu"
     d = DEFAULTS.get((host, key.family, key.backend))
-    if d is not None:
-        return d.at(key.world_size)
-    return max(d.at(key.world_size) for (h, _, _), d in DEFAULTS.items() if h == host)
+    seconds = (d.at(key.world_size) if d is not None
+               else max(d.at(key.world_size) for (h, _, _), d in DEFAULTS.items() if h == host))
+    launch = min(LAUNCH_COST_S.get((host, key.family), 0.0), seconds)
+    return launch + (seconds - launch) * weight
+
+
+def job_weight(job) -> float:
+    """One of Snakemake's jobs (of the DAG): its family's estimate_weight of its wildcards and params
+    (distbench.core.manifest), 1 where the family states none or the params cannot be read."""
+    m = _ESTIMATED.get(RULE_FAMILIES.get(job.rule if isinstance(job.rule, str) else getattr(job.rule, "name", "")))
+    if m is None or not m.estimate_weight:
+        return 1.0
+    from distbench.launch.batch import entry_of
+    from distbench.pipeline.hooks import resolve
+
+    try:
+        entry = entry_of(job)
+        weight = float(resolve(m.estimate_weight)({**entry.wildcards, **(entry.params.get("job") or {})}))
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return 1.0
+    return weight if math.isfinite(weight) and weight > 0 else 1.0
 
 
 def estimate(jobs: Iterable[tuple], results_dir: str | Path, gpus: int, batch: bool = True) -> Estimate:
-    """The seconds of the jobs to run. jobs: (key, runs) or (key, runs, alone) of every benchmark job of
-    this invocation, runs as Snakemake decided it (job_key, distbench.launch.dag_view.planned_jobs); a
-    job that does not run is cached; alone: it launches alone though its family shares launches
-    (launches_alone). batch: the jobs of a family that shares launches share one per backend and
+    """The seconds of the jobs to run. jobs: (key, runs), (key, runs, alone) or (key, runs, alone, weight)
+    of every benchmark job of this invocation, runs as Snakemake decided it (job_key,
+    distbench.launch.dag_view.planned_jobs); a job that does not run is cached; alone: it launches alone
+    though its family shares launches (launches_alone); weight: job_weight, for a default figure. batch: the jobs of a family that shares launches share one per backend and
     world size (config batch_launch, a local executor): a default figure then counts the launch's
     fixed cost once per group. A job that launches alone (alone, or batch false) counts it in full:
     its default as stated, a time measured in a shared launch with the launch's fixed cost added."""
@@ -412,6 +430,7 @@ def estimate(jobs: Iterable[tuple], results_dir: str | Path, gpus: int, batch: b
     out = []
     for key, runs, *more in jobs:
         alone = bool(more and more[0]) and key.family in BATCHED
+        weight = more[1] if len(more) > 1 else 1.0
         # a job that launches alone pays the launch's fixed cost a shared launch's time leaves out
         cost = LAUNCH_COST_S.get((host, key.family), 0.0) if (alone or not batch) else 0.0
         same_size = [t for k in by_family.get((key.family, key.backend, key.world_size), [])
@@ -423,7 +442,7 @@ def estimate(jobs: Iterable[tuple], results_dir: str | Path, gpus: int, batch: b
         elif same_size:
             out.append(JobEstimate(key, False, statistics.median(same_size), "family history", alone))
         else:
-            out.append(JobEstimate(key, False, default_seconds(key, gpus), "default", alone))
+            out.append(JobEstimate(key, False, default_seconds(key, gpus, weight), "default", alone))
     if batch:
         out = shared_launches(out, gpus)
     return Estimate(tuple(out), tuple(past.ignored))

@@ -144,11 +144,25 @@ def _median(values) -> float:
 def rank_split(step_trace, compute_trace, waits: list[float] | None = None) -> dict:
     """One rank's trace figures per step (ms, medians over the traced steps): the states of the real
     and the compute-only steps, the compute slowdown and the extra kernels (optimizer, other). A
-    trace is a path or its loaded events; `waits`: this rank's peer_waits (step_states)."""
+    trace is a path or its loaded events; `waits`: this rank's peer_waits (step_states).
+
+    compute_trace None: a layout with no compute-only step (fsdp_tp: tensor parallel's all-reduces sit
+    inside forward and backward). Then only the real step's states are given, with
+    `compute_only_traced` False: its exposed communication is still read off the GPU timeline (NCCL
+    running with no compute kernel beside it), while the compute slowdown and the extra kernels, which
+    need the compute-only step, are absent (NaN), never zeros."""
     events = step_trace if isinstance(step_trace, list) else load_trace(step_trace)
     if not any(str(e.get("cat", "")).lower() in GPU_CATEGORIES for e in events):
         return {}  # a CPU run's trace (Gloo): no GPU timeline to split, so no figure, never zeros
-    real, alone = step_states(events, waits=waits), step_states(load_trace(compute_trace))
+    real = step_states(events, waits=waits)
+    if compute_trace is None:
+        if not real:
+            return {}
+        out = {k: _median(s[k] for s in real) / 1e3 for k in STATES}
+        return {**out, "step_trace_ms": _median(s["step_us"] for s in real) / 1e3,
+                "peer_wait_ms": _median(s["peer_wait"] for s in real) / 1e3, "n_traced_steps": len(real),
+                "compute_only_traced": False}
+    alone = step_states(load_trace(compute_trace))
     if not real or not alone:
         return {}
     names_r = {n for s in real for n in s["kernels"]}
@@ -175,6 +189,7 @@ def rank_split(step_trace, compute_trace, waits: list[float] | None = None) -> d
     out["other_extra_ms"] = (per_step_opt(real, only_r, False) - per_step_opt(alone, only_c, False)) / 1e3
     out["peer_wait_ms"] = _median(s["peer_wait"] for s in real) / 1e3
     out["n_traced_steps"] = len(real)
+    out["compute_only_traced"] = True
     return out
 
 
@@ -190,12 +205,17 @@ def job_trace_split(inspect_dir) -> dict:
     communication, then the longer traced step."""
     d = Path(inspect_dir)
     best, key = {}, None
-    paths = [p for p in sorted((d / "step").glob("trace_rank*.json.gz")) if (d / "compute_only" / p.name).exists()]
+    paths = sorted((d / "step").glob("trace_rank*.json.gz"))
+    if (d / "compute_only").is_dir():  # the ranks whose compute-only trace was written
+        paths = [p for p in paths if (d / "compute_only" / p.name).exists()]
+        alone = [d / "compute_only" / p.name for p in paths]
+    else:  # a layout without a compute-only step (rank_split): the real steps alone
+        alone = [None] * len(paths)
     traces = [load_trace(p) for p in paths]
     waits = peer_waits(traces) or [None] * len(paths)
-    for path, events, wait in zip(paths, traces, waits):
+    for path, events, wait, compute in zip(paths, traces, waits, alone):
         rank = int(re.sub(r"\D", "", path.name.split(".")[0]))
-        r = rank_split(events, d / "compute_only" / path.name, wait)
+        r = rank_split(events, compute, wait)
         if not r:
             continue
         k = (round(r["peer_wait_ms"], 1), round(r["exposed_comm"], 1), -r["step_trace_ms"])

@@ -62,3 +62,38 @@ def quick(config: dict, plan: dict, cores: int) -> list:
     multi = sorted({j.world_size for j in of if j.world_size > 1})
     sizes = {1, quick_world_size(config, plan, of[0].backend, multi, cores)} if multi else {1}
     return [j for j in of if j.world_size in sizes]
+
+
+# The language-model job the training family's GPU default time was measured with (its manifest's
+# estimate_defaults: the default config's gpt 1.3b, 1024 tokens, 8 sequences per rank, 5 + 20 steps);
+# tests/training/test_estimate_weight.py holds it to the schema's defaults.
+REFERENCE_LM = {"size": "1.3b", "seq_len": 1024, "batch_size": 8, "vocab_size": 50304, "warmup_steps": 5, "steps": 20}
+
+
+def _lm_work(p: dict) -> float | None:
+    """FLOPs per rank of a language-model job's steps (6 N per token + attention's 12 L d T, N the
+    block and head weights: distbench.workloads.gpt.flops_per_token's form, torch-free), or None where
+    the params are no language model's."""
+    from distbench.core.choices import GPT_SIZES
+
+    layers, _, dim = GPT_SIZES.get(str(p.get("size")), (None, None, None))
+    layers, dim = p.get("layers") or layers, p.get("dim") or dim
+    try:
+        seq, batch, vocab = int(p["seq_len"]), int(p["batch_size"]), int(p["vocab_size"])
+        steps = int(p["warmup_steps"]) + int(p["steps"])
+        layers, dim = int(layers), int(dim)
+    except (KeyError, TypeError, ValueError):
+        return None
+    per_token = 6 * (12 * layers * dim * dim + vocab * dim) + 12 * layers * dim * seq
+    return per_token * seq * batch * steps
+
+
+def estimate_weight(params: dict) -> float:
+    """How much more (or less) a job measures than the job its family's default time was measured with:
+    a language model on GPUs by its FLOPs per rank against REFERENCE_LM's (gpt 2.7b: 2.0x); 1 for
+    anything else (the MLP, CPU runs: their defaults hold them as they are). The estimate scales the
+    default's measuring part by it, never the launch's fixed cost (distbench.pipeline.estimate)."""
+    if params.get("backend", "nccl") != "nccl" or str(params.get("model")) not in ("gpt", "lora"):
+        return 1.0
+    work, ref = _lm_work(params), _lm_work(REFERENCE_LM)
+    return 1.0 if not work or not ref else min(max(work / ref, 0.05), 50.0)

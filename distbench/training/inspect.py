@@ -8,7 +8,8 @@ issue 40). With `--inspect-dir DIR` a training job
    launcher's environment for this job only (distbench.training.job.inspector_env): NCCL reads it
    when the communicator starts, the harness cannot turn it on;
 2. after every timed phase, traces `--inspect-steps` more real steps and as many compute-only steps
-   (DDP: under no_sync; FSDP: with its collectives off, as phase compute_only runs them) with
+   (DDP: under no_sync; FSDP and HSDP: with its collectives off, as phase compute_only runs them;
+   fsdp_tp has none: tensor parallel communicates inside forward) with
    torch.profiler: DIR/step/trace_rank<r>.json.gz and DIR/compute_only/trace_rank<r>.json.gz. The
    compute kernels of the two are compared (distbench.traces.split) and, where Inspector did not
    load, the real steps' NCCL kernels (or Gloo's collectives on CPU) are the in-step record;
@@ -54,7 +55,7 @@ def inspect_pass(h, args) -> None:
 
     out = Path(args.inspect_dir)
     notes = []
-    fsdp = args.strategy == "fsdp"
+    fsdp = args.strategy in ("fsdp", "hsdp")  # FSDP2 over a 1D or a 2D mesh: its collectives turn off alike
 
     def compute_only():
         if fsdp:
@@ -64,6 +65,13 @@ def inspect_pass(h, args) -> None:
                 h.step(False)
 
     for phase, fn in (("step", lambda: h.step(True)), ("compute_only", compute_only)):
+        if phase == "compute_only" and args.strategy == "fsdp_tp":
+            # as phase compute_only (distbench.training.phases): tensor parallel's all-reduces sit inside
+            # forward and backward, so no step of this layout runs without communication. The step's
+            # trace alone is split (distbench.traces.split.rank_split): exposed communication is read
+            # off its GPU timeline, the compute slowdown is not separable
+            notes.append("no compute_only trace: fsdp_tp's tensor-parallel all-reduces run inside forward and backward")
+            continue
         try:
             if phase == "compute_only" and fsdp:
                 h.fsdp_comm(False)

@@ -79,6 +79,9 @@ MANIFEST = register(FamilyManifest(
     # first configuration of a launch took 14-18 s, the others 7-10 s; 2 cores: about 1.5 s (import torch
     # and the Gloo group) of a 3-5 s job.
     launch_cost_s={"gpu": 9.0, "cpu": 1.5},
+    # a larger language model measures longer than the default's gpt 1.3b (2.7b: 114 s printed for 173 s
+    # of jobs before this, benchmarks/results/layouts-inspected-h200x2-2026-11-28)
+    estimate_weight="distbench.training.hooks:estimate_weight",
     schema="config.schema.yaml",
     config_check="distbench.training.hooks:config_check",
     quick="distbench.training.hooks:quick",

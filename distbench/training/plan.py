@@ -313,18 +313,21 @@ def standalone_collectives(config: dict, jobs: list[TrainingJob]) -> list[dict]:
     """training.inspect: the collectives its inspected multi-rank NCCL jobs run inside their steps, which
     training_instep.csv sets beside the comm family's standalone figures: DDP's float32 all_reduce;
     FSDP's all_gather in the parameters' dtype (bfloat16 for a bfloat16 model: MixedPrecisionPolicy,
-    distbench.workloads.fsdp) and its float32 reduce_scatter (reduce_dtype float32). The 2D layouts
-    (hsdp, fsdp_tp) run theirs on sub-groups, not at the world size: not asked for."""
+    distbench.workloads.fsdp) and its float32 reduce_scatter (reduce_dtype float32). The 2D layouts run
+    theirs on sub-groups: asked for only where the group is the whole world (HSDP with shard_size = world
+    size: FSDP's; fsdp_tp with tp_size = world size: tensor parallel's all_reduce of activations, in the
+    model's dtype). Smaller groups are not at any world size the comm family measures."""
     if not config["training"].get("inspect"):
         return []
-    wanted = set()
+    wanted, lm = set(), config["training"]["lm"]
     for job in jobs:
         if job.backend != "nccl" or job.world_size < 2:
             continue
-        if job.strategy == "fsdp":
-            dtype = training_params(config, job)["dtype"]
-            wanted |= {("all_gather", "bfloat16" if dtype == "bfloat16" else "float32", job.world_size),
-                       ("reduce_scatter", "float32", job.world_size)}
+        dtype = "bfloat16" if training_params(config, job)["dtype"] == "bfloat16" else "float32"
+        if job.strategy == "fsdp" or (job.strategy == "hsdp" and lm.get("shard_size") == job.world_size):
+            wanted |= {("all_gather", dtype, job.world_size), ("reduce_scatter", "float32", job.world_size)}
+        elif job.strategy == "fsdp_tp" and lm.get("tp_size") == job.world_size:
+            wanted.add(("all_reduce", dtype, job.world_size))
         elif job.strategy == "ddp":
             wanted.add(("all_reduce", "float32", job.world_size))
     return [{"backend": "nccl", "world_size": ws, "op": op, "dtype": dt} for op, dt, ws in sorted(wanted)]

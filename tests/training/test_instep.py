@@ -184,3 +184,29 @@ def test_split_states_agree_with_hta_within_two_points(tmp_path, monkeypatch):
                 100 * (s["exposed_comm"] + s["memory_other"]) / s["step_us"])
         theirs = (b.loc[r, "idle_time_pctg"], b.loc[r, "compute_time_pctg"], b.loc[r, "non_compute_time_pctg"])
         assert all(abs(a - t) <= 2 for a, t in zip(ours, theirs)), (r, ours, theirs)
+
+
+def test_a_layout_without_a_compute_only_step_is_split_from_its_real_step_alone(tmp_path):
+    """fsdp_tp (issue 49) has no compute-only step: tensor parallel's all-reduces sit inside forward and
+    backward, and its inspect pass writes no compute_only/ traces. The real step's GPU timeline still
+    gives its exposed communication (the same figure the full split reads), its compute (slowdown
+    included: NaN apart) and a rest of memory copies and host gaps that adds up; never zeros."""
+    only = tmp_path / "inspect"
+    shutil.copytree(FIX / "step", only / "step")
+    full, alone = job_trace_split(FIX), job_trace_split(only)
+    assert full["compute_only_traced"] is True and alone["compute_only_traced"] is False
+    assert alone["rank"] == full["rank"]
+    assert alone["exposed_comm"] == pytest.approx(full["exposed_comm"])
+    assert "slowdown_ms" not in alone and "optimizer_extra_ms" not in alone
+    parts = four_part_split(STEP_MS, math.nan, alone, 0.02 * STEP_MS + 0.1)
+    assert math.isnan(parts["compute_slowdown_ms"]) and math.isnan(parts["rest_optimizer_ms"])
+    assert parts["compute_ms"] == pytest.approx(alone["compute"])
+    # the real step's compute kernels hold the compute-only step's, their slowdown and the optimizer
+    assert parts["compute_ms"] > COMPUTE_MS
+    assert parts["compute_ms"] + parts["exposed_comm_ms"] + parts["rest_ms"] == pytest.approx(STEP_MS)
+    assert parts["adds_up"] and abs(parts["rest_unexplained_ms"]) <= 0.02 * STEP_MS + 0.1
+    # a run whose compute-only traces were written for some ranks keeps the full split of those ranks
+    partial = tmp_path / "partial"
+    shutil.copytree(FIX, partial)
+    (partial / "compute_only/trace_rank1.json.gz").unlink()
+    assert job_trace_split(partial)["compute_only_traced"] is True and job_trace_split(partial)["rank"] == 0

@@ -13,11 +13,11 @@ import pytest
 from distbench.core.figures import write_figures
 from distbench.launch.batch import Config, write_batch_file
 from distbench.pipeline.config import ConfigError, check_config
-from distbench.training.analysis.findings import layout_rows, layout_verdict
+from distbench.training.analysis.layout_verdict import layout_rows, layout_verdict
 from distbench.training.analysis.plots import LAYOUT_FIGURE, fig_layouts, plot_training
 from distbench.training.analysis.section import layout_headlines, training_headlines
 from distbench.training.job import training_args
-from distbench.training.plan import rule_params, training_jobs
+from distbench.training.plan import rule_params, standalone_collectives, training_jobs
 from distbench.workloads.layouts import dp_batch, layout_problem
 from tests.training.test_training_harness import read
 
@@ -68,6 +68,22 @@ def test_the_plan_skips_each_layout_where_it_cannot_run_with_the_reason():
     assert "shard_size" not in params["fsdp"] and "tp_size" not in params["plain"]
 
 
+def test_inspected_2d_layouts_want_standalone_figures_only_where_their_group_is_the_world():
+    """training.inspect sets in-step collectives beside the comm family's standalone ones, which run at the
+    world size: HSDP with shard_size = world size gathers like FSDP; fsdp_tp with tp_size = world size
+    all-reduces activations in the model's dtype; a smaller group asks for nothing it cannot compare."""
+    def wanted(ws, **lm):
+        cfg = check_config({"gpus": ws, "backends": ["nccl"], "world_sizes": [ws],
+                            "training": {"models": ["gpt"], "inspect": True,
+                                         "lm": {"strategies": ["hsdp", "fsdp_tp"], "world_sizes": [ws], **lm}}})
+        return {(w["op"], w["dtype"], w["world_size"]) for w in standalone_collectives(cfg, training_jobs(cfg, ws)[0])}
+    assert wanted(2, shard_size=2, tp_size=2) == {("all_gather", "bfloat16", 2), ("reduce_scatter", "float32", 2),
+                                                  ("all_reduce", "bfloat16", 2)}
+    assert wanted(4, shard_size=2, tp_size=2) == set()
+    assert wanted(4, shard_size=4, tp_size=4) == {("all_gather", "bfloat16", 4), ("reduce_scatter", "float32", 4),
+                                                  ("all_reduce", "bfloat16", 4)}
+
+
 def test_every_layout_keeps_the_global_batch():
     # 4 sequences per rank at 4 ranks: 16 per step; under TP 2 two data-parallel groups of 8
     assert dp_batch("fsdp_tp", 4, 2) * (4 // 2) == dp_batch("hsdp", 4, None) * 4 == dp_batch("ddp", 4, None) * 4 == 16
@@ -113,6 +129,65 @@ def test_the_verdict_names_the_fastest_layout_the_others_and_an_out_of_memory_on
     assert verdict == "failing" and text.count("out of memory") == 4
 
 
+def test_a_slower_layout_is_named_with_the_cost_that_sets_it_apart():
+    """The 2D layout's exposed communication from training.inspect's split (the step's GPU timeline: it has
+    no compute-only step), FSDP2's from its timed phases; without a split the reason says how to get one."""
+    s = _summary()
+    s["step_time_ms_median"] = 1.0e3 * 16 * 1024 / s["tokens_per_s_median"]
+    s.loc[s["strategy"] == "fsdp", ["compute_only_ms_median", "exposed_comm_capped_ms"]] = [1500.0, 5.0]
+    s.loc[s["strategy"] == "ddp", ["compute_only_ms_median", "exposed_comm_capped_ms"]] = [1500.0, 250.0]
+    split = pd.DataFrame([{"job": "nccl/gpt/ws2/fsdp_tp", "compute_ms": 1600.0, "exposed_comm_ms": 400.0}])
+    text, _, reason = layout_verdict(layout_rows(s)["gpt"], split)
+    assert "12% faster than DDP; 2D (TP 2) 18% slower: 400.0 ms of communication exposed per step, against 5.0 ms " \
+           "under FSDP2 full shard; HSDP (shard 2) out of memory" in text
+    assert "no step split" not in reason
+    # compute, not communication, sets it apart: that is what it names
+    split.loc[0, ["compute_ms", "exposed_comm_ms"]] = [1900.0, 9.0]
+    assert "2D (TP 2) 18% slower: 1,900.0 ms of compute per step, against 1,500.0 ms under FSDP2 full shard" in \
+        layout_verdict(layout_rows(s)["gpt"], split)[0]
+    # the GPU idle, waiting for the host (the 2D layout on 2x H200: benchmarks/results/layouts-inspected-h200x2-2026-11-28)
+    split.loc[0, ["compute_ms", "exposed_comm_ms", "rest_host_gaps_ms"]] = [1500.0, 9.0, 300.0]
+    assert "2D (TP 2) 18% slower: 529.8 ms per step beyond compute and exposed communication (300.0 ms of it the GPU " \
+           "idle, waiting for the host), against 166.8 ms under FSDP2 full shard" in layout_verdict(layout_rows(s)["gpt"], split)[0]
+    # no inspected split: the 2D layout has no step split, and the reason names the key that gives one
+    text, _, reason = layout_verdict(layout_rows(s)["gpt"])
+    assert "2D (TP 2) 18% slower;" in text
+    assert "no step split for 2D (TP 2) (training.inspect: true reads its exposed communication" in reason
+
+
+def test_layouts_whose_step_spreads_overlap_are_called_level_not_ranked():
+    """2x H200, GPT 1.3b (benchmarks/results/layouts-inspected-h200x2-2026-11-28, its training_summary.csv): HSDP
+    with shard 2 (FSDP2's sharding, one replica) came first by median, FSDP2 10% behind, yet their
+    steps' 5-95% spreads overlap, as DDP's does: the Verdict calls them level and says why; TP 2's
+    spread does not reach, so it stays 41% slower."""
+    s = _summary()
+    steps = {"ddp": (163.221, 160.250, 168.267), "fsdp": (175.350, 155.865, 184.393),
+             "hsdp": (157.936, 155.616, 163.712), "fsdp_tp": (267.678, 246.536, 321.371)}
+    s = s[s["world_size"] == 2].copy()
+    s["status"] = "ok"
+    for k, (med, p5, p95) in steps.items():
+        at = s["strategy"] == k
+        s.loc[at, ["step_time_ms_median", "step_time_ms_p5", "step_time_ms_p95"]] = [med, p5, p95]
+        s.loc[at, "tokens_per_s_median"] = 16 * 1024 / med * 1e3
+    text, _, reason = layout_verdict(layout_rows(s)["gpt"])
+    assert text.startswith("gpt 1.3b on 2x H200: HSDP (shard 2), 103,738 tokens/s, level with DDP, FSDP2 full shard "
+                           "(within their steps' spread); 2D (TP 2) 41% slower")
+    assert "faster than DDP" not in text
+    assert "FSDP2 full shard 10% below by median, steps 155.9-184.4 ms" in reason and "against 155.6-163.7 ms" in reason
+    assert "HSDP (shard 2) at 2 ranks shards as FSDP2 full shard does, with one replica" in reason
+    # the figure draws the same spread: a whisker per bar, FSDP2's from 16384/184.4 to 16384/155.9 ms
+    from matplotlib.container import ErrorbarContainer
+    whiskers = [c for c in fig_layouts(s).axes[0].containers if isinstance(c, ErrorbarContainer)]
+    assert len(whiskers) == 4
+    spans = sorted(tuple(round(v) for v in c.lines[2][0].get_segments()[0][:, 1]) for c in whiskers)
+    assert (round(16384 / 184.393 * 1e3), round(16384 / 155.865 * 1e3)) in spans
+    # FSDP2's spread as narrow as HSDP's: 10% apart is a ranking again
+    s.loc[s["strategy"] == "fsdp", ["step_time_ms_p5", "step_time_ms_p95"]] = [172.0, 178.0]
+    s.loc[s["strategy"] == "ddp", ["step_time_ms_p5", "step_time_ms_p95"]] = [166.0, 168.0]
+    text, _, _ = layout_verdict(layout_rows(s)["gpt"])
+    assert "level" not in text and "3% faster than DDP; FSDP2 full shard 10% slower" in text
+
+
 def test_the_layout_figure_is_drawn_from_a_synthetic_table(tmp_path):
     fig = fig_layouts(_summary())
     assert fig is not None
@@ -131,6 +206,7 @@ def test_every_layout_runs_at_two_ranks_on_gloo_in_one_launch(tmp_path):
     run one after another in one torchrun launch (distbench.launch.batch's --batch file)."""
     cfg = check_config({"gpus": 0, "backends": ["gloo"], "world_sizes": [2],
                         "training": {"models": ["gpt"], "warmup_steps": 1, "steps": 2, "allreduce_trials": 2,
+                                     "inspect": True, "inspect_steps": 1,
                                      "lm": {"strategies": LAYOUTS, "world_sizes": [2], "shard_size": 1,
                                             "cpu": {"seq_len": 32, "vocab_size": 256, "batch_size": 2}}}})
     jobs = [j for j in training_jobs(cfg, 0)[0] if j.world_size == 2]
@@ -162,6 +238,15 @@ def test_every_layout_runs_at_two_ranks_on_gloo_in_one_launch(tmp_path):
     assert tp.loc["compute_only", "status"].eq("skipped").all()
     assert tp.loc["compute_only", "message"].str.contains("tensor parallel's all-reduces").all()
     assert frames["hsdp"].query("phase == 'comm_alone'")["message"].str.contains("not replayed alone").all()
+    # training.inspect traces every layout: HSDP's compute-only steps as FSDP's (its collectives off),
+    # none for fsdp_tp (said in its manifest), whose split is read off its real steps alone
+    for strategy, out in outs.items():
+        manifest = json.loads((out.parent / "inspect/inspect.json").read_text())
+        assert (out.parent / "inspect/step/trace_rank1.json.gz").exists(), (strategy, manifest)
+        has_alone = (out.parent / "inspect/compute_only/trace_rank1.json.gz").exists()
+        assert has_alone == (strategy != "fsdp_tp"), (strategy, manifest["notes"])
+    assert "tensor-parallel all-reduces run inside forward" in " ".join(
+        json.loads((outs["fsdp_tp"].parent / "inspect/inspect.json").read_text())["notes"])
     # the summary and the Verdict row, from the real rows
     from distbench.training.analysis.summary import add_scaling, summarize_training
 
@@ -174,3 +259,14 @@ def test_every_layout_runs_at_two_ranks_on_gloo_in_one_launch(tmp_path):
         assert name in text
     paths = plot_training(summary, tmp_path / "figures")  # the report's figures: the layouts' among them
     assert tmp_path / "figures" / f"{LAYOUT_FIGURE}.png" in paths
+
+
+def test_tensor_parallel_all_reduces_are_not_called_buckets():
+    """training_instep.csv's sentence for fsdp_tp's all_reduces (2x H200: 48 of 64 MiB per step in forward,
+    benchmarks/results/layouts-inspected-h200x2-2026-11-28): tensor parallel's, not gradient buckets."""
+    from distbench.training.analysis.instep import bucket_sentence
+
+    b = {"op": "all_reduce", "size_bytes": 2**26, "busbw_gbps_median": 274.6, "per_step": 48.0, "n": 144,
+         "time_us_median": 244.4, "ratio": 1.033, "standalone_busbw_gbps": 265.7, "standalone_note": ""}
+    assert bucket_sentence("fsdp_tp", b).startswith("2D (FSDP2 + TP)'s 64 MiB all_reduces (48 per step) reached")
+    assert bucket_sentence("ddp", b).startswith("DDP's 64 MiB buckets (48 per step)")

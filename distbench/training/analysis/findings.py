@@ -18,6 +18,7 @@ from distbench.core.choices import STATUS_SEVERITY
 from distbench.core.section import SMOKE_TEST
 from distbench.core.units import human_bytes
 from distbench.core.units import pct as _pct
+from distbench.training.analysis.layouts import layout_name
 from distbench.training.analysis.summary import NAN, PLAIN, _ms, _num, _time_ms, add_scaling, row_allowance_ms, row_split
 
 COMM_BOUND_FRACTION = 0.25  # exposed communication at least this share of the step: communication-bound
@@ -392,92 +393,3 @@ def lora_findings(summary: pd.DataFrame) -> list[str]:
             text += f"; scaling efficiency {_pct(le, 1)} against {_pct(fe, 1)}"
         out.append(text + ".")
     return out
-
-
-# ---------------------------------------------------------------- which layout (issue 49)
-FAILED_AS = {"oom": "out of memory", "timeout": "timed out", "not_run": "not run", "wrong": "wrong results"}
-
-
-# training.lm.strategies' layouts (distbench.workloads.layouts, which analysis does not import: it reaches torch)
-LAYOUT_TITLES = {"ddp": "DDP", "fsdp": "FSDP2 full shard", "hsdp": "HSDP", "fsdp_tp": "2D (FSDP2 + TP)"}
-
-
-def layout_name(r) -> str:
-    """'DDP', 'FSDP2 full shard', 'HSDP (shard 2)', '2D (TP 2)'."""
-    strategy = str(r.get("strategy") or "ddp")
-    tp, shard = _num(r.get("tp_size")), _num(r.get("shard_size"))
-    if strategy == "hsdp" and not math.isnan(shard):
-        return f"HSDP (shard {int(shard)})"
-    if strategy == "fsdp_tp" and not math.isnan(tp):
-        return f"2D (TP {int(tp)})"
-    return LAYOUT_TITLES.get(strategy, strategy)
-
-
-def model_size_name(r) -> str:
-    """'gpt 1.3b' where the shape is a named size (distbench.core.choices.GPT_SIZES), 'lora r16 on gpt
-    1.3b'; else workload_name's shape."""
-    from distbench.core.choices import GPT_SIZES
-
-    shape = (_int_or(r.get("num_layers")), _int_or(r.get("n_heads")), _int_or(r.get("hidden_dim")))
-    named = next((n for n, s in GPT_SIZES.items() if tuple(map(str, s)) == shape), None)
-    if named is None:
-        return workload_name(r)
-    return f"lora r{_int_or(r.get('lora_rank'))} on gpt {named}" if str(r.get("model")) == "lora" else f"gpt {named}"
-
-
-def _on(r, ws: int) -> str:
-    if str(r.get("backend")) == "nccl":
-        device = str(r.get("device_name") or "GPU").removeprefix("NVIDIA ")
-        return f"{ws}x {device}"
-    return f"{ws} ranks ({str(r.get('backend') or 'gloo').capitalize()}, CPU)"
-
-
-def layout_rows(summary: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """Per language model: its layouts' rows (one per strategy: ddp's plain config) at the largest
-    world size > 1 where at least two layouts were planned."""
-    out = {}
-    if summary is None or summary.empty or "strategy" not in summary:
-        return out
-    lm = summary[(summary["model"].fillna("mlp") != "mlp") & (summary["world_size"] > 1)]
-    lm = lm[(lm["strategy"].fillna("ddp") != "ddp") | (lm["config"] == PLAIN)]
-    for model, g in lm.groupby("model", sort=True):
-        sizes = [ws for ws, at in g.groupby("world_size") if at["strategy"].nunique() > 1]
-        if sizes:
-            out[str(model)] = g[g["world_size"] == max(sizes)].drop_duplicates("strategy")
-    return out
-
-
-def layout_verdict(rows: pd.DataFrame) -> tuple[str, str, str]:
-    """(headline, verdict, reason) of one model's layouts at one world size: the fastest by median
-    tokens/s, how much faster than DDP, each other layout's shortfall, and a layout that did not run
-    named with its status ('out of memory'), never dropped."""
-    ran = rows[rows["tokens_per_s_median"].notna() & (rows["status"] == "ok")].sort_values(
-        "tokens_per_s_median", ascending=False)
-    first = rows.iloc[0]
-    ws = int(first["world_size"])
-    head = f"{model_size_name(first)} on {_on(first, ws)}: "
-    failed = [f"{layout_name(r)} {FAILED_AS.get(str(r['status']), str(r['status']))}"
-              for _, r in rows.iterrows() if r.name not in ran.index]
-    if ran.empty:
-        return head + "; ".join(failed), "failing", "no layout completed its timed steps"
-    best = ran.iloc[0]
-    tok = float(best["tokens_per_s_median"])
-    parts = [f"{layout_name(best)}, {tok:,.0f} tokens/s"]
-    ddp = ran[ran["strategy"].fillna("ddp") == "ddp"]
-    if str(best["strategy"]) != "ddp" and len(ddp):
-        parts[0] += f", {_pct(tok / float(ddp.iloc[0]['tokens_per_s_median']) - 1)} faster than DDP"
-    for _, r in ran.iloc[1:].iterrows():
-        if str(r["strategy"]) != "ddp" or str(best["strategy"]) == "ddp" or not len(ddp):
-            parts.append(f"{layout_name(r)} {_pct(1 - float(r['tokens_per_s_median']) / tok)} slower")
-    text = head + "; ".join(parts + failed)
-    gbs, seq = _int_or(first.get("global_batch_size")), _int_or(first.get("seq_len"))
-    reason = (f"the fastest layout by median tokens/s, every layout at the same global batch ({gbs} sequences of "
-              f"{seq} tokens per step)")
-    mem = [(layout_name(r), _num(r.get("peak_mem_allocated_bytes"))) for _, r in ran.iterrows()]
-    mem = [(n, b) for n, b in mem if not math.isnan(b)]
-    reason += ("; peak memory per GPU " + ", ".join(f"{n} {human_bytes(int(b))}" for n, b in mem) if mem
-               else "; peak memory is not measured on CPU")
-    crowd = crowded(best)
-    if crowd:
-        reason += f"; {SMOKE_TEST.format(crowd)}: the ranking measures that contention"
-    return text, "measured", reason

@@ -349,9 +349,11 @@ def bucket_sentence(strategy: str, b: dict) -> str:
     reaches alone: contention with compute.' (or what is missing)."""
     from distbench.core.units import human_bytes, human_gbps, human_time_us
 
-    who = {"ddp": "DDP's", "fsdp": "FSDP's"}.get(str(strategy), f"{strategy}'s")
+    # fsdp_tp's all_reduces are tensor parallel's (activations, and their gradients in backward): no buckets
+    who = {"ddp": "DDP's", "fsdp": "FSDP's", "hsdp": "HSDP's", "fsdp_tp": "2D (FSDP2 + TP)'s"}.get(
+        str(strategy), f"{strategy}'s")
     size = human_bytes(b["size_bytes"]) if b["size_bytes"] == b["size_bytes"] else "unsized"
-    what = "buckets" if b["op"] == "all_reduce" else f"{b['op']}s"
+    what = "buckets" if b["op"] == "all_reduce" and strategy != "fsdp_tp" else f"{b['op']}s"
     if b["busbw_gbps_median"] != b["busbw_gbps_median"]:
         return (f"{who} {b['op']}s took {human_time_us(b['time_us_median'])} each inside the step (median of {b['n']}); "
                 f"no bandwidth: {b.get('standalone_note') or 'no size recorded'}.")

@@ -77,6 +77,8 @@ def four_part_split(step_ms: float, compute_ms: float, trace: dict, allowance_ms
     parts add up: adds_up is |unexplained| <= allowance_ms (NaN inputs: not decided). Traced steps
     slower than the timed step by more than the allowance: the profiler's added time comes off the
     host gaps, at most all of them (`profiler_host_ms`; module docstring)."""
+    if trace.get("compute_only_traced") is False:
+        return step_only_split(step_ms, trace, allowance_ms)
     slowdown, exposed = trace.get("slowdown_ms", math.nan), trace.get("exposed_comm", math.nan)
     rest = step_ms - compute_ms - slowdown - exposed
     host_gaps = trace.get("idle", math.nan) - trace.get("compute_only_idle_ms", math.nan)
@@ -92,6 +94,29 @@ def four_part_split(step_ms: float, compute_ms: float, trace: dict, allowance_ms
     unexplained = rest - sum(named.values())
     adds_up = abs(unexplained) <= allowance_ms if unexplained == unexplained and allowance_ms == allowance_ms else None
     return {"compute_ms": compute_ms, "compute_slowdown_ms": slowdown, "exposed_comm_ms": exposed, "rest_ms": rest,
+            **{f"rest_{k}": v for k, v in named.items()}, "rest_unexplained_ms": unexplained,
+            "profiler_host_ms": profiler_host, "allowance_ms": allowance_ms, "adds_up": adds_up}
+
+
+def step_only_split(step_ms: float, trace: dict, allowance_ms: float) -> dict:
+    """The split of a layout with no compute-only step (fsdp_tp: tensor parallel's all-reduces sit inside
+    forward and backward), from its real step's GPU timeline alone: compute = the compute kernels'
+    time, their slowdown by communication included (not separable without a compute-only step: NaN);
+    exposed communication = NCCL running with no compute kernel beside it; the rest = memory copies and
+    host gaps (all the step's idle time: no compute-only step to set it beside), the profiler's added
+    time taken off the host gaps as in four_part_split. Optimizer and bookkeeping kernels are compute
+    kernels here (NaN: named only against a compute-only step)."""
+    compute, exposed = trace.get("compute", math.nan), trace.get("exposed_comm", math.nan)
+    rest = step_ms - compute - exposed
+    host_gaps = trace.get("idle", math.nan)
+    added = trace.get("step_trace_ms", math.nan) - step_ms
+    profiler_host = min(added, max(host_gaps, 0.0)) if added == added and added > allowance_ms else 0.0
+    host_gaps -= profiler_host
+    named = {"optimizer_ms": math.nan, "comm_bookkeeping_ms": math.nan,
+             "memory_copies_ms": trace.get("memory_other", math.nan), "host_gaps_ms": host_gaps}
+    unexplained = rest - named["memory_copies_ms"] - host_gaps
+    adds_up = abs(unexplained) <= allowance_ms if unexplained == unexplained and allowance_ms == allowance_ms else None
+    return {"compute_ms": compute, "compute_slowdown_ms": math.nan, "exposed_comm_ms": exposed, "rest_ms": rest,
             **{f"rest_{k}": v for k, v in named.items()}, "rest_unexplained_ms": unexplained,
             "profiler_host_ms": profiler_host, "allowance_ms": allowance_ms, "adds_up": adds_up}
 
@@ -136,6 +161,10 @@ def job_split(job: str, summary_row: dict, inspect_dir, buckets: list[dict], abo
                      "while the profiler ran on the host)")
     if not trace:
         note = (note + "; " if note else "") + "no GPU traces: the four-part split is a GPU-timeline figure"
+    elif trace.get("compute_only_traced") is False:
+        note = (note + "; " if note else "") + ("no compute-only step (tensor parallel communicates inside "
+                                                 "forward): compute includes its slowdown by communication")
+        compute = parts["compute_ms"]
     # the bounds check with what the traces measured: step <= compute + slowdown + comm alone + named rest
     extra = sum(v for k, v in parts.items() if k.startswith("rest_") and k != "rest_unexplained_ms" and v == v)
     slow = parts["compute_slowdown_ms"] if parts["compute_slowdown_ms"] == parts["compute_slowdown_ms"] else 0.0

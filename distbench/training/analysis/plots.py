@@ -21,7 +21,7 @@ import seaborn as sns  # noqa: E402
 
 from distbench.core import palette  # noqa: E402
 from distbench.core.figures import ANNOTATION_PT, legend_outside, new_figure, time_unit, write_figures  # noqa: E402
-from distbench.training.analysis.findings import layout_rows as findings_layout_rows  # noqa: E402
+from distbench.training.analysis.layout_verdict import layout_rows as findings_layout_rows  # noqa: E402
 from distbench.training.analysis.findings import mlp_ddp_rows, one_device_of  # noqa: E402
 from distbench.training.analysis.summary import PLAIN, add_scaling, row_split  # noqa: E402
 
@@ -139,7 +139,7 @@ def fig_lm_throughput(ok: pd.DataFrame) -> plt.Figure | None:
     _legend_outside(ax)
     ax.set_ylim(bottom=0)
     _ws_ticks(ax, d)
-    ax.set_ylabel("tokens/s (median, all ranks)")
+    ax.set_ylabel("tokens/s (median, all ranks; whiskers: 5-95% steps)")
     ax.set_title("Language-model throughput vs world size")
     return fig
 
@@ -255,11 +255,13 @@ def fig_tuning(ok: pd.DataFrame) -> plt.Figure | None:
 
 
 def fig_layouts(summary: pd.DataFrame) -> plt.Figure | None:
-    """Per language model, at the world size its Verdict row judges (findings.layout_rows): tokens/s
-    by layout (bars) with peak memory beside it (a second panel; CPU runs measure none). A layout
+    """Per language model, at the world size its Verdict row judges (layout_verdict.layout_rows): tokens/s
+    by layout (bars, whiskers at the steps' 5th-95th percentile) with peak memory beside it (a second
+    panel; CPU runs measure none). A layout
     that did not run has no bar, its status written in its place ('out of memory')."""
     from distbench.core.units import human_bytes
-    from distbench.training.analysis.findings import FAILED_AS, layout_name, layout_rows
+    from distbench.training.analysis.layout_verdict import layout_rows
+    from distbench.training.analysis.layouts import FAILED_AS, layout_name
 
     groups = layout_rows(summary)
     if not groups:
@@ -273,16 +275,27 @@ def fig_layouts(summary: pd.DataFrame) -> plt.Figure | None:
     ax, mem = axes[0, 0], axes[0, 1]
     colors = palette.series_colors(order)
     sns.barplot(data=d, x="series", y="tokens", hue="layout", hue_order=order, palette=colors, ax=ax, errorbar=None)
-    ymax = float(d["tokens"].max()) if d["tokens"].notna().any() else 1.0
     series = list(dict.fromkeys(d["series"]))
     width = 0.8 / len(order)
+    # each bar's spread: tokens/s at the steps' 95th and 5th percentile times (the Verdict's `level` reads
+    # the same spread: layouts.level_with), so two bars whose whiskers overlap are not ranked
+    step = {k: pd.to_numeric(d[k], errors="coerce") if k in d else pd.Series(np.nan, index=d.index)
+            for k in ("step_time_ms_median", "step_time_ms_p5", "step_time_ms_p95")}
+    d = d.assign(low=d["tokens"] * step["step_time_ms_median"] / step["step_time_ms_p95"],
+                 high=d["tokens"] * step["step_time_ms_median"] / step["step_time_ms_p5"])
+    for _, r in d[d["low"].notna() & d["high"].notna()].iterrows():
+        x = series.index(r["series"]) - 0.4 + width * (order.index(r["layout"]) + 0.5)
+        ax.errorbar(x, r["tokens"], yerr=[[r["tokens"] - r["low"]], [r["high"] - r["tokens"]]], color="black",
+                    capsize=3, linewidth=1)
+    top = pd.concat([d["tokens"], d["high"]]).max()
+    ymax = float(top) if pd.notna(top) else 1.0
     for _, r in d[d["tokens"].isna()].iterrows():  # a layout that did not run: its status in place of its bar
         x = series.index(r["series"]) - 0.4 + width * (order.index(r["layout"]) + 0.5)
         ax.text(x, ymax * 0.02, FAILED_AS.get(str(r["status"]), str(r["status"])), rotation=90, ha="center",
                 va="bottom", fontsize=ANNOTATION_PT)
     ax.set_ylim(0, ymax * 1.15)
     ax.set_xlabel("")
-    ax.set_ylabel("tokens/s (median, all ranks)")
+    ax.set_ylabel("tokens/s (median, all ranks; whiskers: 5-95% steps)")
     ax.set_title("Tokens/s by layout, same global batch")
     if d["peak_gib"].notna().any():
         sns.barplot(data=d, x="series", y="peak_gib", hue="layout", hue_order=order, palette=colors, ax=mem,

@@ -22,9 +22,11 @@ from distbench.core.readers import read_json, remake
 from distbench.core.units import human_bytes, human_time_us, sig3
 from distbench.core.units import pct as _pct
 from distbench.training.analysis.findings import (
-    bottleneck, layout_name, layout_rows, layout_verdict, one_device, one_device_of, shortfall, training_findings,
+    bottleneck, one_device, one_device_of, shortfall, training_findings,
 )
 from distbench.training.analysis.instep_view import instep_context, verdict_clause
+from distbench.training.analysis.layout_verdict import layout_rows, layout_verdict
+from distbench.training.analysis.layouts import layout_name
 from distbench.training.analysis.summary import row_split
 from distbench.training.manifest import MANIFEST
 
@@ -195,13 +197,14 @@ def training_headlines(training: pd.DataFrame | None, split: pd.DataFrame | None
             verdict, reason = "below expected", f"under {_pct(HEALTHY_EFFICIENCY)} of linear scaling: {shortfall(r, eff)}"
         out.append(Headline("training", text, verdict, f"{reason}; {why_cost}" if why_cost else reason))
     # which layout (training.lm.strategies: issue 49): the answer first, one row per language model
-    return layout_headlines(t) + out
+    return layout_headlines(t, split) + out
 
 
-def layout_headlines(summary: pd.DataFrame) -> list[Headline]:
+def layout_headlines(summary: pd.DataFrame, split: pd.DataFrame | None = None) -> list[Headline]:
     """Per language model with two or more layouts at one world size: the fastest and the others
-    beside it, a layout that did not run named with its status (findings.layout_verdict)."""
-    return [Headline("training", *layout_verdict(rows)) for rows in layout_rows(summary).values()]
+    beside it, each with the cost that sets it apart, a layout that did not run named with its status
+    (layout_verdict.layout_verdict)."""
+    return [Headline("training", *layout_verdict(rows, split)) for rows in layout_rows(summary).values()]
 
 
 def headlines(inputs: ReportInputs) -> list[Headline]:
