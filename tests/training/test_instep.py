@@ -17,7 +17,7 @@ import pytest
 from distbench.traces.overlap import load_trace
 from distbench.traces.split import job_trace_split, peer_waits, rank_split, span_states
 from distbench.training.analysis import instep
-from distbench.training.analysis.instep import (bucket_sentence, bucket_table, inspector_instances, job_instances,
+from distbench.training.analysis.instep import (bucket_sentence, bucket_table, job_instances,
                                                 standalone_busbw, timed_window)
 from distbench.training.analysis.instep_summary import achievable_peak, four_part_split, headline
 
