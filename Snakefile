@@ -29,7 +29,7 @@ include: "rules/common.smk"
 
 
 # A plan that cannot run on this host stops here, before any job (distbench.pipeline.host_fit); the
-# training and memory jobs to run are listed for their shared launches, tied to this invocation, and
+# jobs of the families that share launches are listed for them, tied to this invocation, and
 # what earlier invocations staged and never adopted is discarded (distbench.launch.batch).
 onstart:
     stop_if_unfit()
@@ -50,8 +50,8 @@ rule all:
     localrule: True
 
 
-# One family (or the probes) at a time: `snakemake --cores 1 comm` runs the comm jobs and their
-# tables and figures, nothing else; `snakemake -n training` lists what would run and what is cached.
+# One family (or the probes) at a time: `snakemake --cores 1 <family>` runs that family's jobs and
+# their tables and figures, nothing else; `snakemake -n <family>` lists what would run and what is cached.
 rule probes:
     input:
         results("probe/env.json"),

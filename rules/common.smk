@@ -46,7 +46,7 @@ from distbench.pipeline.plan import (
 )
 from distbench.launch.batch import plan_shared_launches
 from distbench.launch.invocation import begin_invocation
-from distbench.pipeline.report_only import report_only, rerun_message
+from distbench.pipeline.report_only import missing_message, report_only, rerun_message
 
 try:
     # Readable errors (every bad key, with the allowed values), then snakemake.utils.validate
@@ -118,8 +118,9 @@ def stop_if_unfit():
 
 
 def plan_batch_launches():
-    """Before the first job (onstart): this invocation's training and memory jobs, for their shared
-    launches (distbench.launch.batch); none under a cluster executor or with batch_launch false.
+    """Before the first job (onstart): this invocation's jobs of the families that share launches (their
+    manifests' shares_launches: distbench.launch.batch); none under a cluster executor or with
+    batch_launch false.
     """
     plan_shared_launches(
         workflow,
@@ -384,13 +385,7 @@ def report_from_cache(wildcards=None):
     )
     missing = [p for p in needed if not os.path.exists(p)]
     if missing:
-        raise WorkflowError(
-            f"distbench: `snakemake report` rebuilds the report from cached results and starts no "
-            f"benchmark, but {len(missing)} of the {len(needed)} benchmark jobs and probes of this plan "
-            f"have no cached result under results/{RUN_LABEL}/ (e.g. {missing[0]}). Run them first: "
-            "`snakemake --cores 1` (everything, the report included), or a family: "
-            "`snakemake --cores 1 comm`, then `snakemake --cores 1 report`."
-        )
+        raise WorkflowError(missing_message(missing, len(needed), RUN_LABEL))
     return {}
 
 

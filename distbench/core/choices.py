@@ -39,7 +39,7 @@ OPTIMIZERS = ("sgd", "sgd_momentum", "adamw")
 SCALINGS = ("weak", "strong")
 LAUNCHERS = ("auto", "local", "srun", "ssh")  # how a multi-node job starts its torchrun agents (distbench.launch.cluster)
 STRATEGIES = ("ddp", "fsdp")  # fsdp: FSDP2 fully_shard per block (workloads with fsdp=True: gpt, lora)
-# The training workloads' names: distbench.workloads.registry.WORKLOADS (the one list).
+# The workloads' names: distbench.workloads.registry.WORKLOADS (the one list).
 # gpt/lora sizes by name: (layers, heads, model dim), the GPT-3 paper's (Brown et al. 2020, table
 # 2.1), and a tiny one for CPU tests.
 GPT_SIZES: dict[str, tuple[int, int, int]] = {

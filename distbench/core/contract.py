@@ -25,8 +25,8 @@ MESSAGE_COLUMN = Column("message", "string", "why the status is not ok (empty wh
 @dataclass(frozen=True)
 class SameAs:
     """A `filled_when_missing` value that is not one constant: each row's value of another column
-    (comm's requested_bytes: before it was written, the requested size was not kept, and the
-    measured size is the best the row can say)."""
+    (a requested size added after the measured one: a row written before it kept only the measured
+    size, the best the row can say)."""
     column: str
 
 

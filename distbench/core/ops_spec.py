@@ -1,6 +1,6 @@
 """What each collective is, written once and torch-free: one `OpSpec` per op, as nccl-tests keeps
-one file per op. It sits below the families because more than one measures collectives: the comm
-jobs, the node-pair rounds and the cost model all take an op's bus factor from here.
+one file per op. It sits below the families because more than one measures collectives: the collective
+sweeps, the node-pair rounds and the cost model all take an op's bus factor from here.
 
 Every table that names an op reads it from here: the config schema's op enum
 (distbench.pipeline.config.load_schema), the harness's bus bandwidth and its nccl-tests-style table
@@ -14,7 +14,7 @@ Adding a collective
 1. one `OpSpec(...)` entry in `SPECS` below (its place in the tuple is its place in every table,
    the config's default op list included);
 2. its torch side: a `TorchOp(SPECS["name"], make, run[, make_inplace])` in `TORCH_OPS` of the
-   ops module beside the comm harness.
+   ops module beside the harness that runs the collectives (docs/architecture.md names it).
 The config schema (enum and default), the harness's --ops and table, the job's failure rows, the
 NCCL log names, summary.json (redop/root) and predict's bus factors follow from the spec.
 The cost model predicts the op when its spec gives `ring_hops`, the latency

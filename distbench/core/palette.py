@@ -1,12 +1,12 @@
 """One palette for every figure of a report: a backend, a world size, a timing mode always look the
-same, whichever figure (comm, training, memory, pairs, predict) shows them.
+same, whichever family's figure shows them.
 
-Colour is the world size's wherever a figure draws one line, band or bar per world size (the comm
-figures, the activation-memory figure): the same world size is the same colour in every figure, and
+Colour is the world size's wherever a figure draws one line, band or bar per world size (the
+bandwidth-by-size figures, the activation-memory figure): the same world size is the same colour in every figure, and
 a line also carries its world size's marker. What a figure compares besides (the backend, the timing
-mode, an NCCL environment, a dtype, a memory job's model and configuration) is the line style
+mode, an NCCL environment, a dtype, a job's model and configuration) is the line style
 (BACKEND_LINESTYLES, TIMING_LINESTYLES, style_levels), or a bar's hatch (BACKEND_HATCHES). Where the
-world size is the x axis (the training figures) the position names it and colour is the
+world size is the x axis (the scaling figures) the position names it and colour is the
 configuration's (the family's own plots pick those colours).
 
 Colours are fixed per value, never taken from the order a figure happens to meet its values in
@@ -46,7 +46,7 @@ BACKEND_MARKERS = {"nccl": "o", "gloo": "s", "mpi": "^", "ucc": "D", "xccl": "v"
 BACKEND_LINESTYLES = {"nccl": "-", "gloo": "-.", "mpi": (0, (5, 1, 1, 1, 1, 1)), "ucc": (0, (8, 2)),
                       "xccl": (0, (3, 1, 1, 1))}
 BACKEND_HATCHES = {"nccl": "", "gloo": "//", "mpi": "..", "ucc": "xx", "xccl": "\\\\"}
-# Any other compared level where colour is the world size (NCCL environments, dtypes, memory jobs):
+# Any other compared level where colour is the world size (NCCL environments, dtypes, models and configurations):
 # line styles in the order of the levels the caller passes, then a stable hash.
 LINESTYLES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3)), (0, (8, 2)), (0, (3, 1, 1, 1)))
 # Timing modes differ by line style (their colour is the world size's in the timing-modes figure).

@@ -142,8 +142,8 @@ class SummaryPart:
     order: tuple[str, ...] = ()  # within a group, records sorted by these columns
     # the document's `config` keys this family sets, from its table (None when absent) and the config
     settings: Callable[[pd.DataFrame | None, dict], dict] | None = None
-    # how the table is read: the family's own reader where its derived columns must be there (comm's
-    # host_bound, from a summary written before it)
+    # how the table is read: the family's own reader where its derived columns must be there (a column
+    # added later, filled in for a summary written before it)
     reader: Callable[[Path], pd.DataFrame] = pd.read_csv
     # the JSON Schema of results.<key>, a file in the family's folder (distbench.report.summary_json
     # merges it into the document's schema); None: the part is not checked beyond being present

@@ -48,7 +48,7 @@ def parse_size(value) -> int:
     return int(n)
 
 
-# The most distinct sizes one comm job measures: the default sweep (8 B to 1 GiB, x2) has 28, nccl-tests'
+# The most distinct sizes one job's sweep measures: the default sweep (8 B to 1 GiB, x2) has 28, nccl-tests'
 # finest usual sweep (-f 1.1 over the same range) about 190 before rounding. A cap keeps planning, the
 # params and the job's time bounded whatever the config says (a step_factor of 1.0000000001 would
 # otherwise make ~10^11 sizes).

@@ -55,7 +55,7 @@ LOADER_VARS = frozenset({
     "PYTHONWARNINGS", "PYTHONPYCACHEPREFIX",
     "BASH_ENV", "ENV", "GCONV_PATH", "CUDA_INJECTION64_PATH",
     "NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN", "NCCL_PROFILER_PLUGIN",
-    # distbench.workloads.registry.EXTENSIONS_ENV: every training and memory rank imports these modules
+    # distbench.workloads.registry.EXTENSIONS_ENV: every rank that builds a workload imports these modules
     "DISTBENCH_WORKLOAD_MODULES",
 })
 LOADER_PREFIXES = ("LD_", "DYLD_")  # LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT, ... and macOS's DYLD_*

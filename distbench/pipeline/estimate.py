@@ -3,7 +3,7 @@ first job (rules/common.smk), so a user knows whether to wait or to come back la
 
 Which jobs, and which of them run, is Snakemake's own answer, not a walk of its own: the benchmark
 jobs of this invocation's DAG and its rerun decisions (distbench.launch.dag_view: a missing output,
-changed params such as comm.iters, a changed input such as a `file:` traffic matrix, `--until`, a
+changed params (a config value a job reads), a changed input such as a `file:` traffic matrix, `--until`, a
 target such as `quick`), read once the DAG is final, in a dry run as in a real run.
 
 Each benchmark rule records its job's wall time with Snakemake's `benchmark:` directive (a tsv whose

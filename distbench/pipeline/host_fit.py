@@ -255,8 +255,8 @@ def _what(n: Need) -> str:
 
 
 def _largest_each(found: list[Need], key) -> list[Need]:
-    """One Need per family, backend and world size (the models of a training world size are one
-    line), the largest by `key`, largest first."""
+    """One Need per family, backend and world size (the several models of one family at one world size
+    are one line), the largest by `key`, largest first."""
     best = {}
     for n in found:
         k = (n.family, n.backend, n.world_size)

@@ -7,7 +7,7 @@ Torch-free, Snakemake-free: it is handed the jobs of the DAG."""
 
 from __future__ import annotations
 
-from distbench.pipeline.families import benchmark_rules
+from distbench.pipeline.families import benchmark_rules, manifests
 
 # Rules that measure (a GPU or the host under load): never started by `report` alone (each family's
 # manifest names its own: distbench.core.manifest.FamilyManifest.benchmark_rules).
@@ -33,3 +33,14 @@ def rerun_message(jobs: list[tuple[str, str]]) -> str | None:
             f"Snakemake would run {len(jobs)} benchmark job(s) again: {shown}{more}. To measure them again: "
             "`snakemake --cores 1` (the report included). To report the cached results as they are: "
             "`snakemake --cores 1 report --rerun-triggers mtime`.")
+
+
+def missing_message(missing: list[str], n_needed: int, label: str) -> str:
+    """The message that stops `report` alone while the DAG is built: `missing` of the plan's `n_needed`
+    benchmark jobs and probes have no cached result under results/<label>/. Its example names a family
+    that runs jobs, from the manifests."""
+    family = next((m.name for m in manifests() if m.job_rule), "<family>")
+    return (f"distbench: `snakemake report` rebuilds the report from cached results and starts no benchmark, but "
+            f"{len(missing)} of the {n_needed} benchmark jobs and probes of this plan have no cached result under "
+            f"results/{label}/ (e.g. {missing[0]}). Run them first: `snakemake --cores 1` (everything, the report "
+            f"included), or a family: `snakemake --cores 1 {family}`, then `snakemake --cores 1 report`.")

@@ -43,7 +43,7 @@ def build(inputs: ReportInputs) -> dict | None:
     rows, details = [], []
     for j in jobs:
         h, g = j["hang"], j["hang"].get("group") or {}
-        # without the Flight Recorder (the comm family's default) only the progress beacons speak
+        # without the Flight Recorder (off unless a family's config turns it on) only the progress beacons speak
         fr = [f"{g.get('process_group')} ({g.get('name') or 'unnamed'})", g.get("seq"), g.get("op"),
               f"{g.get('input_sizes')} {', '.join(g.get('dtypes') or [])}"] if g else ["—"] * 4
         rows.append([j["job"], _ranks(h.get("culprits") or g.get("never_joined")),

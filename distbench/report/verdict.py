@@ -9,7 +9,7 @@ Verdicts:
 - below expected: under the reference that applies (each family's section says which);
 - healthy: at or above it;
 - measured: there is nothing to hold it against (Gloo on CPU, a GPU without a published figure or
-  link peak, memory figures).
+  link peak, a measured split of memory).
 """
 
 from __future__ import annotations

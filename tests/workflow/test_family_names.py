@@ -31,8 +31,12 @@ def family_names() -> list[str]:
 
 
 def naming(name: str) -> re.Pattern:
+    """An import, a quoted name or key, an identifier prefix; in prose, the name as a command's word
+    (`snakemake --cores 1 <name>`), as a possessive (`<name>'s`), or before a noun that makes it the
+    family's (`the <name> family`, `<name> jobs`, `<name> ranks`, `<name> harness`, `<name> figures`)."""
     n = re.escape(name)
-    return re.compile(rf"distbench\.{n}\b|[\"']{n}(?:[\"']|\.\w)|\b{n}_\w+")
+    return re.compile(rf"distbench\.{n}\b|[\"']{n}(?:[\"']|\.\w)|\b{n}_\w+|`[^`\n]*\s{n}`"
+                      rf"|(?<![-\w]){n}(?:'s\b| (?:family|families|jobs?|ranks?|harness|figures?|workloads?)\b)")
 
 
 def found(names, files, root=REPO) -> list[str]:
@@ -71,9 +75,31 @@ def test_no_shared_file_names_a_family():
     ("# widgets, in prose", False),
     ("gadgets_widgets = 1", False),
     ('CONTROLLER = "widgets"  # a cgroup controller: not a family name', False),
+    ('"`snakemake --cores 1 widgets`, then `snakemake --cores 1 report`."', True),
+    ("# the widgets family's default", True),
+    ("(widgets's requested_bytes: ...)", True),
+    ("# every training and widgets rank imports these modules", True),
+    ("# the most sizes one widgets job measures", True),
+    ("# the activation-widgets figure", False),
+    ("# widgets of a job", False),
 ])
 def test_each_way_of_naming_a_family_is_caught(tmp_path, line, caught):
     bad = tmp_path / "bad.py"
     bad.write_text(line + "\n")
     hits = found(["widgets"], [bad], root=tmp_path)
     assert bool(hits) == caught, hits
+
+
+def test_the_report_only_message_takes_its_example_family_from_the_manifests(monkeypatch):
+    """`snakemake report` with results missing names a family to run first (rules/common.smk
+    report_from_cache): from the registry, not a name written into the shared rules."""
+    from types import SimpleNamespace
+
+    from distbench.pipeline import report_only
+
+    text = report_only.missing_message(["results/x/comm/a.csv"], 3, "x")
+    first = next(m.name for m in manifests() if m.job_rule)
+    assert f"`snakemake --cores 1 {first}`, then `snakemake --cores 1 report`" in text
+    assert "1 of the 3 benchmark jobs and probes" in text and "results/x/ (e.g. results/x/comm/a.csv)" in text
+    monkeypatch.setattr(report_only, "manifests", lambda: [SimpleNamespace(name="widgets", job_rule="widgets_job")])
+    assert "`snakemake --cores 1 widgets`" in report_only.missing_message(["a"], 1, "x")
