@@ -11,13 +11,14 @@ N=$(nvidia-smi -L | grep -c '^GPU ')
 # TAG names this run's files under $OUT (several runs in one call); LM_EXTRA adds training.lm keys (a
 # larger size: "gpu: {size: 2.7b}"), TR_EXTRA training keys ("inspect: true": each layout's step split),
 # COMM_SIZES the comm family's sizes (the in-step buckets' standalone figures interpolate between them)
-T=$OUT/${TAG:+$TAG-}layouts.txt
+P=$OUT/${TAG:+$TAG-}  # this run's files under $OUT
+T=${P}layouts.txt
 COMM="comm={ops: [all_reduce], sizes: [${COMM_SIZES:-8, 1GiB}]}"
 TRAIN="training={models: [gpt], ${TR_EXTRA:+$TR_EXTRA, }lm: {strategies: [ddp, fsdp, hsdp, fsdp_tp], world_sizes: [$N]${LM_EXTRA:+, $LM_EXTRA}}}"
 echo "# snakemake --cores 1 --config backends=[nccl] $COMM memory={enabled: false} $TRAIN" > "$T"
-{ /usr/bin/time -f "run: %e s wall (rc %x)" timeout "${FULL_LIMIT_S:-500}" python3 -m snakemake --cores 1 --config "backends=[nccl]" "$COMM" "memory={enabled: false}" "$TRAIN" > "$OUT/${TAG:+$TAG-}full.log" 2>&1; } 2>> "$T"
-grep -h "^distbench: " "$OUT/${TAG:+$TAG-}full.log" | head -6 >> "$T"
-tail -n 3 "$OUT/${TAG:+$TAG-}full.log" >> "$T"
+{ /usr/bin/time -f "run: %e s wall (rc %x)" timeout "${FULL_LIMIT_S:-500}" python3 -m snakemake --cores 1 --config "backends=[nccl]" "$COMM" "memory={enabled: false}" "$TRAIN" > "${P}full.log" 2>&1; } 2>> "$T"
+grep -h "^distbench: " "${P}full.log" | head -6 >> "$T"
+tail -n 3 "${P}full.log" >> "$T"
 echo "# training_summary.csv (layout columns)" >> "$T"
 python3 - "$R" >> "$T" 2>&1 <<'PY'
 import sys, pandas as pd
@@ -39,4 +40,4 @@ echo "# Verdict rows (report.md)" >> "$T"
 grep -i -A12 "^## Verdict" report/report.md | head -20 >> "$T"
 cat "$T"
 # the traces (inspect/*/*.json.gz) stay behind: too large to bring back; their figures are in the tables
-tar czf /tmp/run.tgz --exclude="*.json.gz" results report 2>/dev/null; mv /tmp/run.tgz "$OUT/${TAG:+$TAG-}run.tgz"
+tar czf /tmp/run.tgz --exclude="*.json.gz" results report 2>/dev/null; mv /tmp/run.tgz "${P}run.tgz"

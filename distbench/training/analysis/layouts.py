@@ -20,6 +20,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from distbench.training.analysis.instep_view import job_key
+from distbench.training.analysis.summary import _num
+
 FAILED_AS = {"oom": "out of memory", "timeout": "timed out", "not_run": "not run", "wrong": "wrong results"}
 
 
@@ -53,17 +56,6 @@ class LayoutCost:
         return self.step_ms - self.compute_ms - self.exposed_comm_ms
 
 
-def _num(v) -> float:
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return math.nan
-
-
-def _job(r) -> str:  # training_split.csv's job name (instep_view.job_key), without importing the view
-    return f"{r['backend']}/{r['model']}/ws{int(r['world_size'])}/{r['config']}"
-
-
 def layout_costs(rows: pd.DataFrame, split: pd.DataFrame | None) -> dict[str, LayoutCost]:
     """strategy -> its LayoutCost, for one model's layout rows (layout_verdict.layout_rows)."""
     by_job = {}
@@ -72,7 +64,7 @@ def layout_costs(rows: pd.DataFrame, split: pd.DataFrame | None) -> dict[str, La
     out = {}
     for _, r in rows.iterrows():
         step = _num(r.get("step_time_ms_median"))
-        s = by_job.get(_job(r))
+        s = by_job.get(job_key(r))
         if s is not None and not math.isnan(_num(s.get("exposed_comm_ms"))) and not math.isnan(_num(s.get("compute_ms"))):
             out[str(r["strategy"])] = LayoutCost(step, _num(s["compute_ms"]), _num(s["exposed_comm_ms"]), "traces",
                                                  _num(s.get("rest_host_gaps_ms")))
