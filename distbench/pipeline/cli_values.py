@@ -48,12 +48,14 @@ def _as_number(text: str):
 
 
 def _numeric_const(schema: dict, sub: dict, text: str):
-    """A `0` that is a const alternative beside a size (a rotation's bytes, 0 = off): '0' from the command
-    line means it."""
-    for alt in (_resolve(schema, a) for a in _resolve(schema, sub).get("oneOf", [])):
-        const = alt.get("const")
-        if isinstance(const, (int, float)) and not isinstance(const, bool) and _as_number(text) == const:
-            return const
+    """A number the schema names outright: a `0` that is a const alternative beside a size (a
+    rotation's bytes, 0 = off), or one of an enum of numbers with no type (`tp_size: 4` of [2, 4]):
+    '0' or '4' from the command line means it."""
+    sub = _resolve(schema, sub)
+    for alt in [sub, *(_resolve(schema, a) for a in sub.get("oneOf", []))]:
+        for const in [alt.get("const"), *(alt.get("enum") or [])]:
+            if isinstance(const, (int, float)) and not isinstance(const, bool) and _as_number(text) == const:
+                return const
     return None
 
 

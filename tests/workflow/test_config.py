@@ -331,3 +331,38 @@ def test_snakemake_refuses_a_loader_variable_and_a_bad_size_before_any_job(workf
     assert "job_env.LD_PRELOAD" in out and "job_env_allow_loader_vars: true" in out
     assert "comm.sizes[0]: '10XB' is not a size: unknown unit 'XB'" in out
     assert not (workflow_dir / "results").exists()
+
+
+def _numeric_defaults(schema: dict, node: dict, path: tuple = ()):
+    """Every key of the schema whose default is a number: (path, default)."""
+    from distbench.pipeline.cli_values import _resolve
+
+    node = _resolve(schema, node)
+    for key, sub in (node.get("properties") or {}).items():
+        sub = _resolve(schema, sub)
+        default = sub.get("default")
+        if isinstance(default, (int, float)) and not isinstance(default, bool):
+            yield (*path, key), default
+        if sub.get("properties"):
+            yield from _numeric_defaults(schema, sub, (*path, key))
+
+
+def test_every_number_of_the_schema_reads_from_the_command_line_as_from_the_file():
+    # `--config training='{lm: {tp_size: 4}}'` delivers '4': an enum of numbers with no type (tp_size
+    # of [2, 4]) refused it as "'4' is not valid (allowed: 2, 4)" until enums were read too. Walks the
+    # whole schema, so a number key added later is covered without a list here.
+    from distbench.pipeline.config import load_schema
+
+    schema = load_schema()
+    found = list(_numeric_defaults(schema, schema))
+    assert len(found) > 20 and ("training", "lm", "tp_size") in [p for p, _ in found]
+    for path, default in found:
+        cfg = text = {}
+        for key in path[:-1]:
+            text[key] = {}
+            text = text[key]
+        text[path[-1]] = str(default)
+        got = check_config(cfg)
+        for key in path:
+            got = got[key]
+        assert got == default and type(got) is type(default), (path, got)
