@@ -314,9 +314,11 @@ def standalone_collectives(config: dict, jobs: list[TrainingJob]) -> list[dict]:
     training_instep.csv sets beside the comm family's standalone figures: DDP's float32 all_reduce;
     FSDP's all_gather in the parameters' dtype (bfloat16 for a bfloat16 model: MixedPrecisionPolicy,
     distbench.workloads.fsdp) and its float32 reduce_scatter (reduce_dtype float32). The 2D layouts run
-    theirs on sub-groups: asked for only where the group is the whole world (HSDP with shard_size = world
-    size: FSDP's; fsdp_tp with tp_size = world size: tensor parallel's all_reduce of activations, in the
-    model's dtype). Smaller groups are not at any world size the comm family measures."""
+    theirs on sub-groups, each asked for at its group's ranks: HSDP's FSDP collectives over shard_size
+    ranks and its float32 all_reduce across the world / shard_size replicas; fsdp_tp's tensor-parallel
+    all_reduces over tp_size ranks (activations in the model's dtype forward, their float32 gradients
+    backward) and FSDP's over the world / tp_size. A group size the comm family does not run is named
+    as skipped by its plan."""
     if not config["training"].get("inspect"):
         return []
     wanted, lm = set(), config["training"]["lm"]
@@ -324,10 +326,14 @@ def standalone_collectives(config: dict, jobs: list[TrainingJob]) -> list[dict]:
         if job.backend != "nccl" or job.world_size < 2:
             continue
         dtype = "bfloat16" if training_params(config, job)["dtype"] == "bfloat16" else "float32"
-        if job.strategy == "fsdp" or (job.strategy == "hsdp" and lm.get("shard_size") == job.world_size):
-            wanted |= {("all_gather", dtype, job.world_size), ("reduce_scatter", "float32", job.world_size)}
-        elif job.strategy == "fsdp_tp" and lm.get("tp_size") == job.world_size:
-            wanted.add(("all_reduce", dtype, job.world_size))
+        fsdp_over = {"fsdp": job.world_size, "hsdp": lm.get("shard_size"),
+                     "fsdp_tp": job.world_size // int(lm.get("tp_size") or job.world_size)}.get(job.strategy)
+        if fsdp_over and fsdp_over > 1:
+            wanted |= {("all_gather", dtype, fsdp_over), ("reduce_scatter", "float32", fsdp_over)}
+        if job.strategy == "hsdp" and job.world_size // int(lm.get("shard_size") or job.world_size) > 1:
+            wanted.add(("all_reduce", "float32", job.world_size // int(lm["shard_size"])))
+        elif job.strategy == "fsdp_tp":
+            wanted |= {("all_reduce", dtype, int(lm["tp_size"])), ("all_reduce", "float32", int(lm["tp_size"]))}
         elif job.strategy == "ddp":
             wanted.add(("all_reduce", "float32", job.world_size))
     return [{"backend": "nccl", "world_size": ws, "op": op, "dtype": dt} for op, dt, ws in sorted(wanted)]

@@ -68,20 +68,38 @@ def test_the_plan_skips_each_layout_where_it_cannot_run_with_the_reason():
     assert "shard_size" not in params["fsdp"] and "tp_size" not in params["plain"]
 
 
-def test_inspected_2d_layouts_want_standalone_figures_only_where_their_group_is_the_world():
-    """training.inspect sets in-step collectives beside the comm family's standalone ones, which run at the
-    world size: HSDP with shard_size = world size gathers like FSDP; fsdp_tp with tp_size = world size
-    all-reduces activations in the model's dtype; a smaller group asks for nothing it cannot compare."""
+def test_inspected_2d_layouts_want_standalone_figures_at_their_groups_ranks():
+    """training.inspect sets in-step collectives beside the comm family's standalone ones over as many
+    ranks as the collective's own group: at 4 ranks, HSDP (shard 2) gathers and reduce-scatters over 2
+    ranks and all-reduces across 2 replicas; 2D (TP 2) all-reduces activations (bf16 forward, their fp32
+    gradients backward) over 2 ranks and runs FSDP over the other 2. A 4-rank figure beside them was
+    the bug: the 4x H200 run of 2026-11-28 set TP's 2-rank all_reduce beside a 4-rank one."""
     def wanted(ws, **lm):
         cfg = check_config({"gpus": ws, "backends": ["nccl"], "world_sizes": [ws],
                             "training": {"models": ["gpt"], "inspect": True,
                                          "lm": {"strategies": ["hsdp", "fsdp_tp"], "world_sizes": [ws], **lm}}})
         return {(w["op"], w["dtype"], w["world_size"]) for w in standalone_collectives(cfg, training_jobs(cfg, ws)[0])}
-    assert wanted(2, shard_size=2, tp_size=2) == {("all_gather", "bfloat16", 2), ("reduce_scatter", "float32", 2),
-                                                  ("all_reduce", "bfloat16", 2)}
-    assert wanted(4, shard_size=2, tp_size=2) == set()
+    two = {("all_gather", "bfloat16", 2), ("reduce_scatter", "float32", 2), ("all_reduce", "bfloat16", 2),
+           ("all_reduce", "float32", 2)}
+    assert wanted(2, shard_size=2, tp_size=2) == two
+    assert wanted(4, shard_size=2, tp_size=2) == two  # every group has 2 ranks; nothing at 4
     assert wanted(4, shard_size=4, tp_size=4) == {("all_gather", "bfloat16", 4), ("reduce_scatter", "float32", 4),
-                                                  ("all_reduce", "bfloat16", 4)}
+                                                  ("all_reduce", "bfloat16", 4), ("all_reduce", "float32", 4)}
+
+
+def test_a_sub_group_collective_is_set_beside_the_standalone_figure_at_its_own_ranks():
+    # TP 2 inside 4 ranks: the trace's "Group size" is 2, so the standalone figure is the 2-rank one,
+    # and the sentence says the group
+    from distbench.training.analysis.instep import bucket_table
+
+    comm = [{"backend": "nccl", "world_size": ws, "op": "all_reduce", "dtype": "float32", "size_bytes": 2**27,
+             "timing": "events", "busbw_gbps_median": bw, "status": "ok", "host_bound": False}
+            for ws, bw in ((2, 320.0), (4, 350.0))]
+    inst = [{"job": "j", "source": "profiler", "op": "all_reduce", "dtype": "float32", "size_bytes": 2**27, "ranks": 2,
+             "time_us": 465.0, "busbw_gbps": 288.0, "algo": "", "proto": ""} for _ in range(6)]
+    (b,) = bucket_table(inst, {"backend": "nccl", "world_size": 4, "steps": 3}, comm, "fsdp_tp")
+    assert b["ranks"] == 2 and b["standalone_busbw_gbps"] == 320.0 and b["ratio"] == pytest.approx(0.9)
+    assert "(2 per step, in groups of 2 of the 4 ranks)" in b["sentence"] and "320 GB/s" in b["sentence"]
 
 
 def test_every_layout_keeps_the_global_batch():

@@ -44,9 +44,11 @@ DTYPE_BYTES = {"Float": 4, "float32": 4, "BFloat16": 2, "bfloat16": 2, "Half": 2
                "Int": 4, "Long": 8, "Byte": 1, "Char": 1}
 DTYPES = {"Float": "float32", "BFloat16": "bfloat16", "Half": "float16", "Double": "float64"}
 _TUNING_RE = re.compile(r"(\w+): (\d+) Bytes -> Algo (\w+) proto (\w+)")
-INSTANCE_COLUMNS = ("job", "source", "rank_count", "index", "op", "dtype", "size_bytes", "time_us", "busbw_gbps",
-                    "algo", "proto")
-BUCKET_COLUMNS = ("job", "source", "op", "dtype", "size_bytes", "n", "per_step", "time_us_median", "time_us_p5",
+# ranks: the collective's own group (a 2D layout's tensor-parallel, shard or replicate group), which its
+# bus bandwidth and the standalone figure beside it are taken at; not the job's world size
+INSTANCE_COLUMNS = ("job", "source", "rank_count", "index", "op", "dtype", "size_bytes", "ranks", "time_us",
+                    "busbw_gbps", "algo", "proto")
+BUCKET_COLUMNS = ("job", "source", "op", "dtype", "size_bytes", "ranks", "n", "per_step", "time_us_median", "time_us_p5",
                   "time_us_p95", "busbw_gbps_median", "busbw_gbps_p5", "busbw_gbps_p95", "algo", "proto",
                   "standalone_busbw_gbps", "ratio", "standalone_note", "sentence")
 
@@ -142,7 +144,7 @@ def inspector_instances(directory) -> tuple[list[dict], str]:
         size = whole_bytes(op, int(p["coll_msg_size_bytes"]), n)
         t = min(float(q["coll_exec_time_us"]) for q in same)
         out.append({"source": "inspector", "rank_count": len(same), "index": i, "op": op, "dtype": "",
-                    "size_bytes": size, "time_us": t, "busbw_gbps": busbw_gbps(op, size, t, n)})
+                    "size_bytes": size, "ranks": n, "time_us": t, "busbw_gbps": busbw_gbps(op, size, t, n)})
     missing = sum(1 for r in out if r["rank_count"] < len(keyed))
     return out, (f"{missing} collective(s) of the timed steps were not recorded on every rank" if missing else "")
 
@@ -199,7 +201,8 @@ def profiler_instances(step_dir) -> tuple[list[dict], str]:
         ranks = first["n"] or len(per_rank)
         bw = busbw_gbps(first["op"], first["size_bytes"], t, ranks) if first["source"] == "profiler" else math.nan
         out.append({"source": first["source"], "rank_count": len(same), "index": i, "op": first["op"],
-                    "dtype": first["dtype"], "size_bytes": first["size_bytes"], "time_us": t, "busbw_gbps": bw})
+                    "dtype": first["dtype"], "size_bytes": first["size_bytes"], "ranks": ranks, "time_us": t,
+                    "busbw_gbps": bw})
     return out, ""
 
 
@@ -220,7 +223,9 @@ def job_instances(inspect_dir, job: str = "") -> tuple[list[dict], dict]:
     choices = tuning_choices(d / "inspector") if (d / "inspector").is_dir() else {}
     n = int(about.get("world_size") or 1)
     for r in rows:
-        per_rank = r["size_bytes"] / n if r["op"] in ("all_gather", "reduce_scatter") else r["size_bytes"]
+        r["ranks"] = int(r.get("ranks") or n)  # Gloo's spans name no group: the job's world
+        group = r["ranks"]
+        per_rank = r["size_bytes"] / group if r["op"] in ("all_gather", "reduce_scatter") else r["size_bytes"]
         algo, proto = choices.get((r["op"], int(per_rank)), ("", "")) if r["size_bytes"] == r["size_bytes"] else ("", "")
         r.update(job=job, algo=algo, proto=proto)
         if not r["dtype"]:
@@ -344,9 +349,10 @@ def verdict_of(ratio: float) -> str:
     return "contention with compute"
 
 
-def bucket_sentence(strategy: str, b: dict) -> str:
+def bucket_sentence(strategy: str, b: dict, world_size: int | None = None) -> str:
     """'DDP's 64 MiB buckets reached 181 GB/s inside the step, 76% of the 238 GB/s the same all_reduce
-    reaches alone: contention with compute.' (or what is missing)."""
+    reaches alone: contention with compute.' (or what is missing). A collective of a smaller group than
+    the job's `world_size` (a 2D layout's) says so: "(48 per step, in groups of 2 of the 4 ranks)"."""
     from distbench.core.units import human_bytes, human_gbps, human_time_us
 
     # fsdp_tp's all_reduces are tensor parallel's (activations, and their gradients in backward): no buckets
@@ -358,8 +364,11 @@ def bucket_sentence(strategy: str, b: dict) -> str:
         return (f"{who} {b['op']}s took {human_time_us(b['time_us_median'])} each inside the step (median of {b['n']}); "
                 f"no bandwidth: {b.get('standalone_note') or 'no size recorded'}.")
     # two sizes a few KiB apart print alike ("64 MiB"): how many per step tells them apart
-    per = b.get("per_step", math.nan)
-    each = f" ({per:.3g} per step)" if per == per and per > 0 else ""
+    per, ranks = b.get("per_step", math.nan), b.get("ranks")
+    said = [f"{per:.3g} per step"] if per == per and per > 0 else []
+    if world_size and ranks and ranks == ranks and int(ranks) < world_size:
+        said.append(f"in groups of {int(ranks)} of the {world_size} ranks")
+    each = f" ({', '.join(said)})" if said else ""
     head = f"{who} {size} {what}{each} reached {human_gbps(b['busbw_gbps_median'])} inside the step"
     if b["ratio"] != b["ratio"]:
         note = str(b["standalone_note"])
@@ -369,24 +378,27 @@ def bucket_sentence(strategy: str, b: dict) -> str:
 
 
 def bucket_table(instances: list[dict], about: dict, comm_rows: list[dict], strategy: str) -> list[dict]:
-    """One row per (op, dtype, size) of a job's instances: count, per step, time and busbw median and
-    p5-p95, NCCL's algorithm/protocol, the standalone busbw and the ratio, the sentence."""
+    """One row per (op, dtype, size, group ranks) of a job's instances: count, per step, time and busbw
+    median and p5-p95, NCCL's algorithm/protocol, the standalone busbw at the group's ranks and the
+    ratio, the sentence."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
+    world = int(about.get("world_size") or 1)
     for r in instances:
-        groups[(r["source"], r["op"], r["dtype"], r["size_bytes"])].append(r)
+        groups[(r["source"], r["op"], r["dtype"], r["size_bytes"], int(r.get("ranks") or world))].append(r)
     out = []
     steps = about.get("steps") or 0
-    for (source, op, dtype, size), rs in sorted(groups.items(), key=lambda kv: -sum(r["time_us"] for r in kv[1])):
+    for (source, op, dtype, size, ranks), rs in sorted(groups.items(), key=lambda kv: -sum(r["time_us"] for r in kv[1])):
         t, t5, t95 = _quantiles(r["time_us"] for r in rs)
         bw, bw5, bw95 = _quantiles(r["busbw_gbps"] for r in rs)
-        alone, note = (standalone_busbw(comm_rows, str(about.get("backend")), int(about.get("world_size") or 1), op,
-                                        dtype, size) if bw == bw else
+        # beside the same collective alone over as many ranks as its group (TP 2 inside 4 ranks: at 2)
+        alone, note = (standalone_busbw(comm_rows, str(about.get("backend")), ranks, op, dtype, size) if bw == bw else
                        (math.nan, "no size recorded" if size != size else "no time recorded"))
-        b = {"job": rs[0]["job"], "source": source, "op": op, "dtype": dtype, "size_bytes": size, "n": len(rs),
+        b = {"job": rs[0]["job"], "source": source, "op": op, "dtype": dtype, "size_bytes": size, "ranks": ranks,
+             "n": len(rs),
              "per_step": len(rs) / steps if steps else math.nan, "time_us_median": t, "time_us_p5": t5,
              "time_us_p95": t95, "busbw_gbps_median": bw, "busbw_gbps_p5": bw5, "busbw_gbps_p95": bw95,
              "algo": rs[0]["algo"], "proto": rs[0]["proto"], "standalone_busbw_gbps": alone,
              "ratio": bw / alone if alone == alone and alone > 0 else math.nan, "standalone_note": note}
-        b["sentence"] = bucket_sentence(strategy, b)
+        b["sentence"] = bucket_sentence(strategy, b, world)
         out.append(b)
     return out
