@@ -179,7 +179,7 @@ def probe_resources(config: dict, plan: dict) -> dict:
 
 
 def health_launch(config: dict, plan: dict) -> dict:
-    """The nodes the health check reads (distbench.probes.health_node): as many as the widest benchmark
+    """The nodes the health check reads (distbench.health.node): as many as the widest benchmark
     job spans, or the node-pair rounds when they run on cluster nodes; launcher and hosts as theirs."""
     spanned = [m.name for m in manifests() if m.plan and not m.job_resources]  # placed by world size
     jobs = [j for name in spanned for j in plan["jobs"].get(name, [])]

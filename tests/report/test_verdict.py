@@ -79,6 +79,18 @@ def test_training_and_memory_and_order():
 
 
 
+def test_an_efficiency_that_rounds_onto_the_threshold_keeps_its_decimal():
+    # 4x H200, gpt 1.3b DDP at 89.6%: "90% scaling efficiency" beside "under 90% of linear scaling" read
+    # as a contradiction
+    for eff, shown, verdict in ((0.8962, "89.6%", "below expected"), (0.9041, "90.4%", "healthy"),
+                                (0.874, "87%", "below expected"), (0.90, "90%", "healthy")):
+        h = headlines(pd.DataFrame([_comm(365.0)]), pd.DataFrame([_train(1, 1.0), _train(4, eff)]),
+                      gpu_name="NVIDIA H100 80GB HBM3", peak=PEAK)
+        t = next(x for x in h if x["area"] == "training")
+        assert t["headline"].startswith(f"mlp (ddp, plain) at 4 ranks: {shown} scaling efficiency") and \
+            t["verdict"] == verdict, (eff, t)
+
+
 def test_super_linear_scaling_is_not_called_healthy():
     """Above 110% of linear scaling the 1-GPU baseline ran slower per GPU than the larger run (seen on
     2x H100 with gpt 125m: 122%); the verdict says so instead of calling it healthy."""

@@ -96,11 +96,15 @@ def slower_because(slow: LayoutCost | None, best: LayoutCost | None, best_name: 
     diffs = {"comm": slow.exposed_comm_ms - best.exposed_comm_ms, "compute": slow.compute_ms - best.compute_ms,
              "rest": slow.rest_ms - best.rest_ms}
     part = max(diffs, key=lambda k: diffs[k] if diffs[k] == diffs[k] else -math.inf)
-    against = f", against {{:,.1f}} ms under {best_name}"
+
+    def against(ms: float) -> str:
+        # the split of a step whose parts overlap leaves a small negative rest: none, not "-2.5 ms"
+        return (f", against {ms:,.1f} ms under {best_name}" if ms >= 0 else
+                f", against none under {best_name} (its split gives {ms:,.1f} ms)")
     if part == "comm":
-        return f": {slow.exposed_comm_ms:,.1f} ms of communication exposed per step" + against.format(best.exposed_comm_ms)
+        return f": {slow.exposed_comm_ms:,.1f} ms of communication exposed per step" + against(best.exposed_comm_ms)
     if part == "compute":
-        return f": {slow.compute_ms:,.1f} ms of compute per step" + against.format(best.compute_ms)
+        return f": {slow.compute_ms:,.1f} ms of compute per step" + against(best.compute_ms)
     gaps = (f" ({slow.host_gaps_ms:,.1f} ms of it the GPU idle, waiting for the host)"
             if slow.host_gaps_ms == slow.host_gaps_ms and slow.host_gaps_ms > 0 else "")
-    return f": {slow.rest_ms:,.1f} ms per step beyond compute and exposed communication{gaps}" + against.format(best.rest_ms)
+    return f": {slow.rest_ms:,.1f} ms per step beyond compute and exposed communication{gaps}" + against(best.rest_ms)

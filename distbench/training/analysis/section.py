@@ -176,7 +176,10 @@ def training_headlines(training: pd.DataFrame | None, split: pd.DataFrame | None
                                 "communication measure that contention, not scaling; judge scaling on a host with "
                                 "at least as many cores as ranks"))
             continue
-        text += f"{_pct(eff)} scaling efficiency vs {one}" if not math.isnan(eff) else f"no {one.replace(' ', '-')} baseline"
+        # a figure that rounds onto the threshold gets a decimal: "89.6%", not "90%" beside "under 90%"
+        near = not math.isnan(eff) and round(eff, 2) == HEALTHY_EFFICIENCY and eff != HEALTHY_EFFICIENCY
+        text += (f"{_pct(eff, 1 if near else 0)} scaling efficiency vs {one}" if not math.isnan(eff)
+                 else f"no {one.replace(' ', '-')} baseline")
         cost, why_cost = verdict_clause(split, instep, r)  # training.inspect: the step split by its traces
         if cost:
             text += cost
