@@ -122,11 +122,12 @@ def test_a_below_expected_reason_names_slower_compute_when_that_is_the_cost():
 
 # ---------------------------------------------------------------- comm reference
 def test_a_comm_verdict_without_a_reference_names_the_one_it_lacks():
-    """4x H100 all_reduce 353 GB/s said 'no reference figure ... for this GPU, world size'."""
-    s = frame(row(world_size=4, size_bytes=GiB, busbw_gbps_median=353.0, algbw_gbps_median=235.0))
-    h = comm_headlines(s, gpu_name="NVIDIA H100 80GB HBM3", peak={"peak_gbps": 450.0, "link": "NVLink4 x18"})[0]
+    """4x H100 all_reduce 353 GB/s said 'no reference figure ... for this GPU, world size' (4x H100 has a
+    row now: 4x A100 has none)."""
+    s = frame(row(world_size=4, size_bytes=GiB, busbw_gbps_median=200.0, algbw_gbps_median=133.0))
+    h = comm_headlines(s, gpu_name="NVIDIA A100-SXM4-80GB", peak={"peak_gbps": 300.0, "link": "NVLink3 x12"})[0]
     assert h.verdict == "healthy"
-    assert ("no reference figure for 4x H100 all_reduce at 1 GiB in distbench/comm/analysis/peak.py's table"
+    assert ("no reference figure for 4x A100 all_reduce at 1 GiB in distbench/comm/analysis/peak.py's table"
             in h.reason), h.reason
     assert "it has all_reduce for" in h.reason and "8x H100" in h.reason
     assert missing_reference("NVIDIA H100 80GB HBM3", 8, "all_reduce", 64 << 20) == (

@@ -166,6 +166,12 @@ NCCL_TESTS = "https://github.com/NVIDIA/nccl-tests/issues/"
 NCCL = "https://github.com/NVIDIA/nccl/issues/"
 H200X2 = ("nccl-tests 2.19.6 (MPI build, mpiexec -n 2) by this project on a lent 2x H200, 2026-11-28; "
           "benchmarks/results/gate-reference-h200x2-2026-11-28")
+H100X2 = ("the gate's NCCL all_reduce (events timing; graph timing at 8 B with NCCL_GRAPH_MIXING_SUPPORT=0) by this "
+          "project on a lent 2x H100, 2026-11-27, 4 launches (noise.txt); benchmarks/results/gate-h100x2-2026-11-27")
+H100X4 = ("the comm family's NCCL collectives (events and graph timing, NVLS off) by this project on a lent 4x H100, "
+          "2026-11-26 (run-h100x4/tables/comm_summary.csv); benchmarks/results/report-h100x4-2026-11-26")
+ML_ENGINEERING = "https://github.com/stas00/ml-engineering/blob/master/network/README.md"
+AZURE_A100 = "https://github.com/Azure/AI-benchmarking-guide/blob/main/Azure_Results/ND_A100_v4_results.md"
 ISSUE_48 = ("nccl-tests 2.19.6 (MPI build, mpiexec -n 4) on a lent 4x H200, 2026-11-28, quoted from issue 48; "
             "benchmarks/results/gate-reference-h200x4-2026-11-28")
 _EXPECTED_ROWS = (
@@ -202,6 +208,33 @@ _EXPECTED_ROWS = (
      "4x H200 NV18, nccl-tests all_gather 1 GiB 326.4 GB/s busbw", OURS),
     ("H200", 4, "reduce_scatter", 1 * GiB, None, 317.0, 327.0, ISSUE_48,
      "4x H200 NV18, nccl-tests reduce_scatter 1 GiB 327.0 GB/s busbw", OURS),
+    ("H200", 8, "all_gather", 1 * GiB, None, 360.0, 370.0, NCCL_TESTS + "212",
+     "H200 has H100's NVLink4 x18: the maintainer's ~370 GB/s effective NVLink4 bandwidth as busbw in the "
+     "non-allreduce operations; 361.4 GB/s measured on 8x H200 at 16 GiB (NCCL 2.27.7) in " + ML_ENGINEERING, PUBLISHED),
+    ("H200", 8, "reduce_scatter", 1 * GiB, None, 360.0, 370.0, NCCL_TESTS + "212",
+     "H200 has H100's NVLink4 x18: the maintainer's ~370 GB/s effective NVLink4 bandwidth as busbw in the "
+     "non-allreduce operations; 362.9 GB/s measured on 8x H200 at 16 GiB (NCCL 2.27.7) in " + ML_ENGINEERING, PUBLISHED),
+    # 2x and 4x H100 SXM (GPUs of an 8-GPU NVSwitch board, NVLS off), measured by this project: no public
+    # figure at 1 GiB for these counts was found (NVIDIA/nccl#1455 gives 365-370 GB/s ring all_reduce on 2-8
+    # H100 at 2-4 GiB, a larger size). Our comm job matched nccl-tests within 0.956-1.002 on 4x H200 (issue
+    # 48); the band is the figures and 3% under the lowest, as for the H200 rows. The 512 MiB figures hold
+    # at 1 GiB as a floor: busbw grows with size up to the link's limit.
+    ("H100", 2, "all_reduce", 1 * GiB, False, 322.0, 332.0, H100X2,
+     "2x H100 NV18, the gate's all_reduce 1 GiB: 330.0-331.7 GB/s busbw over 4 launches", OURS),
+    ("H100", 2, "all_gather", 512 << 20, None, 242.0, 253.0, H100X4,
+     "2x H100 NV18, all_gather 512 MiB: 249.8 (events) and 252.8 GB/s (graph) busbw", OURS),
+    ("H100", 2, "reduce_scatter", 512 << 20, None, 243.0, 252.0, H100X4,
+     "2x H100 NV18, reduce_scatter 512 MiB: 251.3 (events) and 252.3 GB/s (graph) busbw", OURS),
+    ("H100", 4, "all_reduce", 512 << 20, False, 335.0, 346.0, H100X4,
+     "4x H100 NV18, all_reduce 512 MiB: 345.8 (events) and 346.0 GB/s (graph) busbw", OURS),
+    ("H100", 4, "all_gather", 512 << 20, None, 304.0, 314.0, H100X4,
+     "4x H100 NV18, all_gather 512 MiB: 313.5 (events) and 314.1 GB/s (graph) busbw", OURS),
+    ("H100", 4, "reduce_scatter", 512 << 20, None, 302.0, 312.0, H100X4,
+     "4x H100 NV18, reduce_scatter 512 MiB: 311.7 (graph) and 312.1 GB/s (events) busbw", OURS),
+    ("A100", 8, "all_reduce", 1 * GiB, None, 225.0, 232.0, AZURE_A100,
+     "8x A100-SXM4-80GB (Azure ND A100 v4, NCCL 2.18.5), in-place all_reduce: 228.10 GB/s busbw at 1 GiB (the page "
+     "says NVLS, which A100 does not have: " + NCCL_TESTS + "228); 229.04 GB/s at 1 GiB on a single A100 node in "
+     + ML_ENGINEERING, PUBLISHED),
     ("A100", 8, "all_reduce", 8 * GiB, False, 220.0, 235.0, NCCL_TESTS + "149",
      "NCCL maintainer: 12 NVLink3 links give ~240 GB/s effective, ~230 GB/s reachable at 8 GiB", PUBLISHED),
     # PCIe-only parts: "on PCI systems, the performance you get is usually determined by the bandwidth
@@ -227,6 +260,11 @@ TWO_NODE_TREE = (NCCL_TESTS + "196", "on 2 nodes NCCL uses Tree, whose busbw can
 
 # Small-message latency, CUDA graphs: time per op (µs) at or below max_bytes.
 LATENCY = [
+    # ours first: 8 B with graph mixing off is the gate's own point; the published ~6 µs below is 128 B-64 KiB
+    {"gpu": "H100", "gpus": 2, "op": "all_reduce", "max_bytes": 8, "timing": "graph",
+     "expected_latency_us": 5.41, "source": H100X2, "kind": OURS,
+     "note": "2x H100, the gate's all_reduce 8 B under CUDA graphs with NCCL_GRAPH_MIXING_SUPPORT=0: 5.29-5.55 µs "
+             "over 4 launches (median 5.41)"},
     {"gpu": "H100", "gpus": 2, "op": "all_reduce", "max_bytes": 64 << 10, "timing": "graph",
      "expected_latency_us": 6.0, "source": NCCL + "1259", "kind": PUBLISHED,
      "note": "2x H100 on an HGX board, nccl-tests with CUDA graphs (-G 10) and NCCL_ALGO=NVLSTree forced, "
