@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 from distbench.launch.cluster import Launch
 from distbench.launch.failure import unreached_rows
+from distbench.launch.job_values import write_variant
 from distbench.comm.main import pairs_path, ranks_path
 from distbench.comm.harness import base_row, plan_points
 from distbench.core.io import atomic_write_text, csv_text, partial_path, read_partial_rows
@@ -18,7 +19,7 @@ from distbench.comm.contract import COMM_COLUMN_NAMES, COMM_RANK_COLUMN_NAMES, P
 def comm_args(job, params: dict, out_csv, placement_json) -> list[str]:
     """distbench.comm's arguments for one job of the plan (distbench.comm.plan.CommJob + job_params):
     the job's job.json where its rule wrote one (the ranks read its values as JSON), else every value
-    as a flag (a job started by hand, the nsys pass's short variant)."""
+    as a flag (a job started by hand)."""
     outputs = ["--out", str(out_csv), "--ranks-out", str(ranks_path(Path(out_csv))),
                "--pairs-out", str(pairs_path(Path(out_csv))), "--placement-out", str(placement_json),
                *(["--profile-dir", str(trace_dir(out_csv)), "--profile-steps", str(params["profile_steps"])]
@@ -52,8 +53,11 @@ def comm_args(job, params: dict, out_csv, placement_json) -> list[str]:
 def short_pass_args(job, params: dict, out_csv, placement_json) -> list[str]:
     """The job's ops once more, briefly (largest size, events or host timing, one trial of
     profile_steps ops), for the nsys run: what the trace shows, not a measurement."""
-    short = {**params, "sizes": params["sizes"][-1:], "timing": params["timing"][:1], "warmup": 1,
-             "iters": params["profile_steps"], "trials": 1, "pairs": False, "profile": "off", "params_json": None}
+    changes = {"sizes": params["sizes"][-1:], "timing": params["timing"][:1], "warmup": 1,
+               "iters": params["profile_steps"], "trials": 1, "pairs": False, "profile": "off"}
+    short = {**params, **changes}
+    if params.get("params_json"):  # the short run reads its values from a job.json of its own too
+        short["params_json"] = str(write_variant(params["params_json"], Path(out_csv).with_name("nsys_job.json"), **changes))
     return comm_args(job, short, out_csv, placement_json)
 
 

@@ -232,6 +232,7 @@ def _staged_state(d: Path) -> str:
 # The outputs a job's rule writes itself before the job runs (its job.json: distbench.pipeline.run_rules),
 # never measured, so never staged by a launch.
 RULE_WRITTEN = ("job_json",)
+JOB_JSON = "job.json"  # a configuration's values in its staged directory (run_job)
 
 
 def staged_outputs(results_dir, entry: Entry, invocation: str | None = None) -> dict:
@@ -372,7 +373,11 @@ def run_job(me: Entry, results_dir, family: Family, alone) -> str:
         staged = staged_dir(results_dir, e, invocation)
         shutil.rmtree(staged, ignore_errors=True)
         staged.mkdir(parents=True)
-        configs.append(Config(family.args(e, staged_outputs(results_dir, e, invocation)), str(staged / DONE),
+        # each configuration's values as its rule would write them (its own job.json may not exist yet):
+        # the ranks read them from JSON (--params), not from flags
+        outputs = {**staged_outputs(results_dir, e, invocation), "job_json": staged / JOB_JSON}
+        atomic_write_json(outputs["job_json"], asdict(e))
+        configs.append(Config(family.args(e, outputs), str(staged / DONE),
                               e.digest, e.name, int(family.timeout_s(e)), code_version()))
     write_batch_file(launch_dir / "batch.json", configs)
     world_size = int(me.wildcards["world_size"])

@@ -445,7 +445,8 @@ def _killed_by_signal(log_text: str) -> bool:
     return bool(re.search(r"SignalException: Process \d+ got signal: (1|2|15)\b", log_text))
 
 
-def finish_trace_dir(job: TorchrunJob, mode: str, trace_dir: Path, status: str, short_args: list[str]) -> None:
+def finish_trace_dir(job: TorchrunJob, mode: str, trace_dir: Path, status: str,
+                     short_args: Callable[[], list[str]]) -> None:
     """After a job run with `profile` on: under nsys, the short extra run (short_args) wrapped in
     `nsys profile`; in every mode the trace directory's manifest (distbench.launch.profiling), which says
     what is there and, when nothing is, why. A failed profiling run never changes the job's rows."""
@@ -464,7 +465,8 @@ def finish_trace_dir(job: TorchrunJob, mode: str, trace_dir: Path, status: str, 
         note = "no nsys run: nsys (Nsight Systems) is not installed on this host (not on PATH)"
     else:
         scratch = trace_dir / "nsys_pass.csv"
-        pass_job = replace(job, args=short_args, wrapper=tuple(prefix), outputs=[scratch],
+        # the short pass's arguments (and the job.json they may name) made only where nsys runs it
+        pass_job = replace(job, args=short_args(), wrapper=tuple(prefix), outputs=[scratch],
                            placement_json=trace_dir / "nsys_placement.json", log_path=trace_dir / "nsys.log",
                            write_failure=lambda message, status: None)
         outcome = run_torchrun_job(pass_job)
@@ -482,5 +484,5 @@ def run_job_with_traces(job: TorchrunJob, params: dict, short_args: Callable[[Pa
     status = run_torchrun_job(job)
     if params.get("profile", "off") != "off":
         tdir = trace_dir(job.outputs[0])
-        finish_trace_dir(job, params["profile"], tdir, status, short_args(tdir))
+        finish_trace_dir(job, params["profile"], tdir, status, lambda: short_args(tdir))
     return status

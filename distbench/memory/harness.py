@@ -207,12 +207,14 @@ def measured_row(a, h: MemoryHarness, batch: int, per_rank: list[list[float]]) -
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="python -m distbench.memory", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--backend", choices=BACKENDS, required=True)
+    p.add_argument("--params", help="a job's job.json, as its rule writes it: its values, read as JSON "
+                                    "(distbench.memory.job.memory_values); only the outputs come from flags")
+    p.add_argument("--backend", choices=BACKENDS)
     p.add_argument("--gradient-as-bucket-view", choices=("false", "true"), default="false")
     add_model_args(p)
     p.add_argument("--dtype", choices=MODEL_DTYPES, default="float32")
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw")
-    p.add_argument("--batch-sizes", required=True, help="comma-separated per-rank batch sizes, e.g. 1,2,4,8")
+    p.add_argument("--batch-sizes", help="comma-separated per-rank batch sizes, e.g. 1,2,4,8")
     p.add_argument("--search", choices=("false", "true"), default="true",
                    help="GPU + DDP: find the largest batch that fits (from the limit the measured batches predict, then bisection)")
     p.add_argument("--search-max-batch", type=int, default=DEFAULT_SEARCH_MAX_BATCH,
@@ -223,12 +225,20 @@ def parse_args(argv=None):
     p.add_argument("--placement-out", help="JSON with every rank's GPU placement")
     p.add_argument("--snapshot-out", help="GPU: torch.cuda.memory snapshot of the largest measured batch (rank 0)")
     a = p.parse_args(argv)
-    a.gradient_as_bucket_view = a.gradient_as_bucket_view == "true"
-    a.search = a.search == "true"
-    try:
-        a.batch_sizes = sorted({int(b) for b in a.batch_sizes.split(",")})
-    except ValueError:
-        p.error(f"--batch-sizes: expected comma-separated integers, got {a.batch_sizes!r}")
+    if a.params:  # the values as the plan typed them: nothing joined into a string and parsed again
+        from distbench.launch.job_values import apply, read_job_json
+        from distbench.memory.job import job_of, memory_values
+
+        apply(a, memory_values(*job_of(read_job_json(a.params, p))))
+    elif not (a.backend and a.batch_sizes):
+        p.error("--backend and --batch-sizes (or --params) are required")
+    else:
+        a.gradient_as_bucket_view = a.gradient_as_bucket_view == "true"
+        a.search = a.search == "true"
+        try:
+            a.batch_sizes = sorted({int(b) for b in a.batch_sizes.split(",")})
+        except ValueError:
+            p.error(f"--batch-sizes: expected comma-separated integers, got {a.batch_sizes!r}")
     if not a.batch_sizes or a.batch_sizes[0] < 1:
         p.error("--batch-sizes must be >= 1")
     if a.search_max_batch < 1:

@@ -7,24 +7,34 @@ from pathlib import Path
 from distbench.launch.cluster import Launch
 from distbench.core.io import atomic_write_text, csv_text, partial_path, read_partial_rows
 from distbench.launch.failure import unreached_rows
+from distbench.launch.job_values import flags
 from distbench.launch.torchrun import TorchrunJob, job_environment, run_torchrun_job
 from distbench.memory.contract import MEMORY_COLUMN_NAMES
-from distbench.workloads.registry import workload_args, workload_shape
+from distbench.workloads.registry import workload, workload_shape
+
+
+def memory_values(job, params: dict) -> list[tuple[str, object]]:
+    """Every value a memory job takes from its plan, as (flag, value) typed as distbench.memory's parser
+    gives it: behind both its command line (memory_args, for people) and the ranks' read of job.json."""
+    return [("--backend", job.backend), ("--model", job.model), ("--strategy", job.strategy),
+            ("--gradient-as-bucket-view", bool(job.gradient_as_bucket_view)),
+            ("--dtype", params["dtype"]), ("--optimizer", params["optimizer"]),
+            ("--batch-sizes", sorted({int(b) for b in params["batch_sizes"]})), ("--search", bool(params["search"])),
+            ("--search-max-batch", int(params["search_max_batch"])), ("--config-label", job.config_label),
+            ("--op-timeout-s", int(params["op_timeout_s"])),
+            *[(arg.flag, params[arg.param]) for arg in workload(job.model).args
+              if arg.param and params.get(arg.param) is not None]]
 
 
 def memory_args(job, params: dict, out_csv, placement_json, snapshot=None) -> list[str]:
-    """distbench.memory's arguments for one job of the plan (distbench.pipeline.plan.MemoryJob + memory_params)."""
-    args = ["--backend", job.backend, "--model", job.model, "--strategy", job.strategy,
-            "--gradient-as-bucket-view", "true" if job.gradient_as_bucket_view else "false",
-            "--dtype", params["dtype"], "--optimizer", params["optimizer"],
-            "--batch-sizes", ",".join(str(b) for b in params["batch_sizes"]),
-            "--search", "true" if params["search"] else "false", "--search-max-batch", str(params["search_max_batch"]),
-            "--config-label", job.config_label,
-            "--op-timeout-s", str(params["op_timeout_s"]), "--out", str(out_csv), "--placement-out", str(placement_json),
-            *workload_args(job.model, params)]
-    if snapshot:
-        args += ["--snapshot-out", str(snapshot)]
-    return args
+    """distbench.memory's arguments for one job of the plan (distbench.pipeline.plan.MemoryJob +
+    memory_params): the job's job.json where its rule wrote one (`params_json`), else every value as a
+    flag (a job started by hand)."""
+    outputs = ["--out", str(out_csv), "--placement-out", str(placement_json),
+               *(["--snapshot-out", str(snapshot)] if snapshot else [])]
+    if params.get("params_json"):
+        return ["--params", str(params["params_json"]), *outputs]
+    return [*flags(memory_values(job, params)), *outputs]
 
 
 def run_memory_job(job, params: dict, out_csv, placement_json, log_path, snapshot=None) -> str:
@@ -76,6 +86,7 @@ def rule_job(job_json):
 
     me = read_entry(job_json)
     job, params = job_of(me)
+    params["params_json"] = str(job_json)  # its ranks read their values from it (--params)
     out = me.output
     return f"memory job {job.wildcards}", lambda: run_job(
         me, results_dir_of(out["csv"], MANIFEST.job_file()), batch_family(),
@@ -90,6 +101,7 @@ def snapshot_path(params: dict, out_csv) -> Path | None:
 
 def _batch_args(entry, outputs: dict) -> list[str]:
     job, params = job_of(entry)
+    params["params_json"] = outputs["job_json"]  # its values, written by the launch (distbench.launch.batch.run_job)
     return memory_args(job, params, outputs["csv"], outputs["placement"], snapshot_path(params, outputs["csv"]))
 
 

@@ -41,10 +41,12 @@ SLOW_NODE_ENV, SLOW_LINK_ENV, SLOW_US_ENV = "DISTBENCH_TEST_SLOW_NODE", "DISTBEN
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="distbench.nodes", description=__doc__.split("\n")[0])
-    p.add_argument("--backend", choices=BACKENDS, required=True)
+    p.add_argument("--params", help="a round's job.json, as its rule writes it: its values, read as JSON "
+                                    "(distbench.nodes.job.round_values); only the outputs come from flags")
+    p.add_argument("--backend", choices=BACKENDS)
     p.add_argument("--round", type=int, default=0)
-    p.add_argument("--nodes", type=int, required=True)
-    p.add_argument("--pairs", required=True, help="the round's pairs of node indices: 0-3,1-2")
+    p.add_argument("--nodes", type=int)
+    p.add_argument("--pairs", help="the round's pairs of node indices: 0-3,1-2")
     p.add_argument("--simulated", choices=("true", "false"), default="false")
     p.add_argument("--sizes", default="8,1048576", help="bytes per transfer, comma-separated")
     p.add_argument("--warmup", type=int, default=3)
@@ -52,7 +54,22 @@ def parse_args(argv=None):
     p.add_argument("--op-timeout-s", type=int, default=300)
     p.add_argument("--out", required=True)
     p.add_argument("--placement-out", default=None)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.params:  # the values as the plan typed them: nothing joined into a string and parsed again
+        from distbench.launch.job_values import apply, read_job_json
+        from distbench.nodes.job import round_values
+
+        e = read_job_json(args.params, p)
+        return apply(args, round_values(e.wildcards["backend"], e.params["job"]))
+    missing = [f"--{k}" for k in ("backend", "nodes", "pairs") if getattr(args, k) is None]
+    if missing:
+        p.error(f"{', '.join(missing)} (or --params) required")
+    args.simulated = args.simulated == "true"
+    try:
+        args.sizes = [int(s) for s in args.sizes.split(",") if s]
+    except ValueError:
+        p.error(f"--sizes: expected comma-separated integers, got {args.sizes!r}")
+    return args
 
 
 def slow_us_for(node: int, pair: tuple[int, int] | None, env=os.environ) -> float:
@@ -85,7 +102,7 @@ class Round:
         self.local_rank = int(os.environ.get("LOCAL_RANK", 0))
         self.per_node = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
         self.group_rank = int(os.environ.get("GROUP_RANK", 0))
-        self.simulated = args.simulated == "true"
+        self.simulated = args.simulated
         if args.backend == "nccl":
             from distbench.launch.failure import HOST_UNFIT
 
@@ -142,7 +159,7 @@ class Round:
         mine = next((p for p in pairs if self.node in p), None)
         rows = []
         if mine is not None:
-            rows = self.measure(mine, groups[mine], [int(s) for s in a.sizes.split(",")])
+            rows = self.measure(mine, groups[mine], a.sizes)
         gathered = [None] * self.world if self.rank == 0 else None
         self.dist.gather_object(rows, gathered, dst=0, group=self.ctrl)
         return [r for part in gathered for r in part] if self.rank == 0 else []

@@ -7,17 +7,28 @@ from pathlib import Path
 
 from distbench.core.io import atomic_write_text, csv_text
 from distbench.launch.cluster import Launch
+from distbench.launch.job_values import flags
 from distbench.launch.torchrun import TorchrunJob, job_environment, run_torchrun_job
 from distbench.nodes.contract import NODES_COLUMN_NAMES
 from distbench.nodes.schedule import parse_pairs
 
 
+def round_values(backend: str, params: dict) -> list[tuple[str, object]]:
+    """Every value a round takes from its plan, as (flag, value) typed as distbench.nodes' parser gives
+    it: behind both its command line (round_args, for people) and the ranks' read of job.json (--params)."""
+    return [("--backend", backend), ("--round", int(params["round"])), ("--nodes", int(params["nodes"])),
+            ("--pairs", params["pairs"]), ("--simulated", bool(params["simulated"])),
+            ("--sizes", [int(s) for s in params["sizes"]]), ("--warmup", int(params["warmup"])),
+            ("--iters", int(params["iters"])), ("--op-timeout-s", int(params["op_timeout_s"]))]
+
+
 def round_args(backend: str, params: dict, out_csv, placement_json) -> list[str]:
-    return ["--backend", backend, "--round", str(params["round"]), "--nodes", str(params["nodes"]),
-            "--pairs", params["pairs"], "--simulated", "true" if params["simulated"] else "false",
-            "--sizes", ",".join(str(s) for s in params["sizes"]), "--warmup", str(params["warmup"]),
-            "--iters", str(params["iters"]), "--op-timeout-s", str(params["op_timeout_s"]),
-            "--out", str(out_csv), "--placement-out", str(placement_json)]
+    """The round's arguments: its job.json where its rule wrote one (`params_json`), else every value as a
+    flag (a round started by hand)."""
+    outputs = ["--out", str(out_csv), "--placement-out", str(placement_json)]
+    if params.get("params_json"):
+        return ["--params", str(params["params_json"]), *outputs]
+    return [*flags(round_values(backend, params)), *outputs]
 
 
 def run_round(backend: str, params: dict, out_csv, placement_json, log_path) -> str:
@@ -51,7 +62,7 @@ def rule_job(job_json):
     from pathlib import Path
 
     e = json.loads(Path(job_json).read_text())
-    params = {**e["params"]["job"], "launch": e["params"]["launch"]}
+    params = {**e["params"]["job"], "launch": e["params"]["launch"], "params_json": str(job_json)}
     out = e["output"]
     what = f"node round {e['wildcards']['round']} ({params['pairs']})"
     return what, lambda: run_round(e["wildcards"]["backend"], params, out["csv"], out["placement"], e["log"])

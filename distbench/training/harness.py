@@ -73,7 +73,9 @@ def _flag(name: str):
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="python -m distbench.training", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--backend", choices=BACKENDS, required=True)
+    p.add_argument("--params", help="a job's job.json, as its rule writes it: its values, read as JSON "
+                                    "(distbench.training.job.training_values); only the outputs come from flags")
+    p.add_argument("--backend", choices=BACKENDS)
     add_model_args(p, LAYOUTS)
     p.add_argument("--compile", type=_flag("--compile"), default=False, metavar="{false,true}",
                    help="wrap the (DDP/FSDP) model in torch.compile; warm-up absorbs the compilation")
@@ -109,6 +111,13 @@ def parse_args(argv=None):
                                          "here (distbench.training.inspect)")
     p.add_argument("--inspect-steps", type=int, default=5, help="steps of each kind traced by --inspect-dir")
     args = p.parse_args(argv)
+    if args.params:  # the values as the plan typed them: nothing joined into a string and parsed again
+        from distbench.launch.job_values import apply, read_job_json
+        from distbench.training.job import job_of, training_values
+
+        apply(args, training_values(*job_of(read_job_json(args.params, p))))
+    elif not args.backend:
+        p.error("--backend (or --params) is required")
 
     for name in ("batch_size", "grad_accum", "steps", "allreduce_trials", "log_every", "inspect_steps"):
         if getattr(args, name) < 1:

@@ -8,40 +8,51 @@ from pathlib import Path
 from distbench.launch.cluster import Launch
 from distbench.core.io import atomic_write_text, csv_text, partial_path, read_partial_rows
 from distbench.launch.failure import unreached_rows
+from distbench.launch.job_values import flags, write_variant
 from distbench.launch.torchrun import TorchrunJob, job_environment, run_job_with_traces
 from distbench.launch.profiling import trace_dir
 from distbench.training.contract import TRAINING_COLUMN_NAMES, TRAINING_PHASES
 from distbench.workloads.layouts import dp_batch
-from distbench.workloads.registry import workload, workload_args, workload_shape
+from distbench.workloads.registry import workload, workload_shape
 
 
-def _flag(v: bool) -> str:
-    return "true" if v else "false"
+def training_values(job, params: dict) -> list[tuple[str, object]]:
+    """Every value a training job takes from its plan, as (flag, value) typed as the harness's parser
+    gives it: the one list behind both the command line (training_args, for people) and the ranks'
+    read of job.json (distbench.training.harness: --params)."""
+    ddp = params["ddp"]
+    return [
+        ("--backend", job.backend), ("--model", params["model"]), ("--strategy", params["strategy"]),
+        *[(f"--{k.replace('_', '-')}", int(params[k])) for k in ("shard_size", "tp_size") if params.get(k)],
+        *[(arg.flag, params[arg.param]) for arg in workload(params["model"]).args
+          if arg.param and params.get(arg.param) is not None],
+        ("--compile", bool(params["compile"])), ("--batch-size", int(params["batch_size"])),
+        ("--scaling", params["scaling"]), ("--global-batch-size", int(params["global_batch_size"])),
+        ("--dtype", params["dtype"]), ("--optimizer", params["optimizer"]),
+        ("--bucket-cap-mb", float(ddp["bucket_cap_mb"])), ("--gradient-as-bucket-view", bool(ddp["gradient_as_bucket_view"])),
+        ("--static-graph", bool(ddp["static_graph"])), ("--broadcast-buffers", bool(ddp["broadcast_buffers"])),
+        ("--comm-hook", ddp["comm_hook"]), ("--grad-accum", int(ddp["grad_accum"])),
+        ("--warmup-steps", int(params["warmup_steps"])), ("--steps", int(params["steps"])),
+        ("--allreduce-trials", int(params["allreduce_trials"])), ("--config-label", job.config_label),
+        ("--nccl-env-label", "+".join(f"{k}={v}" for k, v in sorted(job.nccl_env.items())) or "default"),
+        ("--op-timeout-s", int(params["op_timeout_s"])),
+    ]
 
 
 def training_args(job, params: dict, out_csv, placement_json) -> list[str]:
-    """distbench.training's arguments for one job of the plan (distbench.pipeline.plan.TrainingJob + training_params)."""
-    ddp = params["ddp"]
-    return [
-        "--backend", job.backend, "--model", params["model"], "--strategy", params["strategy"],
-        *[x for k in ("shard_size", "tp_size") if params.get(k) for x in (f"--{k.replace('_', '-')}", str(params[k]))],
-        *workload_args(params["model"], params), "--compile", _flag(params["compile"]),
-        "--batch-size", str(params["batch_size"]), "--scaling", params["scaling"],
-        "--global-batch-size", str(params["global_batch_size"]), "--dtype", params["dtype"],
-        "--optimizer", params["optimizer"], "--bucket-cap-mb", str(ddp["bucket_cap_mb"]),
-        "--gradient-as-bucket-view", _flag(ddp["gradient_as_bucket_view"]),
-        "--static-graph", _flag(ddp["static_graph"]), "--broadcast-buffers", _flag(ddp["broadcast_buffers"]),
-        "--comm-hook", ddp["comm_hook"], "--grad-accum", str(ddp["grad_accum"]),
-        "--warmup-steps", str(params["warmup_steps"]), "--steps", str(params["steps"]),
-        "--allreduce-trials", str(params["allreduce_trials"]), "--config-label", job.config_label,
-        "--nccl-env-label", "+".join(f"{k}={v}" for k, v in sorted(job.nccl_env.items())) or "default",
-        "--op-timeout-s", str(params["op_timeout_s"]),
+    """distbench.training's arguments for one job of the plan (distbench.pipeline.plan.TrainingJob +
+    training_params): the job's job.json where its rule wrote one (`params_json`: the ranks read its
+    values as JSON), else every value as a flag (a job started by hand)."""
+    outputs = [
         "--out", str(out_csv), "--placement-out", str(placement_json),
         *(["--profile-dir", str(trace_dir(out_csv)), "--profile-steps", str(params["profile_steps"])]
           if params.get("profile") == "torch" else []),
         *(["--inspect-dir", str(inspect_dir(out_csv)), "--inspect-steps", str(params["inspect_steps"])]
           if params.get("inspect") else []),
     ]
+    if params.get("params_json"):
+        return ["--params", str(params["params_json"]), *outputs]
+    return [*flags(training_values(job, params)), *outputs]
 
 
 # Where tools/nccl_inspector_build.sh puts the plugin (its BUILD_DIR default); DISTBENCH_NCCL_INSPECTOR
@@ -83,8 +94,11 @@ def inspector_env(directory, backend: str, base: dict | None = None) -> dict:
 def short_pass_args(job, params: dict, out_csv, placement_json) -> list[str]:
     """The job once more, briefly (one warm-up step, profile_steps steps, one all-reduce trial),
     for the nsys run: what the trace shows, not a measurement."""
-    short = {**params, "warmup_steps": 1, "steps": params["profile_steps"], "allreduce_trials": 1, "profile": "off",
-             "inspect": False}
+    changes = {"warmup_steps": 1, "steps": params["profile_steps"], "allreduce_trials": 1, "profile": "off",
+               "inspect": False}
+    short = {**params, **changes}
+    if params.get("params_json"):  # the short run reads its values from a job.json of its own too
+        short["params_json"] = write_variant(params["params_json"], Path(out_csv).with_name("nsys_job.json"), **changes)
     return training_args(job, short, out_csv, placement_json)
 
 
@@ -161,6 +175,7 @@ def rule_job(job_json):
 
     me = read_entry(job_json)
     job, params = job_of(me)
+    params["params_json"] = str(job_json)  # its ranks read their values from it (--params)
     out = me.output
     alone = lambda: run_training_job(job, params, out["csv"], out["placement"], me.log)  # noqa: E731
     if params.get("inspect"):
@@ -171,6 +186,7 @@ def rule_job(job_json):
 
 def _batch_args(entry, outputs: dict) -> list[str]:
     job, params = job_of(entry)
+    params["params_json"] = outputs["job_json"]  # its values, written by the launch (distbench.launch.batch.run_job)
     return training_args(job, params, outputs["csv"], outputs["placement"])
 
 

@@ -238,3 +238,28 @@ def test_report_section_lists_findings_table_and_snapshots(tmp_path, monkeypatch
     assert section["table"]["rows"][0][:4] == ["mlp", "ddp", "1", "4"]
     assert section["snapshots"] == ["results/lab/memory/nccl/gpt/ws1/ddp/snapshot.pickle"]
     assert memory_section(ReportInputs({"memory_summary": tmp_path / "missing.csv"})) is None
+
+
+def test_the_ranks_read_a_memory_jobs_values_from_its_job_json_as_the_flags_give_them(tmp_path):
+    """Issue 46: the memory job's ranks read its values from job.json (`--params`), typed as the plan
+    gives them; the same arguments as the flags a person would type (memory_args without it)."""
+    import json
+
+    from distbench.launch.batch import read_entry
+    from distbench.memory.harness import parse_args
+    from distbench.memory.job import job_of, memory_args
+    from distbench.memory.plan import memory_jobs, rule_params
+    from distbench.pipeline.config import check_config
+
+    cfg = check_config({})
+    job = memory_jobs(cfg, 0)[0][0]
+    entry = {"rule": "memory_job", "wildcards": {k: str(v) for k, v in job.wildcards.items()},
+             "params": {"job": rule_params(cfg, {}, job), "launch": {}}, "output": {}, "log": ""}
+    (tmp_path / "job.json").write_text(json.dumps(entry))
+    j, params = job_of(read_entry(tmp_path / "job.json"))
+    by_flags = memory_args(j, params, tmp_path / "m.csv", tmp_path / "p.json")
+    by_json = memory_args(j, {**params, "params_json": str(tmp_path / "job.json")}, tmp_path / "m.csv", tmp_path / "p.json")
+    assert by_json[:2] == ["--params", str(tmp_path / "job.json")] and "--batch-sizes" not in by_json
+    a, b = vars(parse_args(by_flags)), vars(parse_args(by_json))
+    assert a.pop("params") is None and b.pop("params")
+    assert a == b and b["batch_sizes"] == sorted(params["batch_sizes"]) and b["search"] in (True, False)

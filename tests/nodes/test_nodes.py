@@ -1,6 +1,7 @@
 """The nodes family: the verdict from synthetic rounds (slow node, slow link, healthy, unconfirmed
 suspect), the scale on paper, and the real workflow on 4 simulated nodes (Gloo, e2e)."""
 
+import json
 import random
 
 import pandas as pd
@@ -143,6 +144,11 @@ def test_one_round_of_two_simulated_nodes_runs_under_the_launcher(tmp_path):
     [job] = plan["jobs"]["nodes"]
     params = {**rule_params(cfg, plan, job), "launch": rule_launch(cfg, plan, job)}
     assert params["launch"]["nodes"] == 2 and params["pairs"] == "0-1"
+    # the ranks read the round's values from its job.json, as its rule writes it (issue 46)
+    entry = {"rule": "nodes_round", "wildcards": {k: str(v) for k, v in job.wildcards.items()},
+             "params": {"job": rule_params(cfg, plan, job), "launch": params["launch"]}, "output": {}, "log": ""}
+    (tmp_path / "job.json").write_text(json.dumps(entry))
+    params["params_json"] = str(tmp_path / "job.json")
     out = tmp_path / "nodes.csv"
     status = run_round("gloo", params, out, tmp_path / "placement.json", tmp_path / "round.log")
     assert status == "ok", (tmp_path / "round.log").read_text()[-3000:]
@@ -150,6 +156,7 @@ def test_one_round_of_two_simulated_nodes_runs_under_the_launcher(tmp_path):
     assert (raw["status"] == "ok").all() and sorted(raw["rank"].unique()) == [0, 1]
     assert len(raw) == 2 * 2 * 3  # two ranks x two sizes x (send_recv both ways, all_reduce)
     assert (raw["time_us"] > 0).all()
+    assert "--params" in (tmp_path / "round.log").read_text() or "--params" in (tmp_path / "placement.json").read_text()
 
 
 @pytest.mark.e2e

@@ -108,13 +108,16 @@ def test_nsys_mode(workflow_dir, tmp_path, with_nsys):
     if not with_nsys:
         assert "nsys (Nsight Systems) is not installed" in manifest["note"] and manifest["files"] == []
         return
-    assert manifest["files"] == ["job.nsys-rep", "nsys.log", "nsys_placement.json"], manifest
+    assert manifest["files"] == ["job.nsys-rep", "nsys.log", "nsys_job.json", "nsys_placement.json"], manifest
     args = (tmp_path / "nsys_args.txt").read_text().split("\n")
     assert args[:4] == ["profile", "--trace=cuda,nvtx,osrt", "--force-overwrite=true", "-o"]
     assert args[4] == str(trace / "job") or args[4].endswith("plain/trace/job")
     wrapped = args[5:]
     assert "torch.distributed.run" in wrapped and "distbench.training" in wrapped
-    assert wrapped[wrapped.index("--steps") + 1] == "3" and wrapped[wrapped.index("--warmup-steps") + 1] == "1"
+    # the short pass reads its values from a job.json of its own (issue 46: no values as strings)
+    assert wrapped[wrapped.index("--params") + 1].endswith("plain/trace/nsys_job.json") and "--steps" not in wrapped
+    short = json.loads((trace / "nsys_job.json").read_text())["params"]["job"]
+    assert (short["steps"], short["warmup_steps"], short["inspect"]) == (3, 1, False)
     # the short pass's rows are thrown away; the job's own CSV has its full measurement
     assert not (trace / "nsys_pass.csv").exists()
     train = pd.read_csv(workflow_dir / f"{RUN}/training/gloo/mlp/ws2/plain/training.csv")
