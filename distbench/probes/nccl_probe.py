@@ -75,8 +75,11 @@ def run_probe(world_size: int, ops: list[str], sizes: list[int], job_env: dict, 
         old.unlink()
     env = {**os.environ, **job_env, **DEBUG_ENV, "OMP_NUM_THREADS": "1",
            "NCCL_DEBUG_FILE": str(log_dir.resolve() / "nccl.%h.%p.log")}
-    worker_args = ["-m", "distbench.probes.nccl_probe", "--worker", "--ops", ",".join(ops),
-                   "--sizes", ",".join(map(str, sizes))]
+    # the ranks read the ops and sizes from JSON, as a family's job reads its job.json: nothing is joined
+    # into a string and parsed again
+    params = log_dir / "probe_params.json"
+    atomic_write_json(params, {"ops": list(ops), "sizes": [int(s) for s in sizes]})
+    worker_args = ["-m", "distbench.probes.nccl_probe", "--worker", "--params", str(params)]
     result: dict = {"available": False, "world_size": world_size}
     codes = _run_ranks(world_size, worker_args, env, log_dir / "torchrun.log", timeout_s)
     if codes is None:
@@ -105,10 +108,17 @@ def main(argv=None) -> int:
     p.add_argument("--world-size", type=int, default=2)
     p.add_argument("--ops", default="all_reduce")
     p.add_argument("--sizes", default=",".join(str(8 * 4**k) for k in range(15)))
+    p.add_argument("--params", help=argparse.SUPPRESS)  # the ranks' ops and sizes, as JSON (run_probe)
     p.add_argument("--out", default="nccl.json")
     p.add_argument("--log-dir", default="nccl_logs")
     args = p.parse_args(argv)
-    ops, sizes = args.ops.split(","), [int(s) for s in args.sizes.split(",")]
+    if args.params:
+        import json
+
+        given = json.loads(Path(args.params).read_text())
+        ops, sizes = list(given["ops"]), [int(s) for s in given["sizes"]]
+    else:
+        ops, sizes = args.ops.split(","), [int(s) for s in args.sizes.split(",")]
     if args.worker:
         return worker(ops, sizes)
     res = run_probe(args.world_size, ops, sizes, {}, args.out, args.log_dir)

@@ -381,3 +381,22 @@ def test_the_probe_starts_one_process_per_rank_with_torchruns_environment_and_ki
         except (ProcessLookupError, FileNotFoundError):
             alive = False
         assert not alive, f"rank process {pid} outlived the probe's limit"
+
+
+def test_the_probe_ranks_read_their_ops_and_sizes_as_json(tmp_path, monkeypatch):
+    """The NCCL probe's ranks take the ops and sizes from a JSON file the probe writes (issue 46: nothing
+    joined into a string and parsed again); the ranks themselves need NCCL, so they are stood in for."""
+    import json
+
+    from distbench.probes import nccl_probe
+
+    seen = {}
+    monkeypatch.setattr(nccl_probe, "_run_ranks", lambda ws, args, env, log, t: seen.setdefault("args", args) and [0, 0])
+    nccl_probe.run_probe(2, ["all_reduce", "all_gather"], [8, 1 << 30], {}, tmp_path / "nccl.json", tmp_path / "logs")
+    args = seen["args"]
+    assert "--sizes" not in args and args[args.index("--params") + 1] == str(tmp_path / "logs/probe_params.json")
+    assert json.loads((tmp_path / "logs/probe_params.json").read_text()) == {"ops": ["all_reduce", "all_gather"],
+                                                                          "sizes": [8, 1 << 30]}
+    monkeypatch.setattr(nccl_probe, "worker", lambda ops, sizes: seen.update(worker=(ops, sizes)) or 0)
+    assert nccl_probe.main(["--worker", *args[args.index("--params"):]]) == 0
+    assert seen["worker"] == (["all_reduce", "all_gather"], [8, 1 << 30])
