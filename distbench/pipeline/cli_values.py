@@ -70,7 +70,7 @@ def coerce_cli_values(node, schema: dict, sub: dict | None = None):
     if isinstance(node, str) and _accepts_number_only(schema, sub) and _as_number(node) is not None:
         return _as_number(node)  # `health='{load_s: 600}'`, `step_factor: 1.5`
     if isinstance(node, str) and _numeric_const(schema, sub, node) is not None:
-        return _numeric_const(schema, sub, node)  # `comm='{rotate_bytes: 0}'`
+        return _numeric_const(schema, sub, node)  # a key's `{rotate_bytes: 0}`: 0 = off beside a size
     if isinstance(node, str) and node.strip().lower() in ("true", "false") and _accepts_boolean(schema, sub):
         return node.strip().lower() == "true"  # `--config profile=true`
     if isinstance(node, list):  # a list, or the list alternative of a oneOf (world_sizes: auto or a list)

@@ -218,7 +218,7 @@ def _bad_chars(pattern: str, instance) -> str:
 
 
 def _size_or_else(schema: dict, err) -> str | None:
-    """A scalar failing a oneOf of a size and something else (comm.rotate_bytes: a size, or 0 = off):
+    """A scalar failing a oneOf of a size and something else (a rotation's bytes: a size, or 0 = off):
     the size's own message in words, then the other alternative."""
     alts = err.validator_value
     meant = [i for i, alt in enumerate(alts) if alt.get("$ref") == SIZE_REF]
@@ -262,8 +262,8 @@ def _describe(schema: dict, err) -> str:
 
 def _leaf_errors(schema: dict, err) -> list:
     """A list or object failing a oneOf whose only list/object alternative is the one it was meant
-    for (comm.sizes: a list of sizes, or a sweep): report that alternative's own errors, which name
-    the bad element (comm.sizes[1]), instead of 'matches none of the alternatives'."""
+    for (a list of sizes, or a sweep): report that alternative's own errors, which name the bad
+    element (`sizes[1]` under its key), instead of 'matches none of the alternatives'."""
     if err.validator == "oneOf" and isinstance(err.instance, (list, dict)):
         kind = "array" if isinstance(err.instance, list) else "object"
         meant = [i for i, alt in enumerate(err.validator_value) if _resolve(schema, alt).get("type") == kind]
@@ -326,7 +326,7 @@ def _validator(schema: dict):
 
 
 def _path_order(path) -> list:
-    """Errors in the order of the config: comm.sizes[2] before comm.sizes[10]."""
+    """Errors in the order of the config: sizes[2] before sizes[10]."""
     return [(0, p, "") if isinstance(p, int) else (1, 0, str(p)) for p in path]
 
 

@@ -97,8 +97,8 @@ def _read_int(path: Path) -> int | None:
 
 
 def _cgroup_limit(proc_cgroup: Path = Path("/proc/self/cgroup"), root: Path = Path("/sys/fs/cgroup")) -> int | None:
-    """The memory limit of this process's cgroup: the least over it and its ancestors (v2 memory.max,
-    v1 memory.limit_in_bytes); None without one."""
+    """The memory limit of this process's cgroup, the least over it and its ancestors; None without
+    one. It reads v2 memory.max, v1 memory.limit_in_bytes (cgroup files: not a family name)."""
     try:
         lines = proc_cgroup.read_text().splitlines()
     except OSError:
@@ -142,7 +142,8 @@ def gpu_memory() -> tuple[int, str] | None:
     if not shutil.which("nvidia-smi"):
         return None
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
+        query = "--query-gpu=memory.total"  # nvidia-smi's field: not a family name
+        out = subprocess.run(["nvidia-smi", query, "--format=csv,noheader,nounits"],
                              capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.SubprocessError):
         return None

@@ -33,10 +33,13 @@ def family_names() -> list[str]:
 def naming(name: str) -> re.Pattern:
     """An import, a quoted name or key, an identifier prefix; in prose, the name as a command's word
     (`snakemake --cores 1 <name>`), as a possessive (`<name>'s`), or before a noun that makes it the
-    family's (`the <name> family`, `<name> jobs`, `<name> ranks`, `<name> harness`, `<name> figures`)."""
+    family's (`the <name> family`, `<name> jobs`, `<name> ranks`, `<name> harness`, `<name> figures`);
+    and its config keys, as a path (`<name>.sizes`, `<name>.sizes[1]`) or on the command line
+    (`<name>='{...}'`): its manifest carries them."""
     n = re.escape(name)
     return re.compile(rf"distbench\.{n}\b|[\"']{n}(?:[\"']|\.\w)|\b{n}_\w+|`[^`\n]*\s{n}`"
-                      rf"|(?<![-\w]){n}(?:'s\b| (?:family|families|jobs?|ranks?|harness|figures?|workloads?)\b)")
+                      rf"|(?<![-\w]){n}(?:'s\b| (?:family|families|jobs?|ranks?|harness|figures?|workloads?)\b)"
+                      rf"|(?<![-\w.]){n}(?:\.[a-z_]\w*|='|=\{{)")
 
 
 def found(names, files, root=REPO) -> list[str]:
@@ -78,6 +81,9 @@ def test_no_shared_file_names_a_family():
     ('"`snakemake --cores 1 widgets`, then `snakemake --cores 1 report`."', True),
     ("# the widgets family's default", True),
     ("(widgets's requested_bytes: ...)", True),
+    ('"""errors in order: widgets.sizes[2] before widgets.sizes[10]"""', True),
+    ("# the command line's `widgets='{rotate_bytes: 0}'`", True),
+    ("(v2 gadget.widgets, or cluster.widgets)", False),
     ("# every training and widgets rank imports these modules", True),
     ("# the most sizes one widgets job measures", True),
     ("# the activation-widgets figure", False),
