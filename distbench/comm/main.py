@@ -107,14 +107,13 @@ def _from_job_json(args, p: argparse.ArgumentParser):
     """The job's values from its job.json (the rule's `job` params: distbench.comm.plan.rule_params),
     taken as they are: lists of ints stay lists of ints, nothing is joined into a string and parsed
     again. Only the output paths come from the command line."""
-    import json
-
     from distbench.comm.traffic import validate
+    from distbench.launch.job_values import read_job_json
 
+    entry = read_job_json(args.params, p)
     try:
-        entry = json.loads(Path(args.params).read_text())
-        wc, job = entry["wildcards"], entry["params"]["job"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
+        wc, job = entry.wildcards, entry.params["job"]
+    except (KeyError, TypeError) as e:
         p.error(f"--params {args.params}: not a job's job.json ({e})")
     args.backend, args.dtype, args.nccl_env_label = wc["backend"], wc["dtype"], wc["nccl_env"]
     args.ops, args.sizes = list(job["ops"]), [int(s) for s in job["sizes"]]

@@ -35,7 +35,7 @@ def flags(values: list[tuple[str, object]]) -> list[str]:
 def apply(args: argparse.Namespace, values: list[tuple[str, object]]) -> argparse.Namespace:
     """Set each value on the parsed arguments, as it is (a list stays a list, an int an int)."""
     for flag, value in values:
-        setattr(args, dest(flag), list(value) if isinstance(value, tuple) else value)
+        setattr(args, dest(flag), value)
     return args
 
 

@@ -10,7 +10,7 @@ from distbench.launch.failure import unreached_rows
 from distbench.launch.job_values import flags
 from distbench.launch.torchrun import TorchrunJob, job_environment, run_torchrun_job
 from distbench.memory.contract import MEMORY_COLUMN_NAMES
-from distbench.workloads.registry import workload, workload_shape
+from distbench.workloads.registry import workload_shape, workload_values
 
 
 def memory_values(job, params: dict) -> list[tuple[str, object]]:
@@ -21,9 +21,7 @@ def memory_values(job, params: dict) -> list[tuple[str, object]]:
             ("--dtype", params["dtype"]), ("--optimizer", params["optimizer"]),
             ("--batch-sizes", sorted({int(b) for b in params["batch_sizes"]})), ("--search", bool(params["search"])),
             ("--search-max-batch", int(params["search_max_batch"])), ("--config-label", job.config_label),
-            ("--op-timeout-s", int(params["op_timeout_s"])),
-            *[(arg.flag, params[arg.param]) for arg in workload(job.model).args
-              if arg.param and params.get(arg.param) is not None]]
+            ("--op-timeout-s", int(params["op_timeout_s"])), *workload_values(job.model, params)]
 
 
 def memory_args(job, params: dict, out_csv, placement_json, snapshot=None) -> list[str]:

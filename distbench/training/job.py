@@ -13,7 +13,7 @@ from distbench.launch.torchrun import TorchrunJob, job_environment, run_job_with
 from distbench.launch.profiling import trace_dir
 from distbench.training.contract import TRAINING_COLUMN_NAMES, TRAINING_PHASES
 from distbench.workloads.layouts import dp_batch
-from distbench.workloads.registry import workload, workload_shape
+from distbench.workloads.registry import workload, workload_shape, workload_values
 
 
 def training_values(job, params: dict) -> list[tuple[str, object]]:
@@ -24,8 +24,7 @@ def training_values(job, params: dict) -> list[tuple[str, object]]:
     return [
         ("--backend", job.backend), ("--model", params["model"]), ("--strategy", params["strategy"]),
         *[(f"--{k.replace('_', '-')}", int(params[k])) for k in ("shard_size", "tp_size") if params.get(k)],
-        *[(arg.flag, params[arg.param]) for arg in workload(params["model"]).args
-          if arg.param and params.get(arg.param) is not None],
+        *workload_values(params["model"], params),
         ("--compile", bool(params["compile"])), ("--batch-size", int(params["batch_size"])),
         ("--scaling", params["scaling"]), ("--global-batch-size", int(params["global_batch_size"])),
         ("--dtype", params["dtype"]), ("--optimizer", params["optimizer"]),

@@ -4,7 +4,7 @@ spec's functions, inside the torchrun ranks).
 
 A new workload is its model module (a `build(args, rank, device) -> Built` function, torch
 imported there) plus one line in WORKLOADS. The training and memory harnesses, their jobs' command
-lines (`workload_args`) and their failure rows (`workload_shape`) read it from here only.
+values (`workload_values`) and their failure rows (`workload_shape`) read it from here only.
 
 Extension point without editing this file: DISTBENCH_WORKLOAD_MODULES, a comma-separated list of
 importable modules that each call `register(spec)` at import. The harnesses import them before
@@ -179,10 +179,11 @@ def all_args() -> list[Arg]:
     return list(seen.values())
 
 
-def workload_args(model: str, params: dict) -> list[str]:
-    """A workload's shape arguments for the harness, from a job's params (the plan's keys)."""
-    return [x for arg in workload(model).args if arg.param and params.get(arg.param) is not None
-            for x in (arg.flag, str(params[arg.param]))]
+def workload_values(model: str, params: dict) -> list[tuple[str, object]]:
+    """A workload's shape arguments for the harness, from a job's params (the plan's keys), as (flag,
+    value) pairs (distbench.launch.job_values: flags for people, set as they are from job.json)."""
+    return [(arg.flag, params[arg.param]) for arg in workload(model).args
+            if arg.param and params.get(arg.param) is not None]
 
 
 def namespace_from_params(model: str, params: dict) -> argparse.Namespace:

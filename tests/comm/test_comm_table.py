@@ -50,3 +50,17 @@ def test_the_line_writes_size_and_time_as_the_report_does():
     line = table_line(rows)
     assert line.endswith(f"{human_bytes(2**20)}   {human_time_us(15321.0)}  ok")  # "1 MiB   15.3 ms  ok"
     assert "1 MiB" in line and "15.3 ms" in line
+
+
+def test_a_comm_job_json_that_is_not_one_is_a_usage_error(tmp_path, capsys):
+    """`--params` names a file that is not a job's job.json (no JSON, or JSON without the job's
+    values): exit 2 naming the file, before any rank starts measuring."""
+    import pytest
+
+    from distbench.comm.main import parse_args
+
+    for text in ("{not json", '{"rule": "comm_job", "wildcards": {}, "params": {}, "output": {}, "log": ""}'):
+        (tmp_path / "job.json").write_text(text)
+        with pytest.raises(SystemExit) as e:
+            parse_args(["--params", str(tmp_path / "job.json"), "--out", str(tmp_path / "c.csv")])
+        assert e.value.code == 2 and f"--params {tmp_path / 'job.json'}: not a job's job.json" in capsys.readouterr().err
