@@ -10,6 +10,7 @@ import math
 
 from distbench.comm.plan import job_params, pairs_job
 from distbench.core.manifest import HostNeed
+from distbench.core.judged import node_gpus
 from distbench.core.shown import shown
 from distbench.core.units import human_bytes
 from distbench.launch.planning import nccl_env_label_problems, quick_world_size
@@ -138,8 +139,8 @@ def quick(config: dict, plan: dict, cores: int) -> list:
     runs (NCCL where GPUs exist, else Gloo) at one world size, the one the Verdict judges, with every
     dtype and NCCL setting the plan has there."""
     jobs = plan["jobs"].get("comm") or []
-    if not jobs:
-        return []
+    if not jobs or (node_gpus(plan) == 1 and not any(j.backend == "nccl" for j in jobs)):
+        return []  # one GPU: no collective between GPUs to judge; Gloo's CPU processes would not answer it
     backend = jobs[0].backend  # config order: NCCL first where it runs
     of = [j for j in jobs if j.backend == backend]
     ws = quick_world_size(config, plan, backend, sorted({j.world_size for j in of}), cores)

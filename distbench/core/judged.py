@@ -44,3 +44,26 @@ def judged_world_size(world_sizes: Iterable[int], crowded: Callable[[int], str |
         return None
     fits = [ws for ws in sizes if crowded(ws) is None]
     return max(fits) if fits else min(sizes)
+
+
+def node_gpus(plan: Mapping | None, env: Mapping | None = None) -> int | None:
+    """The GPUs of one node of this run: the plan's `gpus` (what every family planned its world sizes
+    for: declared, or found when the DAG was built), else env.json's `gpu_count` (what the probe saw);
+    None when neither says. 0 is a CPU-only host.
+
+    The Verdict judges each node shape on what it can answer (docs/report.md, "Node shapes"): a
+    CPU-only host on Gloo; one GPU on what that GPU does alone (a language model's tokens/s and MFU,
+    then memory), since there is no collective between GPUs to measure; two or more on NCCL first."""
+    for source, key in ((plan, "gpus"), (env, "gpu_count")):
+        try:
+            value = (source or {}).get(key)
+            if value is not None and not isinstance(value, bool):
+                return max(int(value), 0)
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
+def one_gpu_node(plan: Mapping | None, env: Mapping | None = None) -> bool:
+    """Whether this run's node has exactly one GPU (node_gpus)."""
+    return node_gpus(plan, env) == 1

@@ -21,17 +21,25 @@ import pandas as pd
 
 from distbench.core.manifest import rows_reason, table_spec
 from distbench.core.readers import other_run_fix, read_json, read_table, remake
-from distbench.core.judged import judged_world_size, oversubscribed  # noqa: F401 (the families' API)
+from distbench.core.judged import judged_world_size, node_gpus, oversubscribed  # noqa: F401 (the families' API)
 from distbench.core.units import human_time_us, pct, sig3
 
 MAX_TABLE_ROWS = 200  # beyond this a table stops being read; the CSVs hold everything
+
+
+VERDICTS = ("failing", "below expected", "healthy", "measured")  # worst first (distbench.report.verdict)
+
+
+def worse(a: str, b: str) -> str:
+    """The worse of two verdicts (VERDICTS' order): a headline judged on two counts takes it."""
+    return min(a, b, key=VERDICTS.index)
 
 
 @dataclass(frozen=True)
 class Headline:
     area: str  # communication, training, memory
     headline: str  # the number(s), with units
-    verdict: str  # one of distbench.report.verdict.VERDICTS
+    verdict: str  # one of VERDICTS
     reason: str
     # a short mark ("†health") for a headline that holds for other headlines (a GPU the health check
     # found degraded, named in this one row): it opens the Verdict, and the others carry only the mark,
@@ -40,6 +48,12 @@ class Headline:
     # ... those of these areas only (the families whose jobs ran on that GPU); None: every headline
     # (which jobs ran there is not known)
     qualifies_areas: tuple[str, ...] | None = None
+    # where the headline stands among those of its verdict that are not failing: higher first. The
+    # section that knows what the node can answer sets it (distbench.core.judged.node_gpus): on one GPU
+    # the language models' tokens/s and MFU lead, memory next, and the row saying there is no
+    # collective between GPUs to measure comes after them (docs/report.md, "Node shapes"). 0: the
+    # sections' own order.
+    lead: int = 0
 
 
 @dataclass
@@ -93,6 +107,10 @@ class ReportInputs:
             return Path(self.results_dir) / self.run_label / "tables"
         first = next((Path(p) for p in self.tables.values() if p), None)
         return first.parent if first else None
+
+    def node_gpus(self) -> int | None:
+        """The GPUs of this run's node (distbench.core.judged.node_gpus: the plan's, else env.json's)."""
+        return node_gpus(self.plan, self.env_dict())
 
     def env_dict(self) -> dict:
         """env.json as a dict ({} when missing); one that cannot be read raises UnreadableFile."""

@@ -37,6 +37,9 @@ def build(inputs: ReportInputs) -> dict | None:
     gpus = measured_on_gpus(fits, comm, training)
     if not gpus:  # a CPU run: no GPU cluster from it (also from tables written before it said so)
         comm, training = comm.iloc[0:0], training.iloc[0:0]
+    else:  # GPU figures rest on GPU collectives only: a check fitted on Gloo supports none of them
+        validation = _of_backend(validation, "nccl")
+        fits = _of_backend(fits, "nccl")
     findings, tables = [], {}
     if len(validation):
         vs = validation_summary(validation)
@@ -85,8 +88,49 @@ def build(inputs: ReportInputs) -> dict | None:
     # nothing measured at all (e.g. backends [nccl] on a host without a GPU: the plan skipped every comm job)
     nothing = not len(fits) and not len(validation)
     return {"findings": findings, "tables": tables, "note": note, "cpu_only": not gpus and not nothing,
-            "nothing_measured": nothing,
+            "nothing_measured": nothing and not gpus,
+            "rests_on": rests_on(fits, validation, comm, training, preset) if gpus else "",
             "title": TITLE if gpus else CPU_TITLE}
+
+
+def _of_backend(t, backend: str):
+    """The rows of `t` measured on `backend` (all of them where the table names no backend)."""
+    if t is None or not len(t) or "backend" not in t:
+        return t
+    return t[t["backend"].astype(str) == backend]
+
+
+def preset_text(preset) -> str:
+    """A preset with its figures: 'nvlink4-ib400 (8 GPUs per node; within a node 360 GB/s busbw, 2.0 µs
+    per hop; between nodes 46 GB/s per GPU, 5.0 µs per hop)'."""
+    return (f"the preset {preset.name} ({preset.gpus_per_node} GPUs per node; within a node "
+            f"{preset.intra.beta_gbps:g} GB/s busbw, {preset.intra.alpha_us:g} µs per hop; between nodes "
+            f"{preset.inter.beta_gbps:g} GB/s per GPU, {preset.inter.alpha_us:g} µs per hop)")
+
+
+def rests_on(fits, validation, comm, training, preset) -> str:
+    """The prediction section's first line: what its GPU figures rest on (the NCCL collectives measured
+    on this node, at which world sizes, and how well the model held here; else the preset, named with
+    its figures) and what they do not (a check fitted on Gloo: never support for GPU figures)."""
+    measured = sorted({int(w) for w in fits["world_size"]}) if fits is not None and len(fits) else []
+    link = (f"the NCCL collectives measured on this node at {', '.join(map(str, measured))} ranks"
+            if measured else "no collective between GPUs measured on this node (it has fewer than two GPUs, "
+                             "or ran no NCCL job)")
+    parts = [f"These predictions rest on {link}"]
+    uses_preset = comm is not None and len(comm) and "intra_source" in comm and (comm["intra_source"] == "preset").any()
+    if preset is not None and (uses_preset or not measured or (training is not None and len(training))):
+        parts.append("and on " + preset_text(preset)
+                     + (" for the links between nodes" if measured else " for every link"))
+    big = validation[validation["size_bytes"] >= 2**20]["rel_err_pct"].abs() if validation is not None and len(validation) else []
+    if len(big):
+        check = (f"the model's check on this node (fitted at {int(validation['fit_world_size'].min())} ranks, "
+                 f"checked at {', '.join(map(str, sorted({int(w) for w in validation['check_world_size']})))}): "
+                 f"median |error| {big.median():.1f}% at >= 1 MiB, max {big.max():.1f}%; the predictions carry "
+                 "at least that error")
+    else:
+        check = ("the model was not checked on this node: that needs NCCL collectives measured at two or more "
+                 "world sizes; a check fitted on Gloo (CPU processes) supports no GPU figure, so none is shown")
+    return " ".join(parts) + "; " + check + "."
 
 
 # The captions of the figures (distbench.predict.plots), each what its figure draws.

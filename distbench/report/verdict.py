@@ -17,9 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import asdict
 
-from distbench.core.section import Headline, ReportInputs, Section
-
-VERDICTS = ("failing", "below expected", "healthy", "measured")  # worst first
+from distbench.core.section import VERDICTS, Headline, ReportInputs, Section
 
 
 def verdict_rows(sections: Iterable[Section], inputs: ReportInputs) -> list[dict]:
@@ -36,7 +34,8 @@ def mark_anchor(mark: str) -> str:
 
 
 def ordered(headlines: Iterable[Headline]) -> list[dict]:
-    """Every headline, those with a `qualifies` mark first, then failing ones (otherwise in the
+    """Every headline, those with a `qualifies` mark first, then failing ones, then the others by their
+    `lead` (what the node can answer first: on one GPU, its MFU) and verdict (otherwise in the
     sections' order), as plain dicts for the templates. A qualifying headline (a GPU the health check
     found degraded) is the one row that names what it qualifies; the first of each mark gets the
     `anchor` its mark links to. Every other headline it concerns (the areas whose jobs ran on that GPU;
@@ -46,9 +45,10 @@ def ordered(headlines: Iterable[Headline]) -> list[dict]:
     qualifying = [h for h in headlines if h.qualifies]
     anchored: set[str] = set()
     out = []
-    for h in sorted(headlines, key=lambda h: (not h.qualifies, order[h.verdict])):
+    for h in sorted(headlines, key=lambda h: (not h.qualifies, h.verdict != "failing", -h.lead, order[h.verdict])):
         d = asdict(h)
         d.pop("qualifies_areas")
+        d.pop("lead")
         d["anchor"], d["marks"] = "", []
         if h.qualifies and h.qualifies not in anchored:
             anchored.add(h.qualifies)

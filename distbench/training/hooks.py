@@ -4,6 +4,7 @@ the config check its schema cannot state and the jobs the quick answer runs. Tor
 
 from __future__ import annotations
 
+from distbench.core.judged import node_gpus
 from distbench.launch.planning import nccl_env_label_problems, quick_world_size
 
 # The quick answer's workload: seed 004's MLP, plain DDP: the cheapest that judges scaling.
@@ -53,15 +54,35 @@ def layout_problems(config: dict) -> list[str]:
 
 def quick(config: dict, plan: dict, cores: int) -> list:
     """The training jobs of the quick answer (the manifest's quick): one workload (QUICK_MODEL, plain
-    DDP) at one rank (the efficiency baseline) and at the world size the Verdict judges."""
+    DDP) at one rank (the efficiency baseline) and at the world size the Verdict judges. On a node with
+    one GPU there is no scaling to judge: one_gpu_quick instead, the question that node can answer."""
     jobs = [j for j in plan["jobs"].get("training") or [] if j.config_label == QUICK_CONFIG]
     if not jobs:
         return []
+    if node_gpus(plan) == 1:
+        return one_gpu_quick(jobs)
     model = QUICK_MODEL if any(j.model == QUICK_MODEL for j in jobs) else jobs[0].model
     of = [j for j in jobs if j.model == model]
     multi = sorted({j.world_size for j in of if j.world_size > 1})
     sizes = {1, quick_world_size(config, plan, of[0].backend, multi, cores)} if multi else {1}
     return [j for j in of if j.world_size in sizes]
+
+
+def one_gpu_quick(jobs: list) -> list:
+    """One GPU: the language model's plain DDP job at one rank on the GPU (NCCL), the first of
+    LM_QUICK_ORDER the plan has: its tokens/s and MFU are what the one-GPU Verdict leads with
+    (distbench.training.analysis.section.one_gpu_headlines). The MLP's jobs are left to the full run:
+    they judge scaling, which one GPU has none of. [] where the plan has no language model on the GPU."""
+    from distbench.workloads.registry import workload
+
+    lm = [j for j in jobs if j.backend == "nccl" and j.world_size == 1 and workload(j.model).block == "lm"]
+    lm.sort(key=lambda j: LM_QUICK_ORDER.index(j.model) if j.model in LM_QUICK_ORDER else len(LM_QUICK_ORDER))
+    return lm[:1]
+
+
+# The one-GPU quick answer's language model, in order of preference: full training (every parameter's
+# gradient and optimizer state), the MFU that published figures report, before LoRA's.
+LM_QUICK_ORDER = ("gpt", "lora")
 
 
 # The language-model job the training family's GPU default time was measured with (its manifest's

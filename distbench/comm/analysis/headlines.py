@@ -82,18 +82,39 @@ def gpu_side_rows(summary: pd.DataFrame, primary: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+# On a node with one GPU there is no collective between GPUs to measure: the Verdict says so in this row
+# instead of heading its communication line with Gloo's figure (CPU processes, not the GPU), which stays
+# in the Communication section, labelled (docs/report.md, "Node shapes").
+ONE_GPU_TEXT = "no collective between GPUs to measure: this node has one GPU"
+ONE_GPU_REASON = ("a collective between GPUs needs two or more; the Gloo figures in the Communication section are "
+                  "CPU processes over shared memory, not this GPU, so the Verdict does not judge them")
+GLOO_ON_GPU_NODE = ("These are Gloo figures: CPU processes over shared memory or TCP, not this node's GPU{s}, "
+                    "which {verb} not measured here; they say how fast the host moves data between processes")
+
+
+def one_gpu_headline() -> Headline:
+    """The one-GPU node's communication row: nothing between GPUs to measure; after what that GPU can
+    answer (its MFU, its memory: their sections' `lead`)."""
+    return Headline("communication", ONE_GPU_TEXT, "measured", ONE_GPU_REASON, lead=-1)
+
+
 HEALTHY_OF_PUBLISHED = 0.90  # of the published range's low end: run-to-run and machine-to-machine spread
 HEADLINE_OP = "all_reduce"  # the collective of data-parallel training; another op when it was not run
 
 
 def comm_headlines(summary: pd.DataFrame, gpu_name: str | None = None, peak: dict | None = None,
-                   nvls: bool | None = None, env: dict | None = None, job_env: dict | None = None) -> list[Headline]:
-    """One headline per backend: its largest judged world size, all_reduce (or the first op measured) at
+                   nvls: bool | None = None, env: dict | None = None, job_env: dict | None = None,
+                   gpus: int | None = None) -> list[Headline]:
+    """One headline per backend (`gpus`: the node's, distbench.core.judged.node_gpus; on one GPU with no
+    NCCL row, one_gpu_headline instead of Gloo's): its largest judged world size, all_reduce (or the first op measured) at
     the largest size that ran ok, against the published figure or the link peak (`env`: env.json,
     for the host's cores and the launcher's NCCL variables). Where events timing is host-bound there and
     graph timing measured the point, the graph figure is the headline (gpu_side_rows), its graph-mixing
     setting named (`job_env`: the config's) and torch's per-call host cost beside it, not judged: a
     size that short is latency, not bandwidth."""
+    ran_nccl = summary is not None and len(summary) and (summary["backend"].astype(str) == "nccl").any()
+    if gpus == 1 and not ran_nccl:
+        return [one_gpu_headline()]
     if summary is None or summary.empty:
         return []
     s = normalise_summary(summary)

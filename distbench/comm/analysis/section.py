@@ -13,7 +13,7 @@ from distbench.comm.analysis.findings import (
     HOST_BOUND, HOST_COST, SUMMARY_COLUMNS, TIMING_PREFERENCE, compute_findings, human_bytes, human_time_us,
     is_host_bound, normalise_summary, primary_rows, read_summary, skipped_points, straggler_findings,
 )
-from distbench.comm.analysis.headlines import HOST_COST_LABEL, comm_headlines, gpu_side_rows, graph_mixing
+from distbench.comm.analysis.headlines import GLOO_ON_GPU_NODE, HOST_COST_LABEL, comm_headlines, gpu_side_rows, graph_mixing
 from distbench.comm.analysis.pairs import pair_findings
 from distbench.comm.analysis.runs import ACROSS_RUNS
 from distbench.core.ops_spec import SPECS
@@ -338,7 +338,19 @@ def _mixing(inputs: ReportInputs):
 
 def headlines(inputs: ReportInputs) -> list:
     return comm_headlines(_comm_table(inputs, "comm_summary"), gpu_name=_gpu_name(inputs.env_dict()), peak=_peak(inputs),
-                          nvls=_nvls((inputs.extra or {}).get("nccl")), env=inputs.env_dict(), job_env=_job_env(inputs))
+                          nvls=_nvls((inputs.extra or {}).get("nccl")), env=inputs.env_dict(), job_env=_job_env(inputs),
+                          gpus=inputs.node_gpus())
+
+
+def cpu_processes_note(summary: pd.DataFrame, gpus: int | None) -> str:
+    """On a GPU node whose table holds Gloo rows and no NCCL row: a note that these are CPU processes,
+    not the GPUs (the one-GPU Verdict does not judge them: headlines.one_gpu_headline); else ''."""
+    if not gpus or summary is None or summary.empty:
+        return ""
+    backends = set(summary["backend"].astype(str))
+    if "nccl" in backends or "gloo" not in backends:
+        return ""
+    return GLOO_ON_GPU_NODE.format(s="s" if gpus > 1 else "", verb="were" if gpus > 1 else "was")
 
 
 def findings(inputs: ReportInputs) -> list[str]:
@@ -359,6 +371,7 @@ def skipped(inputs: ReportInputs) -> list[str]:
 def build(inputs: ReportInputs) -> dict:
     summary, largest = _comm_table(inputs, "comm_summary"), _comm_table(inputs, "comm_largest")
     return {"pivots": _pivots(summary, _mixing(inputs)),
+            "cpu_note": cpu_processes_note(summary, inputs.node_gpus()),
             "rank_agg": "/".join(sorted(set(summary["rank_agg"].dropna().astype(str)))) if "rank_agg" in summary else "",
             "largest": _largest_table(largest, _peak(inputs)),
             "nodes": _nodes_table(largest),

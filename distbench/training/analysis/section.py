@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from distbench.core.section import (
-    SMOKE_TEST, Headline, Measure, ReportInputs, Section, SummaryPart, judged_world_size, oversubscribed,
+    SMOKE_TEST, Headline, Measure, worse, ReportInputs, Section, SummaryPart, judged_world_size, oversubscribed,
     pct_cell, table, time_cell,
 )
 from distbench.core.readers import read_json, remake
@@ -27,6 +27,7 @@ from distbench.training.analysis.findings import (
 from distbench.training.analysis.instep_view import instep_context, verdict_clause
 from distbench.training.analysis.layout_verdict import layout_rows, layout_verdict
 from distbench.training.analysis.layouts import layout_name
+from distbench.training.analysis.mfu_reference import mfu_verdict
 from distbench.training.analysis.summary import row_split
 from distbench.training.manifest import MANIFEST
 
@@ -140,17 +141,86 @@ def _crowded(rows: pd.DataFrame, ws: int) -> str | None:
     return next((m for m in marks if isinstance(m, str)), None)
 
 
+def model_size(r) -> str:
+    """'1.32B parameters' from a row's params_total ('' where it has none)."""
+    n = _float(r.get("params_total"))
+    if math.isnan(n) or n <= 0:
+        return ""
+    return f"{sig3(n / 1e9)}B parameters" if n >= 1e9 else f"{sig3(n / 1e6)}M parameters"
+
+
+def _float(v) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def mfu_judgement(r) -> tuple[str, str, str]:
+    """(clause, verdict, reason) of a language-model row's MFU against the nearest comparable sourced
+    reference row (distbench.training.analysis.mfu_reference, docs/fixtures.md): the clause for the
+    headline ('46.0% MFU'), the verdict the row earns ('healthy' normal, 'below expected' low,
+    'measured' high or with no comparable row) and the reason naming the row, or saying none exists.
+    ('', 'measured', '') where the row has no MFU (a device without a known peak, CPU)."""
+    mfu = _float(r.get("mfu"))
+    if math.isnan(mfu) or str(r.get("device_name") or "cpu") == "cpu":
+        return "", "measured", ""
+    seq = _float(r.get("seq_len"))
+    verdict, reason = mfu_verdict(mfu, str(r.get("device_name") or ""), _float(r.get("params_total")),
+                                  int(seq) if not math.isnan(seq) else 0, str(r.get("dtype") or ""),
+                                  strategy=str(r.get("strategy") or "ddp"), world_size=int(r["world_size"]),
+                                  compiled=_compiled(r))
+    return f"{_pct(mfu, 1)} MFU", verdict, reason
+
+
+def one_gpu_headlines(t: pd.DataFrame) -> list[Headline]:
+    """A node with one GPU (distbench.core.judged.node_gpus): what that GPU does alone, per language
+    model: tokens/s and MFU at one rank, judged against the nearest sourced MFU row (mfu_judgement).
+    They lead the Verdict (`lead`): there is no scaling to judge on one GPU, and no collective between
+    GPUs (the communication row says so)."""
+    out = []
+    for model, g in t[t["model"] != "mlp"].groupby("model", sort=True):
+        one = g[(g["world_size"] == 1)]
+        if one.empty:
+            continue
+        plain = one[(one["config"] == "plain") & (one["strategy"].fillna("ddp") == "ddp")] if "strategy" in one else one
+        r = (plain if len(plain) else one).iloc[0]
+        size = model_size(r)
+        label = f"{model} ({', '.join(x for x in (size, layout_name(r), 'compiled' if _compiled(r) else '') if x)})"
+        if str(r["status"]) != "ok":
+            out.append(Headline("training", f"{label} on 1 GPU: {r['status']}", "failing",
+                                str(r.get("message") or "the job did not complete"), lead=2))
+            continue
+        clause, verdict, reason = mfu_judgement(r)
+        tokens = _float(r.get("tokens_per_s_median"))
+        text = f"{label} on 1 GPU: {tokens:,.0f} tokens/s" + (f", {clause}" if clause else "")
+        extra = f" (sequence {int(r['seq_len'])} tokens, {r.get('dtype')}, batch {int(r['batch_size'])})"
+        out.append(Headline("training", text + extra, verdict,
+                            reason or "no MFU: the device's dense peak is not known (distbench/training/analysis/mfu.py)",
+                            lead=2))
+    return out
+
+
+def _compiled(r) -> bool:
+    v = r.get("compile")
+    return bool(v) and not (isinstance(v, float) and math.isnan(v)) and str(v).lower() not in ("false", "0")
+
+
 def training_headlines(training: pd.DataFrame | None, split: pd.DataFrame | None = None,
-                       instep: pd.DataFrame | None = None) -> list[Headline]:
+                       instep: pd.DataFrame | None = None, gpus: int | None = None) -> list[Headline]:
     """Per model: plain DDP (else its first configuration) at the largest judged world size (the
     largest whose ranks each have a core: distbench.core.judged.judged_world_size, the rule by which
     the quick answer picks its jobs). With training.inspect's tables (`split`, `instep`), the headline
     names the step's largest cost beyond compute, and the reason says when the overlap, not the link,
-    is what costs (instep_view.verdict_clause)."""
+    is what costs (instep_view.verdict_clause). A language model's MFU is judged against the nearest
+    sourced reference row beside its scaling (mfu_judgement); the worse of the two verdicts stands. On a
+    node with one GPU (`gpus`), one_gpu_headlines instead: tokens/s and MFU, leading the Verdict."""
     if training is None or training.empty:
         return []
     out = []
     t = training if "model" in training else training.assign(model="mlp")
+    if gpus == 1:
+        return one_gpu_headlines(t)
     for model, g in t.groupby("model", sort=True):
         multi = g[g["world_size"] > 1]
         if multi.empty:
@@ -198,6 +268,12 @@ def training_headlines(training: pd.DataFrame | None, split: pd.DataFrame | None
             # why it is below: where the step's time beyond linear scaling goes, never the bound label
             # (a row can be "compute-bound" and still lose its shortfall to exposed communication)
             verdict, reason = "below expected", f"under {_pct(HEALTHY_EFFICIENCY)} of linear scaling: {shortfall(r, eff)}"
+        if model != "mlp":  # a language model's MFU, judged against its sourced row too: the worse verdict
+            clause, mfu_verdict, mfu_reason = mfu_judgement(r)
+            if clause:
+                text += f", {clause}"
+                reason += f"; {mfu_reason}"
+                verdict = worse(verdict, mfu_verdict)
         out.append(Headline("training", text, verdict, f"{reason}; {why_cost}" if why_cost else reason))
     # which layout (training.lm.strategies: issue 49): the answer first, one row per language model
     return layout_headlines(t, split) + out
@@ -212,7 +288,7 @@ def layout_headlines(summary: pd.DataFrame, split: pd.DataFrame | None = None) -
 
 def headlines(inputs: ReportInputs) -> list[Headline]:
     return training_headlines(with_host(inputs.table("training_summary"), inputs), inputs.table("training_split"),
-                              inputs.table("training_instep"))
+                              inputs.table("training_instep"), gpus=inputs.node_gpus())
 
 
 # Against a baseline run: the median step time per configuration, its p5-p95 as the noise (tables from

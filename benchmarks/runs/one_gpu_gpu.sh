@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Issue 54 on a lent one-GPU machine (device tool, carry .whl; one call): what a new user sees on a node
+# with one GPU. A fresh checkout, then
+#   1. `snakemake --cores 1 quick`, timed (the quick answer's Verdict: report/quick.md);
+#   2. `snakemake --cores 1`, timed, reusing the quick answer's job (the full report's Verdict);
+# cut at QUICK_LIMIT_S / FULL_LIMIT_S so the call ends in time.
+# Results: $OUT/quick.md, $OUT/quick_time.txt, $OUT/report.md, $OUT/report.html, $OUT/default_run.txt,
+# $OUT/jobs.csv (every benchmark job's wall time), $OUT/tables/ (the run's CSV tables).
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
+source benchmarks/runs/device_setup.sh
+rm -rf results report/quick.md report/report.* .snakemake
+{ /usr/bin/time -f "quick: %e s wall (rc %x)" timeout "${QUICK_LIMIT_S:-150}" python3 -m snakemake --cores 1 quick \
+    > "$OUT/quick.log" 2>&1; } 2> "$OUT/quick_time.txt"
+cat "$OUT/quick_time.txt"; cp report/quick.md "$OUT/" 2>/dev/null
+T=$OUT/default_run.txt
+{ /usr/bin/time -f "default run after quick: %e s wall (rc %x)" timeout "${FULL_LIMIT_S:-400}" python3 -m snakemake --cores 1 \
+    > "$OUT/full.log" 2>&1; } 2>> "$T"
+grep -h "^distbench: .*planned\|^distbench: to run" "$OUT/full.log" | head -2 >> "$T"
+tail -n 3 "$OUT/full.log" >> "$T"
+cat "$T"
+python3 benchmarks/runs/jobs_table.py "$R" > "$OUT/jobs.csv" 2>/dev/null
+cp report/report.md report/report.html "$OUT/" 2>/dev/null
+cp report/quick.md "$OUT/quick_after_full.md" 2>/dev/null
+mkdir -p "$OUT/tables" && cp "$R"/tables/*.csv "$OUT/tables/" 2>/dev/null
+sed -n '/^## Verdict/,/^## [^V]/p' report/report.md | head -30
