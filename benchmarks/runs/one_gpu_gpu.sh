@@ -4,8 +4,9 @@
 #   1. `snakemake --cores 1 quick`, timed (the quick answer's Verdict: report/quick.md);
 #   2. `snakemake --cores 1`, timed, reusing the quick answer's job (the full report's Verdict);
 # cut at QUICK_LIMIT_S / FULL_LIMIT_S so the call ends in time.
-# Results: $OUT/quick.md, $OUT/quick_time.txt, $OUT/report.md, $OUT/report.html, $OUT/default_run.txt,
-# $OUT/jobs.csv (every benchmark job's wall time), $OUT/tables/ (the run's CSV tables).
+# Results (the device tool brings back 8 files): $OUT/quick.md, $OUT/report.md, $OUT/summary.txt (the
+# machine, versions, both times, the estimate printed), $OUT/run.tgz (report.html, the run's tables, every
+# job's wall time in jobs.csv, the logs, results/ without traces).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
 source benchmarks/runs/device_setup.sh
@@ -24,3 +25,8 @@ cp report/report.md report/report.html "$OUT/" 2>/dev/null
 cp report/quick.md "$OUT/quick_after_full.md" 2>/dev/null
 mkdir -p "$OUT/tables" && cp "$R"/tables/*.csv "$OUT/tables/" 2>/dev/null
 sed -n '/^## Verdict/,/^## [^V]/p' report/report.md | head -30
+cat "$OUT"/gpus.txt "$OUT"/versions.txt "$OUT"/quick_time.txt "$T" > /tmp/summary.txt
+mkdir -p /tmp/bundle && mv "$OUT"/* /tmp/bundle/ && cp /tmp/summary.txt "$OUT/summary.txt"
+cp /tmp/bundle/quick.md /tmp/bundle/report.md "$OUT/" 2>/dev/null
+tar czf "$OUT/run.tgz" --exclude="*.json.gz" -C /tmp bundle -C "$PWD" results report .snakemake/log 2>/dev/null
+ls -la "$OUT"

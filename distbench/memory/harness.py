@@ -1,54 +1,100 @@
 """Memory benchmark harness: one torchrun job measures, for one model (mlp, gpt, lora) and one
 strategy (DDP, with or without gradient_as_bucket_view, or FSDP2) at one world size, where the
-memory of a training step goes at each batch size, and (on GPU) the largest batch that fits.
+memory of a training step goes at each batch size, and (on GPU) the largest batch at which a real
+training step runs.
 
 Run alone:
     torchrun --standalone --nproc_per_node=2 -m distbench.memory --backend gloo --model gpt \
         --gpt-size tiny --seq-len 32 --batch-sizes 1,2,4 --out memory.csv
 
-Per batch size (phase `measure`; one warm-up step at the smallest batch first, so the optimizer
-state exists and DDP has rebuilt its buckets): gradients set to None, the allocator's peak reset,
-then one step: forward under distbench.memory.accounting.SavedActivations, backward, optimizer
-step. Parts (accounting): parameters, gradients (read after backward), optimizer state (after the
-step), activations saved for backward. GPU: the allocator's peak allocated / reserved over the step
-(torch.cuda.memory_stats), fragmentation = reserved - allocated, allocation retries during the
-step, the device's total memory; `unexplained_bytes` = peak allocated - the sum of the parts
-(DDP's buckets without bucket view, autograd's temporaries, the logits' fp32 copy, workspace).
-Each column is the maximum over ranks. Beside each row: the analytic estimate of parameters,
-gradients and optimizer state (accounting.estimate) and how far the measured model states are
-from it.
+The step. Every step this harness runs is the training family's real step, wrapped as that family
+wraps it (distbench.training.trainer: DDP with the job's gradient_as_bucket_view and DDP's other
+defaults; AdamW's fused kernel on GPU): forward and loss under autocast, backward with DDP's
+gradient sync, the optimizer step, gradients set to None. And each measurement starts as a training
+run starts, from a fresh DDP wrapper (`fresh_steps`): the reducer's first synced iteration records
+the order in which gradients become ready, and at the next forward it rebuilds its buckets in that
+order, allocating new ones. On GPU the first iteration's buckets outlive that rebuild when the host
+runs ahead of the device, as a training loop's does: ProcessGroupNCCL holds the tensors of each
+collective (the Work's TensorShelf) until the Work is waited on (DDP waits on its future instead)
+or its watchdog thread (polling every 100 ms) sees it finished and sets them aside, to be freed at
+the group's next call from this thread. The first iteration's all-reduces are still running when
+the second forward rebuilds, so the second step's forward and the start of its backward, where the
+activations peak, hold both sets: the gradients' size again, 4.9 GiB for gpt 1.3b (torch's source,
+ProcessGroupNCCL.cpp: shelvesToUnstash_). A later step of a long-rebuilt wrapper never shows it:
+not the search that stepped under no_sync, nor the steady step this harness measured before (issue
+54: 40.3 GiB at gpt 1.3b batch 8 where the training job's step peaked at 45.2 GiB; on CPU, where
+Gloo holds nothing, the allocator's count of the two is the same). `fresh_steps` lets go of the
+previous wrapper first (NCCL's held tensors included: `drain`), makes a new one and runs the steps
+back to back with no host sync between them, as a training loop does; the peak is over them all.
 
-Largest batch (phase `search`, GPU and DDP only; distbench.memory.search): doubling from the largest
-measured batch until a step runs out of memory on any rank, then bisection; one row per batch tried
-(`ok` or `oom`). Doubling stops at `--search-max-batch` (memory.search_max_batch): when that batch
-fits, its row has `search_capped` true and the largest batch that fits is only known to be at least
-that. The step runs under no_sync, so no rank waits in a collective for one that ran out of memory
-(DDP's buckets exist either way); every rank votes on the outcome and frees its memory before the next
-try. FSDP is skipped there (a rank out of memory inside FSDP's all-gather would leave the others
-waiting); on CPU there is no device limit to search.
+Per batch size (phase `measure`; one warm-up at the smallest batch first, so the optimizer state
+exists): a fresh wrapper's first two steps (the peak allocated / reserved, allocation retries: what a
+training run at this batch needs), then one more step (`steady_peak_allocated_bytes`: the buckets
+rebuilt) with its memory counted (distbench.memory.accounting): forward under
+accounting.SavedActivations, gradients read after backward, optimizer state after the step. Parts:
+parameters, gradients, optimizer state, activations saved for backward; `unexplained_bytes` = peak
+allocated - the sum of the parts (DDP's buckets without bucket view, the rebuild's second set,
+autograd's temporaries, the logits' fp32 copy, workspace); fragmentation = reserved - allocated; the
+device's total memory. Each column is the maximum over ranks. Beside each row: the analytic estimate
+of parameters, gradients and optimizer state (accounting.estimate) and how far the measured model
+states are from it. On CPU there is no allocator to read: those columns are empty.
+
+Largest batch (phase `search`, GPU and DDP only; distbench.memory.search): from the batch the
+measured peaks predict, or doubling from the largest measured batch, until a try runs out of memory,
+then bisection; one row per batch tried (`ok` with its peak, or `oom`). A try is a fresh wrapper's
+first two real steps at that batch (`try_batch`), gradients synced, the optimizer state present. Every
+rank votes on the outcome and frees its memory before the next try. Doubling stops at
+`--search-max-batch` (memory.search_max_batch): when that batch fits, its row has `search_capped`
+true and the largest batch is only known to be at least that. FSDP is not searched (a rank out of
+memory inside FSDP's all-gather would leave the others waiting); on CPU there is no device limit.
+
+Bounded on several ranks. A rank out of memory inside a synced step would leave the others waiting
+in an all-reduce. So at more than one rank each try first runs the step's forward and backward
+alone on the bare model (no wrapper, no collective: `compute_alone`) and every rank votes on it: a
+batch whose compute runs out of memory on any rank is out of memory on all of them before any rank
+enters a collective (on one rank there is no one to wait, and no pre-vote). What remains is a batch
+whose compute fits on every rank while the synced steps run out of memory on some ranks and not
+others (DDP's replicas allocate alike, so this takes devices, or NCCL's timing, that differ by
+rank): the process group's op timeout (`--op-timeout-s`, comm.op_timeout_s) ends the waiting ranks,
+and the job with them, its rows so far kept (distbench.memory.job.write_failure_rows marks the rest).
+
+Confirm (phase `confirm`): the search's answer runs again from a drained allocator, now three real
+steps (the fresh wrapper's two and one after the rebuild), and its row records the peak at that
+batch. If it runs out of memory, the batch below it is confirmed instead, at most CONFIRM_ATTEMPTS
+batches: the answer is the largest batch that confirmed (none, said so, when none did). The search
+and the confirm run in distbench.memory.largest; their rows, and the measured ones, are made in
+distbench.memory.rows.
 
 `--snapshot-out PATH` (GPU): a torch.cuda.memory snapshot (the pickle PyTorch's memory viewer at
-pytorch.org/memory_viz opens) of the step at the largest measured batch, from rank 0.
+pytorch.org/memory_viz opens) of the fresh wrapper's steps at the largest measured batch, from rank 0.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import math
 import sys
+import threading
 from pathlib import Path
 
 from distbench.launch.timeline import mark
 from distbench.core.choices import BACKENDS, OPTIMIZERS, MODEL_DTYPES
 from distbench.launch.failure import unreached_rows
-from distbench.launch.ranks import RankContext, failure_status, finish_config, first_line
+from distbench.launch.ranks import RankContext, failure_status, finish_config, first_line, ranks_text
 from distbench.workloads.cli import add_model_args, resolve_model_args
 from distbench.memory.contract import MEMORY_COLUMN_NAMES
-from distbench.memory.search import DEFAULT_SEARCH_MAX_BATCH, predicted_largest_batch, reached_cap, search_largest_batch
+from distbench.memory.largest import search
+from distbench.memory.rows import PEAK, Tried, worst_of_ranks, base_row, measured_row
+from distbench.memory.search import DEFAULT_SEARCH_MAX_BATCH
 
-MEASURED = ("params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes", "peak_allocated_bytes",
-            "peak_reserved_bytes", "alloc_retries", "device_total_bytes")
+# A fresh DDP wrapper's first synced step and the next, at whose forward the reducer rebuilds its
+# buckets: the two a training run at that batch must get through first.
+FRESH_STEPS = 2
+# How long a drain waits for NCCL's watchdog (its poll is 100 ms; a private call, so bounded).
+DRAIN_TIMEOUT_S = 10.0
+STATUS_CODE = {"ok": 0, "oom": 1, "failed": 2}  # a vote takes the worst (largest)
 
 
 class MemoryHarness(RankContext):
@@ -61,7 +107,8 @@ class MemoryHarness(RankContext):
 
     def build(self):
         """The workload (distbench.workloads.registry), wrapped in DDP or sharded with FSDP2, and
-        its optimizer."""
+        its optimizer (the training family's: make_optimizer with fused=True on GPU, which only
+        AdamW takes)."""
         from distbench.workloads import mlp
         from distbench.workloads.registry import workload
 
@@ -81,11 +128,12 @@ class MemoryHarness(RankContext):
         else:
             self.wrap_ddp()
         self.opt = mlp.make_optimizer(a.optimizer, [p for p in self.wrapped.parameters() if p.requires_grad],
-                                      fused=self.cuda and a.optimizer == "adamw")
+                                      fused=self.cuda)
         self.autocast = lambda: mlp.autocast(a.dtype, self.device)
 
     def wrap_ddp(self):
-        """(Re-)wrap the model in DDP (collective: every rank calls it)."""
+        """Wrap the model in DDP as the training family's default does (collective: every rank calls
+        it): gradient_as_bucket_view as the job says, DDP's defaults otherwise."""
         from torch.nn.parallel import DistributedDataParallel as DDP
 
         kw = {"gradient_as_bucket_view": self.args.gradient_as_bucket_view}
@@ -93,11 +141,44 @@ class MemoryHarness(RankContext):
             kw.update(device_ids=[self.device.index], output_device=self.device.index)
         self.wrapped = DDP(self.model, **kw)
 
+    def fresh_wrapper(self):
+        """A new DDP wrapper, as a training run starts with one (collective: every rank calls it),
+        after the old one's memory is let go of (so the new one's steps do not count it). FSDP keeps
+        its wrapping: it has no bucket rebuild."""
+        if self.args.strategy != "ddp":
+            self.release()
+            return
+        self.wrapped = None  # the old reducer (and its buckets) goes with its last reference
+        gc.collect()
+        self.drain()
+        self.release()
+        self.wrap_ddp()
+
     def rewrap(self):
         """A fresh DDP wrapper after a step that did not finish (its reducer is mid-iteration)."""
-        self.release()
-        if self.args.strategy == "ddp":
-            self.wrap_ddp()
+        self.fresh_wrapper()
+
+    def drain(self):
+        """Wait until the device is idle and NCCL has let go of what its finished collectives held
+        (the module says why that can lag): until its watchdog has seen every collective finished
+        (`_wait_for_pending_works`, private to torch: at most DRAIN_TIMEOUT_S), then one small
+        all-reduce, the group's next call from this thread, which frees what the watchdog set aside.
+        A training run starts with nothing held, so a measurement does too. Collective (every rank
+        calls it); GPU only: Gloo holds nothing."""
+        self.sync()
+        if not self.cuda:
+            return
+        group = self.dist.group.WORLD
+
+        def wait():
+            with contextlib.suppress(Exception):  # a torch without it: the all-reduce below frees less
+                group._wait_for_pending_works()  # releases the GIL while it polls
+
+        waiter = threading.Thread(target=wait, name="distbench-memory-drain", daemon=True)
+        waiter.start()
+        waiter.join(DRAIN_TIMEOUT_S)
+        self.dist.all_reduce(self.torch.zeros(1, device=self.device))
+        self.sync()
 
     def release(self):
         self.opt.zero_grad(set_to_none=True)
@@ -105,103 +186,141 @@ class MemoryHarness(RankContext):
         if self.cuda:
             self.torch.cuda.empty_cache()
 
-    # -- one measured step --------------------------------------------------------------------
+    # -- real steps ---------------------------------------------------------------------------
 
-    def measure(self, batch: int, snapshot: str | None = None) -> list[float]:
-        """This rank's MEASURED values for one step at `batch` (NaN where the CPU has none)."""
+    def real_step(self, x, y, parts: dict | None = None) -> None:
+        """One training step as the training family takes it (distbench.training.trainer's step with
+        one micro-batch): forward and loss under autocast, backward (DDP all-reduces each gradient
+        bucket as it fills), the optimizer step, gradients set to None. `parts`: filled with what the
+        step held, counted from the tensors (activations saved for backward, gradients after backward,
+        optimizer state after the step)."""
         from distbench.memory import accounting
 
-        torch = self.torch
-        self.beacon.at(f"measured step at batch {batch}")
-        x, y = self.data(batch)
-        self.release()
-        retries0 = self._retries()
-        if self.cuda:
-            torch.cuda.reset_peak_memory_stats(self.device)
-            if snapshot:
-                torch.cuda.memory._record_memory_history(max_entries=200_000)
-        with accounting.SavedActivations(self.model) as saved:
+        counting = parts is not None
+        with accounting.SavedActivations(self.model) if counting else contextlib.nullcontext() as saved:
             with self.autocast():
                 loss = self.loss_fn(self.wrapped(x), y)
         loss.backward()
-        grads = accounting.gradient_bytes(self.model)
+        if counting:
+            parts["grads"] = accounting.gradient_bytes(self.model)
         self.opt.step()
-        self.sync()
-        self.beacon.done()
-        out = [accounting.parameter_bytes(self.model), grads, accounting.optimizer_state_bytes(self.opt), saved.bytes]
+        if counting:
+            parts["optimizer"] = accounting.optimizer_state_bytes(self.opt)
+            parts["activations"] = saved.bytes
+        self.opt.zero_grad(set_to_none=True)
+
+    def fresh_steps(self, batch: int, steps: int, snapshot: str | None = None) -> list[float]:
+        """`steps` real steps at `batch` on a fresh wrapper, back to back (no host sync between them,
+        as in a training loop), and this rank's PEAK over them. snapshot: the allocator's history of
+        the steps, dumped there (GPU)."""
+        torch = self.torch
+        x, y = self.data(batch)
+        self.fresh_wrapper()
+        retries0 = self._retries()
+        recording = self.cuda and bool(snapshot)
         if self.cuda:
-            if snapshot:
+            torch.cuda.reset_peak_memory_stats(self.device)
+        if recording:
+            torch.cuda.memory._record_memory_history(max_entries=200_000)
+        try:
+            for _ in range(steps):
+                self.real_step(x, y)
+                self.beacon.done()  # host side, between steps
+            self.sync()
+            if recording:
                 torch.cuda.memory._dump_snapshot(snapshot)
+        finally:
+            if recording:  # also when a step ran out of memory: the next steps are not recorded
                 torch.cuda.memory._record_memory_history(enabled=None)
-            out += [torch.cuda.max_memory_allocated(self.device), torch.cuda.max_memory_reserved(self.device),
-                    self._retries() - retries0, torch.cuda.get_device_properties(self.device).total_memory]
-        else:
-            out += [math.nan] * 4
-        del x, y, loss
-        self.release()
-        return [float(v) for v in out]
+        return self._peak(retries0)
+
+    def _peak(self, retries0: int) -> list[float]:
+        if not self.cuda:
+            return [math.nan] * len(PEAK)
+        torch = self.torch
+        return [float(torch.cuda.max_memory_allocated(self.device)), float(torch.cuda.max_memory_reserved(self.device)),
+                float(self._retries() - retries0), float(torch.cuda.get_device_properties(self.device).total_memory)]
 
     def _retries(self) -> int:
         return int(self.torch.cuda.memory_stats(self.device).get("num_alloc_retries", 0)) if self.cuda else 0
 
-    def try_batch(self, batch: int) -> tuple[str, str]:
-        """One step at `batch` under no_sync (no collective inside), every rank voting:
-        ('ok', ''), ('oom', why) or ('failed', why)."""
-        status, why = "ok", ""
-        self.beacon.at(f"largest-batch search: step at batch {batch}")
+    # -- one measured batch -------------------------------------------------------------------
+
+    def measure(self, batch: int, snapshot: str | None = None) -> list[float]:
+        """This rank's rows.MEASURED values at `batch` (NaN where the CPU has none): the fresh wrapper's
+        first two steps (the peak), then one step with its memory counted (the steady peak)."""
+        from distbench.memory import accounting
+
+        torch = self.torch
+        self.beacon.at(f"measured steps at batch {batch}")
+        peak = self.fresh_steps(batch, FRESH_STEPS, snapshot)
+        x, y = self.data(batch)
+        if self.cuda:
+            torch.cuda.reset_peak_memory_stats(self.device)
+        parts: dict = {}
+        self.real_step(x, y, parts)
+        self.sync()
+        self.beacon.done()
+        steady = float(torch.cuda.max_memory_allocated(self.device)) if self.cuda else math.nan
+        out = [accounting.parameter_bytes(self.model), parts["grads"], parts["optimizer"], parts["activations"],
+               *peak, steady]
+        del x, y
+        self.release()
+        return [float(v) for v in out]
+
+    # -- one try of the search ----------------------------------------------------------------
+
+    def compute_alone(self, batch: int) -> None:
+        """The step's forward and backward at `batch` on the bare model: no wrapper, so no collective
+        at all (DDP's hooks on the gradients stay idle outside its forward). Every rank votes on it
+        before any rank enters a synced step. No optimizer step: with gradients of this rank's data
+        alone it would make the replicas' optimizer states differ (its memory is the synced steps')."""
+        x, y = self.data(batch)
+        with self.autocast():
+            loss = self.loss_fn(self.model(x), y)
+        loss.backward()
+        del loss
+        self.opt.zero_grad(set_to_none=True)
+        self.sync()
+
+    def vote(self, status: str, why: str, where: str, values: list[float] = ()) -> tuple[str, str, list[list[float]]]:
+        """Every rank's status and values: the worst status, why (this rank's reason, or which ranks
+        had the worst outcome, and `where`), and the values by rank."""
+        votes = self.gather_rows([float(STATUS_CODE[status]), *values])
+        code = max(int(v[0]) for v in votes)
+        worst = {v: k for k, v in STATUS_CODE.items()}[code]
+        if worst == "ok":
+            return worst, "", [v[1:] for v in votes]
+        if status != worst or not why:
+            why = f"rank(s) {ranks_text([r for r, v in enumerate(votes) if int(v[0]) == code])}: {worst}"
+        return worst, f"{where}: {why}", [v[1:] for v in votes]
+
+    def try_batch(self, batch: int, steps: int = FRESH_STEPS) -> Tried:
+        """Real steps at `batch` on a fresh wrapper (fresh_steps), every rank voting; at more than
+        one rank the step's compute alone first (compute_alone), every rank voting, so a batch out of
+        memory there leaves no rank in a collective. The wrapper is made anew after a failure."""
+        self.beacon.at(f"largest-batch search: {steps} real steps at batch {batch}")
+        if self.world_size > 1:
+            status, why = "ok", ""
+            try:
+                self.compute_alone(batch)
+            except Exception as e:  # noqa: BLE001 - an OOM is the answer; anything else is said as a failure
+                status, why = failure_status(e), first_line(e)
+            self.release()  # no collective ran: the wrapper is as it was
+            status, why, _ = self.vote(status, why, "the step's forward and backward alone, before any sync")
+            if status != "ok":
+                return Tried(status, why)
+        status, why, peak = "ok", "", [math.nan] * len(PEAK)
         try:
-            x, y = self.data(batch)
-            with self.wrapped.no_sync():
-                with self.autocast():
-                    loss = self.loss_fn(self.wrapped(x), y)
-                loss.backward()
-            self.opt.step()
-            self.sync()
-            self.beacon.done()
-            del x, y, loss
-        except Exception as e:  # noqa: BLE001 - an OOM is the answer; anything else is said as a failure
+            peak = self.fresh_steps(batch, steps)
+        except Exception as e:  # noqa: BLE001 - as above
             status, why = failure_status(e), first_line(e)
         self.release()
-        votes = self.gather_rows([{"ok": 0, "oom": 1, "failed": 2}[status]])
-        worst = max(v[0] for v in votes)
-        if worst:
-            self.rewrap()
-        status = ("ok", "oom", "failed")[int(worst)]
-        return status, why or ("" if status == "ok" else f"another rank: {status}")
-
-
-# -- rows -------------------------------------------------------------------------------------
-
-def base_row(a, h: MemoryHarness) -> dict:
-    """A row's configuration columns (the workload's shape from the registry: a.shape)."""
-    return {
-        "backend": a.backend, "world_size": h.world_size, "model": a.model, "strategy": a.strategy,
-        "gradient_as_bucket_view": a.gradient_as_bucket_view if a.strategy == "ddp" else None,
-        "config": a.config_label, **a.shape,
-        "dtype": a.dtype, "optimizer": a.optimizer, "phase": None, "batch_size": None, "device_name": h.device_name,
-        "params_total": getattr(h, "n_params", None), "params_trainable": getattr(h, "n_trainable", None),
-        "status": "ok", "message": "",
-    }
-
-
-def measured_row(a, h: MemoryHarness, batch: int, per_rank: list[list[float]]) -> dict:
-    from distbench.memory import accounting
-
-    worst = {name: max(r[i] for r in per_rank) for i, name in enumerate(MEASURED)}
-    v = {k: (None if math.isnan(x) else int(x)) for k, x in worst.items()}
-    est = accounting.estimate(h.n_params, h.n_trainable, h.n_trainable_tensors, a.optimizer, h.world_size,
-                              sharded=a.strategy == "fsdp")
-    parts = v["params_bytes"] + v["grads_bytes"] + v["optimizer_bytes"] + v["activations_bytes"]
-    states = v["params_bytes"] + v["grads_bytes"] + v["optimizer_bytes"]
-    row = {**base_row(a, h), "phase": "measure", "batch_size": batch, **v, "parts_bytes": parts,
-           "estimate_params_bytes": est["params"], "estimate_grads_bytes": est["grads"],
-           "estimate_optimizer_bytes": est["optimizer"],
-           "estimate_error_bytes": states - (est["params"] + est["grads"] + est["optimizer"])}
-    if v["peak_allocated_bytes"] is not None:
-        row.update(fragmentation_bytes=v["peak_reserved_bytes"] - v["peak_allocated_bytes"],
-                   unexplained_bytes=v["peak_allocated_bytes"] - parts,
-                   peak_share=v["peak_reserved_bytes"] / v["device_total_bytes"])
-    return row
+        status, why, peaks = self.vote(status, why, f"{steps} real steps on a fresh wrapper", peak)
+        if status != "ok":
+            self.rewrap()  # a step cut short leaves DDP's reducer mid-iteration
+            return Tried(status, why)
+        return Tried(status, "", tuple(worst_of_ranks(col) for col in zip(*peaks)))
 
 
 def parse_args(argv=None):
@@ -216,14 +335,16 @@ def parse_args(argv=None):
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw")
     p.add_argument("--batch-sizes", help="comma-separated per-rank batch sizes, e.g. 1,2,4,8")
     p.add_argument("--search", choices=("false", "true"), default="true",
-                   help="GPU + DDP: find the largest batch that fits (from the limit the measured batches predict, then bisection)")
+                   help="GPU + DDP: find the largest batch at which real steps run (from the limit the measured batches "
+                        "predict, then bisection), then confirm it")
     p.add_argument("--search-max-batch", type=int, default=DEFAULT_SEARCH_MAX_BATCH,
                    help="the search tries no larger batch per rank; when this one fits, the row says search_capped")
     p.add_argument("--config-label", default="ddp")
     p.add_argument("--op-timeout-s", type=int, default=300)
     p.add_argument("--out", required=True, help="CSV to write (rank 0); atomically renamed when complete")
     p.add_argument("--placement-out", help="JSON with every rank's GPU placement")
-    p.add_argument("--snapshot-out", help="GPU: torch.cuda.memory snapshot of the largest measured batch (rank 0)")
+    p.add_argument("--snapshot-out", help="GPU: torch.cuda.memory snapshot of a fresh wrapper's first two steps at the "
+                                           "largest measured batch (rank 0)")
     a = p.parse_args(argv)
     if a.params:  # the values as the plan typed them: nothing joined into a string and parsed again
         from distbench.launch.job_values import apply, read_job_json
@@ -273,7 +394,7 @@ def main(argv=None, keep_groups: bool = False) -> int:
     mark("measure_start")  # the model is built: the warm-up step and the measured batches begin
     if h.agree(err is None):
         try:
-            h.measure(a.batch_sizes[0])  # warm-up: optimizer state exists, DDP's buckets rebuilt
+            h.measure(a.batch_sizes[0])  # warm-up: the optimizer state exists before any measured step
         except Exception as e:  # noqa: BLE001 - the smallest batch failing is every row's outcome
             err = (failure_status(e), f"warm-up step at batch {a.batch_sizes[0]}: {first_line(e)}")
         ok = h.agree(err is None)
@@ -298,8 +419,9 @@ def main(argv=None, keep_groups: bool = False) -> int:
                 write([row])
                 measured.append((b, row.get("peak_reserved_bytes")))
                 say(f"batch {b}: params {row['params_bytes']} B, grads {row['grads_bytes']} B, optimizer "
-                    f"{row['optimizer_bytes']} B, activations {row['activations_bytes']} B, peak allocated "
-                    f"{row['peak_allocated_bytes']} B")
+                    f"{row['optimizer_bytes']} B, activations {row['activations_bytes']} B"
+                    + (f", peak allocated {row['peak_allocated_bytes']} B over a fresh wrapper's first two steps, "
+                       f"{row['steady_peak_allocated_bytes']} B over a later one" if "peak_allocated_bytes" in row else ""))
                 continue
             err = err or ("oom", f"batch {b}: another rank ran out of memory")
             write(unreached_rows(([{**base_row(a, h), "phase": "measure", "batch_size": x}] for x in a.batch_sizes[i:]),
@@ -309,51 +431,6 @@ def main(argv=None, keep_groups: bool = False) -> int:
             break
         search(a, h, write, say, measured)
     return finish_config(h, writer, keep_groups)  # a batch launch's next configuration reuses its groups
-
-
-def search_guess(h: MemoryHarness, measured: list) -> int | None:
-    """Where the search starts: the batch at which the measured batches' peak reserved memory would
-    reach what this GPU can hold (free + what torch reserves now), the smallest over the ranks (all
-    ranks must try the same batches); None (the search starts at the largest measured batch) when
-    the measurements give no prediction. Only the number of tries depends on it, not the answer."""
-    if len(measured) < 2:  # the same on every rank: each appends every measured row
-        return None
-    try:
-        free, _ = h.torch.cuda.mem_get_info(h.device)
-        mine = predicted_largest_batch(measured, free + h.torch.cuda.memory_reserved(h.device)) or 0
-    except Exception:  # noqa: BLE001 - no prediction: the plain search
-        mine = 0
-    guesses = [int(v[0]) for v in h.gather_rows([float(mine)])]
-    return min(guesses) if all(g > 0 for g in guesses) else None
-
-
-def search(a, h: MemoryHarness, write, say, measured: list | None = None) -> None:
-    """The largest batch that fits (GPU, DDP): phase `search` rows, one per batch tried."""
-    def row(b, status, message="", capped=None):
-        return {**base_row(a, h), "phase": "search", "batch_size": b, "search_capped": capped, "status": status,
-                "message": message}
-
-    if not a.search:
-        return
-    if not h.cuda or a.strategy != "ddp":
-        why = ("CPU: no device memory limit to search" if not h.cuda else
-               "FSDP: a rank out of memory inside FSDP's all-gather would leave the others waiting; "
-               "the search runs DDP configurations only")
-        write([row(None, "skipped", why)])
-        return
-
-    def attempt(b) -> bool | None:
-        status, why = h.try_batch(b)
-        write([row(b, status, why, capped=reached_cap(b, a.search_max_batch, status == "ok"))])
-        return None if status == "failed" else status == "ok"
-
-    guess = search_guess(h, measured or [])
-    found = search_largest_batch(a.batch_sizes[-1], a.search_max_batch, attempt, guess=guess)
-    if found.failed:
-        return
-    say(f"largest batch that fits: {found.largest_fits or 'none'} (the search started at "
-        f"{guess if guess else a.batch_sizes[-1]}{', the predicted limit' if guess else ''})"
-        + (f" (at least: the search stopped at its cap, {a.search_max_batch})" if found.capped else ""))
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ def mark_anchor(mark: str) -> str:
 
 def ordered(headlines: Iterable[Headline]) -> list[dict]:
     """Every headline, those with a `qualifies` mark first, then failing ones, then the others by their
-    `lead` (what the node can answer first: on one GPU, its MFU) and verdict (otherwise in the
+    `lead` (what the node can answer first, as the section that made it says) and verdict (otherwise in the
     sections' order), as plain dicts for the templates. A qualifying headline (a GPU the health check
     found degraded) is the one row that names what it qualifies; the first of each mark gets the
     `anchor` its mark links to. Every other headline it concerns (the areas whose jobs ran on that GPU;

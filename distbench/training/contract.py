@@ -4,10 +4,24 @@ of one DDP/FSDP configuration and phase. The harness writes these columns, aggre
 
 from __future__ import annotations
 
-from distbench.core.choices import STATUSES
+from distbench.core.choices import STATUS_SEVERITY, STATUSES
 from distbench.core.contract import MESSAGE_COLUMN, STATUS_COLUMN, Column, Contract, print_tables, read_csv
 
 TRAINING_PHASES = ("step", "compute_only", "comm_alone")
+
+# training.lm.compile (issue 54): a compiled job's config label is its eager label plus this suffix
+# ("plain+compile", "fsdp+compile"), so the two are distinct jobs (paths, job.json, cached results)
+# while the eager labels, and with them every eager result already on disk, stay as they were.
+COMPILE_SUFFIX = "+compile"
+# A job whose torch.compile failed (dynamo or inductor raised: the message is torch's first line): its
+# compiled phases did not run; the eager job of the same layout is a separate job, and its result stands.
+COMPILE_FAILED = "compile_failed"
+TRAINING_STATUSES = STATUSES + (COMPILE_FAILED,)
+# Worst first, as distbench.core.choices.STATUS_SEVERITY, with compile_failed just after failed: the
+# compiled job failed, though by the compiler's hand and not the measurement's.
+_ORDER = sorted(STATUS_SEVERITY, key=STATUS_SEVERITY.__getitem__)
+_ORDER.insert(_ORDER.index("failed") + 1, COMPILE_FAILED)
+TRAINING_SEVERITY = {s: i for i, s in enumerate(_ORDER)}
 
 
 TRAINING_COLUMNS: tuple[Column, ...] = (
@@ -24,7 +38,8 @@ TRAINING_COLUMNS: tuple[Column, ...] = (
     Column("seq_len", "Int64", "gpt/lora: tokens per sample; empty for mlp"),
     Column("vocab_size", "Int64", "gpt/lora: vocabulary of the random tokens; empty for mlp"),
     Column("lora_rank", "Int64", "lora: adapter rank r; empty otherwise"),
-    Column("compile", "bool", "the model ran under torch.compile (warm-up absorbed the compilation)"),
+    Column("compile", "bool", "the model ran under torch.compile (training.lm.compile; warm-up absorbed the compilation)"),
+    Column("compile_time_s", "float64", "compiled jobs, phases step and compute_only: the wall time of the phase's warm-up steps beyond as many of its steady (median timed) steps, max over ranks: torch's compilation (and recompilation) of the step, which the timed steps and tokens/s never include; empty for eager jobs and comm_alone"),
     Column("batch_size", "int64", "samples per rank per optimizer step (fsdp_tp: per tensor-parallel group, shared by its ranks)"),
     Column("global_batch_size", "int64", "samples per optimizer step over all ranks"),
     Column("scaling", "string", "weak (batch_size per rank fixed) or strong (global batch fixed)"),
@@ -59,13 +74,17 @@ TRAINING_COLUMNS: tuple[Column, ...] = (
     Column("peak_mem_reserved_bytes", "Int64", "GPU: torch.cuda.max_memory_reserved over the phase, max over ranks; empty on CPU"),
     Column("energy_j", "float64", "GPU energy of this step summed over ranks, from NVML's total-energy counter; empty where NVML has none"),
     Column("correct", "boolean", "DDP: the replicas hold identical parameters after phase step; comm_alone: the collectives' results were exact; empty if not checked (FSDP's step: one sharded copy, no replicas)"),
-    STATUS_COLUMN,
-    MESSAGE_COLUMN,
+    Column("status", "string", STATUS_COLUMN.doc.replace(" or wrong", ", wrong or compile_failed (torch.compile raised: the phases that run the compiled model, step and compute_only, did not run; message: torch's reason)")),
+    Column("message", "string", MESSAGE_COLUMN.doc[:-1] + "; a compiled job's ok rows say so when torch still compiled during the timed steps)"),
 )
 TRAINING_COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in TRAINING_COLUMNS)
 
-TRAINING = Contract("training", TRAINING_COLUMNS, (("status", STATUSES), ("phase", TRAINING_PHASES)),
-                    positive_when_ok="step_time_ms", filled_when_missing=(("nodes", 1), ("shard_size", None), ("tp_size", None)), job_rule="training_job")
+# Columns added later, with what older files mean: one node, no 2D layout, eager (no compile time)
+TRAINING = Contract("training", TRAINING_COLUMNS, (("status", TRAINING_STATUSES), ("phase", TRAINING_PHASES)),
+                    positive_when_ok="step_time_ms",
+                    filled_when_missing=(("nodes", 1), ("shard_size", None), ("tp_size", None), ("compile", False),
+                                         ("compile_time_s", None)),
+                    job_rule="training_job")
 
 
 def read_training_csv(path):

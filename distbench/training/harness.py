@@ -35,6 +35,14 @@ synchronous job runs at its pace), with the fastest and slowest in `step_time_ms
 NVML reads inside the window; another rank's late start then landed in the step: see
 benchmarks/results/training-h200x2-2026-11-26.)
 
+Compiled (`--compile true`, training.lm.compile): torch.compile compiles lazily, at the first calls, so a
+compiled phase warms up for at least one step and then for as long as any rank's last warm-up step still
+compiled something (at most COMPILE_EXTRA_WARMUP more, distbench.training.trainer); the timed steps follow,
+and a compilation during them is said in the rows' message. `compile_time_s` is the warm-up's wall time
+beyond as many steady steps (trainer.compile_seconds), beside the steps and never in them. A compiler
+failure (dynamo or inductor raising) is status compile_failed with torch's reason; the phases that run the
+compiled model are then not run again (comm_alone, which runs no model, still is).
+
 Energy (`energy_j`): NVML's total-energy counter (millijoules) read before and after a phase's
 measured steps on every rank's GPU, divided evenly over the steps and summed over ranks (the
 counter updates too coarsely for one step); empty when pynvml is missing or any rank's counter
@@ -51,11 +59,11 @@ from pathlib import Path
 
 from distbench.core.choices import BACKENDS, DDP_HOOKS, OPTIMIZERS, SCALINGS
 from distbench.core.choices import MODEL_DTYPES as TRAIN_DTYPES
-from distbench.training.contract import TRAINING_COLUMN_NAMES, TRAINING_PHASES
+from distbench.training.contract import COMPILE_FAILED, TRAINING_COLUMN_NAMES, TRAINING_PHASES
 from distbench.launch.ranks import failure_status, finish_config, first_line, ranks_text
 from distbench.launch.timeline import mark
 from distbench.training.phases import phase_rows, run_phase, status_rows, window_lines
-from distbench.training.trainer import DDP_DEFAULT_BUCKET_CAP_MB, PhaseError, TrainingHarness
+from distbench.training.trainer import DDP_DEFAULT_BUCKET_CAP_MB, PhaseError, TrainingHarness, compile_failure
 from distbench.workloads.cli import add_model_args, resolve_model_args
 from distbench.workloads.layouts import LAYOUTS, SHARDED, dp_batch
 from distbench.workloads.registry import workload
@@ -115,7 +123,10 @@ def parse_args(argv=None):
         from distbench.launch.job_values import apply, read_job_json
         from distbench.training.job import job_of, training_values
 
-        apply(args, training_values(*job_of(read_job_json(args.params, p))))
+        try:
+            apply(args, training_values(*job_of(read_job_json(args.params, p))))
+        except ValueError as e:  # a value of the wrong JSON type (the string "false" for a boolean): refused
+            p.error(f"--params {args.params}: {e}")
     elif not args.backend:
         p.error("--backend (or --params) is required")
 
@@ -176,7 +187,8 @@ def main(argv=None, keep_groups: bool = False) -> int:
         except PhaseError as e:
             build_err = (e.status, e.message)
         except RuntimeError as e:  # torch.OutOfMemoryError included
-            build_err = (failure_status(e), f"{what}: {first_line(e)}")
+            why = compile_failure(e) if args.compile else None  # torch.compile refused the wrapped model outright
+            build_err = (COMPILE_FAILED, f"{what}: {why}") if why else (failure_status(e), f"{what}: {first_line(e)}")
         if not h.agree(build_err is None):
             build_err = build_err or ("failed", f"another rank failed {what}")
             break
@@ -231,9 +243,15 @@ def main(argv=None, keep_groups: bool = False) -> int:
                     else f", last bucket {statistics.median(r['last_bucket_ms'] for r in rows):.3f} ms, "
                          f"{extras['wire_bytes']} B in {h.n_buckets} bucket(s)")
             say(f"{phase}: median step {med:.3f} ms{tail}{'' if correct is not False else ' WRONG: ' + message}")
-    if args.profile_dir and not build_err:
+            if rows[0].get("compile_time_s") is not None:  # beside the steps, never in them
+                say(f"{phase}: compile {rows[0]['compile_time_s']:.1f} s in {h.warmup_calls} warm-up step(s), not in "
+                    "the timed steps"
+                    + (f"; {rows[0]['message']}" if rows[0]["message"] else ""))
+    # after a failed torch.compile there is no compiled step to trace (it would only fail again)
+    traceable = not build_err and h.compile_error is None
+    if args.profile_dir and traceable:
         profile_steps(h, args)
-    if args.inspect_dir and not build_err:
+    if args.inspect_dir and traceable:
         from distbench.training.inspect import inspect_pass
 
         inspect_pass(h, args)

@@ -109,12 +109,43 @@ def _lm_work(p: dict) -> float | None:
     return per_token * seq * batch * steps
 
 
+# A compiled job's compilation (training.lm.compile), which its timed steps leave out but its wall time does
+# not, added to the estimate as a constant per compiled job (its compile_time_s column measures it per run):
+# - nccl: 40 s. gpt 1.3b on one H100 (benchmarks/results/training-lm-mfu-h100x1-2026-11-26): 245 s for four
+#   jobs, three compiled, about 120 s beyond what the four jobs' launches (~12 s each) and steps (2 x 25 at
+#   0.27-0.39 s, the eager one at 0.29 s) take: ~40 s of compiling per compiled job;
+# - gloo: 36 s. The CPU default (gpt tiny, seq 64, batch 4, 5 + 20 steps) on the project's 2 cores with a cold
+#   inductor cache, 2026-11-29: 54.0 s compiled against 18.0 s eager at 1 rank, compile_time_s 36.6 s.
+COMPILE_S = {"nccl": 40.0, "gloo": 36.0}
+
+
+def _measuring_s(backend: str, world_size: int) -> float:
+    """The part of the family's default figure the estimate scales by the weight (beyond the launch's fixed
+    cost: distbench.pipeline.estimate.default_seconds), for the host a backend's default is stated for (nccl:
+    a GPU host, gloo: a CPU host)."""
+    from distbench.training.manifest import MANIFEST
+
+    host = "gpu" if backend == "nccl" else "cpu"
+    d = MANIFEST.estimate_defaults[(host, backend)]
+    seconds = d.at(world_size)
+    return max(seconds - min(MANIFEST.launch_cost_s.get(host, 0.0), seconds), 1.0)
+
+
 def estimate_weight(params: dict) -> float:
     """How much more (or less) a job measures than the job its family's default time was measured with:
     a language model on GPUs by its FLOPs per rank against REFERENCE_LM's (gpt 2.7b: 2.0x); 1 for
     anything else (the MLP, CPU runs: their defaults hold them as they are). The estimate scales the
-    default's measuring part by it, never the launch's fixed cost (distbench.pipeline.estimate)."""
-    if params.get("backend", "nccl") != "nccl" or str(params.get("model")) not in ("gpt", "lora"):
-        return 1.0
-    work, ref = _lm_work(params), _lm_work(REFERENCE_LM)
-    return 1.0 if not work or not ref else min(max(work / ref, 0.05), 50.0)
+    default's measuring part by it, never the launch's fixed cost (distbench.pipeline.estimate). A compiled
+    job (params compile: true) adds COMPILE_S, as the weight that part's length makes of it."""
+    backend = str(params.get("backend", "nccl"))
+    weight = 1.0
+    if backend == "nccl" and str(params.get("model")) in ("gpt", "lora"):
+        work, ref = _lm_work(params), _lm_work(REFERENCE_LM)
+        weight = 1.0 if not work or not ref else min(max(work / ref, 0.05), 50.0)
+    if params.get("compile") is True and backend in COMPILE_S:
+        try:
+            ws = int(params.get("world_size", 1))
+        except (TypeError, ValueError):
+            ws = 1
+        weight += COMPILE_S[backend] / _measuring_s(backend, ws)
+    return weight

@@ -16,6 +16,15 @@ from distbench.workloads.layouts import dp_batch
 from distbench.workloads.registry import workload, workload_shape, workload_values
 
 
+def typed_bool(values: dict, key: str, where: str = "params") -> bool:
+    """A boolean of the job's values as JSON typed it. bool() would make the string "false" true (a
+    compiled job measured as asked for an eager one); anything but true/false is refused, naming the key."""
+    value = values[key]
+    if not isinstance(value, bool):
+        raise ValueError(f"{where}.{key} must be a JSON boolean (true or false), not {value!r}")
+    return value
+
+
 def training_values(job, params: dict) -> list[tuple[str, object]]:
     """Every value a training job takes from its plan, as (flag, value) typed as the harness's parser
     gives it: the one list behind both the command line (training_args, for people) and the ranks'
@@ -25,11 +34,13 @@ def training_values(job, params: dict) -> list[tuple[str, object]]:
         ("--backend", job.backend), ("--model", params["model"]), ("--strategy", params["strategy"]),
         *[(f"--{k.replace('_', '-')}", int(params[k])) for k in ("shard_size", "tp_size") if params.get(k)],
         *workload_values(params["model"], params),
-        ("--compile", bool(params["compile"])), ("--batch-size", int(params["batch_size"])),
+        ("--compile", typed_bool(params, "compile")), ("--batch-size", int(params["batch_size"])),
         ("--scaling", params["scaling"]), ("--global-batch-size", int(params["global_batch_size"])),
         ("--dtype", params["dtype"]), ("--optimizer", params["optimizer"]),
-        ("--bucket-cap-mb", float(ddp["bucket_cap_mb"])), ("--gradient-as-bucket-view", bool(ddp["gradient_as_bucket_view"])),
-        ("--static-graph", bool(ddp["static_graph"])), ("--broadcast-buffers", bool(ddp["broadcast_buffers"])),
+        ("--bucket-cap-mb", float(ddp["bucket_cap_mb"])),
+        ("--gradient-as-bucket-view", typed_bool(ddp, "gradient_as_bucket_view", "params.ddp")),
+        ("--static-graph", typed_bool(ddp, "static_graph", "params.ddp")),
+        ("--broadcast-buffers", typed_bool(ddp, "broadcast_buffers", "params.ddp")),
         ("--comm-hook", ddp["comm_hook"]), ("--grad-accum", int(ddp["grad_accum"])),
         ("--warmup-steps", int(params["warmup_steps"])), ("--steps", int(params["steps"])),
         ("--allreduce-trials", int(params["allreduce_trials"])), ("--config-label", job.config_label),
@@ -160,7 +171,7 @@ def job_of(entry) -> tuple:
     wc, p = entry.wildcards, entry.params
     params = {**p["job"], "launch": p["launch"]}
     job = TrainingJob(wc["backend"], int(wc["world_size"]), wc["config"], params["ddp"], p["job"]["nccl_env"],
-                      wc["model"], p["job"]["strategy"])
+                      wc["model"], p["job"]["strategy"], bool(p["job"].get("compile", False)))
     return job, params
 
 

@@ -7,7 +7,8 @@ import math
 import statistics
 
 from distbench.launch.ranks import failure_status, first_line, node_count
-from distbench.training.trainer import PhaseError, TrainingHarness
+from distbench.training.contract import COMPILE_FAILED
+from distbench.training.trainer import PhaseError, TrainingHarness, compile_failure
 from distbench.workloads.layouts import TWO_D
 
 
@@ -19,12 +20,16 @@ def run_phase(h, phase: str) -> tuple[list[list[float]] | None, dict]:
     h.beacon.at(f"phase {phase}")
     h.reset_peak()
     try:
+        if h.compile_error and phase != "comm_alone":
+            # torch.compile failed in an earlier phase: it would fail again, at the same cost; the phases
+            # that run the compiled model carry its status and reason (comm_alone runs no model)
+            raise PhaseError(*h.compile_error)
         if phase == "step":
             if h.hook_error:
                 raise PhaseError("skipped", h.hook_error)
             times, energy = h.timed(lambda: h.step(True), args.warmup_steps, args.steps,
                                     marks=bool(getattr(args, "inspect_dir", None)))
-            result = times + energy
+            result = times + energy + [h.compile_s]
         elif phase == "compute_only" and args.strategy == "fsdp_tp":
             raise PhaseError("skipped", "fsdp_tp: tensor parallel's all-reduces run inside forward and backward, so no "
                                         "step of this layout is free of communication")
@@ -37,13 +42,13 @@ def run_phase(h, phase: str) -> tuple[list[list[float]] | None, dict]:
                 times, energy = h.timed(lambda: h.step(False), max(args.warmup_steps, 1), args.steps)
             finally:
                 h.fsdp_comm(True)
-            result = times + energy
+            result = times + energy + [h.compile_s]
         elif phase == "compute_only":
             def step():
                 with h.wrapped.no_sync():
                     h.step(False)
             times, energy = h.timed(step, args.warmup_steps, args.steps)
-            result = times + energy
+            result = times + energy + [h.compile_s]
         elif args.strategy == "fsdp":
             result, extras = fsdp_comm_alone(h)
         elif args.strategy in TWO_D:
@@ -54,18 +59,27 @@ def run_phase(h, phase: str) -> tuple[list[list[float]] | None, dict]:
     except PhaseError as e:
         err = (e.status, e.message)
     except Exception as e:  # noqa: BLE001 - any failure is this phase's (oom or failed), recorded, not the job's
-        err = (failure_status(e), first_line(e))
+        why = compile_failure(e) if args.compile else None
+        if why:  # torch.compile raised (lazily, at the first call): compile_failed with torch's reason
+            err = h.compile_error = (COMPILE_FAILED, why)
+        else:
+            err = (failure_status(e), first_line(e))
     if err is not None:
         result = None
         if h.opt is not None:
             h.opt.zero_grad(set_to_none=True)
         h.release()
     ok = h.agree(err is None)
+    if args.compile and not h.agree(h.compile_error is None) and h.compile_error is None:
+        # every rank skips the compiled phases from here on, or none does (a rank that ran one alone would
+        # wait in its collectives for peers that never come)
+        h.compile_error = (COMPILE_FAILED, "torch.compile failed on another rank")
     if not ok:
         # A step cut short leaves DDP's reducer mid-iteration: the next phase gets a fresh
         # wrapper. The condition must be the same on every rank (the wrapper is collective).
         if phase != "comm_alone" and not (phase == "step" and h.hook_error) and args.strategy == "ddp":
             h.wrap_ddp()
+            h.set_forward()  # the step's forward is the new wrapper's (compiled again, unless compiling failed)
         raise PhaseError(*(err or ("failed", f"phase {phase} failed on another rank")))
     return h.gather_rows(result + h.peak()), extras
 
@@ -180,7 +194,7 @@ def base_row(args, h: TrainingHarness) -> dict:
         "backend": args.backend, "world_size": h.world_size, "nodes": node_count(), "model": args.model, "strategy": args.strategy,
         "shard_size": args.shard_size if args.strategy == "hsdp" else None,
         "tp_size": args.tp_size if args.strategy == "fsdp_tp" else None,
-        **args.shape, "compile": args.compile, "batch_size": args.batch_size, "global_batch_size": args.global_batch_size,
+        **args.shape, "compile": args.compile, "compile_time_s": None, "batch_size": args.batch_size, "global_batch_size": args.global_batch_size,
         "scaling": args.scaling, "dtype": args.dtype, "optimizer": args.optimizer, "bucket_cap_mb": float(args.bucket_cap_mb),
         "gradient_as_bucket_view": args.gradient_as_bucket_view, "static_graph": args.static_graph,
         "broadcast_buffers": args.broadcast_buffers, "comm_hook": args.comm_hook, "grad_accum": args.grad_accum,
@@ -209,10 +223,14 @@ def phase_rows(args, h: TrainingHarness, phase: str, per_rank, correct, message)
                "energy_j": None if any(math.isnan(e) for e in energies) else sum(energies) / 1e3,
                "peak_mem_allocated_bytes": None if math.isnan(peak_alloc) else int(peak_alloc),
                "peak_mem_reserved_bytes": None if math.isnan(peak_res) else int(peak_res),
-               "correct": correct, "status": "ok" if correct is not False else "wrong", "message": message}
+               "correct": correct, "status": "ok" if correct is not False else "wrong",
+               "message": message or (getattr(h, "timed_note", "") if phase != "comm_alone" else "")}
         if phase == "comm_alone":
             out["last_bucket_ms"] = max(r[2 * n + s] for r in per_rank)
         else:
+            # compile_time_s: the slowest rank's (the job waits for it); never in the step's time below
+            compile_s = max(r[2 * n] for r in per_rank)
+            out["compile_time_s"] = None if math.isnan(compile_s) else compile_s
             sps = args.global_batch_size / (t / 1e3)
             out.update(samples_per_s=sps, samples_per_s_per_device=sps / h.world_size)
             tokens = args.shape["seq_len"]  # tokens per sample: language models only

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from distbench.core.choices import GPT_SIZES
 from distbench.core.manifest import FamilyPlan
 from distbench.launch.planning import family_backend, nccl_env_label, placeable, profile_params, world_sizes
+from distbench.training.contract import COMPILE_SUFFIX
 from distbench.workloads.layouts import TWO_D, layout_problem
 from distbench.workloads.registry import workload
 
@@ -26,6 +27,7 @@ class TrainingJob:
     nccl_env: dict = field(hash=False, compare=False)
     model: str = "mlp"  # a workload of distbench.workloads.registry
     strategy: str = "ddp"  # ddp, fsdp (a workload with fsdp=True), hsdp or fsdp_tp (lm: the config label is the strategy)
+    compile: bool = False  # training.lm.compile: under torch.compile (the config label ends in COMPILE_SUFFIX)
 
     @property
     def wildcards(self) -> dict:
@@ -33,6 +35,20 @@ class TrainingJob:
 
 
 PLAIN_LABEL = "plain"
+
+
+def compile_values(lm: dict) -> list[bool]:
+    """training.lm.compile as the plan's dimension: a boolean is that one value (the key's form before it
+    was a dimension), a list its values, eager first. The schema admits booleans only: the string
+    "false" never reaches here (it would be true)."""
+    chosen = lm.get("compile", False)
+    values = chosen if isinstance(chosen, list) else [chosen]
+    return [v for v in (False, True) if v in values]
+
+
+def lm_label(strategy: str, compiled: bool) -> str:
+    """A language-model job's config label: its layout ('plain' for DDP), COMPILE_SUFFIX when compiled."""
+    return (PLAIN_LABEL if strategy == "ddp" else strategy) + (COMPILE_SUFFIX if compiled else "")
 
 
 def ddp_label(ddp: dict, nccl_env: dict) -> str:
@@ -113,14 +129,18 @@ def training_jobs(config: dict, gpus: int) -> tuple[list[TrainingJob], list[dict
                                "strategies (training.lm.world_sizes: auto); FSDP's own 1-rank run too: "
                                f"--config training='{{lm: {{world_sizes: {lm_sizes}}}}}'"})
     skipped += layout_skipped(tr["lm"], backend, lm_models, lm_sizes)
+    # training.lm.compile: every layout once per value (eager, compiled), its 1-rank baseline too: a compiled
+    # job's scaling efficiency is taken against the compiled 1-rank run (distbench.training.analysis.summary)
     for model in lm_models:
         for ws in lm_sizes:
             at_1 = {"ddp", *tr["lm"]["strategies"]} if own_fsdp_1 else {"ddp"}
             for strategy in sorted(at_1 if ws == 1 else tr["lm"]["strategies"]):
                 if strategy in TWO_D and lm_layout_problem(tr["lm"], backend, model, strategy, ws):
                     continue  # layout_skipped names it
-                label = PLAIN_LABEL if strategy == "ddp" else strategy
-                jobs[(model, ws, label)] = TrainingJob(backend, ws, label, dict(DDP_DEFAULTS), {}, model, strategy)
+                for compiled in compile_values(tr["lm"]):
+                    label = lm_label(strategy, compiled)
+                    jobs[(model, ws, label)] = TrainingJob(backend, ws, label, dict(DDP_DEFAULTS), {}, model, strategy,
+                                                           compiled)
     # The DDP block (training.gpu/cpu, the DDP knobs, tuning, training.strategies): seed 004's MLP
     # and any workload like it. Plain DDP on one rank is the baseline of every strategy; without
     # "ddp" in training.strategies the DDP setup (and its tuning) is not measured beside it.
@@ -247,7 +267,7 @@ def lm_params(config: dict, job: TrainingJob) -> dict:
     # the 2D layouts' group size (only theirs: the other jobs' params, and so their results, stay as they were)
     layout = {"shard_size": lm["shard_size"]} if job.strategy == "hsdp" else (
         {"tp_size": lm["tp_size"]} if job.strategy == "fsdp_tp" else {})
-    return {"model": job.model, "strategy": job.strategy, **layout, "compile": lm["compile"], **work, **block_extras(config, job.model),
+    return {"model": job.model, "strategy": job.strategy, **layout, "compile": bool(job.compile), **work, **block_extras(config, job.model),
             "scaling": "weak", "global_batch_size": work["batch_size"] * job.world_size,
             "optimizer": lm["optimizer"], "warmup_steps": tr["warmup_steps"], "steps": tr["steps"],
             "allreduce_trials": tr["allreduce_trials"], "ddp": dict(job.ddp),

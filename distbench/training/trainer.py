@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
+import statistics
 import sys
 import time
 
@@ -39,8 +40,55 @@ def ddp_bucket_layout(param_bytes: list[int], bucket_cap_bytes: int, first_bucke
     return sizes
 
 
+def compile_seconds(warmup_s: list[float], timed_ms: list[float]) -> float:
+    """compile_time_s of one phase of a compiled job (issue 54): the wall time of its warm-up calls beyond
+    as many steady calls (the median of its timed calls), in seconds, never negative. Torch compiles a
+    step lazily, in the first calls (forward, then backward in the first backward, again wherever a guard
+    fails), so this is the compilation plus whatever else a first call pays (the allocator's first
+    allocations, a communicator's set-up: under a second on GPUs, against tens of seconds of inductor);
+    the timed calls, and the tokens/s made of them, never include it. NaN without timed calls."""
+    if not timed_ms:
+        return math.nan
+    steady_s = statistics.median(timed_ms) / 1e3
+    return max(0.0, sum(warmup_s) - len(warmup_s) * steady_s)
+
+
+# A compiled job's warm-up (TrainingHarness.warm_up): at least one call, then more while any rank's last
+# call still compiled something (a recompilation on the second step: guards on what the first created),
+# at most this many beyond training.warmup_steps, so no compilation lands in the timed steps.
+COMPILE_EXTRA_WARMUP = 8
+
 
 # --- everything below runs inside the torchrun ranks ------------------------------------------
+
+def compile_count() -> int | None:
+    """How many compilations torch has timed in this process so far (dynamo's frames, AOTAutograd's
+    forward and its lazily compiled backward, inductor's passes: torch._dynamo.utils'
+    compilation_time_metrics); a call after which it grew compiled something. None where this torch
+    keeps no such record (then the warm-up is training.warmup_steps calls, at least one)."""
+    try:
+        from torch._dynamo.utils import compilation_time_metrics
+    except ImportError:
+        return None
+    return sum(len(v) for v in compilation_time_metrics.values())
+
+
+def compile_failure(e: BaseException) -> str | None:
+    """The message of a failed torch.compile ('torch.compile failed: InductorError: InvalidCxxCompiler: No
+    working C++ compiler found ...': torch's first line), or None when `e` is not the compiler's: dynamo and
+    inductor raise TorchDynamoException (BackendCompilerFailed, InductorError, Unsupported, ...), lazily,
+    at the compiled model's first call; an error of the compiled code at run time is the measurement's."""
+    try:
+        from torch._dynamo.exc import TorchDynamoException
+    except ImportError:
+        return None
+    seen = e
+    while seen is not None:
+        if isinstance(seen, TorchDynamoException):
+            return f"torch.compile failed: {first_line(e)}"
+        seen = seen.__cause__
+    return None
+
 
 class PhaseError(Exception):
     """A phase that cannot run or did not complete: (status, message)."""
@@ -99,6 +147,13 @@ class TrainingHarness(RankContext):
         self.hook_error: str | None = None
         self.n_buckets: int | None = None
         self.bucket_bytes: list[int] | None = None
+        # a compiled job (--compile): the last timed phase's compile_time_s (compile_seconds; NaN when eager),
+        # a note when torch still compiled during its timed calls, and the compiler's failure, once seen
+        # ((COMPILE_FAILED, message): the phases that run the compiled model are not run again)
+        self.compile_s = math.nan
+        self.warmup_calls = 0
+        self.timed_note = ""
+        self.compile_error: tuple[str, str] | None = None
 
     def align(self):
         """One un-timed small all-reduce on the backend under test: the ranks start a timed step together."""
@@ -175,11 +230,25 @@ class TrainingHarness(RankContext):
             self.wrap_ddp()
         params = [p for p in self.wrapped.parameters() if p.requires_grad]
         self.opt = models.make_optimizer(self.args.optimizer, params, fused=self.cuda)
-        self.fwd = self.torch.compile(self.wrapped) if self.args.compile else self.wrapped
+        if self.args.compile:
+            # A shared launch (distbench.launch.batch) runs several configurations in one process: the one
+            # before may have compiled the same model code for its own modules. Its frames and guards go, so
+            # this job compiles its own (and is timed doing so) instead of piling up recompilations until
+            # dynamo's recompile limit makes it fall back to eager, a "compiled" job that ran eager.
+            self.torch._dynamo.reset()
+        self.set_forward()
+
+    def set_forward(self):
+        """The step's forward and loss: the wrapped model (DDP or FSDP2) and its loss, each under
+        torch.compile with --compile. torch.compile is lazy: it compiles at the first call, in warm-up
+        (warm_up), where a failure is the job's compile_failed. A re-wrapped DDP model (phases.run_phase,
+        after a failed phase) gets its forward again here; after a compile failure none is compiled."""
+        compiled = self.args.compile and self.compile_error is None
+        self.fwd = self.torch.compile(self.wrapped) if compiled else self.wrapped
         # The loss is compiled too: inductor fuses the fp32 upcast into the log-softmax, so the
         # (batch x seq x vocab) fp32 copy of the logits (4.6 GiB for gpt 1.3b at batch 24) is never
         # materialised; a separate graph because DDP's forward is a graph boundary anyway.
-        self.loss = self.torch.compile(self.loss_fn) if self.args.compile else self.loss_fn
+        self.loss = self.torch.compile(self.loss_fn) if compiled else self.loss_fn
 
     def shard(self):
         """FSDP2 per block (distbench.workloads.fsdp.fully_shard_blocks: gpt/lora's decoder blocks,
@@ -272,9 +341,8 @@ class TrainingHarness(RankContext):
         marks: the timed calls are bracketed by distbench.training.inspect's marker all-reduces, outside
         the timing (training.inspect: NCCL Inspector's records of exactly these calls)."""
         torch, beacon = self.torch, self.beacon
-        for _ in range(warmup):
-            fn()
-            beacon.done()
+        warmup_s = self.warm_up(fn, warmup)
+        compiles = compile_count() if self.args.compile else None
         if marks:
             from distbench.training.inspect import MARK_START_ELEMS, marker
             marker(self, MARK_START_ELEMS)
@@ -302,7 +370,37 @@ class TrainingHarness(RankContext):
             from distbench.training.inspect import MARK_END_ELEMS, marker
             marker(self, MARK_END_ELEMS)
         per_call = (e1 - e0) / n if e0 is not None and e1 is not None else math.nan
+        self.compile_s = compile_seconds(warmup_s, times) if self.args.compile else math.nan
+        self.warmup_calls = len(warmup_s)
+        # the check that the timed calls exclude the compilation: torch compiled nothing during them, else
+        # the rows say so (their times, and tokens/s, then include it)
+        after = compile_count() if compiles is not None else None
+        self.timed_note = (f"torch compiled during the timed steps ({after - compiles} compilation(s) after "
+                           f"{len(warmup_s)} warm-up step(s)): their times include it"
+                           if after is not None and after != compiles else "")
         return times, [per_call] * n
+
+    def warm_up(self, fn, warmup: int) -> list[float]:
+        """`warmup` un-timed calls of `fn`. Compiled (--compile): each call's wall time in seconds (synced,
+        for compile_seconds), at least one call, and more while any rank's last call still compiled
+        something, up to COMPILE_EXTRA_WARMUP more: the ranks agree on each (a rank that ran one call
+        fewer would leave its peers in a collective). Eager: the calls, and [] (no compile time)."""
+        if not self.args.compile:
+            for _ in range(warmup):
+                fn()
+                self.beacon.done()
+            return []
+        out: list[float] = []
+        while True:
+            before = compile_count()
+            t0 = time.perf_counter()
+            fn()
+            self.sync()
+            out.append(time.perf_counter() - t0)
+            self.beacon.done()
+            compiled = before is not None and compile_count() != before
+            if len(out) >= max(warmup, 1) and (self.agree(not compiled) or len(out) >= warmup + COMPILE_EXTRA_WARMUP):
+                return out
 
     def reset_peak(self):
         if self.cuda:

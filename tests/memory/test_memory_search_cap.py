@@ -11,8 +11,10 @@ import pandas as pd
 import pytest
 
 from distbench.core.io import csv_text
+from distbench.core.sizes import human_bytes
 from distbench.core.section import ReportInputs
-from distbench.memory import harness
+from distbench.memory import harness, largest
+from distbench.memory.rows import PEAK, Tried, base_row
 from distbench.memory.analysis.section import build as memory_section
 from distbench.memory.analysis.section import memory_headlines
 from distbench.memory.analysis.summary import memory_findings, summarize_memory
@@ -70,19 +72,35 @@ def test_a_failed_try_stops_the_search():
 # -- the harness's search rows --------------------------------------------------------------------
 
 SHAPE = {"hidden_dim": 64, "num_layers": 2, "n_heads": None, "seq_len": None, "vocab_size": None, "lora_rank": None}
+GIB = 2**30
 
 
-def job_rows(limit: int, cap: int) -> list[dict]:
-    """One GPU DDP job's rows as the harness writes them: a measured batch, then the search against a
-    device that holds batches up to `limit`."""
+def device(limit: int, confirm_limit: int | None = None, base: float = GIB, per_sample: float = 2**20):
+    """A try_batch for a made-up GPU whose real steps run up to batch `limit` (the confirm's steps up to
+    `confirm_limit`, when given) and peak at `base` + `per_sample` x batch allocated."""
+    tried = []
+
+    def try_batch(b, steps=harness.FRESH_STEPS):
+        tried.append((b, steps))
+        top = confirm_limit if confirm_limit is not None and steps == largest.CONFIRM_STEPS else limit
+        if b > top:
+            return Tried("oom", "CUDA out of memory")
+        alloc = base + per_sample * b
+        return Tried("ok", "", (alloc, alloc + 2**20, 0.0, 140 * GIB))
+    return try_batch, tried
+
+
+def job_rows(limit: int, cap: int, confirm_limit: int | None = None) -> list[dict]:
+    """One GPU DDP job's rows as the harness writes them: a measured batch, then the search and its
+    confirm against a device that holds batches up to `limit`."""
     a = SimpleNamespace(search=True, strategy="ddp", search_max_batch=cap, batch_sizes=[128], backend="nccl",
                         model="mlp", gradient_as_bucket_view=False, config_label="ddp", shape=SHAPE,
                         dtype="float32", optimizer="adamw")
     h = SimpleNamespace(cuda=True, world_size=1, device_name="NVIDIA H200", n_params=100, n_trainable=100,
-                        try_batch=lambda b: ("ok", "") if b <= limit else ("oom", "CUDA out of memory"))
-    rows = [{**harness.base_row(a, h), "phase": "measure", "batch_size": 128, "params_bytes": 400,
+                        try_batch=device(limit, confirm_limit)[0])
+    rows = [{**base_row(a, h), "phase": "measure", "batch_size": 128, "params_bytes": 400,
              "grads_bytes": 400, "optimizer_bytes": 800, "activations_bytes": 1000, "parts_bytes": 2600}]
-    harness.search(a, h, rows.extend, lambda _: None)
+    largest.search(a, h, rows.extend, lambda _: None)
     return rows
 
 
@@ -99,6 +117,8 @@ def test_the_search_rows_say_whether_the_search_stopped_at_its_cap(tmp_path):
     assert list(search["batch_size"]) == [128, 256, 512, 1000] and (search["status"] == "ok").all()
     assert list(search["search_capped"]) == [False, False, False, True]
     assert df.loc[df["phase"] == "measure", "search_capped"].isna().all()
+    confirm = df[df["phase"] == "confirm"]  # the cap, run again: it is still the cap that fit
+    assert list(confirm["batch_size"]) == [1000] and list(confirm["search_capped"]) == [True]
     df = memory_csv(tmp_path, job_rows(limit=700, cap=1000))
     search = df[df["phase"] == "search"]
     assert "oom" in set(search["status"]) and not search["search_capped"].any()
@@ -172,17 +192,30 @@ def test_an_uncapped_search_is_reported_as_the_largest_that_fits(tmp_path):
     assert s["largest_batch_fits"] == 700 and s["first_batch_oom"] == 701
     assert s["largest_batch_capped"] == False
     text = report_text(summary_csv(tmp_path, df))
-    assert "the largest batch that fits is 700 per rank (701 runs out of memory)" in text
+    peak = human_bytes(GIB + 700 * 2**20)  # the made-up device's peak at 700, the confirm's
+    assert f"the largest batch that fits is 700 per rank (a real DDP step ran at peak {peak} allocated; batch 701 ran out of memory)" in text
     assert "at least" not in text and "search cap" not in text
+
+
+def older(rows: list[dict]) -> list[dict]:
+    """The rows as a harness from before the confirm wrote them (no confirm rows; search rows without peaks)."""
+    return [{k: v for k, v in r.items() if r["phase"] != "search" or k not in PEAK}
+            for r in rows if r["phase"] != "confirm"]
 
 
 def test_a_memory_csv_from_before_the_column_still_reads_and_its_capped_search_is_recognised(tmp_path):
     # the old harness stopped doubling past 65536: a search that fit and never ran out of memory was capped
-    df = memory_csv(tmp_path, job_rows(limit=10**9, cap=1000), drop=("search_capped",))
-    assert df["search_capped"].isna().all()
+    old = ("search_capped", "steady_peak_allocated_bytes")
+    df = memory_csv(tmp_path, older(job_rows(limit=10**9, cap=1000)), drop=old)
+    assert df["search_capped"].isna().all() and df["steady_peak_allocated_bytes"].isna().all()
     assert summarize_memory(df).iloc[0]["largest_batch_capped"] == True
-    df = memory_csv(tmp_path, job_rows(limit=700, cap=1000), drop=("search_capped",))
-    assert summarize_memory(df).iloc[0]["largest_batch_capped"] == False
+    df = memory_csv(tmp_path, older(job_rows(limit=700, cap=1000)), drop=old)
+    s = summarize_memory(df).iloc[0]
+    assert s["largest_batch_capped"] == False and s["largest_batch_fits"] == 700
+    # its answer was tried under no_sync and never confirmed: the report says so, with no peak beside it
+    assert s["largest_batch_confirmed"] == False and pd.isna(s["largest_batch_peak_allocated_bytes"])
+    line = memory_findings(summarize_memory(df))[0]
+    assert "700 per rank (an older search, each try under no_sync: no real step confirmed it; batch 701 ran out of memory)" in line
 
 
 def test_the_headline_shows_the_search_where_it_ran_not_the_unsearched_smaller_world_size():
@@ -198,7 +231,7 @@ def test_the_headline_shows_the_search_where_it_ran_not_the_unsearched_smaller_w
         "search_note": [nan, nan, nan, "FSDP: the search runs DDP configurations only"],
         "peak_allocated_bytes": [4.3e10, 4.4e10, 3.6e10, 2.0e10]})
     heads = {h.headline.split(":")[0]: h for h in memory_headlines(rows)}
-    assert heads["gpt (ddp) at 2 rank(s)"].headline.startswith("gpt (ddp) at 2 rank(s): the largest batch that fits is 49 per rank")
+    assert heads["gpt (ddp) at 2 rank(s)"].headline.startswith("gpt (ddp) at 2 rank(s): largest batch that fits: 49 per rank")
     assert "gpt (ddp) at 1 rank(s)" not in heads
     assert heads["gpt (fsdp) at 1 rank(s)"].headline.startswith("gpt (fsdp) at 1 rank(s): batches up to 8 per rank measured")
 
@@ -258,21 +291,19 @@ def test_the_harness_starts_its_search_at_the_limit_its_measured_batches_predict
     a = SimpleNamespace(search=True, strategy="ddp", search_max_batch=65536, batch_sizes=[64, 128], backend="nccl",
                         model="mlp", gradient_as_bucket_view=False, config_label="ddp", shape=SHAPE,
                         dtype="float32", optimizer="adamw")
-    tried = []
-
-    def try_batch(b):
-        tried.append(b)
-        return ("ok", "") if b <= 390 else ("oom", "CUDA out of memory")
+    try_batch, tried = device(390)
     # two ranks: the other predicts 400, so both start at the smaller guess
     h = SimpleNamespace(cuda=True, world_size=2, device="cuda:0", device_name="NVIDIA H200", n_params=100,
                         n_trainable=100, torch=SimpleNamespace(cuda=cuda), try_batch=try_batch,
                         gather_rows=lambda values: [values, [400.0]])
     rows, said = [], []
-    harness.search(a, h, rows.extend, said.append, measured=[(64, 4 * gib), (128, 6 * gib)])
-    assert tried[0] == 320 and max(r["batch_size"] for r in rows if r["status"] == "ok") == 390
-    assert said == ["largest batch that fits: 390 (the search started at 320, the predicted limit)"]
+    largest.search(a, h, rows.extend, said.append, measured=[(64, 4 * gib), (128, 6 * gib)])
+    assert tried[0] == (320, harness.FRESH_STEPS)
+    assert max(r["batch_size"] for r in rows if r["status"] == "ok" and r["phase"] == "search") == 390
+    assert said == [f"largest batch that fits: 390 per rank, confirmed by {largest.CONFIRM_STEPS} real steps "
+                    "(the search started at 320, the predicted limit)"]
     # a rank without a prediction: every rank starts at the largest measured batch, as before
     tried.clear()
     h.gather_rows = lambda values: [values, [0.0]]
-    harness.search(a, h, rows.extend, said.append, measured=[(64, 4 * gib), (128, 6 * gib)])
-    assert tried[:3] == [128, 256, 512]
+    largest.search(a, h, rows.extend, said.append, measured=[(64, 4 * gib), (128, 6 * gib)])
+    assert [b for b, _ in tried[:3]] == [128, 256, 512]

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from distbench.core.contract import to_bool
 from distbench.core.section import Headline, Measure, ReportInputs, Section, SummaryPart, pct_cell, table
 from distbench.core.units import human_bytes
-from distbench.memory.analysis.summary import capped_text, human, is_capped, memory_findings
+from distbench.memory.analysis.summary import capped_text, human, is_capped, largest_text, memory_findings
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -39,43 +40,60 @@ def build(inputs: ReportInputs) -> dict | None:
     snapshots = sorted(str(p) for p in (run_dir / "memory").glob("*/*/*/*/snapshot.pickle"))
     return {"findings": memory_findings(s), "table": table(headers, rows), "snapshots": snapshots,
             "note": ("Per rank, at the largest measured batch. Parts are counted from the tensors (unique storages: "
-                     "distbench/memory/accounting.py); activations are what autograd saves for backward. "
-                     "Unexplained = the allocator's peak allocated - the parts (DDP's buckets without "
-                     "gradient_as_bucket_view, temporaries, workspaces); the estimate is parameters, gradients and "
-                     "optimizer state by formula.")}
+                     "distbench/memory/accounting.py); activations are what autograd saves for backward. The peak "
+                     "is the allocator's over a fresh DDP wrapper's first two real steps at that batch, as a "
+                     "training run starts (the second rebuilds DDP's buckets). Unexplained = that peak - the parts "
+                     "(DDP's buckets without gradient_as_bucket_view and the rebuild's second set, temporaries, "
+                     "workspaces); the estimate is parameters, gradients and optimizer state by formula. The largest "
+                     "batch that fits is the search's answer run again as real steps, gradients synced (its own "
+                     "peak beside it).")}
 
 
 def _largest_cell(r):
-    """The table's "largest batch that fits": the batch, "at least" it when the search stopped at its
-    cap, or why there was no search."""
+    """The table's "largest batch that fits": the batch ("at least" it when the search stopped at its
+    cap), the peak of its real steps, or why there is none."""
     if pd.isna(r["largest_batch_fits"]):
         return r["search_note"] or None
-    return capped_text(r["largest_batch_fits"]) if is_capped(r) else r["largest_batch_fits"]
+    cell = capped_text(r["largest_batch_fits"]) if is_capped(r) else str(int(r["largest_batch_fits"]))
+    if pd.notna(r.get("largest_batch_peak_allocated_bytes")):
+        cell += f", peak {human(r['largest_batch_peak_allocated_bytes'])}"
+    return cell
 
 
-def memory_headlines(memory: pd.DataFrame | None) -> list[Headline]:
+def memory_headlines(memory: pd.DataFrame | None, gpus: int | None = None) -> list[Headline]:
     """Per model and configuration: the largest batch that fits at the smallest world size the search
     ran at (memory.search_at largest searches at the largest one only), else the largest batch
-    measured at the smallest world size."""
+    measured at the smallest world size. Each peak is said beside the batch it belongs to: the
+    confirm's at the largest batch, the measured one at the largest measured batch. On a node with one
+    GPU (`gpus`) they come right after the language models' MFU (`lead`: docs/report.md, "Node shapes")."""
     if memory is None or memory.empty:
         return []
+    lead = 1 if gpus == 1 else 0
     out = []
     for (model, config), g in memory.groupby(["model", "config"], sort=True):
         searched = g[g["largest_batch_fits"].notna()] if "largest_batch_fits" in g else g.iloc[:0]
         r = (searched if not searched.empty else g).sort_values("world_size").iloc[0]
         who = f"{model} ({config}) at {int(r['world_size'])} rank(s)"
         if str(r["status"]) not in ("ok", "oom"):
-            out.append(Headline("memory", f"{who}: {r['status']}", "failing", str(r.get("message") or "")))
+            out.append(Headline("memory", f"{who}: {r['status']}", "failing", str(r.get("message") or ""), lead=lead))
             continue
-        if pd.notna(r.get("largest_batch_fits")) and is_capped(r):
-            text = f"{who}: the largest batch that fits is {capped_text(r['largest_batch_fits'])}"
-            reason = ("searched on the GPU (doubling, then bisection): every batch up to the cap fit, so the "
-                      "limit is higher; raise memory.search_max_batch to find it")
-        elif pd.notna(r.get("largest_batch_fits")):
-            text = f"{who}: the largest batch that fits is {int(r['largest_batch_fits'])} per rank"
-            reason = "searched on the GPU (doubling, then bisection)"
+        measured = pd.notna(r.get("largest_measured_batch")) and pd.notna(r.get("peak_allocated_bytes"))
+        split = (f"measured split at batch {int(r['largest_measured_batch'])}: peak "
+                 f"{human_bytes(int(r['peak_allocated_bytes']))} allocated") if measured else ""
+        if pd.notna(r.get("largest_batch_fits")):
+            text = f"{who}: largest batch that fits: {largest_text(r)}" + (f"; {split}" if split else "")
+            if is_capped(r):
+                reason = ("searched on the GPU with real DDP steps (gradients synced): every batch up to the cap "
+                          "ran, so the limit is higher; raise memory.search_max_batch to find it")
+            elif to_bool(r.get("largest_batch_confirmed")) is False:
+                reason = "searched on the GPU by an older harness (doubling, then bisection), each try under no_sync"
+            else:
+                reason = ("searched on the GPU with a fresh DDP wrapper's first real steps per try (gradients "
+                          "synced, optimizer state present), then confirmed by real steps at that batch")
         elif pd.notna(r.get("largest_measured_batch")):
-            text = f"{who}: batches up to {int(r['largest_measured_batch'])} per rank measured"
+            b = int(r["largest_measured_batch"])
+            text = f"{who}: batches up to {b} per rank measured" + (
+                f", peak {human_bytes(int(r['peak_allocated_bytes']))} allocated at batch {b}" if measured else "")
             note = r.get("search_note")
             reason = (str(note) if isinstance(note, str) and note else
                       "no search here (it runs for DDP on a GPU with memory.search on)" if str(r.get("backend")) == "nccl"
@@ -83,14 +101,12 @@ def memory_headlines(memory: pd.DataFrame | None) -> list[Headline]:
                            "has no device limit to search for)")
         else:
             continue
-        if pd.notna(r.get("peak_allocated_bytes")):
-            text += f", peak {human_bytes(int(r['peak_allocated_bytes']))} allocated"
-        out.append(Headline("memory", text, "measured", reason))
+        out.append(Headline("memory", text, "measured", reason, lead=lead))
     return out
 
 
 def headlines(inputs: ReportInputs) -> list[Headline]:
-    return memory_headlines(inputs.table("memory_summary"))
+    return memory_headlines(inputs.table("memory_summary"), gpus=inputs.node_gpus())
 
 
 # Against a baseline run: the peak allocated bytes per configuration at its largest measured batch (no
@@ -100,7 +116,8 @@ PEAK = Measure("memory", "memory_summary.csv", ("backend", "model", "config", "w
 # summary.json's results.memory: one record per configuration
 SUMMARY_FIELDS = ("model", "config", "backend", "world_size", "largest_measured_batch", "params_bytes", "grads_bytes",
                   "optimizer_bytes", "activations_bytes", "activation_bytes_per_sample", "peak_allocated_bytes",
-                  "estimate_error_bytes", "largest_batch_fits", "largest_batch_capped", "status")
+                  "steady_peak_allocated_bytes", "estimate_error_bytes", "largest_batch_fits", "largest_batch_confirmed",
+                  "largest_batch_peak_allocated_bytes", "first_batch_oom", "largest_batch_capped", "status")
 
 # The captions of the figures (distbench.memory.analysis.plots), each what its figure draws.
 FIGURE_TITLES = {

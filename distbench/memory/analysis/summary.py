@@ -7,11 +7,20 @@ Per job (backend, world size, model, config):
   residuals / mean activations); NaN with fewer than two batch sizes.
 - at the largest measured batch: the parts, the model-state estimate error, the allocator's peak
   and what it leaves unexplained, the share of the device.
-- largest_batch_fits: the largest batch of the `search` rows that ran ok; first_batch_oom: the
-  smallest that did not (both empty when there was no search, with the reason in search_note);
-  largest_batch_capped: the search stopped at its cap (memory.search_max_batch) because that batch
-  fit, so the largest batch that fits is at least largest_batch_fits (a search row's search_capped;
-  in files from before that column, a search that fit and never ran out of memory or failed).
+- at the largest measured batch also steady_peak_allocated_bytes: a later step's peak, DDP's
+  buckets rebuilt (the peak is a fresh wrapper's first two steps, as a training run starts).
+- largest_batch_fits: the largest batch whose `confirm` row ran ok (the search's answer, run again as
+  real steps: distbench.memory.harness), largest_batch_confirmed true, and that row's peak
+  (largest_batch_peak_allocated_bytes / _reserved_bytes: the peak of that batch, not of a measured
+  one). Files from before the confirm (issue 54; their search rows have no peak) have none: there it
+  is the largest `search` row that ran ok, largest_batch_confirmed false (those tries ran under
+  no_sync: a batch the real step may not run); a later search that stopped on a failed try before
+  its confirm has no answer. first_batch_oom: the smallest batch above it that ran out of memory
+  (search or confirm). All empty when there was no search, with the reason in search_note, which
+  also says when no batch confirmed. largest_batch_capped: the search stopped at its cap
+  (memory.search_max_batch) because that batch fit, so the largest batch that fits is at least
+  largest_batch_fits (the row's search_capped; in files from before that column, a search that fit
+  and never ran out of memory or failed).
 """
 
 from __future__ import annotations
@@ -33,10 +42,16 @@ PARTS = ("params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes")
 SUMMARY_COLUMNS = JOB_KEYS + (
     "device_name", "params_total", "params_trainable", "batch_sizes_measured", "largest_measured_batch",
     *PARTS, "parts_bytes", "estimate_states_bytes", "estimate_error_bytes", "peak_allocated_bytes",
-    "peak_reserved_bytes", "unexplained_bytes", "device_total_bytes", "peak_share",
+    "peak_reserved_bytes", "steady_peak_allocated_bytes", "unexplained_bytes", "device_total_bytes", "peak_share",
     "activation_bytes_per_sample", "activation_intercept_bytes", "activation_fit_residual",
-    "largest_batch_fits", "largest_batch_capped", "first_batch_oom", "search_note", "status", "message",
+    "largest_batch_fits", "largest_batch_confirmed", "largest_batch_peak_allocated_bytes",
+    "largest_batch_peak_reserved_bytes", "largest_batch_capped", "first_batch_oom", "search_note", "status", "message",
 )
+# the summary's integer columns (bytes, batches, counts: nullable)
+INT_COLUMNS = ("params_total", "params_trainable", "largest_measured_batch", *PARTS, "parts_bytes",
+                "estimate_states_bytes", "estimate_error_bytes", "peak_allocated_bytes", "peak_reserved_bytes",
+                "steady_peak_allocated_bytes", "unexplained_bytes", "device_total_bytes", "largest_batch_fits",
+                "largest_batch_peak_allocated_bytes", "largest_batch_peak_reserved_bytes", "first_batch_oom")
 NAN = float("nan")
 
 
@@ -72,18 +87,47 @@ def capped_text(batch) -> str:
     return f"at least {int(batch)} per rank (the search cap, memory.search_max_batch)"
 
 
+def _largest(g: pd.DataFrame) -> dict:
+    """A job's largest batch that fits, from its search and confirm rows (the module says how)."""
+    search, conf = g[g["phase"] == "search"], g[g["phase"] == "confirm"]
+    tried = g[g["phase"].isin(["search", "confirm"]) & g["batch_size"].notna()]
+    out = {"largest_batch_fits": None, "largest_batch_confirmed": None, "largest_batch_peak_allocated_bytes": None,
+           "largest_batch_peak_reserved_bytes": None, "largest_batch_capped": None, "notes": []}
+    if len(conf):
+        ok = conf[(conf["status"] == "ok") & conf["batch_size"].notna()].sort_values("batch_size")
+        if len(ok):
+            at = ok.iloc[-1]
+            out.update(largest_batch_fits=_int(at["batch_size"]), largest_batch_confirmed=True,
+                       largest_batch_peak_allocated_bytes=_int(at["peak_allocated_bytes"]),
+                       largest_batch_peak_reserved_bytes=_int(at["peak_reserved_bytes"]),
+                       largest_batch_capped=to_bool(at["search_capped"]) is True)
+        else:
+            top = conf["batch_size"].dropna()
+            out["notes"].append(f"no batch from {_int(top.max())} down to {_int(top.min())} ran its confirm steps")
+    else:
+        ok = search[(search["status"] == "ok") & search["batch_size"].notna()]
+        # A file from before the confirm (its tries recorded no peak): the search's own answer, tried
+        # under no_sync. A later search that stopped before its confirm (a failed try) has no answer.
+        if len(ok) and ok["peak_allocated_bytes"].isna().all():
+            out.update(largest_batch_fits=_int(ok["batch_size"].max()), largest_batch_confirmed=False,
+                       largest_batch_capped=search_capped(search))
+    ooms = tried[tried["status"] == "oom"]["batch_size"]
+    above = ooms[ooms > (out["largest_batch_fits"] or 0)]
+    out["first_batch_oom"] = _int(above.min()) if len(above) else None
+    return out
+
+
 def _summarize(key, g: pd.DataFrame) -> dict:
     row = dict(zip(JOB_KEYS, key, strict=True))
     measure = g[g["phase"] == "measure"]
     ok = measure[measure["status"] == "ok"].sort_values("batch_size")
     slope, intercept, resid = fit_line(ok["batch_size"], ok["activations_bytes"])
     last = ok.iloc[-1] if len(ok) else None
-    search = g[g["phase"] == "search"]
-    fits = search[(search["status"] == "ok") & search["batch_size"].notna()]["batch_size"]
-    ooms = search[(search["status"] == "oom") & search["batch_size"].notna()]["batch_size"]
-    note = "; ".join(sorted(set(search[search["status"].isin(["skipped", "failed", "hung", "timeout"])]["message"].fillna("").astype(str))
-                            - {""}))
-    bad = g[~g["status"].isin(["ok", "skipped"]) & ~((g["phase"] == "search") & (g["status"] == "oom"))]
+    tried = g[g["phase"].isin(["search", "confirm"])]
+    largest = _largest(g)
+    note = "; ".join(sorted(set(tried[tried["status"].isin(["skipped", "failed", "hung", "timeout"])]["message"]
+                                .fillna("").astype(str)) - {""}) + largest.pop("notes"))
+    bad = g[~g["status"].isin(["ok", "skipped"]) & ~(g["phase"].isin(["search", "confirm"]) & (g["status"] == "oom"))]
     worst = "ok" if bad.empty else str(bad.iloc[0]["status"])
     row.update({
         "device_name": str(g["device_name"].dropna().iloc[0]) if g["device_name"].notna().any() else "",
@@ -93,14 +137,13 @@ def _summarize(key, g: pd.DataFrame) -> dict:
         "largest_measured_batch": _int(last["batch_size"]) if last is not None else None,
         **{p: _int(last[p]) if last is not None else None for p in (*PARTS, "parts_bytes", "estimate_error_bytes",
                                                                    "peak_allocated_bytes", "peak_reserved_bytes",
+                                                                   "steady_peak_allocated_bytes",
                                                                    "unexplained_bytes", "device_total_bytes")},
         "estimate_states_bytes": (_int(last["estimate_params_bytes"] + last["estimate_grads_bytes"]
                                        + last["estimate_optimizer_bytes"]) if last is not None else None),
         "peak_share": float(last["peak_share"]) if last is not None and pd.notna(last["peak_share"]) else NAN,
         "activation_bytes_per_sample": slope, "activation_intercept_bytes": intercept, "activation_fit_residual": resid,
-        "largest_batch_fits": _int(fits.max()) if len(fits) else None,
-        "largest_batch_capped": search_capped(search) if len(fits) else None,
-        "first_batch_oom": _int(ooms[ooms > (fits.max() if len(fits) else 0)].min()) if len(ooms) else None,
+        **largest,
         "search_note": note, "status": worst,
         "message": "" if bad.empty else "; ".join(sorted(set(bad["message"].fillna("").astype(str)) - {""}))[:500],
     })
@@ -112,10 +155,9 @@ def summarize_memory(df: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame({c: [] for c in SUMMARY_COLUMNS})
     rows = [_summarize(k, g) for k, g in df.groupby(list(JOB_KEYS), sort=True, dropna=False)]
     out = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
-    out["largest_batch_capped"] = out["largest_batch_capped"].astype("boolean")
-    for col in ("params_total", "params_trainable", "largest_measured_batch", *PARTS, "parts_bytes",
-                "estimate_states_bytes", "estimate_error_bytes", "peak_allocated_bytes", "peak_reserved_bytes",
-                "unexplained_bytes", "device_total_bytes", "largest_batch_fits", "first_batch_oom"):
+    for col in ("largest_batch_capped", "largest_batch_confirmed"):
+        out[col] = out[col].astype("boolean")
+    for col in INT_COLUMNS:
         out[col] = out[col].astype("Int64")
     return out
 
@@ -142,9 +184,29 @@ def _who(r) -> str:
     return f"{shape}, {r['config']}, {int(r['world_size'])} {unit}"
 
 
+def largest_text(r) -> str:
+    """The largest batch that fits and what stands behind it, each peak beside its own batch: "42 per
+    rank (a real DDP step ran at peak 126.7 GiB allocated; batch 46 ran out of memory)" (findings,
+    headline). Empty when the job has none."""
+    if pd.isna(r.get("largest_batch_fits")):
+        return ""
+    fits = int(r["largest_batch_fits"])
+    said = []
+    if to_bool(r.get("largest_batch_confirmed")) is False:
+        said.append("an older search, each try under no_sync: no real step confirmed it")
+    elif pd.notna(r.get("largest_batch_peak_allocated_bytes")):
+        said.append(f"a real DDP step ran at peak {human(r['largest_batch_peak_allocated_bytes'])} allocated")
+    if pd.notna(r.get("first_batch_oom")):
+        said.append(f"batch {int(r['first_batch_oom'])} ran out of memory")
+    if is_capped(r):
+        return capped_text(fits) + "".join(f"; {s}" for s in said)
+    return f"{fits} per rank" + (f" ({'; '.join(said)})" if said else "")
+
+
 def memory_findings(summary: pd.DataFrame) -> list[str]:
     """One sentence per job: the split at its largest measured batch, the activation cost per
-    sample, the allocator's view, the estimate's error, and the largest batch that fits."""
+    sample, the allocator's view, the estimate's error, and the largest batch that fits (each peak
+    said at the batch it belongs to)."""
     out = []
     if summary is None or len(summary) == 0:
         return out
@@ -160,19 +222,18 @@ def memory_findings(summary: pd.DataFrame) -> list[str]:
             text += (f"; activations grow {human(r['activation_bytes_per_sample'])} per sample "
                      f"(fit residual {100 * r['activation_fit_residual']:.1f}%)")
         if pd.notna(r["peak_allocated_bytes"]):
-            text += (f"; the allocator's peak is {human(r['peak_allocated_bytes'])} allocated, "
+            text += (f"; at batch {b} the allocator's peak is {human(r['peak_allocated_bytes'])} allocated, "
                      f"{human(r['peak_reserved_bytes'])} reserved ({100 * r['peak_share']:.0f}% of the device), "
                      f"{human(r['unexplained_bytes'])} beyond the parts")
+            if pd.notna(r.get("steady_peak_allocated_bytes")):
+                text += (f" (a fresh DDP wrapper's first two steps; a later step, its buckets rebuilt, "
+                         f"peaks at {human(r['steady_peak_allocated_bytes'])})")
         if pd.notna(r["estimate_error_bytes"]) and r["estimate_states_bytes"]:
             err = int(r["estimate_error_bytes"])
             text += (f"; the analytic model-state estimate ({human(r['estimate_states_bytes'])}) is "
                      + ("exact" if err == 0 else f"off by {human(abs(err))} ({'under' if err > 0 else 'over'})"))
-        if pd.notna(r["largest_batch_fits"]) and is_capped(r):
-            text += f"; the largest batch that fits is {capped_text(r['largest_batch_fits'])}"
-        elif pd.notna(r["largest_batch_fits"]):
-            text += f"; the largest batch that fits is {int(r['largest_batch_fits'])} per rank"
-            if pd.notna(r["first_batch_oom"]):
-                text += f" ({int(r['first_batch_oom'])} runs out of memory)"
+        if pd.notna(r["largest_batch_fits"]):
+            text += f"; the largest batch that fits is {largest_text(r)}"
         out.append(text + ".")
     return out
 

@@ -14,12 +14,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from distbench.core.choices import STATUS_SEVERITY
+from distbench.training.contract import COMPILE_SUFFIX, TRAINING_SEVERITY
 from distbench.core.section import SMOKE_TEST
 from distbench.core.units import human_bytes
 from distbench.core.units import pct as _pct
 from distbench.training.analysis.layouts import layout_name
-from distbench.training.analysis.summary import NAN, PLAIN, _ms, _num, _time_ms, add_scaling, row_allowance_ms, row_split
+from distbench.training.analysis.summary import NAN, PLAIN, compiled, _ms, _num, _time_ms, add_scaling, row_allowance_ms, row_split
 
 COMM_BOUND_FRACTION = 0.25  # exposed communication at least this share of the step: communication-bound
 # What the part of a step that is neither compute nor the collectives is, said once for every sentence:
@@ -211,7 +211,7 @@ def _failures(s: pd.DataFrame) -> list[str]:
     bad = s[s["status"] != "ok"].copy()
     if bad.empty:
         return []
-    bad["_rank"] = bad["status"].map(lambda x: STATUS_SEVERITY.get(x, -1))
+    bad["_rank"] = bad["status"].map(lambda x: TRAINING_SEVERITY.get(x, -1))
     out = []
     for _, r in bad.sort_values(["_rank", "world_size", "config"]).iterrows():
         msg = str(r["message"] or "").strip()
@@ -241,7 +241,7 @@ def _strategy_name(r) -> str:
         return "FSDP"
     if str(r.get("strategy") or "ddp") in ("hsdp", "fsdp_tp"):
         return layout_name(r)
-    return _config_name(r["config"])
+    return _config_name(str(r["config"]).removesuffix(COMPILE_SUFFIX))  # compiled: ", torch.compile" says so
 
 
 def lm_throughput(r) -> str | None:
@@ -269,6 +269,9 @@ def _finding(r) -> str | None:
     lm = lm_throughput(r)
     if lm:
         parts.append(lm)
+    compile_s = _num(r.get("compile_time_s"))
+    if compiled and not math.isnan(compile_s):  # beside the throughput, never in it
+        parts.append(f"compiled in {compile_s:,.1f} s of warm-up (not in the timed steps)")
     eff, own = _num(r.get("efficiency_vs_plain_1gpu")), _num(r.get("efficiency_vs_own_1gpu"))
     split = row_split(r)
     step, beyond = split.step, split.beyond_compute
@@ -369,6 +372,7 @@ def lora_findings(summary: pd.DataFrame) -> list[str]:
         same = (ok["model"] == "gpt") & (ok["world_size"] == lora["world_size"]) & (ok["strategy"] == lora["strategy"])
         for col in ("num_layers", "hidden_dim", "seq_len", "backend", "dtype"):
             same &= ok[col] == lora[col]
+        same &= compiled(ok) == bool(compiled(ok.loc[[lora.name]]).iloc[0])  # eager beside eager, compiled beside compiled
         full = ok[same]
         if full.empty:
             continue

@@ -23,7 +23,8 @@ import pandas as pd
 from distbench.training.analysis.instep_view import job_key
 from distbench.training.analysis.summary import _num
 
-FAILED_AS = {"oom": "out of memory", "timeout": "timed out", "not_run": "not run", "wrong": "wrong results"}
+FAILED_AS = {"oom": "out of memory", "timeout": "timed out", "not_run": "not run", "wrong": "wrong results",
+             "compile_failed": "compile failed"}
 
 
 # training.lm.strategies' layouts (distbench.workloads.layouts, which analysis does not import: it reaches torch)

@@ -257,7 +257,7 @@ def fig_tuning(ok: pd.DataFrame) -> plt.Figure | None:
 def fig_layouts(summary: pd.DataFrame) -> plt.Figure | None:
     """Per language model, at the world size its Verdict row judges (layout_verdict.layout_rows): tokens/s
     by layout (bars, whiskers at the steps' 5th-95th percentile) with peak memory beside it (a second
-    panel; CPU runs measure none). A layout
+    panel; CPU runs measure none), eager and compiled side by side where the run has both. A layout
     that did not run has no bar, its status written in its place ('out of memory')."""
     from distbench.core.units import human_bytes
     from distbench.training.analysis.layout_verdict import layout_rows
@@ -266,8 +266,15 @@ def fig_layouts(summary: pd.DataFrame) -> plt.Figure | None:
     groups = layout_rows(summary)
     if not groups:
         return None
+    # eager and compiled side by side (training.lm.compile): a group of bars per model and mode
+    both = any(g["compile"].any() for g in groups.values())
+
+    def series(m, g, r) -> str:
+        mode = (", compiled" if r["compile"] else ", eager") if both else ""
+        return f"{m} (ws {int(g['world_size'].iloc[0])}{mode})"
     d = pd.concat([g.assign(layout=[layout_name(r) for _, r in g.iterrows()],
-                            series=[f"{m} (ws {int(g['world_size'].iloc[0])})"] * len(g)) for m, g in groups.items()])
+                            series=[series(m, g, r) for _, r in g.iterrows()]).sort_values("compile", kind="stable")
+                   for m, g in groups.items()])
     d = d.assign(tokens=d["tokens_per_s_median"].where(d["status"] == "ok"),
                  peak_gib=pd.to_numeric(d["peak_mem_allocated_bytes"], errors="coerce") / 2**30)
     order = list(dict.fromkeys(d["layout"]))

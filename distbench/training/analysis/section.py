@@ -28,7 +28,7 @@ from distbench.training.analysis.instep_view import instep_context, verdict_clau
 from distbench.training.analysis.layout_verdict import layout_rows, layout_verdict
 from distbench.training.analysis.layouts import layout_name
 from distbench.training.analysis.mfu_reference import mfu_verdict
-from distbench.training.analysis.summary import row_split
+from distbench.training.analysis.summary import row_split, with_compile
 from distbench.training.manifest import MANIFEST
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -78,9 +78,10 @@ def _lm_table(lm: pd.DataFrame):
     one = one_device_of(lm)
     headers = ["model", "layout", "ws", "tokens/s", "tokens/s per device", "TFLOP/s per device", "MFU", "peak",
                "peak memory", f"efficiency vs plain {one}", "exposed comm", "other", "overlap", "trainable params", "gradients per step",
-               "attention", "compile", "status"]
+               "attention", "compile", "compile time", "status"]
     rows = []
-    for _, r in lm.sort_values(["model", "strategy", "world_size"]).iterrows():
+    # a layout's eager and compiled rows side by side (training.lm.compile); tables from before it: eager
+    for _, r in with_compile(lm).sort_values(["model", "strategy", "world_size", "compile"]).iterrows():
         split = row_split(r)
         peak = f"{r['peak_device']} {r['peak_tflops']:g}" if isinstance(r.get("peak_device"), str) and r["peak_device"] else None
         # TFLOP/s with three significant digits (distbench.core.units): a CPU rank's 0.0000757 is not 0.0
@@ -90,7 +91,8 @@ def _lm_table(lm: pd.DataFrame):
                      pct_cell(r["efficiency_vs_plain_1gpu"]), _ms_cell(split.exposed_comm) if r["world_size"] > 1 else None,
                      _ms_cell(split.other), pct_cell(r["overlap_fraction"]), r["params_trainable"],
                      None if pd.isna(r["grad_bytes"]) else human_bytes(int(r["grad_bytes"])),
-                     r["attention_kernel"], bool(r["compile"]), r["status"]])
+                     r["attention_kernel"], bool(r["compile"]),
+                     _ms_cell(r["compile_time_s"] * 1e3) if "compile_time_s" in r else None, r["status"]])
     return table(headers, rows)
 
 

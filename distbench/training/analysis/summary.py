@@ -49,8 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from distbench.core.choices import STATUS_SEVERITY
-from distbench.training.contract import TRAINING
+from distbench.training.contract import COMPILE_SUFFIX, TRAINING, TRAINING_SEVERITY
 from distbench.core.io import atomic_write_csv
 from distbench.core.units import human_time_us
 from distbench.core.tables import combine
@@ -60,7 +59,7 @@ KEYS = ("backend", "world_size", "model", "strategy", "shard_size", "tp_size", "
         "lora_rank", "compile", "batch_size", "global_batch_size", "scaling", "dtype", "optimizer", "bucket_cap_mb", "gradient_as_bucket_view", "static_graph",
         "broadcast_buffers", "comm_hook", "grad_accum", "nccl_env", "config")
 METRICS = (
-    "n_steps", "step_time_ms_median", "step_time_ms_p5", "step_time_ms_p95", "step_time_ms_cv",
+    "n_steps", "compile_time_s", "step_time_ms_median", "step_time_ms_p5", "step_time_ms_p95", "step_time_ms_cv",
     "compute_only_ms_median", "comm_alone_ms_median", "last_bucket_ms_median", "samples_per_s_median",
     "samples_per_s_per_device_median", "tokens_per_s_median", "tokens_per_s_per_device_median", "params_total",
     "params_trainable", "flops_per_sample", "tflops_per_device", "mfu", "peak_tflops", "peak_device", "mfu_note",
@@ -74,6 +73,26 @@ SCALING_COLUMNS = ("plain_1gpu_samples_per_s", "efficiency_vs_plain_1gpu", "effi
                    "cost_usd_per_1k_samples")
 
 PLAIN = "plain"  # the config label of DDP's defaults (distbench.training.plan.ddp_label)
+
+
+def compiled(rows: pd.DataFrame) -> pd.Series:
+    """Each row's `compile` as a boolean (training.lm.compile): a table from before the column, or a
+    row without it, reads as eager (False); the text 'True' of a CSV read without its dtype as True."""
+    if rows is None or "compile" not in rows:
+        return pd.Series(False, index=getattr(rows, "index", None), dtype=bool)
+    return rows["compile"].map(lambda v: str(v).strip().lower() in ("true", "1", "1.0")).astype(bool)
+
+
+def with_compile(rows: pd.DataFrame) -> pd.DataFrame:
+    """The table with its `compile` column as booleans (compiled): False where a table from before it
+    has none."""
+    return rows.assign(compile=compiled(rows)) if rows is not None else rows
+
+
+def plain_label(row) -> str:
+    """The config label of the plain (DDP defaults) run a row's efficiency is taken against: 'plain', or
+    'plain+compile' for a compiled row (its own mode's 1-rank run: distbench.training.plan.lm_label)."""
+    return PLAIN + (COMPILE_SUFFIX if str(row.get("compile")).strip().lower() in ("true", "1", "1.0") else "")
 # Worst first: a job's status is the worst over its rows (as in distbench.comm.analysis.summary).
 # The workload a 1-rank baseline must share with the N-rank row (besides the batch, see _batch_key).
 # The strategy is not part of it: FSDP is compared with plain DDP on one rank (its own 1-rank run is
@@ -264,10 +283,15 @@ def _summarize_job(key: tuple, g: pd.DataFrame) -> dict:
     statuses = g["status"].fillna("ok")
     if len(step_rows) and str(row.get("strategy")) in ("hsdp", "fsdp_tp"):
         statuses = statuses[(statuses != "skipped") | (g["phase"] == "step")]
-    worst = min(statuses, key=lambda s: STATUS_SEVERITY.get(s, -1))
+    worst = min(statuses, key=lambda s: TRAINING_SEVERITY.get(s, -1))
     messages = [m for m in g["message"].fillna("") if str(m).strip()]
+    # compile_time_s: each compiled phase's own (step, compute_only: each compiles its variant of the step),
+    # summed; the timed steps above never include it. Empty for an eager job (and rows from before it).
+    compiled_s = pd.to_numeric(g.get("compile_time_s", pd.Series(dtype=float)), errors="coerce")
+    by_phase = compiled_s.groupby(g["phase"]).first().dropna() if len(compiled_s) else compiled_s
     row.update({
         "n_steps": len(t),
+        "compile_time_s": float(by_phase.sum()) if len(by_phase) else NAN,
         "step_time_ms_median": step,
         "step_time_ms_p5": p5,
         "step_time_ms_p95": p95,
@@ -368,7 +392,8 @@ def add_scaling(summary: pd.DataFrame, cost_gpu_hour_usd: float | None = None) -
 
     efficiency_vs_plain_1gpu (seed 000) = X(N, config) / (N × X(1, plain)), with X =
     samples_per_s_median, as a fraction (0.9 = 90%). The baseline is the ok world-size-1 run of the
-    plain config (config == "plain", DDP's defaults) with the same backend, dtype and workload
+    plain config (config == "plain", DDP's defaults; "plain+compile" for a compiled row, whose workload
+    includes `compile`) with the same backend, dtype and workload
     (model, hidden_dim, num_layers, optimizer, scaling) and the same batch: under weak scaling the
     same per-rank batch_size; under strong scaling (global batch fixed) the same global_batch_size,
     i.e. the 1-rank run that processes the whole global batch. Strong scaling uses the same
@@ -384,11 +409,11 @@ def add_scaling(summary: pd.DataFrame, cost_gpu_hour_usd: float | None = None) -
     cost_usd_per_1k_samples (seed 002) = N × cost_gpu_hour_usd / 3600 / X(N) × 1000: the GPU time
     1000 samples take, priced; NaN unless cost_gpu_hour_usd is given.
     """
-    out = summary.copy()
+    out = with_compile(summary.copy())
     n = len(out)
     plain_x, own_x = np.full(n, NAN), np.full(n, NAN)
     for i, (_, row) in enumerate(out.iterrows()):
-        plain_x[i] = _baseline(out, row, PLAIN)
+        plain_x[i] = _baseline(out, row, plain_label(row))  # a compiled row: the compiled plain run
         own_x[i] = _baseline(out, row, row["config"])
         if np.isnan(own_x[i]):  # a tuning point's own 1-rank run has NCCL's defaults
             own_x[i] = _baseline(out, row, ddp_only_label(row["config"], row.get("nccl_env")))
