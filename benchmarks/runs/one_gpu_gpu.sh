@@ -11,12 +11,12 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
 source benchmarks/runs/device_setup.sh
 rm -rf results report/quick.md report/report.* .snakemake
-{ /usr/bin/time -f "quick: %e s wall (rc %x)" timeout "${QUICK_LIMIT_S:-150}" python3 -m snakemake --cores 1 quick \
-    > "$OUT/quick.log" 2>&1; } 2> "$OUT/quick_time.txt"
+{ /usr/bin/time -o "$OUT/quick_time.txt" -f "quick: %e s wall (rc %x)" timeout "${QUICK_LIMIT_S:-150}" python3 -m snakemake --cores 1 quick \
+    > "$OUT/quick.log" 2>&1; }
 cat "$OUT/quick_time.txt"; cp report/quick.md "$OUT/" 2>/dev/null
 T=$OUT/default_run.txt
-{ /usr/bin/time -f "default run after quick: %e s wall (rc %x)" timeout "${FULL_LIMIT_S:-400}" python3 -m snakemake --cores 1 \
-    > "$OUT/full.log" 2>&1; } 2>> "$T"
+{ /usr/bin/time -a -o "$T" -f "default run after quick: %e s wall (rc %x)" timeout "${FULL_LIMIT_S:-400}" python3 -m snakemake --cores 1 \
+    > "$OUT/full.log" 2>&1; }
 grep -h "^distbench: .*planned\|^distbench: to run" "$OUT/full.log" | head -2 >> "$T"
 tail -n 3 "$OUT/full.log" >> "$T"
 cat "$T"

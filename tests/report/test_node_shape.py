@@ -185,3 +185,13 @@ def test_the_prediction_rests_on_a_named_preset_and_never_on_a_gloo_check():
     text = predict_section.rests_on(nccl_fits, check, None, None, None)
     assert text.startswith("These predictions rest on the NCCL collectives measured on this node at 2, 4 ranks")
     assert "median |error| 8.0% at >= 1 MiB" in text
+
+
+def test_lora_on_one_gpu_is_not_judged_against_full_training(tmp_path):
+    lora = _lm_row(1, mfu=0.359, model="lora")
+    lora.update(params_trainable=6_291_456)
+    inputs = _inputs(tmp_path, 1, _gloo_comm(), add_scaling(pd.DataFrame([_lm_row(1), lora])))
+    rows = [r for r in verdict_rows(SECTIONS, inputs) if r["area"] == "training"]
+    by = {r["headline"].split(" ")[0]: r for r in rows}
+    assert by["gpt"]["verdict"] == "healthy" and by["lora"]["verdict"] == "measured"
+    assert "LoRA" in by["lora"]["reason"] and rows[0]["headline"].startswith("gpt")

@@ -205,3 +205,13 @@ def test_the_module_imports_neither_torch_nor_pandas():
             "print(sorted(m for m in ('torch', 'pandas') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_partial_training_is_held_against_no_full_training_row():
+    # 1x H200, lora on gpt 1.3b: 35.9% MFU read "below expected" against full training's 46% (issue 54's run)
+    from distbench.training.analysis.mfu_reference import PARTIAL_TRAINING, mfu_verdict
+
+    full = mfu_verdict(0.359, "NVIDIA H200", 1.33e9, 1024, "bfloat16", "ddp", 1)
+    assert full[0] == "below expected"
+    assert mfu_verdict(0.359, "NVIDIA H200", 1.33e9, 1024, "bfloat16", "ddp", 1,
+                       full_training=False) == ("measured", PARTIAL_TRAINING)

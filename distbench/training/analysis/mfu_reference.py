@@ -402,13 +402,25 @@ def missing_reference(gpu_name: str | None, n_params: float, seq_len: int, dtype
             f"(within {SIZE_FACTOR:g}x either way counts as comparable)")
 
 
+# Every row is full training of a dense model (6 N FLOPs per token). A run that trains a part of its
+# weights (LoRA: 4 N frozen + 6 N trainable) has another FLOPs count and another mix of kernels: on 1x
+# H200 its 35.9% MFU beside full training's 46.3% (benchmarks/results/one-gpu-h200x1-2026-11-29) is
+# not "low", it is a different quantity, so it is held against no row.
+PARTIAL_TRAINING = ("no comparable reference row for training part of the weights (LoRA adapters): every row is "
+                    "full training of a dense model, 6 N FLOPs per token against LoRA's 4 N frozen + 6 N trainable, "
+                    "so the MFU figures are not comparable")
+
+
 def mfu_verdict(mfu: float | None, gpu_name: str | None, n_params: float, seq_len: int, dtype: str | None,
                 strategy: str | None = None, world_size: int | None = None, *,
-                compiled: bool | None = None) -> tuple[str, str]:
+                compiled: bool | None = None, full_training: bool = True) -> tuple[str, str]:
     """(verdict, reason) for one run's MFU: held against the nearest comparable row, or "measured"
-    with missing_reference's sentence where none applies."""
+    with missing_reference's sentence where none applies (PARTIAL_TRAINING where the run trains only
+    part of its weights: `full_training` False)."""
     if mfu is None or not math.isfinite(float(mfu)):
         return "measured", "no MFU was computed for this run (mfu_note in training_summary.csv says why)"
+    if not full_training:
+        return "measured", PARTIAL_TRAINING
     ref = nearest_reference(gpu_name, n_params, seq_len, dtype, strategy, world_size, compiled=compiled)
     if ref is None:
         return "measured", missing_reference(gpu_name, n_params, seq_len, dtype, strategy, world_size)

@@ -171,8 +171,14 @@ def mfu_judgement(r) -> tuple[str, str, str]:
     verdict, reason = mfu_verdict(mfu, str(r.get("device_name") or ""), _float(r.get("params_total")),
                                   int(seq) if not math.isnan(seq) else 0, str(r.get("dtype") or ""),
                                   strategy=str(r.get("strategy") or "ddp"), world_size=int(r["world_size"]),
-                                  compiled=_compiled(r))
+                                  compiled=_compiled(r), full_training=_full_training(r))
     return f"{_pct(mfu, 1)} MFU", verdict, reason
+
+
+def _full_training(r) -> bool:
+    """Whether every parameter is trained (LoRA: only its adapters): the reference rows' kind."""
+    total, trainable = _float(r.get("params_total")), _float(r.get("params_trainable"))
+    return math.isnan(total) or math.isnan(trainable) or trainable >= total
 
 
 def one_gpu_headlines(t: pd.DataFrame) -> list[Headline]:
