@@ -53,6 +53,21 @@ def test_single_timing_skips_timing_modes():
     plt.close("all")
 
 
+def test_one_rank_of_nccl_draws_every_figure(tmp_path):
+    # a one-GPU run of comm at world size 1 (1x H200, 2026-11-29): busbw is 0 at one rank, so the timing
+    # modes' busbw axis is hidden, and the legend was placed on an axis that was not there (IndexError)
+    summary = build_summary(backends=("nccl",), world_sizes=(1,))
+    ar = summary[summary["op"] == "all_reduce"]
+    assert len(ar) and (ar["busbw_gbps_median"].fillna(0) == 0).all()
+    fig = plots.fig_timing_modes(_ok(summary))
+    assert fig is not None and [a for a in fig.axes if a.get_visible() and a.get_legend()]
+    plt.close("all")
+    path = tmp_path / "summary.csv"
+    summary.to_csv(path, index=False)
+    assert "timing_modes.png" in _names(plots.make_all(path, tmp_path / "figures"))
+    plt.close("all")
+
+
 def test_env_and_dtype_figures_only_when_swept():
     ok = _ok(build_summary(backends=("nccl",), world_sizes=(2,), timings={"nccl": ("events",)},
                            dtypes=("float32", "bfloat16"), nccl_envs=("default", "NCCL_ALGO=Ring")))

@@ -325,7 +325,12 @@ def fig_timing_modes(ok: pd.DataFrame, *, refs=()) -> plt.Figure | None:
     handles = _ws_handles(p[p["backend"].isin(backends)]["world_size"].unique())
     handles += _style_handles("timing", {t: palette.timing_linestyle(t) for t in timings})
     handles.append(Patch(color="0.35", alpha=palette.BAND_ALPHA * 2, label="p5-p95"))
-    legend_outside([a for a in axes.flat if a.get_visible()][min(1, len(backends) * 2 - 1)], handles)
+    # at one rank busbw is 0 ((n-1)/n), so its axis is hidden: the legend goes on the last axis drawn
+    visible = [a for a in axes.flat if a.get_visible()]
+    if not visible:
+        plt.close(fig)
+        return None
+    legend_outside(visible[min(1, len(visible) - 1)], handles)
     fig.suptitle("Timing modes: events (CUDA events, solid), graph (CUDA-graph replay, dashed),\n"
                  f"host (host clock + sync, dotted); {BAND_NOTE}")
     return fig
