@@ -47,6 +47,8 @@ def main():
         shutil.copy(res / "probe" / f"{name}.json", out / "probe")
     for f in (res / "probe/nccl_logs").glob("nccl.*.log"):
         shutil.copy(f, out / "probe/nccl_logs")
+    if (res / "health").is_dir():  # the health readings' tables: the Verdict's hardware row
+        shutil.copytree(res / "health", out / "health", dirs_exist_ok=True)
     # the families' tables and figure directories, as their manifests name them (distbench.pipeline.families)
     for d in figure_dirs(cfg, plan):
         if (res / d).is_dir():
