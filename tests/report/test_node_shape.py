@@ -195,3 +195,20 @@ def test_lora_on_one_gpu_is_not_judged_against_full_training(tmp_path):
     by = {r["headline"].split(" ")[0]: r for r in rows}
     assert by["gpt"]["verdict"] == "healthy" and by["lora"]["verdict"] == "measured"
     assert "LoRA" in by["lora"]["reason"] and rows[0]["headline"].startswith("gpt")
+
+
+def test_one_gpu_with_a_one_rank_nccl_job_still_has_no_collective_headline(tmp_path):
+    # 1x H200, comm at world_sizes [1] (2026-11-29): "NCCL all_reduce 1 GiB: 0 GB/s busbw at 1 ranks"
+    inputs = _inputs(tmp_path, 1, _nccl_comm((1,)), add_scaling(pd.DataFrame([_lm_row(1)])))
+    comm = [r for r in verdict_rows(SECTIONS, inputs) if r["area"] == "communication"]
+    assert [r["headline"] for r in comm] == [ONE_GPU_TEXT]
+
+
+def test_one_gpu_names_the_compiled_twin_beside_the_eager_run(tmp_path):
+    compiled = _lm_row(1, mfu=0.501)
+    compiled.update(config="plain+compile", compile=True, tokens_per_s_median=58_507.0, compile_time_s=33.1)
+    inputs = _inputs(tmp_path, 1, _gloo_comm(), add_scaling(pd.DataFrame([_lm_row(1), compiled])))
+    first = verdict_rows(SECTIONS, inputs)[0]
+    assert first["headline"].startswith("gpt (1.32B parameters, DDP) on 1 GPU: ")
+    assert "46.0% MFU" in first["headline"]
+    assert "; compiled: 58,507 tokens/s, 50.1% MFU (compile 33 s, not in tokens/s)" in first["headline"]

@@ -112,6 +112,9 @@ def comm_headlines(summary: pd.DataFrame, gpu_name: str | None = None, peak: dic
     graph timing measured the point, the graph figure is the headline (gpu_side_rows), its graph-mixing
     setting named (`job_env`: the config's) and torch's per-call host cost beside it, not judged: a
     size that short is latency, not bandwidth."""
+    if summary is not None and len(summary) and "world_size" in summary:
+        # one rank moves nothing between processes (busbw is 0 by definition): no headline is taken there
+        summary = summary[pd.to_numeric(summary["world_size"], errors="coerce") >= 2]
     ran_nccl = summary is not None and len(summary) and (summary["backend"].astype(str) == "nccl").any()
     if gpus == 1 and not ran_nccl:
         return [one_gpu_headline()]

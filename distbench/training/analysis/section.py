@@ -9,6 +9,7 @@ every world size is one. Fragments: templates/training.*.j2."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from collections import Counter
 from pathlib import Path
 
@@ -203,14 +204,33 @@ def one_gpu_headlines(t: pd.DataFrame) -> list[Headline]:
         tokens = _float(r.get("tokens_per_s_median"))
         text = f"{label} on 1 GPU: {tokens:,.0f} tokens/s" + (f", {clause}" if clause else "")
         extra = f" (sequence {int(r['seq_len'])} tokens, {r.get('dtype')}, batch {int(r['batch_size'])})"
+        twin = compiled_twin(one, r)
+        if twin is not None:  # the same job compiled (training.lm.compile: [false, true]): as trainers run it
+            extra += (f"; compiled: {_float(twin['tokens_per_s_median']):,.0f} tokens/s"
+                      + (f", {_pct(_float(twin['mfu']), 1)} MFU" if not math.isnan(_float(twin.get("mfu"))) else "")
+                      + (f" (compile {_float(twin['compile_time_s']):.0f} s, not in tokens/s)"
+                         if not math.isnan(_float(twin.get("compile_time_s"))) else ""))
         out.append(Headline("training", text + extra, verdict,
                             reason or "no MFU: the device's dense peak is not known (distbench/training/analysis/mfu.py)",
                             lead=2))
     return out
 
 
+def compiled_twin(rows: pd.DataFrame, r):
+    """The ok compiled row of `r`'s layout among `rows` (its config label plus '+compile'), or None."""
+    if _compiled(r) or "compile" not in rows:
+        return None
+    twins = rows[(rows["config"].astype(str) == f"{r['config']}+compile") & rows["compile"].map(_true)
+                 & (rows["status"].astype(str) == "ok")]
+    return twins.iloc[0] if len(twins) else None
+
+
 def _compiled(r) -> bool:
-    v = r.get("compile")
+    return _true(r.get("compile"))
+
+
+def _true(v) -> bool:
+    """A table's boolean cell (True, 'True', 1) as a bool; empty or NaN is False."""
     return bool(v) and not (isinstance(v, float) and math.isnan(v)) and str(v).lower() not in ("false", "0")
 
 
@@ -227,8 +247,8 @@ def training_headlines(training: pd.DataFrame | None, split: pd.DataFrame | None
         return []
     out = []
     t = training if "model" in training else training.assign(model="mlp")
-    if gpus == 1:
-        return one_gpu_headlines(t)
+    if gpus == 1:  # what the GPU does alone, and which layout (eager and compiled) is fastest on it
+        return one_gpu_headlines(t) + [replace(h, lead=2) for h in layout_headlines(t, split)]
     for model, g in t.groupby("model", sort=True):
         multi = g[g["world_size"] > 1]
         if multi.empty:
