@@ -2,7 +2,7 @@
 # runs a short collective check and writes its verdict table beside the health check's
 # (results/<label>/health/gate.csv; its readings and comm job under health/gate/). The verdict line is
 # in the log; the command for a SLURM prolog or health check is `python -m distbench.gate`.
-# gate_baseline, when set, holds the baseline runs, and prometheus_dir, when set, gets distbench.prom:
+# gate_baseline, when set, holds the baseline runs, and prometheus_dir, when set, gets distbench_gate.prom:
 # both checked with the config, before any job (the gate manifest's config_check, distbench.gate.inputs).
 # The gate holds this host's lock (config host_lock) for its readings, as every measurement does.
 
@@ -25,7 +25,7 @@ rule gate:
         "../workflow/scripts/gate.py"
 
 
-# prometheus_dir: a successful run writes its health, comm and training figures there as distbench.prom
+# prometheus_dir: a successful run writes its health, comm and training figures there as distbench_run.prom (the gate its own distbench_gate.prom: neither erases the other)
 # (node_exporter's textfile collector), atomically (distbench.gate.prom.run_samples): only the tables
 # written since this Snakemake process started (an older table is never republished as new).
 onsuccess:

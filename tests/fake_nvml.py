@@ -17,6 +17,7 @@ def healthy_state(count=2):
         "power_mw": 300_000, "limit_mw": 700_000, "default_mw": 700_000, "xids": [], "driver": "570.1",
         "cuda": 12080, "violation_ns": {},
         "procs": {},  # {gpu index: [(pid, name, used bytes)]}: compute processes NVML lists on it
+        "procs_refused": {},  # {gpu index: NVML's error}: GPUs whose process list NVML refuses (MIG, some drivers)
     }
 
 
@@ -70,8 +71,13 @@ def fake_pynvml(state: dict) -> types.ModuleType:
     nv.nvmlDeviceGetPowerManagementDefaultLimit = lambda h: state["default_mw"]
     nv.nvmlDeviceGetViolationStatus = lambda h, policy: types.SimpleNamespace(
         referenceTime=0, violationTime=state["violation_ns"].get((h.i, policy), 0))
-    nv.nvmlDeviceGetComputeRunningProcesses = lambda h: [
-        types.SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, _name, used in state.get("procs", {}).get(h.i, [])]
+
+    def running(h):
+        if h.i in state.get("procs_refused", {}):
+            raise FakeNVMLError(state["procs_refused"][h.i])
+        return [types.SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, _name, used in state.get("procs", {}).get(h.i, [])]
+    nv.nvmlDeviceGetComputeRunningProcesses = running
+    nv.nvmlDeviceGetMinorNumber = lambda h: h.i  # /dev/nvidia<i>
     names = {pid: name for procs in state.get("procs", {}).values() for pid, name, _used in procs}
     nv.nvmlSystemGetProcessName = lambda pid: names[pid].encode()
     nv.nvmlEventSetCreate = lambda: "set"

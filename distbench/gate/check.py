@@ -9,6 +9,10 @@ by distbench.gate.supervise, which kills it and everything it started when the b
    mixing off (NCCL_GRAPH_MIXING_SUPPORT=0: under torch's c10d capture it adds ~5 µs per op, which
    nccl-tests' published latency does not have; distbench.comm.analysis.advice.rule_graph_mixing). On a
    host without GPUs: Gloo on two CPU processes at 16 MiB and 8 B (host timing), which is no GPU verdict.
+   On NCCL it runs with NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,ENV and one NCCL_DEBUG_FILE per rank
+   (under gate_nccl/): NCCL's own account of the transport between the GPUs and of the NCCL_* variables
+   it took, kept in readings.json beside `nvidia-smi topo -m`'s links and NVML's NVLink state and the
+   gate's own NCCL_* environment (distbench.gate.transport judges them).
 
 Both run with this host's lock held (distbench.launch.hostlock, as every benchmark measurement and
 health load does): a gate never measures beside a benchmark job, nor one beside it. A busy host is
@@ -55,17 +59,42 @@ def comm_params(backend: str, timeout_s: float) -> dict:
     return p
 
 
+def nccl_log_env(log_dir: Path) -> dict:
+    """NCCL's own account of the collective (distbench.gate.transport): its INFO lines of subsystems
+    INIT (the "Channel .. via P2P|SHM|NET" connection lines) and ENV ("NCCL_X set by environment to
+    V."), one file per rank (%h host, %p pid). Init-time lines only: the timed loop logs nothing. In the
+    job's own environment (job_env), not its NCCL settings: the comm table's nccl_env label, which a
+    baseline is matched on, stays the gate's."""
+    from distbench.gate.transport import DEBUG_SUBSYS, LOG_PATTERN
+
+    return {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": DEBUG_SUBSYS, "NCCL_DEBUG_FILE": str(log_dir / LOG_PATTERN)}
+
+
 def run_comm(backend: str, world_size: int, out_dir: Path, timeout_s: float) -> tuple[str, Path]:
     from distbench.comm.job import run_comm_job
     from distbench.comm.plan import CommJob
+    from distbench.gate.transport import LOG_DIR, log_files
     from distbench.launch.planning import nccl_env_label
 
     env = GATE_NCCL_ENV if backend == "nccl" else {}
     job = CommJob(backend, "float32", world_size, nccl_env_label(env), dict(env))
     out_csv = out_dir / "gate_comm.csv"
-    status = run_comm_job(job, comm_params(backend, timeout_s), out_csv, out_dir / "gate_placement.json",
-                          out_dir / "gate_comm.log")
+    params = comm_params(backend, timeout_s)
+    if backend == "nccl":
+        log_dir = out_dir / LOG_DIR
+        log_dir.mkdir(parents=True, exist_ok=True)
+        for old in log_files(log_dir):  # an earlier gate's logs in a reused --out are never read as this one's
+            old.unlink(missing_ok=True)
+        params["job_env"] = {**params["job_env"], **nccl_log_env(log_dir)}
+    status = run_comm_job(job, params, out_csv, out_dir / "gate_placement.json", out_dir / "gate_comm.log")
     return status, out_csv
+
+
+def nccl_account(out_dir: Path) -> dict:
+    """NCCL's account of this run's collective (distbench.gate.transport.read_logs), from its per-rank logs."""
+    from distbench.gate.transport import LOG_DIR, log_files, read_logs
+
+    return read_logs(log_files(out_dir / LOG_DIR))
 
 
 def nvls_setting(env=None) -> bool | None:
@@ -155,6 +184,13 @@ def _readings(readings: dict, out_dir: Path, expected_gpus: int | None, load_s: 
     if backend == "nccl" and gpus < 2:
         readings["comm_status"] = "skipped: one GPU, no collective between GPUs to check"
         return
+    if backend == "nccl":  # what the hardware offers between the GPUs, beside what NCCL will use
+        from distbench.gate.transport import LOG_DIR, compact_nvlink, compact_topology, nccl_environment
+        from distbench.probes.topology import probe_topology
+
+        step("topology (nvidia-smi topo -m)")
+        readings.update(topology=compact_topology(probe_topology()), nvlink=compact_nvlink(nv),
+                        nccl_env_vars=nccl_environment(os.environ), nccl_log_dir=str(out_dir / LOG_DIR))
     left = deadline - time.monotonic() - TEARDOWN_S
     step(f"collective check ({backend}, {world_size} ranks)")
     if left < MIN_COLLECTIVE_S:
@@ -162,6 +198,8 @@ def _readings(readings: dict, out_dir: Path, expected_gpus: int | None, load_s: 
     else:
         status, csv = run_comm(backend, world_size, out_dir, left)
         readings.update(comm_status=status, comm_csv=str(csv))
+        if backend == "nccl":
+            readings["nccl"] = nccl_account(out_dir)
 
 
 def main(argv=None) -> int:

@@ -8,10 +8,11 @@ for this GPU and count and against the node's own baseline; one line
 
 and exit 0 (pass, warn) or 1 (fail), within --budget-s (past it: fail, naming the step, with every
 process the gate started killed); 2: a usage error, before anything is read (a flag's value, said with
-what is allowed: never a verdict on the node); 3: the gate itself failed (no verdict, or one it could
-not write: stderr says which). Under SLURM (distbench.gate.slurm, docs/gate.md) it is a Prolog= or
+what is allowed: never a verdict on the node); 3: no verdict to act on (not judged, or the gate itself
+failed), a drain or resume that could not be carried out, or a verdict it could not write: never a
+drain (EXIT_CODES, printed by --help, is docs/gate.md's table). Under SLURM (distbench.gate.slurm, docs/gate.md) it is a Prolog= or
 a HealthCheckProgram=; --drain drains the node on FAIL, --resume returns it to service on PASS/WARN
-if distbench drained it. --prom DIR writes DIR/distbench.prom for node_exporter's textfile collector.
+if distbench drained it. --prom DIR writes DIR/distbench_gate.prom for node_exporter's textfile collector.
 """
 
 from __future__ import annotations
@@ -26,21 +27,51 @@ import time
 from pathlib import Path
 
 from distbench.core.run_label import node_name
-from distbench.gate import slurm
-from distbench.gate.inputs import flag_problems, reserve_s
+from distbench.gate import slurm, transport
+from distbench.gate.inputs import (baseline_problems, clear_earlier_gate, flag_problems, record_gate_files,
+                                   reserve_s)
 from distbench.gate.supervise import Budget, python
 from distbench.launch.hostlock import LockSettingError, check_kind, check_mode, lock_path
 
 DEFAULT_BUDGET_S = 60.0  # DCGM's level 2 takes under 2 minutes; operators ask for less (soperator#2081)
 DEFAULT_LOAD_S = 3.0  # the health reading's matmul load on GPUs (throttle and PCIe generation are read under it)
-# exit codes (docs/gate.md): 2 is argparse's usage error; a Python error would exit 1 and read as a FAIL
+# exit codes: 2 is argparse's usage error; a Python error would exit 1 and read as a FAIL. EXIT_CODES is
+# the one source of their meaning: --help's epilog prints it, and docs/gate.md's table must equal it
+# (tests/health/test_gate_exit_codes.py).
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_ERROR = 0, 1, 2, 3
+EXIT_CODES = {
+    EXIT_PASS: "PASS or WARN: the node was judged and may run jobs (the line says why it warns); with `--resume`, "
+               "a node distbench drained is back in service",
+    EXIT_FAIL: "FAIL: the node was judged and must not run jobs; with `--drain` it is drained, reason "
+               "`distbench: ...` (a FAIL whose outputs could not be written still exits 1: stderr says which)",
+    EXIT_USAGE: "usage error: a flag's value cannot be used (the message names the flag, the value and what is "
+                "allowed), e.g. a `--budget-s` outside its range, a `--baseline` that holds no gate output, an "
+                "`--out` holding files the gate did not write. Nothing was read, no verdict, nothing drained; fix "
+                "the wrapper",
+    EXIT_ERROR: "no verdict to act on, and never a drain: the node was not judged (`ERROR <node>: not judged: "
+                "...`: the host lock held by another run, refused or waited for past the budget; a `--baseline` "
+                "that could not be read when judged), or the gate itself failed (`ERROR <node>: the gate itself "
+                "failed ...`, a traceback on stderr); or a verdict whose drain or resume could not be carried out "
+                "(`DRAIN FAILED: <why>` or `RESUME FAILED: <why>` first in the line, and in syslog); or a PASS/WARN "
+                "whose outputs could not be written (stderr says which)",
+}
+EXIT_OTHER = ("the gate was killed (128 + the signal, e.g. 137 for SIGKILL) or Python could not start it; "
+              "no verdict")
+
+
+def _epilog() -> str:
+    import textwrap
+
+    rows = [*EXIT_CODES.items(), ("other", EXIT_OTHER)]
+    return "exit codes (docs/gate.md):\n" + "\n".join(
+        textwrap.fill(text, width=100, initial_indent=f"  {code!s:<7}", subsequent_indent=" " * 9)
+        for code, text in rows)
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="python -m distbench.gate", description=__doc__.split("\n\n")[1],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--prom", metavar="DIR", help="write DIR/distbench.prom (node_exporter textfile collector)")
+                                epilog=_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--prom", metavar="DIR", help="write DIR/distbench_gate.prom (node_exporter textfile collector; a full run writes distbench_run.prom beside it)")
     p.add_argument("--baseline", action="append", default=[],
                    help="a known-good run of this node type: a gate's --out directory, results/<label>, its tables/, "
                         "or a run label; repeat it for several runs (their run-to-run noise is then measured, and a "
@@ -51,7 +82,9 @@ def parse_args(argv=None):
     p.add_argument("--drain", action="store_true", help="on FAIL: scontrol update State=DRAIN Reason=\"distbench: ...\"")
     p.add_argument("--resume", action="store_true", help="on PASS/WARN: resume the node, only if distbench drained it")
     p.add_argument("--out", help="keep the readings, gate.csv and the comm job's files here (default: a temporary "
-                                 "directory, removed); an earlier gate's files there are removed first")
+                                 "directory, removed), with the gate's list of them (.distbench-gate-files.json): "
+                                 "an earlier gate's files there are removed first, and only those; a directory "
+                                 "holding other files is refused")
     p.add_argument("--csv", help="also write the gate's table here (the Snakemake target's output)")
     p.add_argument("--gpus", type=int, default=0, help="GPUs this node must have: fewer, or none readable, fails "
                                                        "(default 0: those detected)")
@@ -164,6 +197,8 @@ def judge(readings: dict, baseline: list[str], outcome: str, killed: int, budget
         checks += rules.comm_checks(points, status if outcome == "done" or status != "not run" else "ok",
                                     readings.get("gpu_name"), readings.get("peak"), readings.get("nvls"),
                                     base if baseline else None, NCCL_LARGE if backend == "nccl" else GLOO_LARGE, SMALL)
+    if backend == "nccl" and not readings.get("host_busy"):  # NCCL's transport beside the topology's, even
+        checks += rules.transport_checks(readings)  # when the budget cut the collective (a configuration cause)
     for c in checks:
         if c.check == "collective" and c.state == rules.INFO and c.value:
             unit = "GB/s busbw" if c.subject.endswith("busbw_gbps") else "µs per op"
@@ -188,9 +223,11 @@ def judge(readings: dict, baseline: list[str], outcome: str, killed: int, budget
 
 # what a gate writes under --out: removed before it starts, so a reused directory (`snakemake gate`
 # always reuses results/<label>/health/gate/) never hands an earlier run's figures to this one's verdict,
-# its gate.csv, its .prom file or a later --baseline
+# its gate.csv, its .prom file or a later --baseline. The gate's list there (distbench.gate.inputs.OUT_MANIFEST)
+# holds these names while it runs, and what it did write once it is done: the next gate removes only those.
 GATE_FILES = ("readings.json", "gate.csv", "gate_check.log", "gate_comm.csv", "gate_comm_ranks.csv", "pairs.csv",
-              "gate_placement.json", "gate_comm.log", "gate_comm.csv.partial", "gate_comm_ranks.csv.partial")
+              "gate_placement.json", "gate_comm.log", "gate_comm.csv.partial", "gate_comm_ranks.csv.partial",
+              transport.LOG_DIR)  # the comm check's NCCL logs (a folder: NCCL's account of its transport)
 
 
 def main(argv=None) -> int:
@@ -212,8 +249,9 @@ def _run(a, t0: float) -> int:
     keep = bool(a.out)
     out = Path(a.out) if a.out else Path(tempfile.mkdtemp(prefix="distbench-gate-"))
     out.mkdir(parents=True, exist_ok=True)
-    for name in GATE_FILES:
-        (out / name).unlink(missing_ok=True)
+    if keep:  # only what an earlier gate wrote (its list): a directory holding more was refused (exit 2)
+        clear_earlier_gate(out)
+        record_gate_files(out, GATE_FILES)  # a gate killed mid-way leaves its list too
     limit = a.budget_s - reserve_s(a.budget_s)
     cmd = [python(), "-m", "distbench.gate.check", "--out-dir", str(out), "--gpus", str(a.gpus),
            "--load-s", str(a.load_s), "--deadline-s", f"{limit:.1f}", "--host", node, "--host-lock", a.host_lock]
@@ -226,34 +264,88 @@ def _run(a, t0: float) -> int:
         if outcome == "done" and "comm_status" not in readings:
             log = (out / "gate_check.log").read_text(errors="replace").strip().splitlines()
             readings["comm_status"] = "the readings ended early: " + (log[-1][:200] if log else "no output")
+        unjudged = _not_judged(a, readings, outcome)
+        if unjudged:  # no verdict: nothing drained, resumed or published (exit 3)
+            said = f"distbench gate: ERROR {node}: not judged: {' '.join(unjudged.split())}"
+            print(said, flush=True)
+            _to_syslog(said)
+            return EXIT_ERROR
         state, why, checks, points = judge(readings, a.baseline, outcome, killed, a.budget_s, a.gpus)
         if time.monotonic() - t0 > a.budget_s and state != "FAIL":
             state, why = "FAIL", f"over its {a.budget_s:g} s budget ({time.monotonic() - t0:.1f} s)"
         wall = time.monotonic() - t0
-        actions = _slurm(a, node, state, why)
+        actions, failed = _slurm(a, node, state, why)
+        if failed:  # first in the line (and gate.csv's verdict): the node is not as the verdict asks
+            why = f"{'; '.join(failed)} | {why}"
         unwritten = _write(a, out, node, state, why, checks, points, readings, wall)
         from distbench.gate.rules import line
 
-        print(line(state, node, why), flush=True)
+        said = line(state, node, why)
+        print(said, flush=True)
         for act in actions:
             print(f"distbench gate: {act}", file=sys.stderr, flush=True)
         for what in unwritten:
             print(f"distbench gate: ERROR: {what}", file=sys.stderr, flush=True)
+        if failed:
+            _to_syslog(said)
+            return EXIT_ERROR
         if state == "FAIL":
             return EXIT_FAIL
         return EXIT_ERROR if unwritten else EXIT_PASS
     finally:
-        if not keep:
+        if keep:
+            try:
+                record_gate_files(out)  # what this gate wrote there: the next one removes only these
+            except OSError as e:
+                print(f"distbench gate: ERROR: could not write the gate's list in {out}: {e}", file=sys.stderr,
+                      flush=True)
+        else:
             shutil.rmtree(out, ignore_errors=True)
 
 
-def _slurm(a, node: str, state: str, why: str) -> list[str]:
+# steps of the readings in which nothing of the node has been read yet (distbench.gate.check.take)
+_LOCK_STEPS = ("taking the host lock", "waiting for the host lock")
+
+
+def _not_judged(a, readings: dict, outcome: str) -> str | None:
+    """Why this invocation cannot judge the node, or None: nothing of the node was read (the host lock
+    held by another run: refused under --host-lock fail, or waited for until the budget ran out), or a
+    --baseline that held a usable point when the flags were checked holds none now. A gate that could
+    not judge exits 3 and never drains: only a judgement does."""
+    if readings.get("host_busy"):
+        return f"nothing was read: {readings['host_busy']}"
+    step = str(readings.get("step") or "")
+    if outcome != "done" and step.startswith(_LOCK_STEPS):
+        return f"nothing was read: {outcome} ({a.budget_s:g} s) in step '{step}'"
+    gone = baseline_problems(a.baseline, "--baseline")
+    if gone:
+        return "its baseline could not be read when judged: " + "; ".join(gone)
+    return None
+
+
+def _to_syslog(text: str) -> None:
+    """`text` to syslog (daemon.err, tag distbench-gate): under HealthCheckProgram slurmd ignores the exit
+    code, and logs the output only at its error level for a non-zero exit (docs/gate.md); syslog (the
+    journal on systemd hosts) keeps it whatever runs the gate. Best effort: no syslog socket, nothing."""
+    try:
+        import syslog
+
+        syslog.openlog("distbench-gate", syslog.LOG_PID, syslog.LOG_DAEMON)
+        syslog.syslog(syslog.LOG_ERR, text)
+        syslog.closelog()
+    except Exception:  # noqa: BLE001 - never turn a said failure into the gate's own
+        pass
+
+
+def _slurm(a, node: str, state: str, why: str) -> tuple[list[str], list[str]]:
+    """(what --drain / --resume did, in words; what could not be carried out: `DRAIN FAILED: <why>`,
+    `RESUME FAILED: <why>`, for the one line and exit 3)."""
     acts = []
     if state == "FAIL" and a.drain:
-        acts.append(slurm.drain(node, why))
+        acts.append(("DRAIN", slurm.drain(node, why)))
     if state != "FAIL" and a.resume:
-        acts.append(slurm.resume(node))
-    return acts
+        acts.append(("RESUME", slurm.resume(node)))
+    return [act.text for _, act in acts], [f"{what} FAILED: {act.text}" for what, act in acts if not act.done]
 
 
 def _write(a, out: Path, node: str, state: str, why: str, checks, points, readings: dict, wall: float) -> list[str]:
@@ -286,7 +378,7 @@ def _write(a, out: Path, node: str, state: str, why: str, checks, points, readin
                                             prom.node_type(readings.get("gpu_name"), int(readings.get("gpus") or 0)))
         samples.append(prom.timestamp(node, "gate"))
         try:
-            prom.write(a.prom, samples)
+            prom.write(a.prom, samples, "gate")  # prom.GATE_FILE, never the run's
         except OSError as e:
-            failed.append(f"could not write {Path(a.prom) / prom.FILE}: {e}")
+            failed.append(f"could not write {Path(a.prom) / prom.GATE_FILE}: {e}")
     return failed

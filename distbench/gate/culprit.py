@@ -75,6 +75,9 @@ def lead(rows, checks: list[Check], state: str) -> str:
     if not found:
         if not miss:
             return ""
+        causes = [c.reason for c in checks if c.check == "transport" and c.state in (FAIL, WARN)]
+        if causes:  # the node's configuration, not its links: NCCL on a slower path than the hardware offers
+            return f"{miss}; " + "; ".join(causes)
         return (f"{miss}; no single GPU stands out (no stray process, every GPU's matmul within "
                 f"{1 - MATMUL_DEGRADED_UNDER:.0%} of its peers', no failing health item): suspect the links "
                 "between GPUs (the nodes family's pair rounds find which)")

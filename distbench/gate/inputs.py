@@ -11,8 +11,10 @@ FAIL that drains a healthy node.
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import shutil
 import tempfile
 import unicodedata
 from pathlib import Path
@@ -29,6 +31,16 @@ STARTUP_S = 2.0
 # a kill's grace), and the least time the collective is started with (less: "no time left")
 TEARDOWN_S = 12.0
 MIN_COLLECTIVE_S = 5.0
+# The most --budget-s (about 31.7 years: no real budget; any larger is a typo or a probe). The budget
+# becomes the comm job's time limits (distbench.gate.check.comm_params: op_timeout_s, job_timeout_s), and
+# those become deadlines in int64 nanoseconds of a monotonic clock: torch's c10d store and process group
+# (std::chrono::steady_clock::now() + timeout), Gloo's, NCCL's watchdog, Python's threading.TIMEOUT_MAX
+# (9223372036 s on Linux). 2**63 ns is 9.22e9 s, less the clock's own reading (the uptime): past it the
+# deadline overflows into the past and the collective "times out" at once ("The client socket has timed
+# out after 9999999979000ms" at --budget-s 1e10, which failed, and --drain drained, a healthy node; 5e9
+# passed). 1e9 keeps an order of magnitude under that for the clock's reading and the margins the comm
+# job adds (measured: --budget-s 1e9 passes on the 2-core CPU machine).
+MAX_BUDGET_S = 1e9
 
 
 def reserve_s(budget_s: float) -> float:
@@ -56,6 +68,10 @@ def min_budget_s(load_s: float) -> float:
 
 def budget_problem(budget_s: float, load_s: float) -> str | None:
     floor = min_budget_s(load_s)
+    if math.isfinite(budget_s) and budget_s > MAX_BUDGET_S:
+        return (f"--budget-s {budget_s:g}: too large; allowed: a number of seconds from {floor:g} to "
+                f"{MAX_BUDGET_S:g} (past it the comm job's time limits overflow the int64 nanosecond deadlines "
+                "of torch, Gloo and NCCL, and the collective would time out at once: a FAIL of a healthy node)")
     if not math.isfinite(budget_s) or budget_s < floor:
         shown_value = f"{budget_s:g}" if math.isfinite(budget_s) else repr(budget_s)
         return (f"--budget-s {shown_value}: {'not a finite number' if not math.isfinite(budget_s) else 'too small'}; "
@@ -134,6 +150,9 @@ def flag_problems(a, node: str, node_from: str) -> list[str]:
     """Every problem of the parsed flags `a` (distbench.gate.cli.parse_args), each naming its flag."""
     out = []
     load = finite_problem("--load-s", a.load_s)
+    if not load and min_budget_s(a.load_s) > MAX_BUDGET_S:
+        load = (f"--load-s {a.load_s:g}: too large (allowed: a number of seconds >= 0 that leaves the collective "
+                f"its time within the largest --budget-s, {MAX_BUDGET_S:g})")
     out += [load] if load else []
     out += [p for p in [budget_problem(a.budget_s, a.load_s if not load else 0.0)] if p]
     if a.gpus < 0:
@@ -146,10 +165,112 @@ def flag_problems(a, node: str, node_from: str) -> list[str]:
         why = check(value) if value is not None else None
         if why:
             out.append(f"{flag} {ascii(value)}: {why} (allowed: {allowed})")
+    if a.out is not None and not dir_problem(a.out):
+        why = out_dir_problem(a.out)
+        if why:
+            out.append(f"--out {ascii(a.out)}: {why} (allowed: a new or empty directory, or one an earlier gate "
+                       f"wrote: the files it lists in {OUT_MANIFEST} there)")
+    out += baseline_problems(a.baseline, "--baseline")
     why = node_problem(node)
     if why:
         out.append(f"{node_from} {ascii(node)}: {why} (allowed: a node name of printable UTF-8, no whitespace)")
     return out
+
+
+# ------------------------------------------------------------------------------------------- baseline
+BASELINE_ALLOWED = "a gate's --out directory, results/<label>/health/gate of `snakemake gate`, or a full run's results/<label>/"
+
+
+def baseline_problems(runs, flag: str) -> list[str]:
+    """Each baseline run (--baseline, or config gate_baseline[i]) that holds no comm table with a point
+    a comparison can use, naming it and why: a usage error, as the config check refuses it (a baseline
+    that can never be compared would only warn at every gate, and never be judged against)."""
+    from distbench.gate.points import baseline_points
+
+    out = []
+    for i, one in enumerate(runs or ()):
+        base, why, _notes = baseline_points([one])
+        if base is None:
+            name = f"{flag}[{i}]: {shown(one)}" if flag.startswith("config") else f"{flag} {ascii(one)}"
+            out.append(f"{name}: {why or 'empty'} (allowed: {BASELINE_ALLOWED})")
+    return out
+
+
+# ------------------------------------------------------------------------------------------- --out DIR
+# The gate's own list of what it wrote in --out DIR (written before its readings, with the names it may
+# write, and again after, with what it did write): the next gate removes exactly those, and nothing else.
+OUT_MANIFEST = ".distbench-gate-files.json"
+# What a gate wrote there before it kept a list (an earlier version's --out, `snakemake gate`'s
+# results/<label>/health/gate/): a directory holding only these names, one of them a gate's own (not
+# pairs.csv alone, which a comm job's directory holds too), is taken as such a gate's and cleared.
+LEGACY_GATE_FILES = ("readings.json", "gate.csv", "gate_check.log", "gate_comm.csv", "gate_comm_ranks.csv",
+                     "pairs.csv", "gate_placement.json", "gate_comm.log", "gate_comm.csv.partial",
+                     "gate_comm_ranks.csv.partial")
+
+
+def _listed(directory: Path) -> list[str] | None:
+    """The names the gate's list in `directory` holds (plain names only), or None with no list."""
+    try:
+        data = json.loads((directory / OUT_MANIFEST).read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return []
+    names = data.get("files") if isinstance(data, dict) else None
+    return [n for n in names or () if isinstance(n, str) and n and "/" not in n and n not in (".", "..",
+                                                                                               OUT_MANIFEST)]
+
+
+def earlier_gate_files(path) -> tuple[list[str], list[str]]:
+    """(names in directory `path` an earlier gate wrote, names it holds that no gate wrote)."""
+    p = Path(path)
+    if not p.is_dir():
+        return [], []
+    present = sorted(e.name for e in p.iterdir() if e.name != OUT_MANIFEST)
+    listed = _listed(p)
+    if listed is not None:
+        ours = [n for n in present if n in listed]
+    elif set(present) <= set(LEGACY_GATE_FILES) and set(present) - {"pairs.csv"}:
+        ours = present
+    else:
+        ours = []
+    return ours, [n for n in present if n not in ours]
+
+
+def out_dir_problem(path) -> str | None:
+    """Why --out `path` is not the gate's to clear: it holds files no gate wrote (another run's results:
+    a comm job's pairs.csv is a gate name too), or None."""
+    _ours, other = earlier_gate_files(path)
+    if other:
+        shown_names = ", ".join(other[:5]) + (f" and {len(other) - 5} more" if len(other) > 5 else "")
+        return f"holds files this gate did not write ({shown_names}): another run's results are never removed"
+    return None
+
+
+def clear_earlier_gate(path) -> list[str]:
+    """Remove what an earlier gate wrote in directory `path` (its list, or its legacy names); returns them."""
+    p = Path(path)
+    ours, _other = earlier_gate_files(p)
+    for name in ours:
+        entry = p / name
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+    return ours
+
+
+def record_gate_files(path, names=None) -> None:
+    """The gate's list in directory `path`: `names`, or (None) every entry there now but the list itself
+    (the gate clears the directory of an earlier gate's files and refuses one holding others, so what is
+    there after its run is its own). Written atomically."""
+    from distbench.core.io import atomic_write_json
+
+    p = Path(path)
+    if names is None:
+        names = sorted(e.name for e in p.iterdir() if e.name != OUT_MANIFEST)
+    atomic_write_json(p / OUT_MANIFEST, {"written_by": "python -m distbench.gate (distbench.gate.inputs)",
+                                         "files": sorted(set(names))})
 
 
 def config_check(config: dict) -> list[str]:
@@ -157,14 +278,7 @@ def config_check(config: dict) -> list[str]:
     gate_baseline run must hold a comm table with a point it can be compared by, and prometheus_dir
     must be a directory this user can write (else `snakemake gate` would measure, then fail writing,
     and Snakemake would remove its gate.csv)."""
-    from distbench.gate.points import baseline_points
-
-    out = []
-    for i, one in enumerate(config.get("gate_baseline") or ()):
-        base, why, _notes = baseline_points([one])
-        if base is None:
-            out.append(f"config key gate_baseline[{i}]: {shown(one)}: {why} (allowed: a gate's --out directory, "
-                       "results/<label>/health/gate of `snakemake gate`, or a full run's results/<label>/)")
+    out = baseline_problems(config.get("gate_baseline") or (), "config key gate_baseline")
     prom = config.get("prometheus_dir") or ""
     why = dir_problem(prom) if prom else None
     if why:

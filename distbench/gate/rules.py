@@ -297,6 +297,41 @@ def find_point(baseline: dict, p: Point, match_env: bool) -> Point | None:
     return None
 
 
+# ----------------------------------------------------------------------------------------- transport
+def transport_checks(readings: dict) -> list[Check]:
+    """The transport NCCL used between the GPUs against what the hardware offers
+    (distbench.gate.transport): a slower one warns, naming it and every NCCL_* variable set that can
+    force it; the bandwidth checks decide how bad (under half the reference fails). A configuration
+    cause, said first: distbench.gate.culprit puts it before "suspect the links"."""
+    from distbench.gate import transport
+
+    nccl = readings.get("nccl")
+    if not nccl and readings.get("nccl_log_dir"):
+        # the collective was cut short (the budget, a hang): NCCL wrote its account at init, before the
+        # timed loop, and the readings process removed any earlier gate's logs before this one started
+        nccl = transport.read_logs(transport.log_files(readings["nccl_log_dir"]))
+    if not nccl:
+        return []
+    if not nccl.get("available"):
+        return [Check("transport", "NCCL transport", "", "", INFO, f"NCCL's account not read: {nccl.get('reason', '')}"[:300])]
+    topo, nvlink = readings.get("topology"), readings.get("nvlink")
+    found = transport.findings(nccl, topo, nvlink, readings.get("nccl_env_vars") or {})
+    if not found:
+        used = transport.used_text(nccl, topo, nvlink)
+        offered = "" if (topo or {}).get("available") else f" (the topology was not read: {(topo or {}).get('reason', 'not probed')})"
+        return [Check("transport", "NCCL transport", used.split(" between ")[0] if used else "", "", INFO,
+                      (f"NCCL used {used}: no slower path than the hardware offers" if used
+                       else "NCCL logged no connection between GPUs") + offered)]
+    return [Check("transport", "NCCL transport " + ", ".join(f"GPU{a}-GPU{b}" for a, b in f.pairs[:3]), f.transport,
+                  f"P2P over {f.offered}" if f.offered.startswith("NVLink") else f"P2P or SHM ({f.offered})",
+                  WARN, f.text) for f in found]
+
+
+def configuration_causes(checks: list[Check]) -> list[Check]:
+    """The transport checks that found NCCL on a slower path than the hardware offers."""
+    return [c for c in checks if c.check == "transport" and c.state in (WARN, FAIL)]
+
+
 # ------------------------------------------------------------------------------------------ verdict
 def verdict(checks: list[Check]) -> str:
     worst = max((ORDER[c.state] for c in checks), default=0)
@@ -308,7 +343,10 @@ def reason(checks: list[Check], state: str, summary: list[str]) -> str:
     if state in (FAIL, WARN):
         hits = [c for c in checks if c.state == state]
         text = "; ".join(f"{c.subject}: {c.reason}" for c in hits[:2])
-        return text + (f" (+{len(hits) - 2} more)" if len(hits) > 2 else "")
+        text += f" (+{len(hits) - 2} more)" if len(hits) > 2 else ""
+        # a configuration cause (NCCL on a slower transport than the hardware offers) is always said
+        causes = [c for c in configuration_causes(checks) if c not in hits[:2]]
+        return "; ".join([text] * bool(text) + [f"{c.subject}: {c.reason}" for c in causes])
     return "; ".join(s for s in summary if s)
 
 

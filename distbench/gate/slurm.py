@@ -10,6 +10,11 @@
   FAIL; with --resume it returns a node to service when the gate passes, and only if distbench drained
   it (its reason starts with REASON_PREFIX): a node an admin drained stays drained.
 
+A drain (or resume) that cannot be carried out (no `scontrol` on PATH, scontrol refusing: an unknown
+node, a controller that does not answer, no permission) is an Action that is not `done`, with the
+reason: distbench.gate.cli says `DRAIN FAILED: <why>` (`RESUME FAILED: <why>`) in its one line, exits 3
+and writes it to syslog, never reading as the node drained or in service.
+
 The node is SLURMD_NODENAME (set by slurmd for both programs), else --node, else the host name.
 Torch-free.
 """
@@ -17,7 +22,9 @@ Torch-free.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+from dataclasses import dataclass
 
 REASON_PREFIX = "distbench:"
 SCONTROL_TIMEOUT_S = 20
@@ -38,18 +45,43 @@ def mode(env=None) -> str:
     return "plain"
 
 
+class ScontrolError(Exception):
+    """scontrol could not be run, or refused: `why` in words."""
+
+    def __init__(self, why: str):
+        super().__init__(why)
+        self.why = why
+
+
+@dataclass(frozen=True)
+class Action:
+    """What a drain or resume did, in words; `done` False: what was asked could not be carried out."""
+    done: bool
+    text: str
+
+
 def _scontrol(args: list[str], env=None) -> subprocess.CompletedProcess:
-    return subprocess.run(["scontrol", *args], capture_output=True, text=True, timeout=SCONTROL_TIMEOUT_S,
-                          env=env)
+    """scontrol `args`, exit 0; else ScontrolError saying why (not on PATH, no answer, its own error)."""
+    path = (env if env is not None else os.environ).get("PATH", os.defpath)
+    exe = shutil.which("scontrol", path=path)
+    shown = f"scontrol {' '.join(args[:2])}"
+    if exe is None:
+        raise ScontrolError(f"no scontrol on PATH ({path[:200]})")
+    try:
+        out = subprocess.run([exe, *args], capture_output=True, text=True, timeout=SCONTROL_TIMEOUT_S, env=env)
+    except subprocess.TimeoutExpired:
+        raise ScontrolError(f"{shown} did not answer within {SCONTROL_TIMEOUT_S} s") from None
+    except OSError as e:
+        raise ScontrolError(f"{exe} could not be run: {e.strerror or e}") from None
+    if out.returncode:
+        said = " ".join((out.stderr or out.stdout).split())[-200:] or "no message"  # its last words say why
+        raise ScontrolError(f"{shown} refused (exit {out.returncode}): {said}")
+    return out
 
 
 def node_state(node: str, env=None) -> tuple[str, str]:
-    """(State, Reason) of the node as `scontrol show node` gives them ("" when unknown)."""
-    try:
-        out = _scontrol(["show", "node", node, "--oneliner"], env)
-    except (OSError, subprocess.SubprocessError):
-        return "", ""
-    text = out.stdout
+    """(State, Reason) of the node as `scontrol show node` gives them; ScontrolError when it cannot."""
+    text = _scontrol(["show", "node", node, "--oneliner"], env).stdout
     state = reason = ""
     for field in text.split():
         if field.startswith("State="):
@@ -57,6 +89,8 @@ def node_state(node: str, env=None) -> tuple[str, str]:
     if " Reason=" in text:
         # Reason runs to its "[user@time]" stamp (it may hold spaces)
         reason = text.split(" Reason=", 1)[1].split(" [", 1)[0].strip()
+    if not state:
+        raise ScontrolError(f"scontrol show node {node} gave no State ({' '.join(text.split())[:120] or 'no output'})")
     return state, reason
 
 
@@ -64,29 +98,29 @@ def drained_by_us(reason: str) -> bool:
     return reason.startswith(REASON_PREFIX)
 
 
-def drain(node: str, why: str, env=None) -> str:
-    """Drain `node` with our reason; returns what happened, in words."""
+def drain(node: str, why: str, env=None) -> Action:
+    """Drain `node` with our reason."""
     reason = f"{REASON_PREFIX} {' '.join(why.split())}"[:MAX_REASON]
     try:
-        out = _scontrol(["update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}"], env)
-    except (OSError, subprocess.SubprocessError) as e:
-        return f"could not drain {node}: {e}"
-    if out.returncode:
-        return f"could not drain {node}: {(out.stderr or out.stdout).strip()[:200]}"
-    return f"drained {node}"
+        _scontrol(["update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}"], env)
+    except ScontrolError as e:
+        return Action(False, f"could not drain {node}: {e.why}")
+    return Action(True, f"drained {node}")
 
 
-def resume(node: str, env=None) -> str:
-    """Return `node` to service if distbench drained it; a node drained for another reason stays."""
-    state, reason = node_state(node, env)
-    if "DRAIN" not in state:
-        return f"{node} is not drained ({state or 'state unknown'})"
-    if not drained_by_us(reason):
-        return f"{node} stays drained: not drained by distbench (reason: {reason or 'none'})"
+def resume(node: str, env=None) -> Action:
+    """Return `node` to service if distbench drained it; a node drained for another reason stays (done:
+    nothing was to be done). Its state unknown (scontrol missing or refusing) is a resume that failed."""
     try:
-        out = _scontrol(["update", f"NodeName={node}", "State=RESUME"], env)
-    except (OSError, subprocess.SubprocessError) as e:
-        return f"could not resume {node}: {e}"
-    if out.returncode:
-        return f"could not resume {node}: {(out.stderr or out.stdout).strip()[:200]}"
-    return f"resumed {node} (distbench had drained it)"
+        state, reason = node_state(node, env)
+    except ScontrolError as e:
+        return Action(False, f"could not resume {node}: its state is unknown: {e.why}")
+    if "DRAIN" not in state:
+        return Action(True, f"{node} is not drained ({state})")
+    if not drained_by_us(reason):
+        return Action(True, f"{node} stays drained: not drained by distbench (reason: {reason or 'none'})")
+    try:
+        _scontrol(["update", f"NodeName={node}", "State=RESUME"], env)
+    except ScontrolError as e:
+        return Action(False, f"could not resume {node}: {e.why}")
+    return Action(True, f"resumed {node} (distbench had drained it)")

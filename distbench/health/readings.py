@@ -19,7 +19,10 @@ generation to save power, so a generation below the maximum is only called degra
 under load; a narrower width is degraded either way.
 
 Every NVML call is guarded (as in distbench.probes.nvml): an item NVML cannot give on this GPU,
-driver or host is "not available here" with the reason, never a crash. Torch-free.
+driver or host is "not available here" with the reason, never a crash. The one exception is
+`compute_processes`: a GPU whose processes no source can list (NVML, nvidia-smi, /proc: see
+distbench.health.processes) is degraded, "processes not checked", so that a gate never passes a
+check that did not run. Torch-free.
 """
 
 from __future__ import annotations
@@ -414,15 +417,20 @@ def _thermal_power_rows(nv, h, host, g, sample) -> list[HealthRow]:
 
 
 def process_row(host: str, g: str, procs: dict | None) -> HealthRow:
-    """The compute processes on GPU g before this check touched it (distbench.health.processes): any is
-    a stranger's (a job's leftover, a neighbour) and fails the GPU; the next job would share it."""
-    if procs is None:
-        return HealthRow(host, g, "compute_processes", "", "0", NOT_AVAILABLE, "NVML cannot list processes here")
-    mine = procs.get(g, [])
-    if not mine:
-        return HealthRow(host, g, "compute_processes", "0", "0", OK, "no compute process on the GPU")
-    return HealthRow(host, g, "compute_processes", str(len(mine)), "0", FAILING,
-                     f"a process that is not this check's is on the GPU: {describe(mine)}")
+    """The compute processes on GPU g before this check touched it (distbench.health.processes: a
+    Listing per GPU, from NVML or, where NVML refuses this GPU's list, a second source): any is a
+    stranger's (a job's leftover, a neighbour) and fails the GPU; the next job would share it. A GPU
+    no source could list is degraded, "processes not checked" (the gate WARNs): only a check that
+    ran can pass. The reason says which source listed the GPU."""
+    listing = (procs or {}).get(g)
+    if listing is None or not listing.checked:
+        why = listing.note if listing is not None else "NVML cannot list processes here"
+        return HealthRow(host, g, "compute_processes", "", "0", DEGRADED, f"processes not checked: {why}")
+    source = f"as {listing.source} lists them" + (f" ({listing.note})" if listing.note else "")
+    if not listing.processes:
+        return HealthRow(host, g, "compute_processes", "0", "0", OK, f"no compute process on the GPU, {source}")
+    return HealthRow(host, g, "compute_processes", str(len(listing.processes)), "0", FAILING,
+                     f"a process that is not this check's is on the GPU: {describe(listing.processes)}, {source}")
 
 
 def matmul_row(host: str, g: str, figure: tuple, load_note: str) -> HealthRow:

@@ -219,7 +219,7 @@ def test_a_reused_out_never_reports_an_earlier_runs_figures(tmp_path, monkeypatc
     table = pd.read_csv(out / "gate.csv")
     assert table.query("check == 'collective'")["value"].isna().all(), table
     assert "123" not in (out / "gate.csv").read_text()
-    text = (tmp_path / "prom" / "distbench.prom").read_text()
+    text = (tmp_path / "prom" / prom.GATE_FILE).read_text()
     assert "distbench_comm_busbw_gbps" not in text and "distbench_comm_latency_us" not in text
 
 
@@ -381,22 +381,247 @@ def test_a_full_run_publishes_only_the_tables_this_invocation_wrote(tmp_path):
     (res / "health" / "gate.csv").write_text("host,check,subject,value,expected,state,reason\n"
                                              "n1,verdict,gate,FAIL,,FAIL,an old failure\n")
     (res / "tables" / "comm_summary.csv").write_text(
-        "op,size_bytes,backend,world_size,timing,busbw_gbps_median,time_us_median,status\n"
-        "all_reduce,1073741824,nccl,2,events,331.5,6477.1,ok\n")
+        "op,size_bytes,backend,world_size,timing,dtype,busbw_gbps_median,time_us_median,status\n"
+        "all_reduce,1073741824,nccl,2,events,float32,331.5,6477.1,ok\n")
     started = time.time() - 60
     old = started - 3600
     os.utime(res / "health" / "gate.csv", (old, old))  # written by an earlier invocation
     said = prom.write_run_metrics(tmp_path / "prom", res, "n1", since=started)
-    text = (tmp_path / "prom" / "distbench.prom").read_text()
+    text = (tmp_path / "prom" / prom.RUN_FILE).read_text()
     assert said.startswith("distbench: metrics written to ") and "distbench_comm_busbw_gbps" in text
     assert "distbench_gate_status" not in text  # the old FAIL is not republished
     os.utime(res / "health" / "gate.csv")  # this invocation's gate
     prom.write_run_metrics(tmp_path / "prom", res, "n1", since=started)
-    assert 'distbench_gate_status{node="n1"} 2' in (tmp_path / "prom" / "distbench.prom").read_text()
+    # nor this invocation's: the gate's verdict is its own file's (prom.GATE_FILE), never the run's
+    assert "distbench_gate_status" not in (tmp_path / "prom" / prom.RUN_FILE).read_text()
     # nothing of the run written by this invocation: the file is left as it is
     for t in ("health/gate.csv", "tables/comm_summary.csv"):
         os.utime(res / t, (old, old))
-    before = (tmp_path / "prom" / "distbench.prom").read_text()
+    before = (tmp_path / "prom" / prom.RUN_FILE).read_text()
     said = prom.write_run_metrics(tmp_path / "prom", res, "n1", since=started)
-    assert "left as they are" in said and (tmp_path / "prom" / "distbench.prom").read_text() == before
+    assert "left as they are" in said and (tmp_path / "prom" / prom.RUN_FILE).read_text() == before
     assert prom.process_started_at() <= time.time()
+
+
+# ------------------------------------------------------------------ issue 55: only a judgement drains
+def test_a_budget_past_what_the_timeouts_downstream_hold_is_a_usage_error(capsys, nothing_runs):
+    """--budget-s 1e10 (or 1e300) overflowed the comm job's int64-nanosecond deadlines and FAILed a healthy
+    node; it is refused with exit 2, naming the largest allowed, and the largest itself is accepted."""
+    from distbench.gate.inputs import MAX_BUDGET_S
+
+    for huge in ("1e10", "1e300", str(MAX_BUDGET_S * 1.001)):
+        with pytest.raises(SystemExit) as e:
+            cli.main(["--node", "n1", "--budget-s", huge, "--drain"])
+        err = capsys.readouterr().err
+        assert e.value.code == cli.EXIT_USAGE, err
+        assert f"--budget-s {float(huge):g}: too large" in err and f"to {MAX_BUDGET_S:g}" in err, err
+    assert cli.parse_args(["--node", "n1", "--budget-s", f"{MAX_BUDGET_S!r}"]).budget_s == MAX_BUDGET_S
+    assert cli.parse_args(["--node", "n1", "--budget-s", "25"]).budget_s == 25  # the least, still accepted
+    # the largest budget's time limits stay clear of int64 nanoseconds (2**63 ns: 9.2e9 s)
+    params = check.comm_params("nccl", MAX_BUDGET_S)
+    assert max(params["op_timeout_s"], params["job_timeout_s"]) * 1e9 * 5 < 2 ** 63
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--node", "n1", "--load-s", "2e9"])
+    assert e.value.code == 2 and "--load-s 2e+09: too large" in capsys.readouterr().err
+
+
+UNREADABLE_BASELINES = [u for u in UNCOMPARABLE if u[0] not in ("another_world_size", "another_node_type")]
+
+
+@pytest.mark.parametrize("make, words", [u[1:] for u in UNREADABLE_BASELINES], ids=[u[0] for u in UNREADABLE_BASELINES])
+def test_a_baseline_holding_no_gate_output_is_a_usage_error(make, words, tmp_path, capsys, nothing_runs):
+    """As the config check refuses it in gate_baseline: exit 2 before anything is read, never a WARN at
+    every gate that is never compared (`--baseline /nonexistent` gave WARN and exit 0)."""
+    good = write_run(tmp_path / "good", comm_rows())
+    make(tmp_path / "base")
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--node", "n1", "--drain", "--baseline", str(good), "--baseline", str(tmp_path / "base")])
+    err = capsys.readouterr().err
+    assert e.value.code == cli.EXIT_USAGE, err
+    assert f"--baseline {str(tmp_path / 'base')!r}: " in err and str(good) + "'" not in err, err
+    assert words[-1] in err and "allowed: a gate's --out directory" in err, err
+
+
+def test_a_readable_baseline_of_another_node_type_is_no_usage_error(tmp_path):
+    base = write_run(tmp_path / "a100", comm_rows(), gpu_name="NVIDIA A100-SXM4-80GB")
+    assert cli.parse_args(["--node", "n1", "--baseline", str(base)]).baseline == [str(base)]
+
+
+def _no_drain(monkeypatch):
+    def refuse(*_a, **_k):
+        raise AssertionError("a gate that could not judge drained or resumed the node")
+
+    monkeypatch.setattr(cli.slurm, "drain", refuse)
+    monkeypatch.setattr(cli.slurm, "resume", refuse)
+
+
+def _syslog(monkeypatch) -> list:
+    import syslog
+
+    said = []
+    monkeypatch.setattr(syslog, "syslog", lambda *a: said.append(a))
+    return said
+
+
+def test_a_busy_host_is_not_judged_exit_3_and_never_drained(tmp_path, monkeypatch, capsys):
+    """--host-lock fail with the lock held by another run: nothing was read, so no verdict (it FAILed,
+    exit 1, and --drain drained a healthy node)."""
+    monkeypatch.setenv("DISTBENCH_HOST_LOCK", str(tmp_path / "host.lock"))
+    with hold("comm job gloo-2", tmp_path / "bench"):
+        FakeBudget.READINGS = check.take(tmp_path / "taken", None, 0.0, time.monotonic() + 60, "n1", "fail")
+    monkeypatch.setattr(cli, "Budget", FakeBudget)
+    _no_drain(monkeypatch)
+    said = _syslog(monkeypatch)
+    got = cli.main(["--node", "n1", "--drain", "--resume", "--host-lock", "fail", "--out", str(tmp_path / "out"),
+                    "--prom", str(tmp_path / "prom")])
+    line = capsys.readouterr().out
+    assert got == cli.EXIT_ERROR, line
+    assert line.startswith("distbench gate: ERROR n1: not judged: nothing was read: the host is busy: held by "), line
+    assert "job comm job gloo-2" in line
+    assert not list((tmp_path / "prom").glob("*.prom"))  # no verdict published
+    assert said and "not judged" in said[-1][-1]
+
+
+def test_a_budget_spent_waiting_for_the_host_lock_is_not_judged(tmp_path, monkeypatch, capsys):
+    class WaitedOut(FakeBudget):
+        def run(self, cmd, env, log_path):
+            super().run(cmd, env, log_path)
+            return "over budget", 1
+
+    FakeBudget.READINGS = {"step": "waiting for the host lock /tmp/h.lock, held by /r (pid 7, job comm job)",
+                           "steps": []}
+    monkeypatch.setattr(cli, "Budget", WaitedOut)
+    _no_drain(monkeypatch)
+    _syslog(monkeypatch)
+    assert cli.main(["--node", "n1", "--drain", "--budget-s", "30"]) == cli.EXIT_ERROR
+    line = capsys.readouterr().out
+    assert line.startswith("distbench gate: ERROR n1: not judged: nothing was read: over budget (30 s) in step "
+                           "'waiting for the host lock /tmp/h.lock, held by /r"), line
+
+
+def test_a_budget_spent_reading_the_node_still_fails(tmp_path, monkeypatch, capsys):
+    """Only the lock's steps are 'nothing read': a health reading that hangs past the budget is the node's."""
+    class Hung(FakeBudget):
+        def run(self, cmd, env, log_path):
+            super().run(cmd, env, log_path)
+            return "over budget", 3
+
+    FakeBudget.READINGS = {"step": "health reading", "steps": []}
+    monkeypatch.setattr(cli, "Budget", Hung)
+    drained = []
+    monkeypatch.setattr(cli.slurm, "drain", lambda node, why: drained.append(node) or cli.slurm.Action(True, "drained"))
+    assert cli.main(["--node", "n1", "--drain", "--budget-s", "30"]) == cli.EXIT_FAIL
+    assert "in step 'health reading'" in capsys.readouterr().out and drained == ["n1"]
+
+
+def test_a_baseline_gone_by_the_time_it_is_judged_is_not_judged(tmp_path, monkeypatch, capsys):
+    base = write_run(tmp_path / "base", comm_rows())
+
+    class RemovesIt(FakeBudget):
+        def run(self, cmd, env, log_path):
+            (base / "gate_comm.csv").unlink()
+            return super().run(cmd, env, log_path)
+
+    FakeBudget.READINGS = this_run(tmp_path)
+    monkeypatch.setattr(cli, "Budget", RemovesIt)
+    _no_drain(monkeypatch)
+    _syslog(monkeypatch)
+    assert cli.main(["--node", "n1", "--drain", "--baseline", str(base)]) == cli.EXIT_ERROR
+    line = capsys.readouterr().out
+    assert line.startswith(f"distbench gate: ERROR n1: not judged: its baseline could not be read when judged: "
+                           f"--baseline {str(base)!r}: baseline {base}: no gate_comm.csv"), line
+
+
+# ------------------------------------------------------------------- issue 55: --out is the gate's own
+def _gate_into(out: Path, monkeypatch, readings=None) -> int:
+    FakeBudget.READINGS = readings if readings is not None else _skipped([])
+    monkeypatch.setattr(cli, "Budget", FakeBudget)
+    return cli.main(["--node", "n1", "--out", str(out)])
+
+
+def test_out_refuses_a_directory_holding_another_runs_results(tmp_path, capsys, nothing_runs):
+    """A comm job's directory holds pairs.csv (a name the gate writes too): it was deleted; now refused."""
+    job = tmp_path / "comm-job"
+    job.mkdir()
+    for name, text in (("pairs.csv", "a,b\n1,2\n"), ("comm.csv", HEADER + "\n")):
+        (job / name).write_text(text)
+    only_pairs = tmp_path / "only-pairs"
+    only_pairs.mkdir()
+    (only_pairs / "pairs.csv").write_text("a,b\n")
+    for d in (job, only_pairs):
+        with pytest.raises(SystemExit) as e:
+            cli.main(["--node", "n1", "--out", str(d)])
+        err = capsys.readouterr().err
+        assert e.value.code == cli.EXIT_USAGE, err
+        assert f"--out {str(d)!r}: holds files this gate did not write (" in err and "pairs.csv" in err, err
+    assert (job / "pairs.csv").read_text() == "a,b\n1,2\n" and (only_pairs / "pairs.csv").exists()
+
+
+def test_out_keeps_the_gates_list_and_removes_only_what_is_on_it(tmp_path, monkeypatch, capsys):
+    from distbench.gate.inputs import OUT_MANIFEST
+
+    out = tmp_path / "out"
+    assert _gate_into(out, monkeypatch) == 0
+    listed = json.loads((out / OUT_MANIFEST).read_text())["files"]
+    assert {"readings.json", "gate.csv", "gate_check.log"} <= set(listed)
+    assert set(listed) == {p.name for p in out.iterdir()} - {OUT_MANIFEST}  # exactly what it wrote
+    # an earlier gate's own files go (gate_comm.csv of an earlier run, on its list), the list is rewritten
+    (out / "gate_comm.csv").write_text(HEADER + "\n")
+    from distbench.gate.inputs import record_gate_files
+
+    record_gate_files(out, [*listed, "gate_comm.csv"])
+    assert _gate_into(out, monkeypatch) == 0
+    assert not (out / "gate_comm.csv").exists()
+    assert "gate_comm.csv" not in json.loads((out / OUT_MANIFEST).read_text())["files"]
+    # someone else's file there (even under a gate's name, if not on its list) refuses the directory
+    (out / "pairs.csv").write_text("theirs\n")
+    (out / "notes.txt").write_text("theirs\n")
+    with pytest.raises(SystemExit) as e:
+        _gate_into(out, monkeypatch)
+    assert e.value.code == 2 and "notes.txt, pairs.csv" in capsys.readouterr().err
+    assert (out / "pairs.csv").read_text() == "theirs\n" and (out / "notes.txt").exists()
+
+
+def test_out_removes_nothing_it_did_not_list_even_under_its_names(tmp_path, monkeypatch):
+    """The list, not the names, says what is the gate's: a gate_comm.csv put there after it ran stays (and refuses)."""
+    from distbench.gate.inputs import clear_earlier_gate, earlier_gate_files
+
+    out = tmp_path / "out"
+    assert _gate_into(out, monkeypatch) == 0
+    (out / "gate_comm.csv").write_text("theirs\n")
+    ours, other = earlier_gate_files(out)
+    assert other == ["gate_comm.csv"] and "gate.csv" in ours
+    clear_earlier_gate(out)
+    assert (out / "gate_comm.csv").read_text() == "theirs\n" and not (out / "gate.csv").exists()
+
+
+def test_a_gate_killed_mid_way_leaves_its_list(tmp_path, monkeypatch):
+    from distbench.gate.inputs import OUT_MANIFEST, out_dir_problem
+
+    class Killed(FakeBudget):
+        def run(self, cmd, env, log_path):
+            out = Path(cmd[cmd.index("--out-dir") + 1])
+            listed = json.loads((out / OUT_MANIFEST).read_text())["files"]
+            assert set(cli.GATE_FILES) <= set(listed)  # written before the readings start
+            (out / "gate_comm.csv.partial").write_text("half\n")
+            raise KeyboardInterrupt  # as a SIGKILL would end it: no record afterwards but the first
+
+    out = tmp_path / "out"
+    FakeBudget.READINGS = {}
+    monkeypatch.setattr(cli, "Budget", Killed)
+    from distbench.gate import inputs
+
+    def first_record_only(path, names=None):  # a SIGKILL leaves no record after the run: only the first
+        if names is not None:
+            inputs.record_gate_files(path, names)
+
+    monkeypatch.setattr(cli, "record_gate_files", first_record_only)
+    with pytest.raises(KeyboardInterrupt):
+        cli.main(["--node", "n1", "--out", str(out)])
+    assert out_dir_problem(out) is None  # the next gate may clear it
+
+
+def test_a_gate_directory_from_before_the_list_is_still_cleared(tmp_path, monkeypatch):
+    out = write_run(tmp_path / "old", comm_rows(busbw=123.0))  # gate_comm.csv and readings.json, no list
+    assert _gate_into(out, monkeypatch) == 0
+    assert not (out / "gate_comm.csv").exists()

@@ -227,11 +227,11 @@ def test_the_prom_file_parses_with_prometheus_client(tmp_path, monkeypatch):
     samples += prom.comm_sample("n1", "all_reduce", 8, "nccl", 2, "graph", 0.0, 5.2, "2x NVIDIA H100 80GB HBM3")
     samples.append(prom.timestamp("n1", "gate"))
     path = prom.write(tmp_path, samples)
-    assert path.name == "distbench.prom" and not list(tmp_path.glob("*.tmp*"))  # renamed into place
+    assert path.name == prom.GATE_FILE and not list(tmp_path.glob("*.tmp*"))  # renamed into place
     fams = {f.name: f for f in text_string_to_metric_families(path.read_text())}
     assert set(fams) == {"distbench_gate_status", "distbench_health_item_ok", "distbench_comm_busbw_gbps",
                          "distbench_comm_latency_us", "distbench_run_timestamp_seconds"}
-    assert fams["distbench_gate_status"].samples[0].labels == {"node": 'n"1'}
+    assert fams["distbench_gate_status"].samples[0].labels == {"node": 'n"1', "source": "gate"}
     hot = [s for s in fams["distbench_health_item_ok"].samples if s.labels["item"] == "temperature_c"]
     assert {s.labels["gpu"]: s.value for s in hot} == {"0": 0.0, "1": 0.0}
     bw = fams["distbench_comm_busbw_gbps"].samples
@@ -249,14 +249,14 @@ def test_a_full_runs_prom_file_from_its_tables(tmp_path):
     tables = tmp_path / "tables"
     tables.mkdir()
     (tables / "comm_summary.csv").write_text(
-        "op,size_bytes,backend,world_size,timing,nccl_env,inplace,busbw_gbps_median,time_us_median,status\n"
-        "all_reduce,1073741824,nccl,2,events,default,False,331.5,6477.1,ok\n"
-        "all_reduce,8,nccl,2,graph,default,False,0.0,5.4,ok\n")
+        "op,size_bytes,backend,world_size,timing,nccl_env,inplace,dtype,busbw_gbps_median,time_us_median,status\n"
+        "all_reduce,1073741824,nccl,2,events,default,False,float32,331.5,6477.1,ok\n"
+        "all_reduce,8,nccl,2,graph,default,False,float32,0.0,5.4,ok\n")
     (tables / "training_summary.csv").write_text(
         "model,strategy,config,backend,world_size,step_time_ms_median,mfu\n"
         "gpt,ddp,plain,nccl,2,178.5,0.393\nmlp,ddp,plain,nccl,2,11.6,0.547\nmlp,ddp,bucket_cap_mb=100,nccl,2,11.2,\n")
     said = prom.write_run_metrics(tmp_path / "prom", tmp_path, "n1")
-    path = tmp_path / "prom" / "distbench.prom"
+    path = tmp_path / "prom" / prom.RUN_FILE
     assert said == f"distbench: metrics written to {path}"
     fams = {f.name: f for f in text_string_to_metric_families(path.read_text())}
     steps = {(s.labels["model"], s.labels["config"]): s.value for s in fams["distbench_training_step_time_ms"].samples}

@@ -173,3 +173,74 @@ def test_the_health_check_drains_a_failing_node_and_resumes_only_what_it_drained
         assert "resumed node1 (distbench had drained it)" in (tmp_path / "gate-node1.log").read_text()
     finally:
         _stop(env, Path(env["SLURM_TEST_STATE"]))
+
+
+# issue 55: a drain or resume that cannot be carried out is loud. The gate's output goes to slurmd (its log
+# shows a health check's output when it exits non-zero) as the docs' wrapper leaves it, and to our log.
+LOUD = """#!/bin/bash
+[ -e "{tmp}/armed" ] || exit 0  # not before the cluster is up
+exec 9>"{tmp}/lock-$SLURMD_NODENAME"; flock -n 9 || exit 0  # one gate per node at a time
+export PYTHONPATH="{tmp}/fake:{repo}" GATE_TEST_FAILING="{tmp}/failing" DISTBENCH_HOST_LOCK="{tmp}/host-$SLURMD_NODENAME.lock"
+cd "{tmp}"
+if [ "$SLURMD_NODENAME" = node1 ]; then
+  path="{tmp}/nobin" extra=""  # scontrol missing from PATH
+else
+  path="${{PATH:-/usr/bin:/bin}}" extra="--node ghost"  # scontrol refusing: a node slurmctld does not know
+fi
+PATH="$path" {python} -m distbench.gate --drain --resume --budget-s 40 --load-s 0 --gpus 2 $extra 2>&1 \\
+  | tee -a "{tmp}/gate-$SLURMD_NODENAME.log"
+exit ${{PIPESTATUS[0]}}
+"""
+
+
+def test_a_drain_or_resume_scontrol_cannot_carry_out_is_loud_and_in_slurmds_log(tmp_path):
+    (tmp_path / "fake").mkdir()
+    (tmp_path / "fake" / "pynvml.py").write_text(FAKE)
+    (tmp_path / "nobin").mkdir()
+    check = tmp_path / "gate-loud.sh"
+    check.write_text(LOUD.format(tmp=tmp_path, repo=REPO, python=sys.executable))
+    check.chmod(0o755)
+    env, started, cl = _cluster(tmp_path, [f"HealthCheckProgram={check}", "HealthCheckInterval=10",
+                                           "HealthCheckNodeState=ANY"])
+    state = Path(env["SLURM_TEST_STATE"])
+    logs = {n: tmp_path / f"gate-{n}.log" for n in ("node1", "node2")}
+
+    def seen(words):
+        return all(p.exists() and words in p.read_text() for p in logs.values())
+
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        (tmp_path / "failing").write_text("node1 node2\n")
+        (tmp_path / "armed").touch()
+        assert _wait(lambda: seen("DRAIN FAILED")), ({n: p.exists() and p.read_text()[-800:] for n, p in logs.items()},)
+        one, two = (p.read_text() for p in logs.values())
+        assert f"distbench gate: FAIL node1: DRAIN FAILED: could not drain node1: no scontrol on PATH ({tmp_path}/nobin) | " \
+               "GPU 0 (0000:19:00.0, GPU-0): temperature_c" in one, one
+        assert "distbench gate: FAIL ghost: DRAIN FAILED: could not drain ghost: scontrol update NodeName=ghost " \
+               "refused (exit 1): " in two, two
+        # never drained, and slurmd's own log says why (a health check's output, logged for a non-zero exit)
+        assert _nodes(cl) == {"node1": "idle", "node2": "idle"}, (_nodes(cl), _reasons(cl))
+        # slurmd logs the output once the program has exited, after the tee above wrote the gate's own log
+        said = {"node1": "health_check failed: rc:3 output:distbench gate: FAIL node1: DRAIN FAILED: could not drain "
+                         "node1: no scontrol on PATH",
+                "node2": "health_check failed: rc:3 output:distbench gate: FAIL ghost: DRAIN FAILED"}
+
+        def in_slurmd_log(node):
+            path = state / f"slurmd-{node}.log"
+            return path.exists() and said[node] in path.read_text()
+
+        assert _wait(lambda: in_slurmd_log("node1")), (state / "slurmd-node1.log").read_text()[-2000:]
+        assert _wait(lambda: in_slurmd_log("node2")), (state / "slurmd-node2.log").read_text()[-2000:]
+
+        # healthy again: --resume cannot read the node's state either way: RESUME FAILED, never "not drained"
+        (tmp_path / "failing").write_text("")
+        assert _wait(lambda: seen("RESUME FAILED")), ({n: p.read_text()[-800:] for n, p in logs.items()},)
+        one, two = (p.read_text() for p in logs.values())
+        assert "RESUME FAILED: could not resume node1: its state is unknown: no scontrol on PATH" in one, one
+        assert "RESUME FAILED: could not resume ghost: its state is unknown: scontrol show node refused (exit 1)" \
+               in two, two
+        assert "not drained (state unknown)" not in one + two
+        said["node1"] = "health_check failed: rc:3 output:distbench gate: WARN node1: RESUME FAILED"
+        assert _wait(lambda: in_slurmd_log("node1")), (state / "slurmd-node1.log").read_text()[-2000:]
+    finally:
+        _stop(env, state)

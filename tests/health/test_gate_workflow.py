@@ -2,7 +2,7 @@
 verdict): the command within its budget, exit 0 and its one line, its Prometheus file; readings that
 outlive the budget fail naming the step, leave no process behind and no earlier run's figure in a
 reused --out; a failing health reading (the fake-NVML seam) fails it with exit 1; `snakemake --cores 1
-gate` writes gate.csv beside the health check's CSVs and, with prometheus_dir, distbench.prom, and under
+gate` writes gate.csv beside the health check's CSVs and, with prometheus_dir, distbench_gate.prom, and under
 host_lock=fail beside a run holding the host it fails naming it; its config keys are checked before any
 job (a dry run refuses a baseline that is no comm table)."""
 
@@ -56,7 +56,7 @@ def test_the_gate_on_this_host_passes_within_its_budget_with_one_line(tmp_path):
     assert "the collective check ran Gloo on CPU processes: not a GPU verdict" in lines[0]
     table = pd.read_csv(tmp_path / "run" / "gate.csv")
     assert table.query("check == 'verdict'")["state"].tolist() == [LINE.match(lines[0]).group(1)]
-    fams = {f.name: f for f in text_string_to_metric_families((tmp_path / "distbench.prom").read_text())}
+    fams = {f.name: f for f in text_string_to_metric_families((tmp_path / "distbench_gate.prom").read_text())}
     assert fams["distbench_gate_status"].samples[0].value in (0.0, 1.0)
     assert {s.labels["backend"] for s in fams["distbench_comm_busbw_gbps"].samples} == {"gloo"}
 
@@ -94,7 +94,7 @@ def test_past_its_budget_the_gate_fails_naming_the_step_and_leaves_no_process(tm
     assert _marked(mark) == []
     assert not (tmp_path / "out" / "gate_comm.csv").exists()
     assert "0.777" not in (tmp_path / "out" / "gate.csv").read_text()
-    assert "distbench_comm_busbw_gbps" not in (tmp_path / "distbench.prom").read_text()
+    assert "distbench_comm_busbw_gbps" not in (tmp_path / "distbench_gate.prom").read_text()
 
 
 def test_a_failing_health_reading_fails_the_gate(tmp_path):
@@ -117,20 +117,19 @@ def test_snakemake_gate_writes_its_csv_beside_the_health_checks_and_the_prom_fil
     assert list(table.columns) == ["host", "check", "subject", "value", "expected", "state", "reason"]
     assert table["check"].iloc[-1] == "verdict" and table["state"].iloc[-1] in ("PASS", "WARN")
     assert (workflow_dir / RUN / "health" / "gate" / "gate_comm.csv").exists()  # a baseline for the next
-    text = (tmp_path / "distbench.prom").read_text()
+    text = (tmp_path / "distbench_gate.prom").read_text()
     assert "distbench_gate_status{" in text and "distbench_run_timestamp_seconds{" in text
 
-    # a benchmark run holds this host: under host_lock=fail the gate reads nothing and fails naming it
-    # (the FAIL is the table's verdict: the rule itself succeeds)
+    # a benchmark run holds this host: under host_lock=fail the gate reads nothing, so it judges nothing
+    # (issue 55: only a judgement drains): the rule fails, naming the holder, and the earlier verdict
+    # stays published
     with hold("comm job gloo-2 (a benchmark)", tmp_path / "bench"):
         run = snakemake(workflow_dir, "gate", "--forcerun", "gate", "--config", f"prometheus_dir={tmp_path}",
                         "host_lock=fail")
-    assert run.returncode == 0, run.stderr[-3000:]
-    verdict = pd.read_csv(workflow_dir / RUN / "health" / "gate.csv").query("check == 'verdict'").iloc[0]
-    assert verdict["state"] == "FAIL", verdict["reason"]
-    assert verdict["reason"].startswith("host lock: not read: the host is busy: held by ")
-    assert "job comm job gloo-2 (a benchmark)" in verdict["reason"]
-    assert 'distbench_gate_status{node="' in (text := (tmp_path / "distbench.prom").read_text()) and "} 2" in text
+    assert run.returncode != 0
+    assert "not judged" in run.stderr and "the host is busy" in run.stderr, run.stderr[-3000:]
+    assert "comm job gloo-2 (a benchmark)" in run.stderr
+    assert (tmp_path / "distbench_gate.prom").read_text() == text  # nothing published over the last verdict
 
 
 def test_the_gate_config_is_checked_before_any_job(workflow_dir, tmp_path):

@@ -9,7 +9,8 @@ import pytest
 
 from distbench.health import load as health_load
 from distbench.health.outliers import matmul_state, matmul_vs_peers
-from distbench.health.readings import FAILING, NOT_AVAILABLE, OK, read_health
+from distbench.health import processes
+from distbench.health.readings import DEGRADED, FAILING, OK, read_health
 from tests.fake_nvml import fake_pynvml, healthy_state
 
 
@@ -18,6 +19,13 @@ def _read(monkeypatch, state, **kw):
     monkeypatch.setattr(health_load, "IDLE_SAMPLE_S", 0.0)
     monkeypatch.setattr("distbench.health.readings.kernel_xids", lambda text: [])
     return read_health(load_s=0, **kw)
+
+
+def no_second_source(monkeypatch, tmp_path):
+    """Neither nvidia-smi (an empty PATH) nor a /proc (a path that does not exist) can list a GPU."""
+    (tmp_path / "empty-bin").mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    monkeypatch.setattr(processes, "PROC", str(tmp_path / "no-proc"))
 
 
 def _row(rows, gpu, item):
@@ -43,14 +51,17 @@ def test_a_process_with_no_memory_figure_still_fails(monkeypatch):
     assert bad.state == FAILING and "pid 77 trainer (memory not given)" in bad.reason
 
 
-def test_an_nvml_that_cannot_list_processes_says_so(monkeypatch):
+def test_an_nvml_that_cannot_list_processes_is_not_a_pass(monkeypatch, tmp_path):
+    """An nvidia-ml-py with no process call at all: no GPU is listed by NVML; with no nvidia-smi and
+    no /proc to read, the GPU is "processes not checked" (degraded: the gate WARNs), never ok."""
     state = healthy_state(count=1)
     nv = fake_pynvml(state)
     del nv.nvmlDeviceGetComputeRunningProcesses
+    no_second_source(monkeypatch, tmp_path)
     monkeypatch.setitem(sys.modules, "pynvml", nv)
     monkeypatch.setattr(health_load, "IDLE_SAMPLE_S", 0.0)
     r = _row(read_health(load_s=0), "0", "compute_processes")
-    assert r.state == NOT_AVAILABLE and "cannot list" in r.reason
+    assert r.state == DEGRADED and r.reason.startswith("processes not checked: NVML refused this GPU's list")
 
 
 def test_the_load_line_is_matched_to_nvml_indices_by_uuid():
