@@ -212,3 +212,11 @@ def test_one_gpu_names_the_compiled_twin_beside_the_eager_run(tmp_path):
     assert first["headline"].startswith("gpt (1.32B parameters, DDP) on 1 GPU: ")
     assert "46.0% MFU" in first["headline"]
     assert "; compiled: 58,507 tokens/s, 50.1% MFU (compile 33 s, not in tokens/s)" in first["headline"]
+
+
+def test_no_peak_busbw_finding_at_one_rank():
+    # 1x H200 with comm at world size 1: "Peak busbw at the largest size (1 GiB): all_reduce 0.0 GB/s ..."
+    from distbench.comm.analysis.findings import compute_findings
+
+    assert not [f for f in compute_findings(_nccl_comm((1,))) if f.startswith("Peak busbw")]
+    assert [f for f in compute_findings(_nccl_comm((2,))) if f.startswith("Peak busbw")]

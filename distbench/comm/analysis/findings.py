@@ -223,7 +223,8 @@ def _backend_ratio(p: pd.DataFrame) -> list[str]:
 
 
 def _peak_busbw(p: pd.DataFrame, peak: dict | None) -> list[str]:
-    bw = p[(p["op"] != "barrier") & p["busbw_gbps_median"].notna()]
+    # one rank moves nothing between processes (busbw is 0 by definition): no peak is named there
+    bw = p[(p["op"] != "barrier") & p["busbw_gbps_median"].notna() & (p["world_size"] >= 2)]
     by_size: dict[int, list[str]] = {}
     for op, g in bw.groupby("op", sort=False):
         size = int(g["size_bytes"].max())
