@@ -29,7 +29,8 @@ from distbench.training.analysis.instep_view import instep_context, verdict_clau
 from distbench.training.analysis.layout_verdict import layout_rows, layout_verdict
 from distbench.training.analysis.layouts import layout_name
 from distbench.training.analysis.mfu_reference import mfu_verdict
-from distbench.training.analysis.summary import row_split, with_compile
+from distbench.training.analysis.summary import _num, row_split, with_compile
+from distbench.training.contract import COMPILE_SUFFIX
 from distbench.training.manifest import MANIFEST
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -146,17 +147,10 @@ def _crowded(rows: pd.DataFrame, ws: int) -> str | None:
 
 def model_size(r) -> str:
     """'1.32B parameters' from a row's params_total ('' where it has none)."""
-    n = _float(r.get("params_total"))
+    n = _num(r.get("params_total"))
     if math.isnan(n) or n <= 0:
         return ""
     return f"{sig3(n / 1e9)}B parameters" if n >= 1e9 else f"{sig3(n / 1e6)}M parameters"
-
-
-def _float(v) -> float:
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return math.nan
 
 
 def mfu_judgement(r) -> tuple[str, str, str]:
@@ -165,11 +159,11 @@ def mfu_judgement(r) -> tuple[str, str, str]:
     headline ('46.0% MFU'), the verdict the row earns ('healthy' normal, 'below expected' low,
     'measured' high or with no comparable row) and the reason naming the row, or saying none exists.
     ('', 'measured', '') where the row has no MFU (a device without a known peak, CPU)."""
-    mfu = _float(r.get("mfu"))
+    mfu = _num(r.get("mfu"))
     if math.isnan(mfu) or str(r.get("device_name") or "cpu") == "cpu":
         return "", "measured", ""
-    seq = _float(r.get("seq_len"))
-    verdict, reason = mfu_verdict(mfu, str(r.get("device_name") or ""), _float(r.get("params_total")),
+    seq = _num(r.get("seq_len"))
+    verdict, reason = mfu_verdict(mfu, str(r.get("device_name") or ""), _num(r.get("params_total")),
                                   int(seq) if not math.isnan(seq) else 0, str(r.get("dtype") or ""),
                                   strategy=str(r.get("strategy") or "ddp"), world_size=int(r["world_size"]),
                                   compiled=_compiled(r), full_training=_full_training(r))
@@ -178,7 +172,7 @@ def mfu_judgement(r) -> tuple[str, str, str]:
 
 def _full_training(r) -> bool:
     """Whether every parameter is trained (LoRA: only its adapters): the reference rows' kind."""
-    total, trainable = _float(r.get("params_total")), _float(r.get("params_trainable"))
+    total, trainable = _num(r.get("params_total")), _num(r.get("params_trainable"))
     return math.isnan(total) or math.isnan(trainable) or trainable >= total
 
 
@@ -201,15 +195,15 @@ def one_gpu_headlines(t: pd.DataFrame) -> list[Headline]:
                                 str(r.get("message") or "the job did not complete"), lead=2))
             continue
         clause, verdict, reason = mfu_judgement(r)
-        tokens = _float(r.get("tokens_per_s_median"))
+        tokens = _num(r.get("tokens_per_s_median"))
         text = f"{label} on 1 GPU: {tokens:,.0f} tokens/s" + (f", {clause}" if clause else "")
         extra = f" (sequence {int(r['seq_len'])} tokens, {r.get('dtype')}, batch {int(r['batch_size'])})"
         twin = compiled_twin(one, r)
         if twin is not None:  # the same job compiled (training.lm.compile: [false, true]): as trainers run it
-            extra += (f"; compiled: {_float(twin['tokens_per_s_median']):,.0f} tokens/s"
-                      + (f", {_pct(_float(twin['mfu']), 1)} MFU" if not math.isnan(_float(twin.get("mfu"))) else "")
-                      + (f" (compile {_float(twin['compile_time_s']):.0f} s, not in tokens/s)"
-                         if not math.isnan(_float(twin.get("compile_time_s"))) else ""))
+            extra += (f"; compiled: {_num(twin['tokens_per_s_median']):,.0f} tokens/s"
+                      + (f", {_pct(_num(twin['mfu']), 1)} MFU" if not math.isnan(_num(twin.get("mfu"))) else "")
+                      + (f" (compile {_num(twin['compile_time_s']):.0f} s, not in tokens/s)"
+                         if not math.isnan(_num(twin.get("compile_time_s"))) else ""))
         out.append(Headline("training", text + extra, verdict,
                             reason or "no MFU: the device's dense peak is not known (distbench/training/analysis/mfu.py)",
                             lead=2))
@@ -217,21 +211,18 @@ def one_gpu_headlines(t: pd.DataFrame) -> list[Headline]:
 
 
 def compiled_twin(rows: pd.DataFrame, r):
-    """The ok compiled row of `r`'s layout among `rows` (its config label plus '+compile'), or None."""
+    """The ok compiled row of `r`'s layout among `rows` (its config label plus COMPILE_SUFFIX; `compile`
+    as summary.with_compile gives it), or None."""
     if _compiled(r) or "compile" not in rows:
         return None
-    twins = rows[(rows["config"].astype(str) == f"{r['config']}+compile") & rows["compile"].map(_true)
+    twins = rows[(rows["config"].astype(str) == f"{r['config']}{COMPILE_SUFFIX}") & rows["compile"]
                  & (rows["status"].astype(str) == "ok")]
     return twins.iloc[0] if len(twins) else None
 
 
 def _compiled(r) -> bool:
-    return _true(r.get("compile"))
-
-
-def _true(v) -> bool:
-    """A table's boolean cell (True, 'True', 1) as a bool; empty or NaN is False."""
-    return bool(v) and not (isinstance(v, float) and math.isnan(v)) and str(v).lower() not in ("false", "0")
+    """A row of a table passed through summary.with_compile: its `compile` is a boolean."""
+    return bool(r.get("compile", False))
 
 
 def training_headlines(training: pd.DataFrame | None, split: pd.DataFrame | None = None,
@@ -247,6 +238,7 @@ def training_headlines(training: pd.DataFrame | None, split: pd.DataFrame | None
         return []
     out = []
     t = training if "model" in training else training.assign(model="mlp")
+    t = with_compile(t)  # `compile` as booleans (a table from before training.lm.compile: every row eager)
     if gpus == 1:  # what the GPU does alone, and which layout (eager and compiled) is fastest on it
         return one_gpu_headlines(t) + [replace(h, lead=2) for h in layout_headlines(t, split)]
     for model, g in t.groupby("model", sort=True):
