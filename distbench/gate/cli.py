@@ -28,8 +28,8 @@ from pathlib import Path
 
 from distbench.core.run_label import node_name
 from distbench.gate import slurm, transport
-from distbench.gate.inputs import (baseline_problems, clear_earlier_gate, flag_problems, record_gate_files,
-                                   reserve_s)
+from distbench.gate.inputs import (LEGACY_GATE_FILES, baseline_problems, clear_earlier_gate, flag_problems,
+                                   record_gate_files, reserve_s)
 from distbench.gate.supervise import Budget, python
 from distbench.launch.hostlock import LockSettingError, check_kind, check_mode, lock_path
 
@@ -225,8 +225,7 @@ def judge(readings: dict, baseline: list[str], outcome: str, killed: int, budget
 # always reuses results/<label>/health/gate/) never hands an earlier run's figures to this one's verdict,
 # its gate.csv, its .prom file or a later --baseline. The gate's list there (distbench.gate.inputs.OUT_MANIFEST)
 # holds these names while it runs, and what it did write once it is done: the next gate removes only those.
-GATE_FILES = ("readings.json", "gate.csv", "gate_check.log", "gate_comm.csv", "gate_comm_ranks.csv", "pairs.csv",
-              "gate_placement.json", "gate_comm.log", "gate_comm.csv.partial", "gate_comm_ranks.csv.partial",
+GATE_FILES = (*LEGACY_GATE_FILES,  # what gates wrote before they kept a list, and still write
               transport.LOG_DIR)  # the comm check's NCCL logs (a folder: NCCL's account of its transport)
 
 
