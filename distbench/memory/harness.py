@@ -154,10 +154,6 @@ class MemoryHarness(RankContext):
         self.release()
         self.wrap_ddp()
 
-    def rewrap(self):
-        """A fresh DDP wrapper after a step that did not finish (its reducer is mid-iteration)."""
-        self.fresh_wrapper()
-
     def drain(self):
         """Wait until the device is idle and NCCL has let go of what its finished collectives held
         (the module says why that can lag): until its watchdog has seen every collective finished
@@ -318,7 +314,7 @@ class MemoryHarness(RankContext):
         self.release()
         status, why, peaks = self.vote(status, why, f"{steps} real steps on a fresh wrapper", peak)
         if status != "ok":
-            self.rewrap()  # a step cut short leaves DDP's reducer mid-iteration
+            self.fresh_wrapper()  # a step cut short leaves DDP's reducer mid-iteration
             return Tried(status, why)
         return Tried(status, "", tuple(worst_of_ranks(col) for col in zip(*peaks)))
 
@@ -427,7 +423,7 @@ def main(argv=None, keep_groups: bool = False) -> int:
             write(unreached_rows(([{**base_row(a, h), "phase": "measure", "batch_size": x}] for x in a.batch_sizes[i:]),
                                  err[1], status=err[0], not_run_message=f"not measured: batch {b} already failed ({err[0]})"))
             say(f"{err[0]}: {err[1]}")
-            h.rewrap()  # a step cut short leaves DDP's reducer mid-iteration
+            h.fresh_wrapper()  # a step cut short leaves DDP's reducer mid-iteration
             break
         search(a, h, write, say, measured)
     return finish_config(h, writer, keep_groups)  # a batch launch's next configuration reuses its groups
