@@ -3,6 +3,7 @@ directory can be copied anywhere; figures/ is replaced whole or not at all."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from pathlib import Path
@@ -166,3 +167,24 @@ def test_rule_declares_the_figures_directory():
 
         res = subprocess.run(["snakefmt", "--check", str(REPO / "rules/report.smk")], capture_output=True, text=True)
         assert res.returncode == 0, res.stderr
+
+
+def test_publish_run_carries_the_health_readings_into_the_verdict(tmp_path):
+    """tools/publish_run.py on a run's results/<label>/ (rebuilt from the committed 1x H200 run): the
+    health readings travel with the tables, so the re-rendered Verdict keeps its hardware row."""
+    import subprocess
+    import sys
+
+    committed = REPO / "benchmarks/results/one-gpu-h200x1-2026-11-29/run"
+    run = tmp_path / "work/results/vm"
+    for sub in ("tables", "probe", "health"):
+        shutil.copytree(committed / sub, run / sub)
+    out = tmp_path / "published"
+    res = subprocess.run([sys.executable, str(REPO / "tools/publish_run.py"), str(tmp_path / "work"),
+                          str(REPO / "config.yaml"), str(out), "--gpus", "1"],
+                         capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert (out / "health" / "health_before.csv").exists()
+    md = (out / "report.md").read_text()
+    verdict = md[md.index("## Verdict"): md.index("\n## ", md.index("## Verdict") + 1)]
+    assert "| hardware health | 1 GPU(s): every item ok |" in verdict
