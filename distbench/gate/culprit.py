@@ -17,9 +17,13 @@ from __future__ import annotations
 
 from distbench.gate.rules import FAIL, INFO, WARN, Check
 from distbench.health.outliers import MATMUL_DEGRADED_UNDER
-from distbench.health.readings import DEGRADED, FAILING
+from distbench.health.readings import DEGRADED, FAILING, PROCESSES_NOT_CHECKED
 
 _SEVERITY = {FAILING: 0, DEGRADED: 1}
+# A GPU whose processes no source could list carries no evidence against itself: the check could not
+# look (a MIG slice, a driver that refuses the list), so it ranks after every finding and never takes
+# the collective's miss on its own.
+_UNREAD = 2
 
 
 def identities(rows) -> dict[str, tuple[str, str]]:
@@ -49,7 +53,8 @@ def evidence(rows) -> dict[str, list[tuple[int, float, str]]]:
         ratio = float(r.value) if r.item == "matmul_vs_peers" and r.value else 1.0
         text = (f"its bf16 matmul {ratio:.0%} of its peers' median" if r.item == "matmul_vs_peers"
                 else r.reason if r.item == "compute_processes" else f"{r.item}: {r.reason}")
-        out.setdefault(r.gpu, []).append((_SEVERITY[r.state], ratio, text))
+        unread = r.item == "compute_processes" and r.reason.startswith(PROCESSES_NOT_CHECKED)
+        out.setdefault(r.gpu, []).append((_UNREAD if unread else _SEVERITY[r.state], ratio, text))
     return out
 
 
@@ -72,13 +77,18 @@ def lead(rows, checks: list[Check], state: str) -> str:
     ident = identities(rows)
     found = evidence(rows)
     miss = _collective_miss(checks)
+    unread = sorted((g for g, items in found.items() if all(s == _UNREAD for s, _, _ in items)), key=int)
+    if miss and len(unread) == len(found):
+        found = {}  # the only GPUs named are those the check could not look at: none stands out
     if not found:
         if not miss:
             return ""
         causes = [c.reason for c in checks if c.check == "transport" and c.state in (FAIL, WARN)]
         if causes:  # the node's configuration, not its links: NCCL on a slower path than the hardware offers
             return f"{miss}; " + "; ".join(causes)
-        return (f"{miss}; no single GPU stands out (no stray process, every GPU's matmul within "
+        strays = (f"processes not checked on {', '.join(name_gpu(g, ident) for g in unread)}" if unread
+                  else "no stray process")
+        return (f"{miss}; no single GPU stands out ({strays}, every GPU's matmul within "
                 f"{1 - MATMUL_DEGRADED_UNDER:.0%} of its peers', no failing health item): suspect the links "
                 "between GPUs (the nodes family's pair rounds find which)")
     ranked = sorted(found, key=lambda g: min((s, r) for s, r, _ in found[g]))

@@ -416,6 +416,10 @@ def _thermal_power_rows(nv, h, host, g, sample) -> list[HealthRow]:
     return rows
 
 
+# The reason's opening words where no source could list a GPU's processes (the gate's culprit reads them)
+PROCESSES_NOT_CHECKED = "processes not checked"
+
+
 def process_row(host: str, g: str, procs: dict | None) -> HealthRow:
     """The compute processes on GPU g before this check touched it (distbench.health.processes: a
     Listing per GPU, from NVML or, where NVML refuses this GPU's list, a second source): any is a
@@ -425,7 +429,7 @@ def process_row(host: str, g: str, procs: dict | None) -> HealthRow:
     listing = (procs or {}).get(g)
     if listing is None or not listing.checked:
         why = listing.note if listing is not None else "NVML cannot list processes here"
-        return HealthRow(host, g, "compute_processes", "", "0", DEGRADED, f"processes not checked: {why}")
+        return HealthRow(host, g, "compute_processes", "", "0", DEGRADED, f"{PROCESSES_NOT_CHECKED}: {why}")
     source = f"as {listing.source} lists them" + (f" ({listing.note})" if listing.note else "")
     if not listing.processes:
         return HealthRow(host, g, "compute_processes", "0", "0", OK, f"no compute process on the GPU, {source}")

@@ -80,6 +80,19 @@ def test_a_collective_miss_with_no_gpu_standing_out_says_so(tmp_path, monkeypatc
     assert code == 1 and "no single GPU stands out" in line and "GPU 2 (" not in line
 
 
+def test_a_gpu_whose_processes_could_not_be_listed_never_takes_the_collectives_miss(tmp_path, monkeypatch, capsys):
+    """Not being able to look is no evidence: a miss with only an unlisted GPU says no GPU stands out,
+    and names the unlisted one as not checked, not as the culprit."""
+    rows = health(monkeypatch, tflops=[700, 705, 690, 698])
+    for r in rows:
+        if r["gpu"] == "2" and r["item"] == "compute_processes":
+            r.update(state="degraded", reason="processes not checked: NVML refused this GPU's list: Not Supported")
+    code, line = gate(tmp_path, monkeypatch, capsys, readings(tmp_path, rows, busbw=150.0), "--gpus", "4")
+    assert code == 1, line
+    assert "no single GPU stands out (processes not checked on GPU 2" in line, line
+    assert not line.startswith("distbench gate: FAIL n1: GPU 2"), line
+
+
 def test_a_gpu_hidden_from_cuda_fails_gpus_n_naming_it(tmp_path, monkeypatch, capsys):
     rows = health(monkeypatch, count=4)
     r = readings(tmp_path, rows, busbw=347.0, gpus=3, visible="0,1,3")
