@@ -21,6 +21,18 @@ try:
 except ConfigError as e:
     raise WorkflowError(str(e))
 
+# Every package's manifest and config schema fragment, checked before any rule is built: a bad one is
+# named in one line (its file and field), not a traceback from the rule that would first use it.
+from distbench.core.manifest import ManifestError
+from distbench.pipeline.config import load_schema
+from distbench.pipeline.families import manifests
+
+try:
+    manifests()
+    load_schema()
+except ManifestError as e:
+    raise WorkflowError(f"distbench error: {e}")
+
 
 report: "workflow/report/workflow.rst"
 

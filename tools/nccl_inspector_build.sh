@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build NCCL's Inspector profiler plugin (libnccl-profiler-inspector.so) on the GPU machine, for the
-# NCCL that torch loads (issue 40: each collective's own time and bandwidth inside a training step).
+# NCCL that torch loads (training.inspect: each collective's own time and bandwidth inside a training step).
 #
 #   bash tools/nccl_inspector_build.sh        # source: .fetched/nccl-inspector (git-ignored, carried)
 #

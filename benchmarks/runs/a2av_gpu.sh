@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 13 on a lent 4-GPU machine (device tool, carry .whl): the pipeline's `report` target with
+# all_to_all_v by traffic matrix on a lent 4-GPU machine (device tool, carry .whl): the pipeline's `report` target with
 # benchmarks/runs/configs/comm-a2av-4gpu.yaml (all_to_all_v by traffic matrix, the GPU-pair matrix and
 # the arrival record). Tables, figures and the report come back in one archive under $OUT.
 set -uo pipefail

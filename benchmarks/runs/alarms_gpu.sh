@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 34 on a lent 2-GPU machine (device tool, carry .whl). Two parts, one device call each:
+# The report's alarms on a lent 2-GPU machine (device tool, carry .whl). Two parts, one device call each:
 #   PART=default: the default run (`snakemake --cores 1`, fresh), its report's Verdict and health
 #     section, and every health item that is not ok: a healthy run must raise no alarm.
 #   PART=hang: rank 1 of a default NCCL comm job frozen by SIGSTOP mid-sweep (Flight Recorder off, the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 25's control on a lent 2-GPU machine (device tool, carry .whl; one call, ~7.5 min): do the
+# The shared launch's control on a lent 2-GPU machine (device tool, carry .whl; one call, ~7.5 min): do the
 # training figures move when a configuration runs in a shared launch (distbench.launch.batch) rather
 # than alone? The last comparison (one run each, ../results/batch-launch-h200x2-2026-11-27) found FSDP steps
 # -14%..+6% and the 1-rank comm_alone at 0.58x, and could not tell a launch effect from run-to-run

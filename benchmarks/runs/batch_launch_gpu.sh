@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 25 on a lent 2-GPU machine (device tool, carry .whl; one call, at most ~9.5 minutes):
+# Shared launches on a lent 2-GPU machine (device tool, carry .whl; one call, at most ~9.5 minutes):
 #   1. the default run, `snakemake --cores 1` in a fresh checkout, timed (cut at FULL_LIMIT_S, 330 s),
 #      with its jobs' times (jobs.csv) and the estimate printed before the first job;
 #   2. the same training jobs of gpt and lora and memory's gpt DDP job at 2 ranks, each launched

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 24, part 1: the busbw dips at 32-64 MiB (send_recv, all_to_all) against nccl-tests (MPI), on a
+# The busbw dips at 32-64 MiB (send_recv, all_to_all) against nccl-tests (MPI), on a
 # lent 2-GPU machine in one call (device tool, carry .fetched; about 3 minutes). Per-op fixed cost
 # or bandwidth? nccl-tests (mpiexec -n 2, -N 10 cycles) and our comm job (events and graph timing,
 # 10 trials), each with NCCL's default graph mixing and with NCCL_GRAPH_MIXING_SUPPORT=0, at

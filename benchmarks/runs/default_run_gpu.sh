@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 25 on a lent 2-GPU machine (device tool, carry .whl; one call): the default run,
+# Time to an answer on a lent 2-GPU machine (device tool, carry .whl; one call): the default run,
 # `snakemake --cores 1` in a fresh checkout, timed, cut at FULL_LIMIT_S (default 540 s) so the call
 # ends in time; every job's wall time (Snakemake's benchmark files) and fixed-cost breakdown
 # (placement.json), which jobs shared a launch (distbench.launch.batch), and the estimate that was

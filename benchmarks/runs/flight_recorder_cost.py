@@ -1,4 +1,4 @@
-"""Flight Recorder's cost (issue 26): the same comm job and training job run with
+"""Flight Recorder's cost: the same comm job and training job run with
 DISTBENCH_FLIGHT_RECORDER=1 and =0, alternating (on, off, on, off, ...: drift hits both), through
 the real launcher (distbench.launch.torchrun, so the environment is exactly a job's); prints each
 op and size's median time_us and the training step/comm_alone median times side by side with the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 26: Flight Recorder's cost on a 2-GPU machine (device tool, carry .whl). The same comm job
+# Flight Recorder's cost on a 2-GPU machine (device tool, carry .whl). The same comm job
 # (all_reduce, all_gather, reduce_scatter, broadcast; 1 KiB to 256 MiB, CUDA events) and training
 # job (the MLP under DDP) with DISTBENCH_FLIGHT_RECORDER=1 and =0, alternating ROUNDS times; prints
 # per-op time_us and per-phase step_time_ms side by side (and writes them under $OUT).

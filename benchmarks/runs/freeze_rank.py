@@ -1,4 +1,4 @@
-"""Issue 34's hang and slow-job checks, on any host: one job under the real launcher
+"""The hang and slow-job checks, on any host: one job under the real launcher
 (distbench.launch.torchrun, ranks started as the pipeline starts them), then either rank 1 frozen
 with SIGSTOP mid-run (`freeze`) or nothing done to it (`slow`: far more steps than its time limit
 allows). Prints the job's outcome (the message its CSV rows carry) and the wall time.

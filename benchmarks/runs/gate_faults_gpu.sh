@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 48 on a lent GPU machine (device tool, carry .whl): the gate, clean and then once per fault,
+# The gate's faults on a lent GPU machine (device tool, carry .whl): the gate, clean and then once per fault,
 # each with its line, exit code and wall time (--gpus = the GPUs the machine has, no baseline):
 #   clean      nothing else on the GPUs
 #   neighbour  another process runs bf16 matmuls on GPU F (F = 2, or the last GPU on smaller machines)

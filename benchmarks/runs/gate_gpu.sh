@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 39 on a lent 2-GPU machine (device tool, carry .whl): the node gate (python -m distbench.gate).
+# The node gate (python -m distbench.gate) on a lent 2-GPU machine (device tool, carry .whl):
 #   1. a first gate run, kept as this machine's baseline (--out /tmp/gate-base), its wall time and line;
 #   2. a second run against that baseline, with --prom: its line, gate.csv, distbench.prom, wall time;
 #   3. `snakemake --cores 1 gate` (the same code as a workflow target) with report.baseline set;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 39, the control for the gate's baseline rule, on a lent 2-GPU machine (device tool, carry .whl):
+# The control for the gate's baseline rule, on a lent 2-GPU machine (device tool, carry .whl):
 # how far apart healthy launches of the gate are on one machine, against the spread of one launch's
 # trials (the baseline's noise), and the rule on real readings:
 #   1. four gate launches, back to back (--out /tmp/gate-1..4): each one's busbw at 1 GiB and 8 B latency;

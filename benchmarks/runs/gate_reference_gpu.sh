@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 48 on a lent 2- or 4-GPU machine (device tool, carry .whl .fetched): the reference figures the gate
+# On a lent 2- or 4-GPU machine (device tool, carry .whl .fetched): the reference figures the gate
 # judges a node with no baseline against, measured with nccl-tests itself (2.19.6, MPI build from PyPI's
 # mpich wheel, one process per GPU: `mpiexec -n N`, like torchrun) on 2 and 4 GPUs of the same board:
 #   all_reduce, all_gather, reduce_scatter at 1 GiB (float, events timing: nccl-tests' default), and

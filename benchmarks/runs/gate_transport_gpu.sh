@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 55 part 5 on a lent multi-GPU machine (device tool, carry .whl): the gate names a configuration
+# The gate's transport check on a lent multi-GPU machine (device tool, carry .whl): the gate names a configuration
 # cause. The gate (python -m distbench.gate --gpus N, default budget) clean, then with NCCL variables in
 # its environment that change the transport between the GPUs:
 #   clean            nothing set (NCCL_NVLS_ENABLE=0 from device_setup.sh: a variable that forces no

@@ -2,7 +2,7 @@
 # The proof run on a lent 2-GPU machine (device tool). Usage: benchmarks/runs/gpu_run.sh default|fidelity
 #   default : the README's main job (`snakemake --cores 1`) timed, its no-op rerun timed, and the
 #             launch-overhead experiment;
-#   fidelity: benchmarks/runs/configs/h2-fidelity.yaml (issue 3's sweep) through the same workflow.
+#   fidelity: benchmarks/runs/configs/h2-fidelity.yaml through the same workflow.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1  # the repository root: every path below is relative to it
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 24, part 1: where our CUDA-graph small-message time goes, on a lent 2-GPU machine in one call
+# Where our CUDA-graph small-message time goes, on a lent 2-GPU machine in one call
 # (device tool, carry .fetched; about 3 minutes). Every variant is all_reduce float32 8 B - 1 MiB,
 # 20 ops captured in one graph, 10 launches per trial, one process per GPU:
 #   - nccl-tests (MPI build, mpiexec -n 2) -G 10, NCCL_GRAPH_MIXING_SUPPORT unset and =0;

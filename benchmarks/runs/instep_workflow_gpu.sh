@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 40 through the workflow on a lent 2-GPU machine (device tool, kind nvidia-h100-x2, carrying .whl
+# training.inspect through the workflow on a lent 2-GPU machine (device tool, kind nvidia-h100-x2, carrying .whl
 # and .fetched/nccl-inspector): NCCL's Inspector built by tools/nccl_inspector_build.sh, then the default
 # run with training.inspect and training.matmul_sweep on:
 #   snakemake --cores 1 --config 'training={inspect: true, matmul_sweep: true}'

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Issues 26 and 27 on a lent 2-GPU machine in one call (device tool, carry .whl; about 5 minutes):
+# Flight Recorder's cost, a hang and node pairs on a lent 2-GPU machine in one call (device tool,
+# carry .whl; about 5 minutes):
 #   1. Flight Recorder's cost: the comm and training jobs with it on and off, alternating
 #      (benchmarks/runs/flight_recorder_cost.sh, ROUNDS rounds, cut at FR_LIMIT_S);
 #   2. a hung NCCL comm job (one rank skips a collective: DISTBENCH_TEST_HANG_RANK=1:1, tests only):

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 25 on a lent 2-GPU machine in one call (device tool, carry .fetched: .fetched/old is
+# Per-job fixed cost on a lent 2-GPU machine in one call (device tool, carry .fetched: .fetched/old is
 # `git archive <commit before the change> distbench`; about 6 minutes):
 #   1. per-job fixed cost by piece, trivial jobs of each family, torchrun's agent against ranks
 #      started directly, and the older checkout's total wall time (job_cost.py);

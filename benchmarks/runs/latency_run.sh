@@ -11,7 +11,7 @@
 #    $OUT/nccl_tests_G0.txt;
 # 4. prints our baseline / best variant next to nccl-tests' out-of-place time at each size.
 #
-# Superseded by nccl_layouts_run.sh and graph_mixing_run.sh (issue 24), which build nccl-tests with MPI
+# Superseded by nccl_layouts_run.sh and graph_mixing_run.sh, which build nccl-tests with MPI
 # from PyPI's mpich wheel and compare in our own layout (mpiexec -n 2). Kept to rerun the earlier
 # one-process comparison: it forces NCCL_TESTS_MPI=0 below.
 # nccl-tests is built with MPI=0 here, so ONE process drives both GPUs:

@@ -1,4 +1,4 @@
-"""The layouts' Verdict row and figure (issue 49) remade by the current code from a run's committed tables:
+"""The layouts' Verdict row and figure remade by the current code from a run's committed tables:
 `python3 benchmarks/runs/layout_verdict_from_tables.py DIR` reads DIR/tables/training_summary.csv (and
 training_split.csv where present), prints the row and writes DIR/figures/training_layouts-now.png."""
 

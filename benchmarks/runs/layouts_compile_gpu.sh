@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 54, part 2, on a lent multi-GPU machine (device tool, carry .whl): the layouts (DDP, FSDP2, FSDP2 +
+# On a lent multi-GPU machine (device tool, carry .whl): the layouts (DDP, FSDP2, FSDP2 +
 # TP 2) of GPT 1.3b and 2.7b, eager and compiled, through the pipeline (configs/layouts-compile.yaml:
 # training.lm.compile [false, true]) at 2 GPUs, and at 4 where 4 GPUs are seen: tokens/s, compile_time_s
 # beside each compiled job, the layouts Verdict in the compiled mode with the eager figures beside it, and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 49 on a lent multi-GPU machine (device tool, carry .whl): GPT (training.lm.gpu.size, default
+# Which parallel layout, on a lent multi-GPU machine (device tool, carry .whl): GPT (training.lm.gpu.size, default
 # 1.3b) under every layout (ddp, fsdp, hsdp, fsdp_tp) at the node's full world size, through the
 # workflow (`snakemake --cores 1`, training only), timed against the estimate it printed; the report's
 # Verdict rows and training tables. Results under $OUT: [TAG-]layouts.txt, [TAG-]run.tgz (results/, report/).

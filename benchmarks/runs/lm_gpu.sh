@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 10 on a lent GPU machine (device tool, carry .whl). MFU=1: one-GPU gpt 1.3b jobs for the MFU
+# Language models on a lent GPU machine (device tool, carry .whl). MFU=1: one-GPU gpt 1.3b jobs for the MFU
 # target (seq 1024, bf16 autocast, fused AdamW; torch.compile at batch 24, eager at 24 and 16).
 # Then the pipeline with $CONFIG (KEEP=1 keeps earlier results, so a second config on the same warm
 # machine reuses cached jobs). Summary tables land in $OUT.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 54, part 4, on a lent 1x H200 (device tool; no wheel: PYTHONPATH=. from the repository root):
+# The confirmed largest batch on a lent 1x H200 (device tool; no wheel: PYTHONPATH=. from the repository root):
 # "the largest batch runs a real training step; the next one up runs out of memory".
 #   1. the memory job alone: gpt 1.3b, DDP, world size 1, with the default run's settings (its arguments
 #      come from the plan itself: distbench.memory.plan + job for config {backends: [nccl]} on one GPU);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 11 on a lent GPU (device tool, carry .whl): memory jobs run directly with torchrun (one GPU):
+# The memory family on a lent GPU (device tool, carry .whl): memory jobs run directly with torchrun (one GPU):
 # gpt 1.3b (seq 1024, bf16 autocast, fused AdamW) under DDP at batch 1-8 with the largest-batch
 # search; the default MLP (4096x8, fp32, AdamW) at batch 128-1024 with a memory snapshot of the
 # largest batch; gpt again with gradient_as_bucket_view (no search). Each job has its own time limit

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Issue 24, part 1, on a lent 2-GPU machine in one call (device tool, carry .fetched: the nccl-tests
-# source and PyPI's mpich wheel; about 8-9 minutes):
+# Our comm job and nccl-tests in the same process layouts, on a lent 2-GPU machine in one call
+# (device tool, carry .fetched: the nccl-tests source and PyPI's mpich wheel; about 8-9 minutes):
 #
 #   bash benchmarks/runs/nccl_layouts_run.sh
 #

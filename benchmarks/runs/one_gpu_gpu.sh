@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 54 on a lent one-GPU machine (device tool, carry .whl; one call): what a new user sees on a node
+# On a lent one-GPU machine (device tool, carry .whl; one call): what a new user sees on a node
 # with one GPU. A fresh checkout, then
 #   1. `snakemake --cores 1 quick`, timed (the quick answer's Verdict: report/quick.md);
 #   2. `snakemake --cores 1`, timed, reusing the quick answer's job (the full report's Verdict);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 54 on a lent one-GPU machine (device tool, carry .whl; one call), the two checks a single GPU can
+# On a lent one-GPU machine (device tool, carry .whl; one call), the two checks a single GPU can
 # make besides the default run (one_gpu_gpu.sh):
 #   1. memory_confirm_gpu.sh: the memory job's confirmed largest batch, and the training family's own job
 #      at that batch and the next one up (the real step runs at the first and runs out of memory at the second);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 13 on a lent 4-GPU machine (device tool, carry .whl): the pipeline's `comm` target and
+# The GPU-pair matrix on a lent 4-GPU machine (device tool, carry .whl): the pipeline's `comm` target and
 # report with benchmarks/runs/configs/comm-pairs-4gpu.yaml (the GPU-pair matrix and the arrival record),
 # then the same job with one rank made slow on purpose (DISTBENCH_TEST_SLOW_RANK, test-only) to see
 # the straggler flagged on real GPUs. Tables, figures and the report land in $OUT.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 12 on a lent 4-GPU machine (device tool, carry .whl): the comm family at 2 and 4 ranks
+# The prediction's check on a lent 4-GPU machine (device tool, carry .whl): the comm family at 2 and 4 ranks
 # (benchmarks/runs/configs/comm-predict-4gpu.yaml) through the pipeline's `comm` target, then the
 # alpha-beta fit on the 2-rank sweep checked against the 4-rank one and the cluster predictions
 # (python -m distbench.predict.model). Tables land in $OUT.

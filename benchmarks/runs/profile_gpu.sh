@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 16 on a lent 4-GPU machine (device tool, carry .whl): the pipeline's `report` target with
+# Profiler traces on a lent 4-GPU machine (device tool, carry .whl): the pipeline's `report` target with
 # benchmarks/runs/configs/profile-4gpu.yaml (profile: true), then the NCCL kernel names one trace holds.
 # Tables, the report and one trace come back in one archive under $OUT.
 set -uo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The quick answer on a GPU host (issue 25): `snakemake --cores 1 quick` from a fresh checkout, timed,
+# The quick answer on a GPU host: `snakemake --cores 1 quick` from a fresh checkout, timed,
 # then what a full run would still do (-n). Run from the repository root (device tool: carry .whl).
 set -uo pipefail
 source benchmarks/runs/device_setup.sh

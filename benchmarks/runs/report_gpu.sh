@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 14 on a lent GPU machine (device tool, carry .whl): the pipeline's default target with
+# The report on a lent GPU machine (device tool, carry .whl): the pipeline's default target with
 # $CONFIG (default benchmarks/runs/configs/report-4gpu.yaml); the report, the tables and the run's
 # tables + run.json (to copy into another results/) come back in one archive under $OUT.
 set -uo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 25, the closing measurement on a lent 2-GPU machine (device tool, carry .whl; one call,
+# Time to an answer, the closing measurement on a lent 2-GPU machine (device tool, carry .whl; one call,
 # ~8 min): the default run from a fresh checkout (default_run_gpu.sh: wall time, the estimate printed
 # before it, every job's and every step's time), then the quick answer under a fresh run label
 # (quick_gpu.sh). Results: $OUT/summary.txt and $OUT/all.tgz (both scripts' files).

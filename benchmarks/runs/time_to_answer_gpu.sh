@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 25 on a lent 2-GPU machine in one call (device tool, carry .whl; at most ~9 minutes):
+# Time to an answer on a lent 2-GPU machine in one call (device tool, carry .whl; at most ~9 minutes):
 #   1. `snakemake --cores 1 quick` in a fresh checkout, timed (the quick answer);
 #   2. then `snakemake --cores 1` (the default full run, reusing the quick jobs), timed, cut at
 #      FULL_LIMIT_S (default 390 s) so the call ends in time; whatever finished has its wall time

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 9 on a lent GPU machine (device tool, carry .whl): a direct 2-rank training job first
+# Training and its tuning on a lent GPU machine (device tool, carry .whl): a direct 2-rank training job first
 # (stops here if the harness fails on CUDA; DIRECT=0 skips it), then the pipeline with the tuning
 # config $CONFIG (default: the 2-GPU one). KEEP=1 keeps earlier results (a second config on the
 # same warm machine then reuses the cached jobs).

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from distbench.core.choices import RANK_AGGS, STATUSES, TIMINGS
 from distbench.core.contract import (
-    MESSAGE_COLUMN, STATUS_COLUMN, Column, Contract, SameAs, print_tables, check_frame, read_csv,
+    MESSAGE_COLUMN, STATUS_COLUMN, Column, Contract, Positive, SameAs, TableContract, check_frame, print_tables,
+    read_csv, register_tables,
 )
 
 PAIR_MODES = ("uni", "bi")  # GPU-pair matrix: one direction at a time, or both at once
@@ -117,6 +118,25 @@ COMM_RANKS = Contract("comm_ranks", COMM_RANK_COLUMNS, (("timing", TIMINGS),), p
                       filled_when_missing=(("traffic", "none"), ("requested_bytes", SameAs("size_bytes")),
                                           ("arrival_us", None), ("host_issue_us", None)), job_rule="comm_job")
 PAIRS = Contract("pairs", PAIRS_COLUMNS, (("status", STATUSES), ("mode", PAIR_MODES)), positive_when_ok="time_us")
+
+
+# The tables under tables/ as their readers take them (distbench.core.readers.read_table holds each
+# file of the name to it): the columns the report, summary.json, the plots, the nccl-tests documents
+# and the prediction index without asking whether they are there, and the measurements an ok row must
+# hold. The barrier moves no bytes: its rows have a time and no bandwidth.
+_NO_BYTES = ("op", ("barrier",))
+_SUMMARY_COLUMNS = ("backend", "world_size", "op", "dtype", "nccl_env", "timing", "size_bytes", "time_us_median",
+                    "busbw_gbps_median", "status")
+# one rank moves no bytes between ranks either: its bus bandwidth is 0 by the bus factor, 2(n-1)/n
+_NO_BUS = (_NO_BYTES, ("world_size", ("1",)))
+_SUMMARY_POSITIVE = ("time_us_median", Positive("busbw_gbps_median", except_where=_NO_BUS),
+                     Positive("algbw_gbps_median", except_where=(_NO_BYTES,)))
+TABLES = register_tables(
+    TableContract("comm_summary", _SUMMARY_COLUMNS, positive=_SUMMARY_POSITIVE),
+    TableContract("comm_largest", _SUMMARY_COLUMNS, positive=_SUMMARY_POSITIVE),  # the summary's largest sizes
+    TableContract("comm", ("backend", "world_size", "op", "size_bytes", "trial", "time_us", "status"),
+                  positive=("time_us", Positive("busbw_gbps", except_where=_NO_BUS))),
+)
 
 
 def check_comm_frame(df) -> None:

@@ -62,7 +62,7 @@ def config_check(config: dict) -> list[str]:
 
 # Each op's peak above its process for a size of S bytes, measured as peaks: on CPU (torch 2.13,
 # 2 Gloo ranks, RSS through RUSAGE_CHILDREN, one op and size per job, iters 1, no rotation) and on
-# 2 H200s (torch 2.11, NCCL, events and graph timing, nvidia-smi's memory.used every 50 ms), issue 37:
+# 2 H200s (torch 2.11, NCCL, events and graph timing, nvidia-smi's memory.used every 50 ms):
 # a x S (send, receive and the check's expected values) plus b int64 index arrays of the op's element
 # count (the all_to_all check builds them: 14 S at float32 and 26 S at bfloat16, on CPU and GPU alike),
 # the larger of the two machines (all_reduce 2.25 S on the GPU, 2 S on CPU). all_to_all_v's receiving

@@ -7,9 +7,10 @@ from types import SimpleNamespace
 
 from distbench.launch.cluster import Launch
 from distbench.launch.failure import unreached_rows
-from distbench.launch.job_values import write_variant
+from distbench.launch.job_record import write_variant
 from distbench.comm.main import pairs_path, ranks_path
 from distbench.comm.harness import base_row, plan_points
+from distbench.comm.record import COMM_RECORD
 from distbench.core.io import atomic_write_text, csv_text, partial_path, read_partial_rows
 from distbench.launch.torchrun import TorchrunJob, job_environment, run_job_with_traces
 from distbench.launch.profiling import trace_dir
@@ -25,28 +26,8 @@ def comm_args(job, params: dict, out_csv, placement_json) -> list[str]:
                *(["--profile-dir", str(trace_dir(out_csv)), "--profile-steps", str(params["profile_steps"])]
                  if params.get("profile") == "torch" else [])]
     if params.get("params_json"):
-        return ["--params", params["params_json"], *outputs]
-    return [
-        "--backend", job.backend, "--dtype", job.dtype,
-        "--ops", ",".join(params["ops"]),
-        "--sizes", ",".join(str(s) for s in params["sizes"]),
-        "--timing", ",".join(params["timing"]),
-        "--inplace", ",".join("true" if v else "false" for v in params.get("inplace", [False])),
-        *[a for spec in params.get("traffic", ["uniform"]) for a in ("--traffic", spec)],
-        "--warmup", str(params["warmup"]), "--iters", str(params["iters"]),
-        "--trials", str(params["trials"]), "--graph-launches", str(params["graph_launches"]),
-        "--graph-max-bytes", str(params.get("graph_max_bytes", 0)),
-        "--rank-agg", params["rank_agg"], "--rotate-bytes", str(params["rotate_bytes"]),
-        "--op-timeout-s", str(params["op_timeout_s"]),
-        "--nccl-env-label", job.nccl_env_label,
-        "--out", str(out_csv), "--ranks-out", str(ranks_path(Path(out_csv))),
-        "--pairs-out", str(pairs_path(Path(out_csv))), "--placement-out", str(placement_json),
-        *(["--pairs-sizes", ",".join(str(s) for s in params["pairs_sizes"]),
-           "--pairs-iters", str(params["pairs_iters"]), "--pairs-trials", str(params["pairs_trials"])]
-          if params.get("pairs") else []),
-        *(["--profile-dir", str(trace_dir(out_csv)), "--profile-steps", str(params["profile_steps"])]
-          if params.get("profile") == "torch" else []),
-    ]
+        return ["--params", str(params["params_json"]), *outputs]
+    return [*COMM_RECORD.flags(job.wildcards, params), *outputs]
 
 
 

@@ -104,32 +104,22 @@ def parse_args(argv=None):
 
 
 def _from_job_json(args, p: argparse.ArgumentParser):
-    """The job's values from its job.json (the rule's `job` params: distbench.comm.plan.rule_params),
-    taken as they are: lists of ints stay lists of ints, nothing is joined into a string and parsed
-    again. Only the output paths come from the command line."""
+    """The job's values from its job.json, checked against the comm record (distbench.comm.record.COMM_RECORD:
+    the config schema's bounds) before any process group exists, then set as they are: lists of ints
+    stay lists of ints, nothing is joined into a string and parsed again. A bad file or value exits 2
+    naming the file and the key."""
+    from distbench.comm.record import COMM_RECORD
     from distbench.comm.traffic import validate
-    from distbench.launch.job_values import read_job_json
+    from distbench.launch.job_record import JobRecordError, exit_usage, read_for_ranks
+    from distbench.launch.job_values import apply
+    from distbench.workloads.job_fields import config_schema
 
-    entry = read_job_json(args.params, p)
-    try:
-        wc, job = entry.wildcards, entry.params["job"]
-    except (KeyError, TypeError) as e:
-        p.error(f"--params {args.params}: not a job's job.json ({e})")
-    args.backend, args.dtype, args.nccl_env_label = wc["backend"], wc["dtype"], wc["nccl_env"]
-    args.ops, args.sizes = list(job["ops"]), [int(s) for s in job["sizes"]]
-    args.timing = job_timings(args.backend, list(job["timing"]))
-    args.inplace = [bool(v) for v in job.get("inplace", [False])]
-    args.traffic = list(job.get("traffic", ["uniform"]))
-    for name in ("warmup", "iters", "trials", "graph_launches", "op_timeout_s"):
-        setattr(args, name, int(job[name]))
-    args.graph_max_bytes, args.rotate_bytes = int(job.get("graph_max_bytes", 0)), int(job["rotate_bytes"])
-    args.rank_agg = job["rank_agg"]
-    args.pairs_sizes = [int(s) for s in job["pairs_sizes"]] if job.get("pairs") else []
-    args.pairs_iters, args.pairs_trials = int(job["pairs_iters"]), int(job["pairs_trials"])
-    problems = [f"unknown op(s) {[o for o in args.ops if o not in OPS]}"] if set(args.ops) - set(OPS) else []
-    problems += validate(args.traffic)
+    record = read_for_ranks(args.params, COMM_RECORD, config_schema())
+    apply(args, record.arguments(COMM_RECORD))
+    args.traffic = args.traffic or ["uniform"]
+    problems = validate(args.traffic)  # a file:PATH matrix is read here: the schema checks its name only
     if problems:
-        p.error(f"--params {args.params}: " + "; ".join(problems))
+        exit_usage(JobRecordError(f"{args.params}: job.traffic: " + "; ".join(problems)))
     return args
 
 

@@ -3,11 +3,13 @@
 from distbench.core.manifest import FamilyManifest, Figures, JobFiles, Step, Table, TableRef, config_flag, register
 from distbench.core.manifest import EstimateDefault
 
+from distbench.comm.contract import TABLES as CONTRACTS
+
+# each table's columns, as its contract (distbench.comm.contract) lists them for every reader; importing
+# the contracts registers them with the one reader (distbench.core.readers.read_table)
+_COLUMNS = {c.name: c.columns for c in CONTRACTS}
+
 PAIRS = config_flag("comm", "pairs")  # the GPU-pair matrix: its table and heat maps
-# the columns every reader of the summary (the report, summary.json, the figures, the prediction) takes
-# as given; comm_largest has the summary's columns
-SUMMARY_NEEDS = ("backend", "world_size", "op", "dtype", "nccl_env", "timing", "size_bytes", "time_us_median",
-                 "busbw_gbps_median", "status")
 
 MANIFEST = register(FamilyManifest(
     name="comm",
@@ -27,15 +29,15 @@ MANIFEST = register(FamilyManifest(
         # a row per planned point, failed ones included: rows whenever the plan has comm jobs (with none,
         # every NCCL job skipped on a CPU host, it is written with its columns and no row)
         Table("comm_summary", "tables/comm_summary.csv", summary_json=True, beside_report=True,
-              caption="report/comm_summary.rst", subcategory="Communication", rows=True, columns=SUMMARY_NEEDS),
+              caption="report/comm_summary.rst", subcategory="Communication", rows=True, columns=_COLUMNS["comm_summary"]),
         # the ok series only: no row when every comm job failed
         Table("comm_largest", "tables/comm_largest.csv", beside_report=True, caption="report/comm_largest.rst",
-              subcategory="Communication", columns=SUMMARY_NEEDS),
+              subcategory="Communication", columns=_COLUMNS["comm_largest"]),
         Table("comm_stragglers", "tables/comm_stragglers.csv", caption="report/comm_stragglers.rst",
               subcategory="Communication"),
         Table("comm_ranks", "tables/comm_ranks.csv", report=False),
         Table("comm", "tables/comm.csv", report=False, beside_report=True, rows=True,
-              columns=("backend", "world_size", "op", "size_bytes", "trial", "time_us", "status")),
+              columns=_COLUMNS["comm"]),
         # the link peak, topology, NCCL's digest, placement and advice (the same rule writes it)
         Table("comm_advice", "tables/comm_advice.json"),
         # the comm series as nccl-tests -J documents, one file per series (a directory)

@@ -22,7 +22,7 @@ Every rank contributes a non-zero value somewhere in every period, so a missing 
 changes the result, and m > 1 makes the values depend on the position. Because exact inputs exist
 for every (n, dtype), the check is always an exact comparison: no tolerance is needed, and none
 could hide a real error. The earlier inputs ((i % 7) + rank + 1) were not exact beyond 17 ranks in
-bfloat16 (tests/test_ops.py shows it). Ops that only move data (gather, broadcast, send/recv,
+bfloat16 (tests/core/test_ops.py shows it). Ops that only move data (gather, broadcast, send/recv,
 all_to_all) need each single value to be exact: they stay below the same limit.
 """
 

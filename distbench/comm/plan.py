@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from distbench.core.choices import DTYPES
 from distbench.core.manifest import FamilyPlan
 from distbench.core.ops_spec import OPS
+from distbench.core.plan_facts import (FAMILY_DISABLED, NO_GPU_FOR_NCCL, STANDALONE_COLLECTIVES, NcclProbeWorkload,
+                                       PlanFacts, SkippedPart)
 from distbench.core.sizes import human_bytes, parse_size, sizes_from_config
 from distbench.core.units import every_nth
 from distbench.launch.planning import nccl_env_label, placeable, profile_params, world_sizes as top_world_sizes
@@ -55,7 +57,7 @@ def comm_jobs(config: dict, gpus: int, gpus_source: str) -> tuple[list[CommJob],
                   if "nccl" in config["backends"] and gpus > 0 else [])
     for backend in config["backends"]:
         if backend == "nccl" and gpus == 0:
-            skipped.append({"what": "backend nccl", "why": f"no GPU on this host ({gpus_source})"})
+            skipped.append(SkippedPart("backend nccl", f"no GPU on this host ({gpus_source})", NO_GPU_FOR_NCCL))
             continue
         if backend == "gloo" and not any(s <= gloo_cap for s in sizes_from_config(comm)):
             # a Gloo job with no size would measure nothing (and its pairs no size either)
@@ -100,7 +102,7 @@ def comm_jobs(config: dict, gpus: int, gpus_source: str) -> tuple[list[CommJob],
 
 # the plan's fact another family states: the collectives it sets beside the comm family's standalone
 # figures, [{"backend", "world_size", "op", "dtype"}]
-WANTED = "standalone_collectives"
+WANTED = STANDALONE_COLLECTIVES
 
 
 def wanted_jobs(config: dict, jobs: list[CommJob], world_sizes: dict, wanted) -> tuple[list[CommJob], list[dict]]:
@@ -161,7 +163,7 @@ def gloo_ops(comm: dict, beside_nccl: bool) -> list[str]:
     """comm.gloo.ops: a list as given (each also in comm.ops); `auto` is all_reduce alone where NCCL
     comm jobs run beside Gloo (the comparison the report makes: "NCCL is N x faster than Gloo for
     all_reduce"), else comm.ops (Gloo is then the comm family). Gloo's other ops on a GPU host cost
-    ~12 s of the default run and answer nothing asked of that host (issue 35)."""
+    ~12 s of the default run and answer nothing asked of that host."""
     chosen = comm["gloo"].get("ops", "auto")
     if chosen != "auto":
         return [op for op in comm["ops"] if op in chosen]
@@ -199,7 +201,7 @@ def gloo_world_sizes(config: dict, gpus: int, placed: list[int], nccl: list[int]
         return kept, ([{"what": f"gloo world sizes {left}", "why": "not in comm.gloo.world_sizes"}] if left else [])
     # One comparison is enough to show the CPU path against NCCL: at NCCL's smallest world size. Each
     # Gloo job adds ~20 s, and on an 8-GPU node (NCCL at 2, 4, 8) all three left the default run
-    # past its 5-minute budget (issue 35).
+    # past its 5-minute budget.
     kept = [ws for ws in placed if ws == min(nccl)] if nccl else placed
     left = [ws for ws in placed if ws not in kept]
     if not left:
@@ -245,7 +247,7 @@ def job_params(config: dict, backend: str, nccl_env: str = "default", world_size
          "timing": list(comm["timing"]), "inplace": list(comm["inplace"]),
          "graph_launches": comm["graph_launches"], "rank_agg": comm["rank_agg"],
          "rotate_bytes": parse_size(comm["rotate_bytes"]),
-         "op_timeout_s": comm["op_timeout_s"], "job_timeout_s": comm["job_timeout_s"],
+         "op_timeout_s": config["op_timeout_s"], "job_timeout_s": comm["job_timeout_s"],
          "job_env": {k: str(v) for k, v in config["job_env"].items()}}
     pairs = [parse_size(s) for s in comm["pairs_sizes"]]
     if backend == "gloo":
@@ -321,16 +323,21 @@ def plan_family(config: dict, gpus: int, gpus_source: str, facts: dict | None = 
     """The comm family's plan (its manifest's `plan`): its jobs, and the world sizes per backend and the
     backends it runs, which the report's plan section and the NCCL probe read. `facts`: the other
     families' (distbench.pipeline.plan.family_plans): the collectives one wants measured standalone
-    (WANTED) are planned too (wanted_jobs)."""
+    (WANTED) are planned too (wanted_jobs). With comm.enabled false: no job, and still the NCCL probe's
+    workload and time limit, which the probe takes from comm's settings whichever family runs NCCL."""
+    probe = job_params(config, "nccl")  # the NCCL probe logs NCCL's choices for these (distbench.probes)
+    workload = NcclProbeWorkload(tuple(probe["ops"]), tuple(probe["sizes"]), dict(probe["job_env"]))
+    if not config["comm"]["enabled"]:
+        return FamilyPlan((), (SkippedPart("comm jobs", "comm.enabled is false", FAMILY_DISABLED),),
+                          PlanFacts(nccl_probe=workload, probe_timeout_s=config["comm"]["job_timeout_s"]))
     jobs, skipped, world_sizes = comm_jobs(config, gpus, gpus_source)
     jobs, why = wanted_jobs(config, jobs, world_sizes, (facts or {}).get(WANTED))
     skipped += why
-    probe = job_params(config, "nccl")  # the NCCL probe logs NCCL's choices for these (distbench.probes)
     return FamilyPlan(tuple(jobs), tuple(skipped),
-                      {"world_sizes": world_sizes, "backends_run": sorted({j.backend for j in jobs}),
-                       "nccl_probe": {k: probe[k] for k in ("ops", "sizes", "job_env")},
-                       # the probes run NCCL's collectives as a comm job does: its time limit
-                       "probe_timeout_s": config["comm"]["job_timeout_s"]})
+                      PlanFacts(world_sizes=world_sizes, backends_run=sorted({j.backend for j in jobs}),
+                                nccl_probe=workload,
+                                # the probes run NCCL's collectives as a comm job does: its time limit
+                                probe_timeout_s=config["comm"]["job_timeout_s"]))
 
 
 def rule_params(config: dict, plan: dict, job: CommJob) -> dict:

@@ -37,11 +37,11 @@ class TrafficError(ValueError):
 
 # zipf:S weighs rank d by (d + 1)^-S: at the largest world size (1,024 ranks) 1024^S stays a finite
 # float (below 1.8e308) for S up to 102; beyond 100 rank 0 receives all but ~1e-300 of the traffic,
-# the same measurement. zipf:1000 overflowed on every rank (issue 37).
+# the same measurement. zipf:1000 overflows on every rank.
 MAX_ZIPF_EXPONENT = 100.0
 # A matrix file's weights are relative: any range of them fits below this bound, and the sums the
-# split takes (n x n weights, then weight x n x count elements) stay finite. 1e308 weights summed to
-# infinity and the split to NaN (issue 37).
+# split takes (n x n weights, then weight x n x count elements) stay finite. 1e308 weights sum to
+# infinity and the split to NaN.
 MAX_WEIGHT = 1e15
 
 

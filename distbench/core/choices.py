@@ -1,7 +1,7 @@
 """Every allowed-value list of the project, written once (no torch import: the config check and
 the Snakefile read these before any job starts).
 
-`tests/test_choices.py` ties them to the places that must repeat them: the JSON schema that
+`tests/core/test_choices.py` ties them to the places that must repeat them: the JSON schema that
 Snakemake validates against, the harness's command line, the rules' wildcard constraints and the
 README. The ops are not here: each collective is one spec in distbench.core.ops_spec (its own module's
 docstring says how to add one).
@@ -48,7 +48,7 @@ GPT_SIZES: dict[str, tuple[int, int, int]] = {
     "350m": (24, 16, 1024),
     "760m": (24, 16, 1536),
     "1.3b": (24, 32, 2048),
-    "2.7b": (32, 32, 2560),  # GPT-3 2.7B (Brown et al. 2020, table 2.1): issue 49's larger size
+    "2.7b": (32, 32, 2560),  # GPT-3 2.7B (Brown et al. 2020, table 2.1): above the default 1.3b, to compare layouts on
 }
 
 BACKEND_NAMES = {"nccl": "NCCL", "gloo": "Gloo", "mpi": "MPI", "ucc": "UCC"}  # as people write them

@@ -1,8 +1,10 @@
 """The CSV contract machinery every benchmark family uses: a `Column` (name, pandas dtype, meaning), a
-`Contract` (a family's columns, allowed values, the column that must be positive on ok rows),
-`check_frame` / `read_csv` to hold a DataFrame or a CSV to one, and the status/message columns every
-family's CSV ends with. Each family writes its own contracts (its contract.py). docs/csv-schema.md renders them for humans (`markdown_table`; tests/test_schema.py
-checks it).
+`Contract` (a family's job CSV: its columns, allowed values, the column that must be positive on ok
+rows), `check_frame` / `read_csv` to hold a DataFrame or a CSV to one, the status/message columns every
+family's CSV ends with, and a `TableContract` (a table of tables/: the columns its readers index and
+its measurements, registered by each family's contract module: table_contract). Each family writes
+its own contracts (its contract.py). docs/csv-schema.md renders them for humans (`markdown_table`;
+tests/core/test_schema.py checks it).
 """
 
 from __future__ import annotations
@@ -51,6 +53,57 @@ class Contract:
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self.columns)
+
+
+@dataclass(frozen=True)
+class Positive:
+    """A measurement of a table that must be a finite number above zero on every row whose status is
+    ok: a NaN, an infinity, a zero or a negative figure there is a damaged file, never a result (0
+    tokens/s would rank last yet read as level; inf cannot be drawn). Some rows hold none by design:
+    `where_filled` names a column without which the row owes no value (tokens/s: the language models,
+    the rows with a seq_len), `except_where` ((column, values as written), ...) the rows that owe none
+    (the barrier moves no bytes, so has no bandwidth). A value that is there is held to it on every ok
+    row, save a zero where the row owes none (one rank's bus bandwidth is 0 by definition)."""
+    column: str
+    where_filled: str = ""
+    except_where: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+@dataclass(frozen=True)
+class TableContract:
+    """A table of tables/ (results/<label>/tables/<name>.csv) as its readers take it: `columns`, every
+    column one of them (the report, summary.json, the plots, the prediction) indexes without asking
+    whether it is there, and `positive`, its measurements (a column name, or a Positive to say which
+    rows owe one). distbench.core.readers.read_table holds a file of that name to it, so a reader never
+    meets a missing column (a KeyError) or a figure it cannot rank or draw."""
+    name: str
+    columns: tuple[str, ...]
+    positive: tuple[str | Positive, ...] = ()
+
+    @property
+    def positives(self) -> tuple[Positive, ...]:
+        return tuple(p if isinstance(p, Positive) else Positive(p) for p in self.positive)
+
+
+# Every family's table contracts by name, filled as each family's contract module is imported (its
+# TABLES = register_tables(...)); its manifest imports it, so the registry is whole wherever the
+# manifests are (distbench.pipeline.families), as for distbench.core.manifest.REGISTRY.
+TABLE_CONTRACTS: dict[str, TableContract] = {}
+
+
+def register_tables(*contracts: TableContract) -> tuple[TableContract, ...]:
+    """Add a family's table contracts to the registry; a name given a second, different contract is
+    refused."""
+    for t in contracts:
+        if TABLE_CONTRACTS.get(t.name, t) != t:
+            raise ValueError(f"table {t.name!r} is given two different contracts")
+        TABLE_CONTRACTS[t.name] = t
+    return contracts
+
+
+def table_contract(name: str) -> TableContract | None:
+    """The contract of table `name` (None: no registered family declares one)."""
+    return TABLE_CONTRACTS.get(name)
 
 
 def check_frame(contract: Contract, df) -> None:

@@ -7,7 +7,14 @@ manifest is the family's whole interface: its plan (config and GPUs in, jobs out
 parameters (`job_params`), what its job runs (`job_entry`), its steps that read tables (`steps`: the
 aggregate and plot rules), its estimate defaults, host-fit needs, config checks and schema fragment,
 its tables, figures, report sections and package data. rules/families.smk builds every family's rules
-from these.
+from these. A package that is no benchmark family (no plan of jobs: a probe, a check, an analysis of
+the families' tables) registers a PackageManifest, which holds only what such packages declare.
+
+`register` checks a manifest before it joins the registry, each problem a ManifestError naming the
+manifest file and the field: every "module:function" hook and "module:NAME" section resolves (read
+from the module's source unless the module is loaded: a hook's module may import torch), the name
+is an identifier equal to its folder's, the files it declares exist, and no other manifest has its
+name or one of its tables' names.
 
 Paths are templates under results/<run label>/ with Snakemake's {wildcards}. Torch-free, pandas-free:
 the Snakefile reads the manifests while the DAG is built.
@@ -17,8 +24,13 @@ from __future__ import annotations
 
 import re
 import string
-from collections.abc import Callable, Mapping, Sequence
+import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+
+from distbench.core.manifest_check import ManifestError, manifest_problems, shown_file
 
 
 def _always(_config: Mapping, _plan: Mapping) -> bool:
@@ -66,7 +78,7 @@ class Table:
     optional_cached: bool = False
     # copied beside the report (its full tables), whether or not a section reads it
     beside_report: bool = False
-    # read by summary.json too (a SummaryPart of the family's section names it: tests/test_manifests.py)
+    # read by summary.json too (a SummaryPart of the family's section names it: tests/core/test_manifests.py)
     summary_json: bool = False
     # Snakemake's own report (`snakemake --report`): its caption, a file in the family's folder, and
     # its subcategory under "Tables" ("" : not in that report)
@@ -181,8 +193,85 @@ class HostNeed:
     spread: str = ""  # the config keys that set how many agents (nodes) run on this host
 
 
+class _Reading:
+    """What every registered manifest answers from its fields (a FamilyManifest's or a PackageManifest's)."""
+
+    @property
+    def step_rules(self) -> tuple[str, ...]:
+        return tuple(s.rule for s in self.steps)
+
+    @property
+    def benchmark_rules(self) -> tuple[str, ...]:
+        """Every rule of this family that measures: its job rule, its steps that measure, and its other
+        measuring rules (those written in a rules file of their own)."""
+        steps = tuple(s.rule for s in self.steps if s.measures)
+        return ((self.job_rule,) if self.job_rule else ()) + steps + self.measuring_rules
+
+    @property
+    def job_fields(self) -> tuple[str, ...]:
+        """The wildcards of job_dir, in their order."""
+        return tuple(f for _, f, _, _ in string.Formatter().parse(self.job_dir) if f)
+
+    @property
+    def job_outputs(self) -> dict[str, str]:
+        """{output name: file} of its job rule: "csv" for the result, then each other file by its stem
+        (the family's name before it dropped): <family>_ranks.csv -> "ranks", placement.json -> "placement"."""
+        out = {}
+        for i, f in enumerate(self.job_files):
+            out["csv" if i == 0 else f.rsplit(".", 1)[0].removeprefix(self.name + "_")] = f
+        return out
+
+    @property
+    def job_log(self) -> str:
+        """Its job's log under results/<label>/, with the job's wildcards."""
+        return f"logs/{self.job_dir}.log"
+
+    def output_path(self, name: str) -> str:
+        """A step's output: one of its tables by name, or one of its figure directories by path."""
+        for t in self.tables:
+            if t.name == name:
+                return t.path
+        for f in self.figures:
+            if f.path == name:
+                return f.path
+        raise KeyError(f"{self.name} has no table or figure directory {name!r}")
+
+    def job_file(self, name: str | None = None) -> str:
+        """A job's file (default: its result) under results/<label>/, wildcards left in."""
+        return f"{self.job_dir}/{name or self.job_files[0]}"
+
+    def wildcards_of(self, path) -> dict[str, str] | None:
+        """The wildcards of the job whose file `path` is (a job file under any results/<label>/), or None
+        when it is no file of this family's jobs."""
+        parts = str(path).replace("\\", "/").split("/")
+        template = self.job_dir.split("/")
+        for start in range(len(parts) - len(template)):
+            found = _match(template, parts[start:start + len(template)])
+            if found is not None and len(parts) == start + len(template) + 1:
+                return found
+        return None
+
+    def table(self, name: str) -> Table:
+        for t in self.tables:
+            if t.name == name:
+                return t
+        raise KeyError(f"{self.name} writes no table {name!r} (its tables: {[t.name for t in self.tables]})")
+
+
+
+
 @dataclass(frozen=True)
-class FamilyManifest:
+class FamilyManifest(_Reading):
+    """A benchmark family: a plan of jobs from the config, each job run by torchrun, its steps, tables,
+    figures and report sections. Packages that are no family register a PackageManifest."""
+
+    # the "module:function" fields, each resolved when the manifest registers
+    HOOKS = ("plan", "job_params", "job_entry", "job_launch", "job_resources", "quick", "announce",
+             "estimate_weight", "host_needs", "host_placement", "config_check")
+    # what only a PackageManifest declares, read as none by the code that loops over every manifest
+    measuring_rules = ()
+    cached = ()
+
     # who it is
     name: str  # the package's name under distbench/ (distbench.<name>)
     # where it comes among the families (the estimate's message, the report's sections within a place)
@@ -260,10 +349,6 @@ class FamilyManifest:
     # what it writes and what reads it
     # the rules that read tables: aggregates and plots (rules/families.smk builds them)
     steps: tuple[Step, ...] = ()
-    # the other rules that measure (a GPU or the host under load): `report` alone never starts them
-    measuring_rules: tuple[str, ...] = ()
-    # files `snakemake report` alone needs cached besides each job's result (under results/<label>/)
-    cached: tuple[str, ...] = ()
     tables: tuple[Table, ...] = ()
     figures: tuple[Figures, ...] = ()
     # the report sections it registers, as "module:NAME" (imported by distbench.report.sections), by
@@ -273,71 +358,101 @@ class FamilyManifest:
     # files of the package that are not modules (globs under distbench/<name>/): the wheel ships them
     package_data: tuple[str, ...] = ()
 
-    @property
-    def step_rules(self) -> tuple[str, ...]:
-        return tuple(s.rule for s in self.steps)
 
-    @property
-    def benchmark_rules(self) -> tuple[str, ...]:
-        """Every rule of this family that measures: its job rule, its steps that measure, and its other
-        measuring rules (those written in a rules file of their own)."""
-        steps = tuple(s.rule for s in self.steps if s.measures)
-        return ((self.job_rule,) if self.job_rule else ()) + steps + self.measuring_rules
+@dataclass(frozen=True)
+class PackageManifest(_Reading):
+    """A package the workflow and the report read that is no benchmark family (a probe, a check, an
+    analysis of other families' tables): no plan, no jobs of a family. It may have one job of its
+    own without wildcards of a plan (its job_rule, written in a rules file of its own), steps that
+    read tables, rules that measure, a config key's schema and check, tables, figures and sections."""
 
-    @property
-    def job_fields(self) -> tuple[str, ...]:
-        """The wildcards of job_dir, in their order."""
-        return tuple(f for _, f, _, _ in string.Formatter().parse(self.job_dir) if f)
+    HOOKS = ("config_check",)
 
-    @property
-    def job_outputs(self) -> dict[str, str]:
-        """{output name: file} of its job rule: "csv" for the result, then each other file by its stem
-        (the family's name before it dropped): <family>_ranks.csv -> "ranks", placement.json -> "placement"."""
-        out = {}
-        for i, f in enumerate(self.job_files):
-            out["csv" if i == 0 else f.rsplit(".", 1)[0].removeprefix(self.name + "_")] = f
-        return out
+    name: str  # the package's name under distbench/ (distbench.<name>)
+    order: int = 100
+    # (config, plan) -> whether this run has it at all (its tables and figures are made)
+    active: Callable[[Mapping, Mapping], bool] = _always
+    # its one job, when it has one (the rule is in its own rules file): the rule, its directory and
+    # files, its benchmark tsv, and whether the estimate counts it with these defaults
+    job_rule: str = ""
+    job_dir: str = ""
+    job_files: tuple[str, ...] = ()
+    benchmark: str = ""
+    estimated: bool = False
+    estimate_defaults: Mapping[tuple[str, str], EstimateDefault] = field(default_factory=dict)
+    # the other rules that measure (a GPU or the host under load): `report` alone never starts them
+    measuring_rules: tuple[str, ...] = ()
+    # files `snakemake report` alone needs cached (under results/<label>/)
+    cached: tuple[str, ...] = ()
+    # its config key's schema file in its folder, and its "module:function" check, as a family's
+    schema: str = ""
+    config_check: str = ""
+    steps: tuple[Step, ...] = ()
+    tables: tuple[Table, ...] = ()
+    figures: tuple[Figures, ...] = ()
+    sections: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    package_data: tuple[str, ...] = ()
 
-    @property
-    def job_log(self) -> str:
-        """Its job's log under results/<label>/, with the job's wildcards."""
-        return f"logs/{self.job_dir}.log"
-
-    def output_path(self, name: str) -> str:
-        """A step's output: one of its tables by name, or one of its figure directories by path."""
-        for t in self.tables:
-            if t.name == name:
-                return t.path
-        for f in self.figures:
-            if f.path == name:
-                return f.path
-        raise KeyError(f"{self.name} has no table or figure directory {name!r}")
-
-    def job_file(self, name: str | None = None) -> str:
-        """A job's file (default: its result) under results/<label>/, wildcards left in."""
-        return f"{self.job_dir}/{name or self.job_files[0]}"
-
-    def wildcards_of(self, path) -> dict[str, str] | None:
-        """The wildcards of the job whose file `path` is (a job file under any results/<label>/), or None
-        when it is no file of this family's jobs."""
-        parts = str(path).replace("\\", "/").split("/")
-        template = self.job_dir.split("/")
-        for start in range(len(parts) - len(template)):
-            found = _match(template, parts[start:start + len(template)])
-            if found is not None and len(parts) == start + len(template) + 1:
-                return found
-        return None
-
-    def table(self, name: str) -> Table:
-        for t in self.tables:
-            if t.name == name:
-                return t
-        raise KeyError(f"{self.name} writes no table {name!r} (its tables: {[t.name for t in self.tables]})")
+    # what only a family declares, read as none by the code that loops over every manifest
+    plan = ""
+    job_params = ""
+    job_entry = ""
+    job_optional = MappingProxyType({})
+    job_after = ()
+    job_constraints = MappingProxyType({})
+    job_launch = ""
+    job_resources = ""
+    job_timeout_s = 1800
+    shares_launches = False
+    traced = False
+    quick = ""
+    announce = ""
+    launch_cost_s = MappingProxyType({})
+    estimate_weight = ""
+    host_needs = ""
+    host_placement = ""
 
 
-# The registry: every family's manifest by name, filled as each family's manifest module is imported
-# (distbench.pipeline.families imports them).
-REGISTRY: dict[str, FamilyManifest] = {}
+Manifest = FamilyManifest | PackageManifest
+
+
+
+
+class Registry(dict):
+    """Every registered manifest by name, and the file each came from. `register` checks a manifest
+    before it is added: its hooks and sections resolve, its files exist, its name is its folder's, and
+    no other registered manifest has its name or one of its tables' names."""
+
+    def __init__(self):
+        super().__init__()
+        self.files: dict[str, str] = {}
+
+    def register(self, manifest: Manifest, file=None) -> Manifest:
+        shown = shown_file(file) if file else f"distbench/{getattr(manifest, 'name', '?')}/manifest.py"
+        if not isinstance(manifest, (FamilyManifest, PackageManifest)):
+            raise ManifestError(shown, f"registers a {type(manifest).__name__}, not a FamilyManifest or "
+                                       "PackageManifest")
+        folder = Path(file).resolve().parent if file and Path(file).name == "manifest.py" else None
+        problems = manifest_problems(manifest, folder)
+        if problems:
+            raise ManifestError(shown, "; ".join(problems))
+        earlier = self.get(manifest.name)
+        if earlier is not None and earlier is not manifest and (not file or self.files.get(manifest.name) != shown):
+            raise ManifestError(shown, f"registers the name {manifest.name!r}, which "
+                                       f"{self.files.get(manifest.name, 'another manifest')} registered first")
+        for t in manifest.tables:
+            for other in self.values():
+                if other.name != manifest.name and t.name in {o.name for o in other.tables}:
+                    raise ManifestError(shown, f"tables: {t.name!r} is a table of {other.name} too "
+                                               f"({self.files.get(other.name, '?')}): a table's name is one file")
+        self[manifest.name] = manifest
+        self.files[manifest.name] = shown
+        return manifest
+
+
+# The registry: every family's and package's manifest by name, filled as each manifest module is
+# imported (distbench.pipeline.families imports them).
+REGISTRY = Registry()
 
 
 def table_spec(name: str) -> tuple[str, Table] | None:
@@ -364,9 +479,9 @@ def rows_reason(name: str, plan: Mapping | None) -> str:
     return f"its family ran ({len(jobs)} {family} job(s) in the plan), and each job leaves rows" if jobs else ""
 
 
-def register(manifest: FamilyManifest) -> FamilyManifest:
-    """Add a family to the registry; a second family of the same name is refused, naming both."""
-    if manifest.name in REGISTRY and REGISTRY[manifest.name] is not manifest:
-        raise ValueError(f"a family named {manifest.name!r} is registered twice")
-    REGISTRY[manifest.name] = manifest
-    return manifest
+def register(manifest: Manifest, file=None) -> Manifest:
+    """Add a manifest to the registry, checked (Registry.register); `file` defaults to the calling
+    module's (its manifest.py), which every message names."""
+    if file is None:
+        file = sys._getframe(1).f_globals.get("__file__")
+    return REGISTRY.register(manifest, file)

@@ -20,8 +20,8 @@ NCCL log names, summary.json (redop/root) and predict's bus factors follow from 
 The cost model predicts the op when its spec gives `ring_hops`, the latency
 term on a flat ring; without it the op is measured and reported but not predicted. Its
 hierarchical (multi-node) form is op-specific: an op without one in the cost model's
-cluster form is predicted within one node and on a flat ring across nodes. tests/test_spec.py fails if the spec and
-the torch ops disagree. docs/architecture.md has this recipe, and tests/test_recipes.py follows it
+cluster form is predicted within one node and on a flat ring across nodes. tests/core/test_spec.py fails if the spec and
+the torch ops disagree. docs/architecture.md has this recipe, and tests/core/test_recipes.py follows it
 through the workflow.
 """
 

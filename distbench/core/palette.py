@@ -172,7 +172,7 @@ NCCL_RANGE_COLORS = ("#c9d3e0", "#e6ebf2")
 # DPI (110) draws at 15-16.5 px, at least report.html's 14 px body text when the page shows a figure at
 # its native size (distbench.core.figures.FIG_WIDTH_IN). The figures use it without importing seaborn
 # where they draw with plain matplotlib: seaborn pulls in scipy.stats, about half a second per plotting
-# process, and the report's rebuild has a time budget. tests/test_plots.py checks these equal seaborn's own.
+# process, and the report's rebuild has a time budget. tests/report/test_plots.py checks these equal seaborn's own.
 HOUSE_RC = {
     "axes.axisbelow": True, "axes.edgecolor": ".15", "axes.labelcolor": ".15", "axes.labelsize": 10.8,
     "axes.linewidth": 1.25, "axes.titlesize": 10.8, "font.size": 10.8,

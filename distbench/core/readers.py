@@ -2,7 +2,10 @@
 
 What it reads is a cached output (Snakemake keeps a file while it is newer than its inputs), a
 baseline run named by `report.baseline`, or another host's run copied into results/; any of them may
-be truncated, binary, hand-edited or of another shape. Whatever is wrong becomes one UnreadableFile
+be truncated, binary, hand-edited, of another shape, or not a file at all (a FIFO, a link to a
+device). A table is held to its family's contract (distbench.core.contract.TableContract: the columns
+its readers index, its measurements finite and above zero on ok rows), so that no reader meets a
+KeyError or a figure it cannot rank or draw. Whatever is wrong becomes one UnreadableFile
 (a distbench.core.contract.SchemaError) that names the file, what is wrong with it and the fix, so
 that a workflow script ends with that message, never a traceback
 (distbench.launch.in_rule.run_in_rule), and a report section can name the file and go on without
@@ -20,14 +23,19 @@ import csv
 import io
 import json
 import math
+import os
 import shlex
+import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from distbench.core.contract import SchemaError
+from distbench.core.contract import Positive, SchemaError, table_contract
 
 # What pandas reads as a missing value (its default na_values, the ones a CSV of ours can hold)
 MISSING = frozenset({"", "nan", "NaN", "NA", "N/A", "n/a", "null", "NULL", "None", "<NA>", "-nan", "-NaN"})
+# The most a file read back may hold: a run's largest table (the raw rows of a long sweep) is a few MiB;
+# beyond this it is not a file distbench wrote, and reading it whole would only exhaust memory
+MAX_BYTES = 256 * 2**20
 BASELINE_FIX = ("Fix config key report.baseline (it must name a run whose tables are whole), or put back a good copy "
                 "of that run's file")
 
@@ -52,13 +60,53 @@ def other_run_fix(run_dir) -> str:
             f"rm -r {shlex.quote(str(run_dir))}")
 
 
-def read_text(path, fix: str) -> str:
-    """The file's text (UTF-8); a missing, unreadable, binary or non-UTF-8 file raises UnreadableFile."""
-    path = Path(path)
+def _kind(mode: int) -> str | None:
+    """What a file that is not a regular file is, in words (None: a regular file)."""
+    if stat.S_ISREG(mode):
+        return None
+    for test, what in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return what
+    return "not a regular file"
+
+
+def read_bytes(path, fix: str, limit: int | None = None) -> bytes:
+    """A regular file's bytes. Anything else is refused before it is read: a FIFO would block the
+    reader until something writes to it, a device such as /dev/zero would fill memory (a symlink is
+    followed to what it names); so is a file of more than `limit` bytes (MAX_BYTES unless told). The
+    kind is checked on the path, so that a device is never opened (opening some has effects), and
+    again on the open file, which is what is read: the path may have been swapped in between (the
+    open does not block on a FIFO)."""
+    path, limit = Path(path), MAX_BYTES if limit is None else limit
     try:
-        data = path.read_bytes()
-    except OSError as e:  # missing, a directory, no permission
+        kind = _kind(os.stat(path).st_mode)
+        if kind is None:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+            try:
+                st = os.fstat(fd)
+                kind = _kind(st.st_mode)
+                if kind is None and st.st_size <= limit:
+                    with os.fdopen(fd, "rb", closefd=False) as f:
+                        data = f.read(limit + 1)  # the file may grow while it is read
+                    if len(data) <= limit:
+                        return data
+            finally:
+                os.close(fd)
+    except OSError as e:  # missing, a dangling symlink, no permission
         raise UnreadableFile(path, e.strerror or type(e).__name__, fix) from None
+    if kind is not None:
+        raise UnreadableFile(path, f"it is {kind}, not a regular file: only a file's contents are read", fix)
+    raise UnreadableFile(path, f"it holds more than {limit:,} bytes, far beyond any table or document of a run: "
+                               "not a file distbench wrote", fix)
+
+
+def read_text(path, fix: str) -> str:
+    """The file's text (UTF-8); a missing, unreadable, binary or non-UTF-8 file, or one that is not a
+    regular file or is too large (read_bytes), raises UnreadableFile."""
+    path = Path(path)
+    data = read_bytes(path, fix)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -95,8 +143,8 @@ def _json_type(v) -> str:
 
 def csv_problem(text: str, header_problem: Callable[[list[str]], str | None] | None = None) -> str | None:
     """What makes `text` unreadable as a CSV, before pandas guesses around it: no text, a torn last
-    row, rows with the wrong number of fields, invalid quoting; then whatever header_problem says of
-    the header. None when it is whole."""
+    row, whatever header_problem says of the header, a column named twice, rows with the wrong number
+    of fields, invalid quoting. None when it is whole."""
     if not text.strip():
         return f"the file is empty ({len(text.encode())} bytes, not even a header)"
     if not text.endswith("\n"):
@@ -107,6 +155,11 @@ def csv_problem(text: str, header_problem: Callable[[list[str]], str | None] | N
         problem = header_problem(header) if header_problem else None
         if problem:
             return problem
+        # pandas renames a repeated name (x, x.1) and a reader would take the first column for the one
+        # meant: refused, whichever of them holds the right figures
+        repeated = sorted({c for c in header if header.count(c) > 1})
+        if repeated:
+            return f"its header names the column(s) {repeated} more than once (a pasted or hand-edited header)"
         for row in reader:
             if row and len(row) != len(header):
                 return (f"line {reader.line_num} has {len(row)} fields where the header has {len(header)}"
@@ -128,27 +181,49 @@ def _number(cell: str) -> float | None:
 
 
 def table_problem(raw, columns: Sequence[str] = (), numeric: Sequence[str] = (),
-                  finite_when_ok: Sequence[str] = ()) -> str | None:
+                  finite_when_ok: Sequence[str] = (), positive: Sequence[Positive] = ()) -> str | None:
     """What is wrong with a CSV read as text cells (`raw`: a DataFrame of strings, "" for empty):
-    a column of `columns` missing, a cell of `numeric` that is not a number, or a value of
-    `finite_when_ok` that is infinite on a row whose status is ok (every row, without a status)."""
+    a column of `columns` missing, a cell of `numeric` (or of a `positive` column) that is not a
+    number, a value of `finite_when_ok` that is infinite on a row whose status is ok (every row,
+    without a status), or a `positive` measurement that is not a finite number above zero on such a
+    row (empty or NaN where the row owes one: Positive's where_filled and except_where)."""
     missing = [c for c in columns if c not in raw.columns]
     if missing:
         return f"it lacks the column(s) {missing}"
     ok = list(raw["status"] == "ok") if "status" in raw.columns else [True] * len(raw)
-    for col in dict.fromkeys([*numeric, *finite_when_ok]):
+    measured = {p.column: p for p in positive if p.column in raw.columns}
+    for col in dict.fromkeys([*numeric, *finite_when_ok, *measured]):
         if col not in raw.columns:
             continue
+        owed = _owed(raw, measured[col]) if col in measured else None
         for i, (cell, present) in enumerate(zip(raw[col], _present(raw[col]))):
+            where = f"column {col}, row {i + 1}"
             if not present:
+                if owed is not None and ok[i] and owed[i]:
+                    return (f"{where}: {'empty' if cell == '' else repr(cell)} on a row whose status is ok (the row "
+                            "must hold a measurement: a finite number above zero)")
                 continue
             x = _number(cell)
             if x is None:
-                return f"column {col}, row {i + 1}: {cell[:40]!r} is not a number"
+                return f"{where}: {cell[:40]!r} is not a number"
+            if col in measured and ok[i] and not (math.isfinite(x) and (x > 0 or x == 0 and not owed[i])):
+                return (f"{where}: {cell} on a row whose status is ok (a measurement must be a finite number above "
+                        "zero)")
             if col in finite_when_ok and ok[i] and not math.isfinite(x):
-                return (f"column {col}, row {i + 1}: {cell} on a row whose status is ok (a measurement must be a "
-                        "finite number)")
+                return (f"{where}: {cell} on a row whose status is ok (a measurement must be a finite number)")
     return None
+
+
+def _owed(raw, p: Positive) -> list[bool]:
+    """Which rows owe a value of the measurement p (whatever their status)."""
+    owed = [True] * len(raw)
+    if p.where_filled:
+        filled = _present(raw[p.where_filled]) if p.where_filled in raw.columns else [False] * len(raw)
+        owed = [a and b for a, b in zip(owed, filled)]
+    for col, values in p.except_where:
+        if col in raw.columns:
+            owed = [a and v not in values for a, v in zip(owed, raw[col])]
+    return owed
 
 
 def _rows(text: str) -> int:
@@ -158,29 +233,40 @@ def _rows(text: str) -> int:
 
 def read_table(path, fix: str, *, columns: Sequence[str] = (), numeric: Sequence[str] = (),
                finite_when_ok: Sequence[str] = (), parse: Callable | None = None, missing_ok: bool = False,
-               rows_because: str = ""):
+               rows_because: str = "", table: str | None = None):
     """A CSV table, whole and of the expected shape (see csv_problem and table_problem), then read
-    by `parse(path)` (pandas' read_csv unless told: a family's own reader that types its columns).
-    missing_ok: an absent file is None (the table was not made) instead of an error. A file that is
-    there is never taken for one not made: a zero-byte file (no header) is refused like a torn one.
-    rows_because: why this file must hold rows (distbench.core.manifest.rows_reason: its family ran);
-    a header alone is then refused, with that reason."""
+    by `parse(path)` (pandas' read_csv of the text already read unless told: a family's own reader that
+    types its columns). missing_ok: an absent file is None (the table was not made) instead of an
+    error. A file that is there is never taken for one not made: a zero-byte file (no header) is
+    refused like a torn one. rows_because: why this file must hold rows
+    (distbench.core.manifest.rows_reason: its family ran); a header alone is then refused, with that
+    reason. table: the table's name, whose contract (distbench.core.contract.TableContract: the
+    columns its readers index, its measurements) the file is held to on top of `columns`; by default
+    the file's own name (tables/<name>.csv is <name>), so every reader of a table, this
+    run's, a baseline's or another host's, refuses the same damage."""
     import pandas as pd
 
     path = Path(path)
     if missing_ok and not path.exists():
         return None
+    contract = table_contract(path.stem if table is None and path.suffix == ".csv" else table or "")
+    if contract is not None:
+        columns = list(dict.fromkeys([*contract.columns, *columns]))
+    positive = contract.positives if contract is not None else ()
     text = read_text(path, fix)
     problem = csv_problem(text)
     if problem is None and rows_because and _rows(text) < 1:
         problem = f"it holds a header and no row, but {rows_because}: the file was cut short or overwritten"
     if problem is None:
         try:
-            if columns or numeric or finite_when_ok:  # the cells as written: `parse` may coerce text to NaN
+            if columns or numeric or finite_when_ok or positive:  # the cells as written: `parse` may coerce text to NaN
                 raw = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
-                problem = table_problem(raw, columns, numeric, finite_when_ok)
+                problem = table_problem(raw, columns, numeric, finite_when_ok, positive)
             if problem is None:
-                return (parse or pd.read_csv)(path)
+                # the text already read and checked, not the path again: it may have been swapped since
+                if parse is None or parse is pd.read_csv:
+                    return pd.read_csv(io.StringIO(text))
+                return parse(path)
         except UnreadableFile:  # `parse` read another file that was bad: that file's message stands
             raise
         # a value the parser cannot type (ParserError, IntCastingNaNError and SchemaError are ValueErrors)

@@ -38,7 +38,7 @@ from distbench.core.io import atomic_write_json
 # (defined with the least budget they make up)
 from distbench.gate.inputs import MIN_COLLECTIVE_S, TEARDOWN_S
 
-NCCL_LARGE = 1 << 30  # the published figures hold from 1 GiB (distbench.comm.analysis.peak)
+NCCL_LARGE = 1 << 30  # the published figures hold from 1 GiB (distbench.core.references)
 GLOO_LARGE = 16 << 20  # comm.gloo.max_bytes' default: Gloo's busbw plateaus by ~8 MiB on CPU
 SMALL = 8
 GLOO_RANKS = 2
@@ -163,7 +163,7 @@ def take(out_dir: Path, expected_gpus: int | None, load_s: float, deadline: floa
 
 def _readings(readings: dict, out_dir: Path, expected_gpus: int | None, load_s: float, deadline: float,
               host: str | None, step) -> None:
-    from distbench.comm.analysis.peak import link_peak
+    from distbench.core.references import link_peak
     from distbench.pipeline.plan import detect_gpus
     from distbench.health.readings import read_health
     from distbench.probes.nvml import nvlink_state

@@ -4,14 +4,14 @@ command `python -m distbench.gate`), a rule that measures (so `report` alone nev
 table beside the health check's, for people and operators, not the report. Its config keys (gate_baseline,
 prometheus_dir) are checked before any job (config_check: distbench.gate.inputs)."""
 
-from distbench.core.manifest import FamilyManifest, Table, register
+from distbench.core.manifest import PackageManifest, Table, register
 
 
 def _never(_config, _plan) -> bool:
     return False
 
 
-MANIFEST = register(FamilyManifest(
+MANIFEST = register(PackageManifest(
     name="gate",
     order=80,
     active=_never,

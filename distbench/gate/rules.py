@@ -8,9 +8,9 @@
   `degraded` one warns (DCGM's "warn": the figures may show the hardware, the node still computes
   right), `ok` and `not available here` pass.
 - The collective check against the published figure for this GPU and GPU count
-  (distbench.comm.analysis.peak: EXPECTED, LATENCY), else the link peak: busbw from
-  HEALTHY_OF_PUBLISHED (0.9) of the reference's low end passes, as the report's verdict says
-  (distbench.comm.analysis.headlines); under it warns (published figures come from other NCCL
+  (distbench.core.references: EXPECTED, LATENCY), else the link peak: busbw from
+  HEALTHY_OF_PUBLISHED (0.9) of the reference's low end passes, as the report's verdict says (it
+  reads the same thresholds); under it warns (published figures come from other NCCL
   versions and settings); under FAULT_OF_REFERENCE (half) of it fails: no tuning difference halves
   busbw, a link does (a lost NVLink falls back to PCIe). A node with no baseline and no reference row
   is judged by the same rule against what its link can carry (REACHABLE_OF_PEAK of the link peak):
@@ -34,10 +34,9 @@ import math
 from dataclasses import asdict, dataclass
 from statistics import median
 
-from distbench.comm.analysis.advice import LOW_PEAK_FRACTION
-from distbench.comm.analysis.headlines import HEALTHY_OF_PUBLISHED
-from distbench.comm.analysis.peak import PCIE_EFFECTIVE, expected_for, latency_for, latency_text, missing_reference, reference_text
 from distbench.core.contract import Column, Contract
+from distbench.core.references import (HEALTHY_OF_PUBLISHED, LOW_PEAK_FRACTION, PCIE_EFFECTIVE, TABLE, expected_for,
+                                       latency_for, latency_text, missing_reference, reference_text)
 from distbench.core.units import human_bytes, sig3
 from distbench.health.readings import DEGRADED, FAILING, NOT_AVAILABLE, OK
 from distbench.health.table import item_label
@@ -47,7 +46,7 @@ STATES = (PASS, WARN, FAIL, INFO)
 ORDER = {INFO: 0, PASS: 0, WARN: 1, FAIL: 2}
 FAULT_OF_REFERENCE = 0.5  # under half the reference: a fault, not tuning
 # Without a reference row, what the link can carry: ~80% of its line rate after protocol overhead
-# (NVLink: the NCCL maintainer's ~20%, distbench.comm.analysis.peak's docstring; PCIe: PCIE_EFFECTIVE)
+# (NVLink: the NCCL maintainer's ~20%, distbench.core.references' docstring; PCIe: PCIE_EFFECTIVE)
 REACHABLE_OF_PEAK = PCIE_EFFECTIVE
 LATENCY_SLACK = 1.5  # latency over 1.5x the published figure warns
 NOISE_MULTIPLE = 3.0  # a regression beyond 3x the baseline's own noise fails (beyond 1x: warns)
@@ -212,7 +211,7 @@ def latency_check(p: Point, gpu_name: str | None) -> list[Check]:
     if not ref:
         out.append(Check("reference", f"{p.label} latency_us", f"{t:.4g}", "", INFO,
                          f"no published {p.world_size}x {gpu_name or 'GPU'} latency for {p.op} in "
-                         "distbench/comm/analysis/peak.py's table: measured, not judged"))
+                         f"{TABLE}'s table: measured, not judged"))
         return out
     limit = LATENCY_SLACK * ref["expected_latency_us"]
     state = PASS if t <= limit else WARN

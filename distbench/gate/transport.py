@@ -1,5 +1,5 @@
 """The transport NCCL used between this node's GPUs, beside what the hardware offers, and the NCCL_*
-variables that can force a slower one (torch-free; issue 55 part 5).
+variables that can force a slower one (torch-free).
 
 A misconfigured environment (a container image, a module file, a prolog's exports, /etc/nccl.conf) is
 a common cause of a slow node: NCCL_P2P_DISABLE=1 on a 2x H200 node made all_reduce run at 27.5 GB/s

@@ -1,5 +1,5 @@
 """The hardware health check: per-GPU hardware readings of one node and the rules that judge them
-(issue 46: its own package, out of distbench.probes). `readings` reads a node's GPUs from NVML and
+(its own package: one of the three owners below). `readings` reads a node's GPUs from NVML and
 the kernel log (items and states), `load` the sampling window under a matmul load, `rules` judges a
 counter that moved during the run (DCGM's limits), `table` the CSV contracts, the before/after
 differences and the stop decision, `node` one reading per node of a multi-node run (through the

@@ -3,9 +3,9 @@
 health_before and health_after: they load the GPUs, so `report` alone never starts them), its
 difference table is read by the report, and its section opens the report's top."""
 
-from distbench.core.manifest import FamilyManifest, Table, config_flag, register
+from distbench.core.manifest import PackageManifest, Table, config_flag, register
 
-MANIFEST = register(FamilyManifest(
+MANIFEST = register(PackageManifest(
     name="health",
     order=75,
     measuring_rules=("health_before", "health_after"),

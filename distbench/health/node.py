@@ -8,7 +8,7 @@ reads this node (distbench.health.readings.read_health, named by health.node_nam
 DIR/node<k>.csv atomically, k its node index: DISTBENCH_NODE_INDEX (set per process by the local and
 ssh launchers), else SLURM_NODEID (srun's task on the k-th node of the step).
 
-One node (the default) is read in the rule's own process, as before: no extra process. So is a run
+One node (the default) is read in the rule's own process: no extra process. So is a run
 whose launcher is local: its "nodes" are all this host, and reading it twice at once would only
 double the load on its GPUs. A node that has not written its reading when the time limit is up (or
 whose process failed) gets rows that say so, naming it: a node that cannot be read is a finding of

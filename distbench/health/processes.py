@@ -6,7 +6,7 @@ for the SMs (a matmul neighbour halves a collective's bandwidth). An idle node h
 taken before the health check or the gate starts any CUDA work of its own sees only strangers, so
 any process listed there fails its GPU.
 
-Only a check that ran can pass (issue 55). Each GPU is listed on its own, from the first source that
+Only a check that ran can pass. Each GPU is listed on its own, from the first source that
 can list it:
 1. NVML (nvmlDeviceGetComputeRunningProcesses: pid and memory held), for every GPU that answers;
 2. for a GPU whose list NVML refuses (NotSupported on MIG devices and under some drivers):

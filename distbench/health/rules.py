@@ -67,15 +67,15 @@ RULES = {
     "ecc_aggregate_corrected": CounterRule(COUNT, 1, DEGRADED, "ours: DCGM has no limit for corrected errors"),
     # Ours for the move: DCGM judges the total (MonitorMemSbeDbeRetiredPages: DCGM_LIMIT_MAX_RETIRED_PAGES
     # 63 fails), which each reading applies (readings._page_rows). A page retired during the run is a
-    # memory error under the benchmarks: degraded, as before.
+    # memory error under the benchmarks: degraded.
     "retired_pages": CounterRule(COUNT, 1, DEGRADED, "ours: DCGM judges the total, each reading applies it"),
     # Ours for the move: DCGM judges a remap failure (MonitorMemRowRemapFailures, fail: the remap_pending
     # row, failing) and the uncorrectable total (DCGM_LIMIT_MAX_ROW_REMAP_UNCORRECTABLE 512, warn;
-    # readings._page_rows), not the count of remapped rows. A row remapped during the run: degraded, as before.
+    # readings._page_rows), not the count of remapped rows. A row remapped during the run: degraded.
     "remapped_rows": CounterRule(COUNT, 1, DEGRADED, "ours: DCGM judges remap failures, each reading applies it"),
     # DCGM judges XIDs one by one (DcgmHealthWatch::BuildXidMappings: 48, 74, 79, 95, 119, 120, 140 fail
     # in every watch; others warn in the watch of their subsystem). A count of kernel-log lines does not
-    # say which XID, so any XID during the run degrades (ours, as before).
+    # say which XID, so any XID during the run degrades (ours).
     "xid_kernel_log": CounterRule(COUNT, 1, DEGRADED, "ours: any XID; DCGM warns or fails by XID number"),
     # DcgmHealthWatch::MonitorThermal warns on any thermal violation time in its window
     # (DCGM_FR_CLOCK_THROTTLE_THERMAL): the figures measured then are the GPU's heat.

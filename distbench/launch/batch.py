@@ -1,4 +1,4 @@
-"""Several configurations of one family in one launch (issue 25: time to an answer), each still its
+"""Several configurations of one family in one launch (a shorter time to an answer), each still its
 own cached output.
 
 Every training or memory job pays 9-12 s before it measures anything on a GPU host (`import torch`,
@@ -10,7 +10,7 @@ them that Snakemake runs measures all of them in one launch (one `python -m dist
 - Before the first job (the Snakefile's onstart) `write_manifest` lists the benchmark jobs this
   invocation will run, with their params (Snakemake's own view, distbench.launch.dag_view: `--until`,
   a target such as `quick` and cached jobs are all respected). No manifest (a dry run, `--no-hooks`, a
-  cluster executor, config `batch_launch: false`): every job launches alone, as before.
+  cluster executor, config `batch_launch: false`): every job launches alone.
 - Everything shared belongs to one Snakemake invocation (`begin_invocation`: the main process's pid and
   start time, in the environment its jobs inherit): the manifest, the failed list and the staged
   results carry its id, and no other invocation uses them. A manifest left by an earlier run (read by a
@@ -35,7 +35,6 @@ Torch-free: the Snakefile and the rule scripts import it; the worker loop is dis
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -47,7 +46,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from distbench.core.io import atomic_write_json
+from distbench.launch import job_record
 from distbench.launch.invocation import code_version, current_invocation, invocation_alive
+from distbench.launch.job_record import Entry  # a job as its rule wrote it: job_record owns job.json's format
 
 # Under results/<label>/logs/: how this run's jobs were launched, not results (a run under a
 # cluster executor, which shares no launch, leaves the same result files).
@@ -56,40 +57,6 @@ MANIFEST = f"{LAUNCHES}/manifest.json"
 FAILED = f"{LAUNCHES}/failed.json"
 STAGED = "staged"
 DONE = "done.json"
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One benchmark job of this invocation, as Snakemake will run it."""
-
-    rule: str
-    wildcards: dict
-    params: dict
-    output: dict  # output name -> path (csv, placement)
-    log: str
-
-    @property
-    def digest(self) -> str:
-        """What Snakemake reruns a job for (its rule, wildcards and params), hashed."""
-        key = json.dumps({"rule": self.rule, "wildcards": self.wildcards, "params": self.params},
-                         sort_keys=True, default=str)
-        return hashlib.sha256(key.encode()).hexdigest()[:20]
-
-    @property
-    def group(self) -> str:
-        """Jobs that can share one launch: one family's rule, backend, world size, environment
-        and placement (everything that shapes the processes and their group, not the measurement)."""
-        p = self.params
-        env = {"launch": p.get("launch"), "nccl_env": p.get("job", {}).get("nccl_env"),
-               "job_env": p.get("job", {}).get("job_env")}
-        return json.dumps([self.rule, self.wildcards.get("backend"), self.wildcards.get("world_size"), env],
-                          sort_keys=True, default=str)
-
-    @property
-    def name(self) -> str:
-        wc = self.wildcards  # in the plan's order (a manifest read back has its keys sorted)
-        return f"{self.rule.removesuffix('_job')} " + "/".join(
-            str(wc[k]) for k in ("backend", "model", "world_size", "config") if k in wc)
 
 
 def entry_of(job) -> Entry:
@@ -102,8 +69,9 @@ def entry_of(job) -> Entry:
 
 
 def read_entry(job_json) -> Entry:
-    """The job as its rule wrote it to job.json (distbench.pipeline.run_rules.run_family_job)."""
-    return Entry(**json.loads(Path(job_json).read_text()))
+    """The job as its rule wrote it to job.json (distbench.pipeline.run_rules.run_family_job); the
+    format is distbench.launch.job_record's."""
+    return job_record.read_entry(job_json)
 
 
 def results_dir_of(output_path, template: str) -> Path:
@@ -376,7 +344,7 @@ def run_job(me: Entry, results_dir, family: Family, alone) -> str:
         # each configuration's values as its rule would write them (its own job.json may not exist yet):
         # the ranks read them from JSON (--params), not from flags
         outputs = {**staged_outputs(results_dir, e, invocation), "job_json": staged / JOB_JSON}
-        atomic_write_json(outputs["job_json"], asdict(e))
+        job_record.write_job_json(outputs["job_json"], e)
         configs.append(Config(family.args(e, outputs), str(staged / DONE),
                               e.digest, e.name, int(family.timeout_s(e)), code_version()))
     write_batch_file(launch_dir / "batch.json", configs)

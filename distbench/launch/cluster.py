@@ -147,7 +147,7 @@ def agent_commands(python: str, module: str, args: list[str], launch: Launch, ru
     job_vars = [f"{k}={v}" for k, v in sorted(env.items()) if k.startswith(("NCCL_", "TORCH_", "NVSHMEM_", "OMP_", "PYTHON", "DISTBENCH_"))]
     # -tt: the agent runs on a pseudo-terminal, so when the launcher ends the local ssh client (the
     # job's limit, an interrupt, a rank failed elsewhere) sshd hangs the terminal up and the agent
-    # and its ranks get SIGHUP; without a terminal they outlived the job (tests/test_ssh.py, a real
+    # and its ranks get SIGHUP; without a terminal they outlived the job (tests/launch/test_ssh.py, a real
     # sshd). timeout(1), in the foreground so it gets that SIGHUP too: the bound where the connection
     # itself is lost and no hang-up comes.
     bound = ["timeout", "--foreground", "-k", "10", str(max(1, int(limit_s)))] if limit_s else []

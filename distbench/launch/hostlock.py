@@ -1,4 +1,4 @@
-"""One benchmark measurement at a time per host (issue 36), across every Snakemake process, checkout
+"""One benchmark measurement at a time per host, across every Snakemake process, checkout
 and results directory: a benchmark job (comm, training, memory, node round) or a health load takes
 this host's lock before it starts, and a second one waits for it, naming the run that holds it, or
 refuses (config `host_lock: fail`). Probes, tables and the report take no lock.

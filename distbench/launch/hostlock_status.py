@@ -1,4 +1,4 @@
-"""`python -m distbench.launch.hostlock` (issues 36 and 47): whether this host's lock
+"""`python -m distbench.launch.hostlock`: whether this host's lock
 (distbench.launch.hostlock) is held and by whom; or, given results directories, any two benchmark
 measurements of a run that overlapped on one host (distbench.core.intervals; exit 1 when any did).
 

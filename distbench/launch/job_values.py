@@ -1,16 +1,12 @@
-"""A job's values as its plan gives them, typed, in one place for both ways a job is started: as
-flags on a command line (for people, and a job started by hand) and through its rule's job.json
-(`--params`: the ranks read the same values from JSON, so nothing is joined into a string and parsed
-again). A family lists its values once, as (flag, value) pairs typed as its parser would give them;
-`flags` renders them, `apply` sets them on the parsed arguments."""
+"""A job's values as (flag, value) pairs typed as the ranks' parser gives them, for both ways a job
+is started: as flags on a command line (for people, and a job started by hand: `flags`) and through
+its rule's job.json (`--params`: `apply` sets them on the parsed arguments as they are, nothing
+joined into a string and parsed again). Each family declares its values once, as a
+distbench.launch.job_record.RecordSpec, which also owns the job.json format."""
 
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
-
-from distbench.core.io import atomic_write_text
 
 
 def dest(flag: str) -> str:
@@ -22,14 +18,13 @@ def flags(values: list[tuple[str, object]]) -> list[str]:
     """The values as a command line: booleans as true/false, lists comma-separated."""
     out: list[str] = []
     for flag, value in values:
-        if isinstance(value, bool):
-            text = "true" if value else "false"
-        elif isinstance(value, (list, tuple)):
-            text = ",".join(str(v) for v in value)
-        else:
-            text = str(value)
-        out += [flag, text]
+        items = value if isinstance(value, (list, tuple)) else [value]
+        out += [flag, ",".join(_text(v) for v in items)]
     return out
+
+
+def _text(value) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
 def apply(args: argparse.Namespace, values: list[tuple[str, object]]) -> argparse.Namespace:
@@ -38,21 +33,3 @@ def apply(args: argparse.Namespace, values: list[tuple[str, object]]) -> argpars
         setattr(args, dest(flag), value)
     return args
 
-
-def read_job_json(path, parser: argparse.ArgumentParser):
-    """The job as its rule wrote it (distbench.launch.batch.Entry), or a usage error naming the file."""
-    from distbench.launch.batch import Entry
-
-    try:
-        return Entry(**json.loads(Path(path).read_text()))
-    except (OSError, ValueError, TypeError) as e:
-        parser.error(f"--params {path}: not a job's job.json ({e})")
-
-
-def write_variant(job_json, path, **job_values) -> Path:
-    """A copy of a job's job.json with some of its job values replaced (the nsys pass's short run), so
-    that run reads its values from JSON too."""
-    entry = json.loads(Path(job_json).read_text())
-    entry["params"]["job"] = {**entry["params"]["job"], **job_values}
-    atomic_write_text(path, json.dumps(entry, indent=1, sort_keys=True))
-    return Path(path)

@@ -1,7 +1,7 @@
-"""The lock a benchmark job holds while it measures (issue 36): its host's (distbench.launch.hostlock),
+"""The lock a benchmark job holds while it measures: its host's (distbench.launch.hostlock),
 or, for a job launched over ssh on several nodes, every node's. `held` is what the rule scripts call.
 
-Every node of a job launched over ssh is held before it starts (issue 36: one benchmark measurement
+Every node of a job launched over ssh is held before it starts (one benchmark measurement
 at a time per host, on a cluster too): distbench.launch.hostlock's lock of each node, taken by a small
 holder process on that node (`python -m distbench.launch.joblock --hold`, started over ssh the way the
 launcher starts an agent), in one global order (the host names the machines give themselves, sorted)

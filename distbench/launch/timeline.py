@@ -1,4 +1,4 @@
-"""Where a job's time goes before and after its measurements (issue 25: per-job fixed cost).
+"""Where a job's time goes before and after its measurements: its per-job fixed cost.
 
 Each rank marks its phases (wall clock) with `mark`; the launcher sets DISTBENCH_TIMELINE_DIR for
 the job, every rank writes its marks there when it exits, and the launcher turns them into one

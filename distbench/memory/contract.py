@@ -5,7 +5,9 @@ is (backend, world_size, model, config). The harness writes these columns, aggre
 from __future__ import annotations
 
 from distbench.core.choices import STATUSES
-from distbench.core.contract import MESSAGE_COLUMN, STATUS_COLUMN, Column, Contract, print_tables, read_csv
+from distbench.core.contract import (
+    MESSAGE_COLUMN, STATUS_COLUMN, Column, Contract, TableContract, print_tables, read_csv, register_tables,
+)
 
 MEMORY_PHASES = ("measure", "search", "confirm")
 
@@ -56,11 +58,26 @@ MEMORY_COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in MEMORY_COLUMNS)
 
 # search_capped came later: older files leave it empty (the summary then reads a search that ended
 # without an out-of-memory as capped, which is what it was). steady_peak_allocated_bytes and the confirm
-# rows came with issue 54: before it a measured peak was a steady step's and a search tried each batch
+# rows are newer still: in files without them a measured peak was a steady step's and a search tried each batch
 # under no_sync, unconfirmed (the summary says so).
 MEMORY = Contract("memory", MEMORY_COLUMNS, (("status", STATUSES), ("phase", MEMORY_PHASES)),
                   filled_when_missing=(("search_capped", None), ("steady_peak_allocated_bytes", None)),
                   job_rule="memory_job")
+
+
+# The tables under tables/ as their readers take them (distbench.core.readers.read_table holds each
+# file of the name to it): the columns the report, summary.json and the plots index without asking
+# whether they are there. No measurement is owed on every ok row: the peaks are empty on CPU.
+TABLES = register_tables(
+    TableContract("memory_summary", ("backend", "world_size", "model", "config", "hidden_dim", "num_layers",
+                                     "largest_measured_batch", "params_bytes", "grads_bytes", "optimizer_bytes",
+                                     "activations_bytes", "estimate_states_bytes", "estimate_error_bytes",
+                                     "peak_allocated_bytes", "peak_reserved_bytes", "unexplained_bytes", "peak_share",
+                                     "activation_bytes_per_sample", "activation_fit_residual", "largest_batch_fits",
+                                     "search_note", "status")),
+    TableContract("memory", ("backend", "world_size", "model", "config", "phase", "batch_size", "activations_bytes",
+                             "parts_bytes", "status")),
+)
 
 
 def read_memory_csv(path):

@@ -21,9 +21,9 @@ the group's next call from this thread. The first iteration's all-reduces are st
 the second forward rebuilds, so the second step's forward and the start of its backward, where the
 activations peak, hold both sets: the gradients' size again, 4.9 GiB for gpt 1.3b (torch's source,
 ProcessGroupNCCL.cpp: shelvesToUnstash_). A later step of a long-rebuilt wrapper never shows it:
-not the search that stepped under no_sync, nor the steady step this harness measured before (issue
-54: 40.3 GiB at gpt 1.3b batch 8 where the training job's step peaked at 45.2 GiB; on CPU, where
-Gloo holds nothing, the allocator's count of the two is the same). `fresh_steps` lets go of the
+not the search that stepped under no_sync, nor a steady step (40.3 GiB at gpt 1.3b batch 8 where the
+training job's step peaked at 45.2 GiB; on CPU, where Gloo holds nothing,
+the allocator's count of the two is the same). `fresh_steps` lets go of the
 previous wrapper first (NCCL's held tensors included: `drain`), makes a new one and runs the steps
 back to back with no host sync between them, as a training loop does; the peak is over them all.
 
@@ -81,6 +81,7 @@ from pathlib import Path
 
 from distbench.launch.timeline import mark
 from distbench.core.choices import BACKENDS, OPTIMIZERS, MODEL_DTYPES
+from distbench.core.layout_spec import layout
 from distbench.launch.failure import unreached_rows
 from distbench.launch.ranks import RankContext, failure_status, finish_config, first_line, ranks_text
 from distbench.workloads.cli import add_model_args, resolve_model_args
@@ -120,7 +121,7 @@ class MemoryHarness(RankContext):
         self.n_params = sum(p.numel() for p in params)
         self.n_trainable = sum(p.numel() for p in params if p.requires_grad)
         self.n_trainable_tensors = sum(1 for p in params if p.requires_grad)
-        if a.strategy == "fsdp":
+        if layout(a.strategy).sharded:
             from distbench.workloads import gpt
 
             gpt.fully_shard_blocks(self.model, bfloat16=a.dtype == "bfloat16")
@@ -145,7 +146,7 @@ class MemoryHarness(RankContext):
         """A new DDP wrapper, as a training run starts with one (collective: every rank calls it),
         after the old one's memory is let go of (so the new one's steps do not count it). FSDP keeps
         its wrapping: it has no bucket rebuild."""
-        if self.args.strategy != "ddp":
+        if layout(self.args.strategy).sharded:
             self.release()
             return
         self.wrapped = None  # the old reducer (and its buckets) goes with its last reference
@@ -323,7 +324,7 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="python -m distbench.memory", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--params", help="a job's job.json, as its rule writes it: its values, read as JSON "
-                                    "(distbench.memory.job.memory_values); only the outputs come from flags")
+                                    "(distbench.memory.job.MEMORY_RECORD); only the outputs come from flags")
     p.add_argument("--backend", choices=BACKENDS)
     p.add_argument("--gradient-as-bucket-view", choices=("false", "true"), default="false")
     add_model_args(p)
@@ -342,11 +343,13 @@ def parse_args(argv=None):
     p.add_argument("--snapshot-out", help="GPU: torch.cuda.memory snapshot of a fresh wrapper's first two steps at the "
                                            "largest measured batch (rank 0)")
     a = p.parse_args(argv)
-    if a.params:  # the values as the plan typed them: nothing joined into a string and parsed again
-        from distbench.launch.job_values import apply, read_job_json
-        from distbench.memory.job import job_of, memory_values
+    if a.params:  # checked against the memory record, then set as typed: nothing parsed again
+        from distbench.launch.job_record import read_for_ranks
+        from distbench.launch.job_values import apply
+        from distbench.memory.job import MEMORY_RECORD
+        from distbench.workloads.job_fields import config_schema
 
-        apply(a, memory_values(*job_of(read_job_json(a.params, p))))
+        apply(a, read_for_ranks(a.params, MEMORY_RECORD, config_schema()).arguments(MEMORY_RECORD))
     elif not (a.backend and a.batch_sizes):
         p.error("--backend and --batch-sizes (or --params) are required")
     else:

@@ -6,26 +6,55 @@ from pathlib import Path
 
 from distbench.launch.cluster import Launch
 from distbench.core.io import atomic_write_text, csv_text, partial_path, read_partial_rows
+from distbench.core.layout_spec import layout
 from distbench.launch.failure import unreached_rows
+from distbench.launch.job_record import (
+    BACKEND, CONFIG_LABEL, JOB_ENV, MODEL, OP_TIMEOUT, WORLD_SIZE, Field, RecordSpec, pointer,
+)
 from distbench.launch.job_values import flags
 from distbench.launch.torchrun import TorchrunJob, job_environment, run_torchrun_job
 from distbench.memory.contract import MEMORY_COLUMN_NAMES
-from distbench.workloads.registry import workload_shape, workload_values
+from distbench.workloads.job_fields import config_schema, workload_fields
+from distbench.workloads.registry import workload_shape
+
+
+def _batch_sizes(config: dict) -> dict:
+    """job.json's batch sizes: the config's (memory.gpu.lm_batch_sizes: integers in bounds, each once), at least one."""
+    from distbench.launch.job_record import resolve_pointer
+
+    node = resolve_pointer(config, "memory.gpu.lm_batch_sizes")
+    return {**{k: v for k, v in node.items() if k != "default"}, "minItems": 1}
+
+
+# A memory job's values, declared once: job.json's keys and bounds (the config schema's memory and
+# training blocks), the ranks' arguments (distbench.memory.harness) and the flags for people (memory_args).
+MEMORY_RECORD = RecordSpec("memory", (
+    BACKEND, WORLD_SIZE,
+    CONFIG_LABEL, MODEL,
+    Field("strategy", pointer("memory.strategies.items"), "--strategy"),
+    Field("gradient_as_bucket_view", {"type": "boolean"}, "--gradient-as-bucket-view"),
+    Field("dtype", pointer("training.dtype"), "--dtype"),
+    Field("optimizer", pointer("memory.optimizer"), "--optimizer"),
+    Field("batch_sizes", _batch_sizes, "--batch-sizes", arg=lambda v, r: sorted(v)),
+    Field("search", pointer("memory.search"), "--search"),
+    Field("search_max_batch", pointer("memory.search_max_batch"), "--search-max-batch"),
+    Field("snapshot", pointer("memory.snapshot")),
+    OP_TIMEOUT,
+    Field("job_timeout_s", pointer("memory.job_timeout_s")),
+    JOB_ENV,
+), extra_fields=workload_fields)
 
 
 def memory_values(job, params: dict) -> list[tuple[str, object]]:
     """Every value a memory job takes from its plan, as (flag, value) typed as distbench.memory's parser
-    gives it: behind both its command line (memory_args, for people) and the ranks' read of job.json."""
-    return [("--backend", job.backend), ("--model", job.model), ("--strategy", job.strategy),
-            ("--gradient-as-bucket-view", bool(job.gradient_as_bucket_view)),
-            ("--dtype", params["dtype"]), ("--optimizer", params["optimizer"]),
-            ("--batch-sizes", sorted({int(b) for b in params["batch_sizes"]})), ("--search", bool(params["search"])),
-            ("--search-max-batch", int(params["search_max_batch"])), ("--config-label", job.config_label),
-            ("--op-timeout-s", int(params["op_timeout_s"])), *workload_values(job.model, params)]
+    gives it (MEMORY_RECORD's arguments), checked against the record (a JobRecordError names the key)."""
+    params = {**params, "strategy": job.strategy, "gradient_as_bucket_view": job.gradient_as_bucket_view}
+    MEMORY_RECORD.check_job(params, config_schema())
+    return MEMORY_RECORD.arguments(MEMORY_RECORD.values(job.wildcards, params))
 
 
 def memory_args(job, params: dict, out_csv, placement_json, snapshot=None) -> list[str]:
-    """distbench.memory's arguments for one job of the plan (distbench.pipeline.plan.MemoryJob +
+    """distbench.memory's arguments for one job of the plan (distbench.memory.plan.MemoryJob +
     memory_params): the job's job.json where its rule wrote one (`params_json`), else every value as a
     flag (a job started by hand)."""
     outputs = ["--out", str(out_csv), "--placement-out", str(placement_json),
@@ -54,7 +83,7 @@ def write_failure_rows(job, params: dict, out_csv: Path, message: str, status: s
     measured = {int(r["batch_size"]) for r in done if r.get("phase") == "measure" and str(r.get("batch_size") or "").isdigit()}
     base = {
         "backend": job.backend, "world_size": job.world_size, "model": job.model, "strategy": job.strategy,
-        "gradient_as_bucket_view": job.gradient_as_bucket_view if job.strategy == "ddp" else None,
+        "gradient_as_bucket_view": job.gradient_as_bucket_view if not layout(job.strategy).sharded else None,
         "config": job.config_label, **workload_shape(job.model, params), "dtype": params["dtype"],
         "optimizer": params["optimizer"], "phase": "measure",
     }

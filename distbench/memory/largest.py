@@ -6,6 +6,7 @@ at most CONFIRM_ATTEMPTS batches."""
 
 from __future__ import annotations
 
+from distbench.core.layout_spec import layout
 from distbench.memory.rows import base_row, tried_row
 from distbench.memory.search import predicted_largest_batch, search_largest_batch
 
@@ -36,7 +37,7 @@ def search_skipped(a, h) -> str | None:
     """Why this job has no largest-batch search (None: it has one)."""
     if not h.cuda:
         return "CPU: no device memory limit to search"
-    if a.strategy != "ddp":
+    if layout(a.strategy).sharded:
         return ("FSDP: a rank out of memory inside FSDP's all-gather would leave the others waiting; "
                 "the search runs DDP configurations only")
     return None

@@ -3,6 +3,12 @@
 from distbench.core.manifest import FamilyManifest, Figures, JobFiles, Step, Table, TableRef, register
 from distbench.core.manifest import EstimateDefault
 
+from distbench.memory.contract import TABLES as CONTRACTS
+
+# each table's columns, as its contract (distbench.memory.contract) lists them for every reader; importing
+# the contracts registers them with the one reader (distbench.core.readers.read_table)
+_COLUMNS = {c.name: c.columns for c in CONTRACTS}
+
 MANIFEST = register(FamilyManifest(
     name="memory",
     order=30,
@@ -20,9 +26,9 @@ MANIFEST = register(FamilyManifest(
         # a row per job, failed ones included (every job leaves rows): rows whenever the family runs
         Table("memory_summary", "tables/memory_summary.csv", summary_json=True,
               caption="report/memory_summary.rst", subcategory="Memory", rows=True,
-              columns=("backend", "world_size", "model", "config", "status")),
+              columns=_COLUMNS["memory_summary"]),
         Table("memory", "tables/memory.csv", rows=True,
-              columns=("backend", "world_size", "model", "config", "phase", "batch_size", "status")),
+              columns=_COLUMNS["memory"]),
     ),
     figures=(Figures("figures_memory", caption="report/memory_figures.rst", category="Memory"),),
     steps=(

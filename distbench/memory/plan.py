@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from distbench.core.layout_spec import layout
 from distbench.core.manifest import FamilyPlan
 from distbench.launch.planning import family_backend, placeable
 from distbench.workloads.registry import workload
@@ -28,7 +29,7 @@ class MemoryJob:
 def memory_world_sizes(mem: dict, backend: str, gpus: int) -> list[int]:
     """memory.world_sizes: `auto` is 2 ranks on GPUs (1 with a single GPU): DDP's per-rank split at 2
     ranks is the 1-rank one plus its buckets, FSDP's needs more than one rank, and the 1-rank launch
-    cost ~29 s of the default run (issue 35); on CPU 1 and 2, as before. A list is kept as given."""
+    cost ~29 s of the default run; on CPU 1 and 2, the 1-rank split beside the 2-rank one. A list is kept as given."""
     if mem["world_sizes"] != "auto":
         return sorted(set(mem["world_sizes"]))
     if backend == "nccl":
@@ -93,13 +94,14 @@ def memory_jobs(config: dict, gpus: int) -> tuple[list[MemoryJob], list[dict]]:
     for model in models:
         for ws in sizes:
             for strategy in mem["strategies"]:
-                if strategy == "fsdp":
+                if layout(strategy).sharded:
                     # FSDP for the language models only, as memory.strategies says (the MLP's FSDP: training)
                     if workload(model).fsdp and workload(model).block == "lm":
-                        jobs.append(MemoryJob(backend, ws, model, "fsdp", "fsdp", False, ws in search_sizes))
+                        jobs.append(MemoryJob(backend, ws, model, strategy, strategy, False, ws in search_sizes))
                     continue
-                for gbv in views:
-                    jobs.append(MemoryJob(backend, ws, model, "ddp+gbv" if gbv else "ddp", "ddp", gbv, ws in search_sizes))
+                for gbv in views:  # DDP: with each gradient_as_bucket_view value
+                    jobs.append(MemoryJob(backend, ws, model, f"{strategy}+gbv" if gbv else strategy, strategy, gbv,
+                                          ws in search_sizes))
     return sorted(jobs, key=lambda j: (j.model, j.config_label, j.world_size)), skipped
 
 
@@ -116,7 +118,7 @@ def memory_params(config: dict, job: MemoryJob) -> dict:
         batches = mem[on]["lm_batch_sizes"]
         work.update({a.param: tr["lm"][a.param] for a in spec.args if a.param and a.param in tr["lm"]})
     return {"model": job.model, **work, "optimizer": mem["optimizer"], "batch_sizes": sorted(set(batches)),
-            "search": mem["search"] and job.search, "search_max_batch": mem["search_max_batch"], "snapshot": mem["snapshot"], "op_timeout_s": config["comm"]["op_timeout_s"],
+            "search": mem["search"] and job.search, "search_max_batch": mem["search_max_batch"], "snapshot": mem["snapshot"], "op_timeout_s": config["op_timeout_s"],
             "job_timeout_s": mem["job_timeout_s"], "job_env": {k: str(v) for k, v in config["job_env"].items()}}
 
 

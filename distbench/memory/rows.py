@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from distbench.core.layout_spec import layout
 from distbench.memory.search import reached_cap
 
 # The allocator's view of some real steps, in this order (GPU; NaN on CPU)
@@ -33,7 +34,7 @@ def base_row(a, h) -> dict:
     """A row's configuration columns (the workload's shape from the registry: a.shape)."""
     return {
         "backend": a.backend, "world_size": h.world_size, "model": a.model, "strategy": a.strategy,
-        "gradient_as_bucket_view": a.gradient_as_bucket_view if a.strategy == "ddp" else None,
+        "gradient_as_bucket_view": a.gradient_as_bucket_view if not layout(a.strategy).sharded else None,
         "config": a.config_label, **a.shape,
         "dtype": a.dtype, "optimizer": a.optimizer, "phase": None, "batch_size": None, "device_name": h.device_name,
         "params_total": getattr(h, "n_params", None), "params_trainable": getattr(h, "n_trainable", None),
@@ -58,7 +59,7 @@ def measured_row(a, h, batch: int, per_rank: list[list[float]]) -> dict:
     worst = {name: worst_of_ranks(r[i] for r in per_rank) for i, name in enumerate(MEASURED)}
     v = {k: int(x) for k, x in worst.items() if k not in PEAK and not math.isnan(x)}
     est = accounting.estimate(h.n_params, h.n_trainable, h.n_trainable_tensors, a.optimizer, h.world_size,
-                              sharded=a.strategy == "fsdp")
+                              sharded=layout(a.strategy).sharded)
     parts = v["params_bytes"] + v["grads_bytes"] + v["optimizer_bytes"] + v["activations_bytes"]
     states = v["params_bytes"] + v["grads_bytes"] + v["optimizer_bytes"]
     row = {**base_row(a, h), "phase": "measure", "batch_size": batch, **v, "parts_bytes": parts,

@@ -1,5 +1,5 @@
 """Node-pair rounds: which node (or link) of a cluster is slow, found by pairs of nodes measured
-against each other across the cluster (issue 27). `schedule` pairs the nodes (round-robin, random),
+against each other across the cluster. `schedule` pairs the nodes (round-robin, random),
 `scale` puts rounds, transfers and wall time on paper; a round is one job, one torchrun world over
 every node, one process group per pair (`harness`); `analysis/` names the slow node or link.
 

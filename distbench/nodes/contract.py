@@ -4,7 +4,9 @@ every rank's own median over the timed iterations. The harness writes it, aggreg
 from __future__ import annotations
 
 from distbench.core.choices import STATUSES
-from distbench.core.contract import MESSAGE_COLUMN, STATUS_COLUMN, Column, Contract, print_tables, read_csv
+from distbench.core.contract import (
+    MESSAGE_COLUMN, STATUS_COLUMN, Column, Contract, TableContract, print_tables, read_csv, register_tables,
+)
 
 NODE_OPS = ("send_recv", "all_reduce")
 DIRECTIONS = ("a_to_b", "b_to_a", "both")
@@ -36,6 +38,20 @@ NODES_COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in NODES_COLUMNS)
 
 NODES = Contract("nodes", NODES_COLUMNS, (("status", STATUSES), ("op", NODE_OPS), ("direction", DIRECTIONS)),
                  positive_when_ok="time_us", job_rule="nodes_round")
+
+
+# The tables under tables/ as their readers take them (distbench.core.readers.read_table holds each
+# file of the name to it): the columns the report and the plots index without asking whether they are
+# there, and the measurements an ok row must hold. A pair's figures are not owed: a pair whose
+# smallest or largest size failed has none at that size.
+TABLES = register_tables(
+    TableContract("nodes_scores", ("node", "pairs", "slow_pairs", "latency_score", "bandwidth_score", "state",
+                                   "evidence")),
+    TableContract("nodes_pairs", ("round", "node_a", "node_b", "latency_ratio", "bandwidth_ratio", "slow", "cause",
+                                  "status", "message")),
+    TableContract("nodes", ("round", "node_a", "node_b", "op", "size_bytes", "time_us", "busbw_gbps", "status"),
+                  positive=("time_us", "busbw_gbps")),
+)
 
 
 def read_nodes_csv(path):

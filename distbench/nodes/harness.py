@@ -42,7 +42,7 @@ SLOW_NODE_ENV, SLOW_LINK_ENV, SLOW_US_ENV = "DISTBENCH_TEST_SLOW_NODE", "DISTBEN
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="distbench.nodes", description=__doc__.split("\n")[0])
     p.add_argument("--params", help="a round's job.json, as its rule writes it: its values, read as JSON "
-                                    "(distbench.nodes.job.round_values); only the outputs come from flags")
+                                    "(distbench.nodes.job.ROUND_RECORD); only the outputs come from flags")
     p.add_argument("--backend", choices=BACKENDS)
     p.add_argument("--round", type=int, default=0)
     p.add_argument("--nodes", type=int)
@@ -55,12 +55,13 @@ def parse_args(argv=None):
     p.add_argument("--out", required=True)
     p.add_argument("--placement-out", default=None)
     args = p.parse_args(argv)
-    if args.params:  # the values as the plan typed them: nothing joined into a string and parsed again
-        from distbench.launch.job_values import apply, read_job_json
-        from distbench.nodes.job import round_values
+    if args.params:  # checked against the round's record, then set as typed: nothing parsed again
+        from distbench.launch.job_record import read_for_ranks
+        from distbench.launch.job_values import apply
+        from distbench.nodes.job import ROUND_RECORD
+        from distbench.workloads.job_fields import config_schema
 
-        e = read_job_json(args.params, p)
-        return apply(args, round_values(e.wildcards["backend"], e.params["job"]))
+        return apply(args, read_for_ranks(args.params, ROUND_RECORD, config_schema()).arguments(ROUND_RECORD))
     missing = [f"--{k}" for k in ("backend", "nodes", "pairs") if getattr(args, k) is None]
     if missing:
         p.error(f"{', '.join(missing)} (or --params) required")

@@ -7,19 +7,37 @@ from pathlib import Path
 
 from distbench.core.io import atomic_write_text, csv_text
 from distbench.launch.cluster import Launch
-from distbench.launch.job_values import flags
+from distbench.launch.job_record import BACKEND, JOB_ENV, Field, RecordSpec, byte_list, pointer
 from distbench.launch.torchrun import TorchrunJob, job_environment, run_torchrun_job
 from distbench.nodes.contract import NODES_COLUMN_NAMES
 from distbench.nodes.schedule import parse_pairs
+from distbench.workloads.job_fields import config_schema
+
+
+# A round's values, declared once: job.json's keys and bounds (the config schema's nodes block), the
+# ranks' arguments (distbench.nodes.harness) and the flags for people (round_args).
+ROUND_RECORD = RecordSpec("nodes", (
+    BACKEND,
+    Field("round", {"type": "integer", "minimum": 0, "maximum": 4095}, "--round"),
+    Field("pairs", {"type": "string", "maxLength": 65536,
+                    "pattern": "^[0-9]{1,4}-[0-9]{1,4}(,[0-9]{1,4}-[0-9]{1,4})*$(?!\\n)"}, "--pairs"),
+    Field("bye", {"type": ["integer", "null"], "minimum": 0, "maximum": 4095}),
+    Field("nodes", pointer("cluster.nodes"), "--nodes"),
+    Field("simulated", {"type": "boolean"}, "--simulated"),
+    Field("sizes", byte_list(unique=True), "--sizes"),
+    Field("warmup", pointer("nodes.warmup"), "--warmup"),
+    Field("iters", pointer("nodes.iters"), "--iters"),
+    Field("op_timeout_s", pointer("nodes.op_timeout_s"), "--op-timeout-s"),
+    Field("job_timeout_s", pointer("nodes.job_timeout_s")),
+    JOB_ENV,
+))
 
 
 def round_values(backend: str, params: dict) -> list[tuple[str, object]]:
     """Every value a round takes from its plan, as (flag, value) typed as distbench.nodes' parser gives
-    it: behind both its command line (round_args, for people) and the ranks' read of job.json (--params)."""
-    return [("--backend", backend), ("--round", int(params["round"])), ("--nodes", int(params["nodes"])),
-            ("--pairs", params["pairs"]), ("--simulated", bool(params["simulated"])),
-            ("--sizes", [int(s) for s in params["sizes"]]), ("--warmup", int(params["warmup"])),
-            ("--iters", int(params["iters"])), ("--op-timeout-s", int(params["op_timeout_s"]))]
+    it (ROUND_RECORD's arguments), checked against the record (a JobRecordError names the key)."""
+    ROUND_RECORD.check_job(params, config_schema())
+    return ROUND_RECORD.arguments(ROUND_RECORD.values({"backend": backend}, params))
 
 
 def round_args(backend: str, params: dict, out_csv, placement_json) -> list[str]:
@@ -28,7 +46,7 @@ def round_args(backend: str, params: dict, out_csv, placement_json) -> list[str]
     outputs = ["--out", str(out_csv), "--placement-out", str(placement_json)]
     if params.get("params_json"):
         return ["--params", str(params["params_json"]), *outputs]
-    return [*flags(round_values(backend, params)), *outputs]
+    return [*ROUND_RECORD.flags({"backend": backend}, params), *outputs]
 
 
 def run_round(backend: str, params: dict, out_csv, placement_json, log_path) -> str:

@@ -4,6 +4,12 @@ one job; the plan of rounds is the pipeline's plan["nodes_plan"] (distbench.node
 from distbench.core.manifest import FamilyManifest, Figures, JobFiles, Step, Table, TableRef, register
 from distbench.nodes.scale import BENCHMARK
 
+from distbench.nodes.contract import TABLES as CONTRACTS
+
+# each table's columns, as its contract (distbench.nodes.contract) lists them for every reader; importing
+# the contracts registers them with the one reader (distbench.core.readers.read_table)
+_COLUMNS = {c.name: c.columns for c in CONTRACTS}
+
 MANIFEST = register(FamilyManifest(
     name="nodes",
     order=40,
@@ -23,9 +29,9 @@ MANIFEST = register(FamilyManifest(
     job_files=("nodes.csv", "placement.json"),
     benchmark=BENCHMARK,
     tables=(
-        Table("nodes_scores", "tables/nodes_scores.csv", caption="report/nodes_scores.rst", subcategory="Nodes"),
-        Table("nodes_pairs", "tables/nodes_pairs.csv"),
-        Table("nodes", "tables/nodes.csv", report=False),
+        Table("nodes_scores", "tables/nodes_scores.csv", columns=_COLUMNS["nodes_scores"], caption="report/nodes_scores.rst", subcategory="Nodes"),
+        Table("nodes_pairs", "tables/nodes_pairs.csv", columns=_COLUMNS["nodes_pairs"]),
+        Table("nodes", "tables/nodes.csv", report=False, columns=_COLUMNS["nodes"]),
     ),
     figures=(Figures("figures_nodes", caption="report/nodes_figures.rst", category="Nodes"),),
     steps=(

@@ -20,13 +20,15 @@ from pathlib import Path
 import yaml
 
 import distbench
+from distbench.core.config_schema import CENTRAL, FRAGMENT, build_config_schema, fragment_files
+from distbench.core.manifest_check import ManifestError
 from distbench.core.run_label import baseline_tables_dir, label_problem
 from distbench.core.shown import MAX_VALUE_CHARS, shown
 from distbench.pipeline.cli_values import _resolve, coerce_cli_values
 from distbench.pipeline.hooks import resolve
 from distbench.pipeline.same_values import same_value_problems
 
-SCHEMA_PATH = Path(__file__).with_name("config.schema.yaml")
+SCHEMA_PATH = CENTRAL
 
 
 def baseline_marks() -> list[str]:
@@ -101,48 +103,31 @@ def family_schemas() -> dict[str, Path]:
     return {m.name: root / m.name / m.schema for m in manifests() if m.schema}
 
 
-# A schema's marker for a default that is every value of a definition's enum ("x-default-every: op":
-# every op of the specs), filled in by load_schema with that enum.
-EVERY = "x-default-every"
-# The central schema's key after which the families' keys come in its properties (the order the
-# messages list the allowed keys in).
-FAMILIES_AFTER = "x-family-keys-after"
-
-
-def _fill_every(node, definitions: dict) -> None:
-    if isinstance(node, dict):
-        if EVERY in node:
-            node["default"] = list(definitions[node[EVERY]]["enum"])
-        for v in node.values():
-            _fill_every(v, definitions)
-    elif isinstance(node, list):
-        for v in node:
-            _fill_every(v, definitions)
+def _same_fragments(fragments: dict[str, Path]) -> None:
+    """The manifests' schema files are the ones the ranks find by their folders
+    (distbench.core.config_schema.fragment_files): else the ranks would check job.json against
+    another schema than the config's."""
+    found = {k: p.resolve() for k, p in fragment_files(Path(distbench.__file__).parent).items()}
+    for key, path in fragments.items():
+        if found.get(key) != path.resolve():
+            raise ManifestError(path, f"is not {FRAGMENT} in the folder of package {key!r}: the ranks read a "
+                                      f"package's schema from its folder's {FRAGMENT} (name it so)")
+    unnamed = sorted(set(found) - set(fragments))
+    if unnamed:
+        raise ManifestError(found[unnamed[0]], f"is named by no manifest's schema (schema={FRAGMENT!r} merges it)")
 
 
 def load_schema() -> dict:
-    """The schema: the central file with each family's schema merged into its properties (after
-    FAMILIES_AFTER's key, in the families' order), the op enum (and the defaults marked EVERY) from the
-    op specs, and the workload enum from the workload registry (with any DISTBENCH_WORKLOAD_MODULES
-    extension loaded)."""
-    from distbench.core.ops_spec import OPS
+    """The schema (distbench.core.config_schema.build_config_schema, as the ranks build it): the
+    central file with each family's schema merged into its properties (after FAMILIES_AFTER's key, in
+    the families' order), the op enum (and the defaults marked EVERY) from the op specs, and the
+    workload enum from the workload registry (with any DISTBENCH_WORKLOAD_MODULES extension loaded)."""
     from distbench.workloads.registry import WORKLOADS, load_extensions
 
     load_extensions()
-    schema = yaml.safe_load(SCHEMA_PATH.read_text())
-    after = schema.pop(FAMILIES_AFTER, None)
-    own = {}
-    for key, path in family_schemas().items():
-        if key in schema["properties"]:
-            raise ValueError(f"config key {key!r} is given by both {SCHEMA_PATH.name} and {path}")
-        own[key] = yaml.safe_load(path.read_text())
-    central = list(schema["properties"].items())
-    at = next((i + 1 for i, (k, _) in enumerate(central) if k == after), len(central))
-    schema["properties"] = dict(central[:at] + list(own.items()) + central[at:])
-    schema["definitions"]["op"]["enum"] = list(OPS)
-    schema["definitions"]["workload"]["enum"] = list(WORKLOADS)
-    _fill_every(schema, schema["definitions"])
-    return schema
+    fragments = family_schemas()
+    _same_fragments(fragments)
+    return build_config_schema(list(WORKLOADS), fragments, SCHEMA_PATH)
 
 
 def fill_defaults(config: dict, schema: dict) -> None:
@@ -287,7 +272,7 @@ def _validator(schema: dict):
 
     def maximum(validator, value, instance, sub):
         # NaN compares false with any bound, so `maximum` alone lets .nan through (every number of
-        # the schema has a maximum: tests/test_inputs_round2.py)
+        # the schema has a maximum: tests/workflow/test_schema_bounds.py)
         if isinstance(instance, float) and math.isnan(instance):
             yield jsonschema.ValidationError(f"{instance!r} is not a finite number", validator="finite")
             return

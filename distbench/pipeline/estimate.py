@@ -206,7 +206,7 @@ def launches_alone(job) -> bool:
     a traced, inspected or multi-node job, as distbench.launch.batch.batchable
     decides for the launcher itself. False for a family that never shares launches (its jobs always
     launch alone: their defaults and history hold the launch) and where the job's params cannot be
-    read (the estimate then counts it as sharing, as before)."""
+    read (the estimate then counts it as sharing, its family's usual way)."""
     rule = job.rule if isinstance(job.rule, str) else getattr(job.rule, "name", "")
     if RULE_FAMILIES.get(rule) not in BATCHED:
         return False

@@ -53,7 +53,7 @@ GLOO_MIN_RANKS = 8
 
 MiB = 2**20
 # Memory, measured as peaks: on CPU (torch 2.13, 2 Gloo ranks, RSS through RUSAGE_CHILDREN) and on 2
-# H200s (torch 2.11, NCCL, nvidia-smi's used memory every 50 ms), issue 37. A rank after importing
+# H200s (torch 2.11, NCCL, nvidia-smi's used memory every 50 ms). A rank after importing
 # torch and joining its process group holds 228 MiB, a torchrun agent 221 MiB: PROCESS_BYTES each.
 PROCESS_BYTES = 240 * MiB
 # An NCCL rank's host memory beside that: the CUDA context and libraries it maps (1.0-1.1 GiB in all).

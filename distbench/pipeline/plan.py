@@ -15,6 +15,7 @@ import subprocess
 from pathlib import Path
 
 from distbench.core.manifest import FamilyPlan
+from distbench.core.plan_facts import NO_GPU_FOR_NCCL, NcclProbeWorkload, skipped_part, with_reason
 from distbench.pipeline.hooks import resolve
 from distbench.launch.cluster import Layout, job_layout, launch_params, slurm_resources
 from distbench.launch.planning import world_sizes as world_sizes_of
@@ -73,11 +74,12 @@ def family_plans(config: dict, gpus: int, gpus_source: str) -> dict[str, FamilyP
 
 def make_plan(config: dict, detected: tuple[int, str] | None = None) -> dict:
     """Return the run's plan: {'jobs': {family: [job]} (every family with a plan hook, looped over the
-    manifests), 'gpus': int, 'gpus_source': str, 'skipped': [{'what','why'}] (every family's),
+    manifests), 'gpus': int, 'gpus_source': str, 'skipped': [SkippedPart] (every family's; each reads
+    as its {'what','why'}),
     'health_nodes': int (the most nodes a family's jobs span beyond their world size), 'profiled':
     {family: mode}, 'config_world_sizes': [int] (the top-level list; `auto` resolved on these GPUs),
-    'world_sizes_auto': bool}, and each family's facts (FamilyPlan.facts: e.g. the world sizes per
-    backend and the backends run), a fact stated by two families refused."""
+    'world_sizes_auto': bool}, and each family's facts (FamilyPlan.facts, a PlanFacts or a mapping: e.g.
+    the world sizes per backend and the backends run), a fact stated by two families refused."""
     if config["gpus"] == "auto":
         gpus, source = detected if detected is not None else detect_gpus()
         gpus_source = f"auto: {source}"
@@ -87,7 +89,7 @@ def make_plan(config: dict, detected: tuple[int, str] | None = None) -> dict:
     plans = family_plans(config, gpus, gpus_source)
     # each family's jobs as its plan gives them (a sequence; the node rounds' is made when first read)
     plan = {"jobs": {name: p.jobs for name, p in plans.items()}, "gpus": gpus, "gpus_source": gpus_source,
-            "skipped": [s for p in plans.values() for s in p.skipped],
+            "skipped": [skipped_part(s) for p in plans.values() for s in p.skipped],
             "health_nodes": max([p.hosts_spanned for p in plans.values()] or [0]), "profiled": profiled(config),
             # the top-level world_sizes as planned: the list given, or what `auto` chose on these GPUs
             "config_world_sizes": top, "world_sizes_auto": config["world_sizes"] == "auto",
@@ -199,7 +201,8 @@ def health_resources(config: dict, plan: dict) -> dict:
 
 def plan_summary(plan: dict, gpus_source: str | None = None) -> dict:
     """The plan as the report shows it (plain data: it reaches the report rule through params)."""
-    return {"gpus": plan["gpus"], "gpus_source": gpus_source or plan["gpus_source"], "skipped": plan["skipped"],
+    return {"gpus": plan["gpus"], "gpus_source": gpus_source or plan["gpus_source"],
+            "skipped": [dict(s) for s in plan["skipped"]],
             "world_sizes": plan["world_sizes"], "backends_run": plan["backends_run"],
             "config_world_sizes": plan.get("config_world_sizes"), "world_sizes_auto": plan.get("world_sizes_auto", False),
             # Gloo jobs with more ranks than cores (distbench.pipeline.host_fit): allowed, named
@@ -209,9 +212,13 @@ def plan_summary(plan: dict, gpus_source: str | None = None) -> dict:
 
 def nccl_probe_params(config: dict, plan: dict) -> dict:  # noqa: ARG001 - one signature with the other params
     """The NCCL debug probe runs at the largest NCCL world size (world_size 0: nothing to probe, and why),
-    with the ops, sizes and job environment a family states for it (the plan's fact `nccl_probe`)."""
+    with the ops, sizes and job environment a family states for it (the plan's fact `nccl_probe`, a
+    NcclProbeWorkload). The world sizes are those a family states per backend (the plan's fact
+    `world_sizes`), else those of any family's NCCL jobs: the probe describes NCCL for whichever
+    family runs it."""
     # one node: the probe is a torchrun job of its own (distbench.probes.nccl_probe), never multi-node
-    ws = max([w for w in plan["world_sizes"].get("nccl") or [] if w <= plan["gpus"]] or [0])
-    why = next((s["why"] for s in plan["skipped"] if s["what"] == "backend nccl"), "no NCCL jobs in this config")
-    workload = plan.get("nccl_probe") or {"ops": [], "sizes": [], "job_env": {}}
-    return {"world_size": ws, "why": why, **workload}
+    nccl = plan["world_sizes"].get("nccl") or [j.world_size for j in all_jobs(plan) if j.backend == "nccl"]
+    ws = max([w for w in nccl if w <= plan["gpus"]] or [0])
+    why = next((s.why for s in with_reason(plan["skipped"], NO_GPU_FOR_NCCL)), "no NCCL jobs in this config")
+    workload = plan.get("nccl_probe") or NcclProbeWorkload()
+    return {"world_size": ws, "why": why, **workload.params()}

@@ -1,5 +1,5 @@
 """`snakemake --cores 1 report` rebuilds the report from cached results and never starts a
-benchmark (issue 28). Missing results stop it while the DAG is built (rules/common.smk
+benchmark. Missing results stop it while the DAG is built (rules/common.smk
 report_from_cache); this module stops it before the first job (the Snakefile's onstart) when cached
 results exist but Snakemake would run benchmark jobs again anyway: their params changed (a config
 edit), their code changed, or they were never recorded as complete.

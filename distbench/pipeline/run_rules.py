@@ -68,14 +68,11 @@ def run_family_job(sm) -> None:
     to one JSON file beside its result, job.json, which is all the family's `job_entry` reads; the
     host is held while the job runs (config host_lock). The entry returns (what it runs, as the logs
     name it; a callable that runs it and returns "ok" or why it failed)."""
-    from dataclasses import asdict
-
-    from distbench.core.io import atomic_write_json
     from distbench.launch.batch import entry_of
+    from distbench.launch.job_record import write_job_json
     from distbench.launch.joblock import held
 
     me = entry_of(sm)
-    path = job_json_path(sm.output[0])
-    atomic_write_json(path, asdict(me))
+    path = write_job_json(job_json_path(sm.output[0]), me)
     what, run = resolve(sm.params.entry)(path)
     run_job_in_rule(sm.log[0], what, held(sm, what, run))

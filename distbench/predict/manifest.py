@@ -1,8 +1,8 @@
 """The prediction of larger clusters, as the workflow and the report see it (distbench.core.manifest)."""
 
-from distbench.core.manifest import FamilyManifest, Figures, Step, Table, TableRef, config_flag, register
+from distbench.core.manifest import Figures, PackageManifest, Step, Table, TableRef, config_flag, register
 
-MANIFEST = register(FamilyManifest(
+MANIFEST = register(PackageManifest(
     name="predict",
     order=50,
     active=config_flag("predict", "enabled"),

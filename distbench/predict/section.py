@@ -6,10 +6,13 @@ fits), titled so, and says why in one sentence. Fragments: templates/prediction.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
-from distbench.comm.analysis.peak import EXPECTED, reference_text
+import pandas as pd
+
 from distbench.core.readers import read_table, remake
+from distbench.core.references import EXPECTED, reference_text
 from distbench.core.section import ReportInputs, Section, pct_cell, table
 from distbench.predict.model import get_preset
 from distbench.predict.tables import measured_on_gpus, validation_summary
@@ -35,11 +38,13 @@ def build(inputs: ReportInputs) -> dict | None:
     fits, comm, training = (read_table(d / f, remake(d / f)) for f in ("alpha_beta.csv", "prediction_comm.csv",
                                                                         "prediction_training.csv"))
     gpus = measured_on_gpus(fits, comm, training)
+    checked_on = validation  # every backend's check: rests_on names a Gloo one as no support for GPU figures
     if not gpus:  # a CPU run: no GPU cluster from it (also from tables written before it said so)
         comm, training = comm.iloc[0:0], training.iloc[0:0]
-    else:  # GPU figures rest on GPU collectives only: a check fitted on Gloo supports none of them
+    else:  # GPU figures rest on GPU measurements only: a check fitted on Gloo supports none of them
         validation = _of_backend(validation, "nccl")
         fits = _of_backend(fits, "nccl")
+        training = _of_backend(training, "nccl")
     findings, tables = [], {}
     if len(validation):
         vs = validation_summary(validation)
@@ -72,9 +77,12 @@ def build(inputs: ReportInputs) -> dict | None:
         gpus = sorted(t["gpus"].unique())
         rows = []
         for key, g in t.groupby(["model", "strategy", "config"], sort=True):
-            eff = g.set_index("gpus")["efficiency"]
-            rows.append([*key, int(g["ref_world_size"].iloc[0]), *[pct_cell(eff.get(n)) for n in gpus]])
-        tables["training"] = table(["model", "strategy", "config", "measured up to", *[f"{n} GPUs" for n in gpus]], rows)
+            by = g.set_index("gpus")
+            rows.append([*key, int(g["ref_world_size"].iloc[0]), check_cell(g.iloc[0]),
+                         *[band_cell(by["efficiency"].get(n), by["band_points"].get(n) if "band_points" in by else None,
+                                     g.iloc[0]) for n in gpus]])
+        tables["training"] = table(["model", "strategy", "config", "measured up to", "in-node check",
+                                    *[f"{n} GPUs" for n in gpus]], rows)
     preset = get_preset(comm["preset"].iloc[0]) if len(comm) else None
     note = ("Hockney model per series: t = alpha + S / beta, beta the bus-bandwidth asymptote of the largest sizes and "
             "alpha the small-size floor, split into a fixed per-op cost and a per-hop latency (from the world sizes "
@@ -89,7 +97,7 @@ def build(inputs: ReportInputs) -> dict | None:
     nothing = not len(fits) and not len(validation)
     return {"findings": findings, "tables": tables, "note": note, "cpu_only": not gpus and not nothing,
             "nothing_measured": nothing and not gpus,
-            "rests_on": rests_on(fits, validation, comm, training, preset) if gpus else "",
+            "rests_on": rests_on(fits, checked_on, comm, training, preset) if gpus else "",
             "title": TITLE if gpus else CPU_TITLE}
 
 
@@ -100,6 +108,26 @@ def _of_backend(t, backend: str):
     return t[t["backend"].astype(str) == backend]
 
 
+def check_cell(r) -> str:
+    """A configuration's in-node training check: 'fitted at 1,2 ranks, at 4: -0.7 points', or why none."""
+    err = r.get("check_error_points")
+    if err is None or pd.isna(err):
+        ws = str(r.get("measured_world_sizes", ""))
+        return "not checked: " + ("one world size" if len(ws.split(",")) < 2 else "no 1-GPU run")
+    fitted = str(r["check_fit_world_sizes"]).replace(",", ", ")
+    return f"fitted at {fitted} ranks, at {int(r['check_world_size'])}: {err:+.1f} points"
+
+
+def band_cell(eff, band, r) -> str | None:
+    """An efficiency with its band beyond the checked world size: '50.3% ± 9.0 points (in-node check at 4
+    ranks: error -9.0 points)'; the efficiency alone within it."""
+    cell = pct_cell(eff)
+    if cell is None or band is None or pd.isna(band):
+        return cell
+    return (f"{cell} ± {band:.1f} points (in-node check at {int(r['check_world_size'])} ranks: "
+            f"error {r['check_error_points']:+.1f} points)")
+
+
 def preset_text(preset) -> str:
     """A preset with its figures: 'nvlink4-ib400 (8 GPUs per node; within a node 360 GB/s busbw, 2.0 µs
     per hop; between nodes 46 GB/s per GPU, 5.0 µs per hop)'."""
@@ -108,29 +136,79 @@ def preset_text(preset) -> str:
             f"{preset.inter.beta_gbps:g} GB/s per GPU, {preset.inter.alpha_us:g} µs per hop)")
 
 
+def _ranks(values) -> str:
+    return ", ".join(str(w) for w in sorted({int(w) for w in values}))
+
+
+def _comm_check(validation) -> str:
+    """The collectives' check on this node as rests_on words it: NCCL only (a Gloo check, CPU processes,
+    is named as such and never as support for a GPU figure)."""
+    nccl = _of_backend(validation, "nccl") if validation is not None and len(validation) else None
+    big = nccl[nccl["size_bytes"] >= 2**20]["rel_err_pct"].abs() if nccl is not None and len(nccl) else []
+    if len(big):
+        return (f"collectives (NCCL) fitted at {int(nccl['fit_world_size'].min())} ranks, checked at "
+                f"{_ranks(nccl['check_world_size'])}: median |error| {big.median():.1f}% at >= 1 MiB, "
+                f"max {big.max():.1f}%")
+    gloo = validation is not None and len(validation) and "backend" in validation and (
+        validation["backend"].astype(str) == "gloo").any()
+    text = ("collectives not checked on this node: that needs NCCL collectives measured at two or more world "
+            "sizes")
+    if gloo:
+        return text + ("; its check is Gloo, CPU processes, and supports no GPU figure, so it is not shown as "
+                       "support for one")
+    return text + "; a check fitted on Gloo (CPU processes) supports no GPU figure, so none is shown"
+
+
+def _training_check(training) -> tuple[str, float, float]:
+    """(words, max |error| in points, checked world size) of the training prediction's in-node check
+    (distbench.predict.scaling.check_training_config) from prediction_training's check_* columns."""
+    if training is None or not len(training):
+        return "", math.nan, math.nan
+    t = training.drop_duplicates([c for c in ("backend", "model", "strategy", "config") if c in training])
+    checked = t[t["check_error_points"].notna()] if "check_error_points" in t else t.iloc[0:0]
+    if not len(checked):
+        why = ("one world size" if "measured_world_sizes" not in t
+               or all(len(str(w).split(",")) < 2 for w in t["measured_world_sizes"]) else "no 1-GPU run")
+        return f"training not checked: {why}", math.nan, math.nan
+    err = checked["check_error_points"].astype(float)
+    worst = float(err.abs().max())
+    ws = int(checked["check_world_size"].max())
+    each = ", ".join(f"{r['model']} {r.get('strategy', '')} {r['check_error_points']:+.1f}".replace("  ", " ")
+                     for _, r in checked.iterrows())
+    fitted = sorted({str(f).replace(",", ", ") for f in checked["check_fit_world_sizes"]})
+    return (f"training efficiency fitted at {' or '.join(fitted)} ranks, checked at {ws}: max |error| "
+            f"{worst:.1f} points ({each})"), worst, ws
+
+
 def rests_on(fits, validation, comm, training, preset) -> str:
-    """The prediction section's first line: what its GPU figures rest on (the NCCL collectives measured
-    on this node, at which world sizes, and how well the model held here; else the preset, named with
-    its figures) and what they do not (a check fitted on Gloo: never support for GPU figures)."""
+    """The prediction section's first line: what its GPU figures rest on (the NCCL collectives and the
+    training steps measured on this node: the tables and world sizes; else the preset, named with its
+    figures), the model's check on this node with its error (collectives and training efficiency; "not
+    checked" where one world size leaves nothing to check) and what they do not rest on (a check
+    fitted on Gloo: never support for GPU figures)."""
+    fits = _of_backend(fits, "nccl")
     measured = sorted({int(w) for w in fits["world_size"]}) if fits is not None and len(fits) else []
-    link = (f"the NCCL collectives measured on this node at {', '.join(map(str, measured))} ranks"
+    link = (f"the NCCL collectives measured on this node at {', '.join(map(str, measured))} ranks (comm_summary)"
             if measured else "no collective between GPUs measured on this node (it has fewer than two GPUs, "
                              "or ran no NCCL job)")
     parts = [f"These predictions rest on {link}"]
+    if training is not None and len(training) and "measured_world_sizes" in training:
+        ws = {int(w) for v in training["measured_world_sizes"].dropna() for w in str(v).split(",") if w.strip()}
+        if ws:
+            parts.append(f"and the training steps measured at {_ranks(ws)} ranks (training_summary)")
     uses_preset = comm is not None and len(comm) and "intra_source" in comm and (comm["intra_source"] == "preset").any()
     if preset is not None and (uses_preset or not measured or (training is not None and len(training))):
         parts.append("and on " + preset_text(preset)
                      + (" for the links between nodes" if measured else " for every link"))
-    big = validation[validation["size_bytes"] >= 2**20]["rel_err_pct"].abs() if validation is not None and len(validation) else []
-    if len(big):
-        check = (f"the model's check on this node (fitted at {int(validation['fit_world_size'].min())} ranks, "
-                 f"checked at {', '.join(map(str, sorted({int(w) for w in validation['check_world_size']})))}): "
-                 f"median |error| {big.median():.1f}% at >= 1 MiB, max {big.max():.1f}%; the predictions carry "
-                 "at least that error")
-    else:
-        check = ("the model was not checked on this node: that needs NCCL collectives measured at two or more "
-                 "world sizes; a check fitted on Gloo (CPU processes) supports no GPU figure, so none is shown")
-    return " ".join(parts) + "; " + check + "."
+    checks = [_comm_check(validation)]
+    words, worst, ws = _training_check(training)
+    if words:
+        checks.append(words)
+    text = " ".join(parts) + "; the model's check on this node: " + "; ".join(checks)
+    if not math.isnan(worst):
+        text += (f"; the predictions carry at least that error, and those beyond {ws} ranks show it as their "
+                 "band")
+    return text + "."
 
 
 # The captions of the figures (distbench.predict.plots), each what its figure draws.

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -19,9 +21,11 @@ import pandas as pd
 from distbench.core.io import atomic_write_csv
 from distbench.core.sizes import parse_size
 from distbench.predict.cluster import _nodes, predict_hierarchical
+from distbench.predict.scaling import TRAINING_KEYS, TRAINING_OUT, _key_dict, _num, predict_training
+from distbench.predict.nccl_model import CalibratedComm, fit_calibrated
 from distbench.predict.model import (
     _CLUSTER_OPS, CLUSTER_ALGORITHMS, DEFAULT_GPU_COUNTS, DEFAULT_PRESET, DEFAULT_SIZES, LARGE_BYTES, MIN_POINTS,
-    MODELLED_OPS, NAN, PRESETS, SERIES_KEYS, TOLERANCE, Link, _as_link, bus_factor, cost_coefficients, fit_alpha_beta,
+    MODELLED_OPS, NAN, PRESETS, SERIES_KEYS, TOLERANCE, Link, bus_factor, cost_coefficients, fit_alpha_beta,
     get_preset, predict_collective, series_algorithm, solve_alpha_split, split_alpha,
 )
 
@@ -53,9 +57,6 @@ def _keys(df: pd.DataFrame, with_world_size: bool = True) -> list[str]:
     return [k for k in SERIES_KEYS if k in df.columns and (with_world_size or k != "world_size")]
 
 
-def _key_dict(keys, values) -> dict:
-    values = values if isinstance(values, tuple) else (values,)
-    return dict(zip(keys, values))
 
 
 FIT_COLUMNS = ("algorithm", "n_points", "alpha_us", "beta_gbps", "alpha_fixed_us", "alpha_hop_us", "alpha_source",
@@ -139,7 +140,7 @@ def _fit_link(f) -> Link:
 CLUSTER_COLUMNS = ("backend", "op", "dtype", "nccl_env", "timing", "inplace", "rank_agg", "fit_world_size",
                    "intra_source", "preset", "algorithm", "gpus", "nodes", "gpus_per_node", "size_bytes", "time_us",
                    "algbw_gbps", "busbw_gbps", "intra_alpha_us", "intra_beta_gbps", "intra_fixed_us", "inter_alpha_us",
-                   "inter_beta_gbps", "in_fit_range")
+                   "inter_beta_gbps", "in_fit_range", "model", "nccl_algo", "nccl_proto")
 
 
 def _valid_link(link: Link) -> bool:
@@ -149,7 +150,7 @@ def _valid_link(link: Link) -> bool:
 
 def predict_cluster(fits: pd.DataFrame | None, preset=DEFAULT_PRESET, sizes=DEFAULT_SIZES,
                     gpu_counts=DEFAULT_GPU_COUNTS, algorithms=CLUSTER_ALGORITHMS,
-                    include_preset_intra: bool = True) -> pd.DataFrame:
+                    include_preset_intra: bool = True, comm_summary: pd.DataFrame | None = None) -> pd.DataFrame:
     """Collective times at each GPU count and size (section 3).
 
     For every row of `fits` (fit_table) with a usable link, its measured per-link alpha/beta is the
@@ -157,10 +158,18 @@ def predict_cluster(fits: pd.DataFrame | None, preset=DEFAULT_PRESET, sizes=DEFA
     preset's. With include_preset_intra (or without fits), every modelled op is also predicted
     with the preset's own intra-node link (intra_source "preset", series columns empty). Each op
     gets every algorithm in `algorithms` that models it. in_fit_range: the size lies where the
-    measured fit holds (empty for preset rows)."""
+    measured fit holds (empty for preset rows).
+
+    With `comm_summary` (the table `fits` came from), an NCCL series on one node (N <= the preset's
+    GPUs per node) is predicted by NCCL's per-protocol model calibrated on that series' own sweep
+    (distbench.predict.nccl_model; model "nccl"): the "ring" and "tree" rows with that algorithm
+    only, the "hierarchical" row (one node: no hierarchy) with NCCL's own choice, nccl_algo and
+    nccl_proto what it runs at each size. Across nodes, a Gloo series, a preset link or a series
+    with fewer than 3 sizes keep the envelope (model "envelope", nccl_algo/nccl_proto empty): the
+    calibration knows one node's protocols only."""
     p = get_preset(preset)
     sizes = np.array([parse_size(s) for s in sizes], dtype=float)
-    cases = []  # (series dict, intra link, source, fit range)
+    cases = []  # (series dict, intra link, source, fit range, NCCL calibration or None)
     if fits is not None and len(fits):
         for _, r in fits.iterrows():
             link = _fit_link(r)
@@ -168,11 +177,12 @@ def predict_cluster(fits: pd.DataFrame | None, preset=DEFAULT_PRESET, sizes=DEFA
                 continue
             series = {k: r[k] for k in SERIES_KEYS if k in fits.columns and k != "world_size"}
             series["fit_world_size"] = r.get("world_size", pd.NA)
-            cases.append((series, link, "measured", (r.get("fit_from_bytes", NAN), r.get("fit_to_bytes", NAN))))
+            cal = _nccl_calibration(comm_summary, r) if comm_summary is not None else None
+            cases.append((series, link, "measured", (r.get("fit_from_bytes", NAN), r.get("fit_to_bytes", NAN)), cal))
     if include_preset_intra or not cases:
-        cases += [({"op": op}, p.intra, "preset", None) for op in MODELLED_OPS]
+        cases += [({"op": op}, p.intra, "preset", None, None) for op in MODELLED_OPS]
     rows = []
-    for series, intra, source, holds in cases:
+    for series, intra, source, holds, cal in cases:
         op = series["op"]
         for algo in algorithms:
             if op not in _CLUSTER_OPS[algo]:
@@ -180,7 +190,10 @@ def predict_cluster(fits: pd.DataFrame | None, preset=DEFAULT_PRESET, sizes=DEFA
             for n in gpu_counts:
                 g, m = _nodes(n, p.gpus_per_node)
                 t = np.atleast_1d(predict_hierarchical(op, sizes, n, intra, p.inter, p.gpus_per_node, algo))
-                for s, tu in zip(sizes, t):
+                nccl = _nccl_predict(cal, sizes, n, algo) if cal is not None and m == 1 else None
+                if nccl is not None:
+                    t = nccl["time_us"]
+                for i, (s, tu) in enumerate(zip(sizes, t)):
                     algbw = s / (1e3 * tu) if tu > 0 else NAN
                     in_range = (pd.NA if holds is None or pd.isna(holds[0]) else
                                 bool(float(holds[0]) <= s <= float(holds[1])))
@@ -190,108 +203,53 @@ def predict_cluster(fits: pd.DataFrame | None, preset=DEFAULT_PRESET, sizes=DEFA
                                  "intra_alpha_us": intra.alpha_us, "intra_beta_gbps": intra.beta_gbps,
                                  "intra_fixed_us": intra.fixed_us,
                                  "inter_alpha_us": p.inter.alpha_us, "inter_beta_gbps": p.inter.beta_gbps,
-                                 "in_fit_range": in_range})
+                                 "in_fit_range": in_range, "model": "envelope" if nccl is None else "nccl",
+                                 "nccl_algo": pd.NA if nccl is None else nccl["algorithm"][i],
+                                 "nccl_proto": pd.NA if nccl is None else nccl["protocol"][i]})
     return pd.DataFrame(rows, columns=CLUSTER_COLUMNS)
 
 
-# ================================================================ section 4: training
-TRAINING_KEYS = ("backend", "model", "strategy", "hidden_dim", "num_layers", "n_heads", "seq_len", "vocab_size",
-                 "lora_rank", "compile", "batch_size", "scaling", "dtype", "optimizer", "bucket_cap_mb",
-                 "gradient_as_bucket_view", "static_graph", "broadcast_buffers", "comm_hook", "grad_accum",
-                 "nccl_env", "config")
-TRAINING_OUT = ("ref_world_size", "preset", "algorithm", "gpus", "nodes", "gpus_per_node", "intra_alpha_us",
-                "intra_beta_gbps", "intra_fixed_us", "inter_alpha_us", "inter_beta_gbps", "grad_bytes", "n_buckets",
-                "compute_only_ms", "comm_alone_ms_measured", "exposed_comm_ms_measured", "step_time_ms_measured",
-                "overlap_window_ms", "overhead_ms", "comm_model_ms_at_ref", "comm_ms", "exposed_comm_ms",
-                "step_time_ms", "step_time_ms_1gpu", "efficiency", "note")
+def _match(d: pd.DataFrame, keys, values: dict) -> pd.DataFrame:
+    """The rows of d whose `keys` equal those of `values` (a missing value matches missing)."""
+    for k in keys:
+        if k in d.columns and k in values:
+            d = d[d[k].isna()] if pd.isna(values[k]) else d[d[k] == values[k]]
+    return d
 
 
-def _num(v) -> float:
+def _nccl_calibration(comm_summary: pd.DataFrame, fit_row) -> CalibratedComm | None:
+    """NCCL's per-protocol model calibrated on the measured sweep behind one fit_table row (same
+    series and world size): None for a non-NCCL series, one rank, or fewer than 3 sizes."""
+    if str(fit_row.get("backend", "nccl")) != "nccl":
+        return None
+    n0 = _num(fit_row.get("world_size"))
+    if math.isnan(n0) or n0 < 2:
+        return None
+    d = _usable(comm_summary)
+    g = _match(d, [k for k in _keys(d) if k != "world_size"], dict(fit_row))
+    g = g[pd.to_numeric(g["world_size"], errors="coerce") == n0]
+    if g["size_bytes"].nunique() < 3:
+        return None
+    # NCCL_ALGO=Ring / Tree: NCCL chooses among that algorithm's protocols only (tree: all_reduce)
+    algo = re.search(r"NCCL_ALGO=([A-Za-z_]+)", str(fit_row.get("nccl_env") or ""))
+    algorithms = ("tree", "ring")
+    if algo and algo.group(1).lower() in ("ring", "tree"):
+        algorithms = ("tree",) if algo.group(1).lower() == "tree" and fit_row["op"] == "all_reduce" else ("ring",)
     try:
-        return NAN if v is None or pd.isna(v) else float(v)
-    except (TypeError, ValueError):
-        return NAN
+        return fit_calibrated(fit_row["op"], g["size_bytes"], g["time_us_median"], int(n0), algorithms=algorithms)
+    except ValueError:
+        return None
 
 
-def training_comm_ms(row, n_gpus: int, intra, inter, gpus_per_node: int, algorithm: str = "hierarchical") -> float:
-    """Modelled gradient communication of one optimizer step at n_gpus, in ms (section 4)."""
-    n = int(n_gpus)
-    grad = _num(row.get("grad_bytes"))
-    if n <= 1 or math.isnan(grad) or grad <= 0:
-        return 0.0
-    nb = _num(row.get("n_buckets"))
-    nb = int(nb) if not math.isnan(nb) and nb >= 1 else 1
-
-    def t(op, total):
-        algo = algorithm if op in _CLUSTER_OPS[algorithm] else "hierarchical"
-        return nb * predict_hierarchical(op, total / nb, n, intra, inter, gpus_per_node, algo)
-
-    if str(row.get("strategy", "ddp")) == "fsdp":
-        params = _num(row.get("params_total"))
-        param_bytes = params * (2 if str(row.get("dtype")) == "bfloat16" else 4) if not math.isnan(params) else grad
-        us = 2 * t("all_gather", param_bytes) + t("reduce_scatter", grad)
-    else:
-        us = t("all_reduce", grad)
-    return float(us) / 1e3
-
-
-def predict_training(training_summary: pd.DataFrame, preset=DEFAULT_PRESET, gpu_counts=DEFAULT_GPU_COUNTS,
-                     intra=None, algorithm: str = "hierarchical") -> pd.DataFrame:
-    """Step time and weak-scaling efficiency of each training configuration at each GPU count
-    (section 4). `preset`: a PRESETS name or a ClusterPreset; `intra`: a Link replacing the
-    preset's intra-node link (e.g. a measured one, `pick_link`)."""
-    p = get_preset(preset)
-    li = _as_link(intra) if intra is not None else p.intra
-    d = training_summary.copy()
-    if "comm_alone_ms_median" not in d and "allreduce_alone_ms_median" in d:  # tables before the rename
-        d["comm_alone_ms_median"] = d["allreduce_alone_ms_median"]
-    if "status" in d:
-        d = d[d["status"].astype(str) == "ok"]
-    d = d[pd.to_numeric(d["compute_only_ms_median"], errors="coerce").notna()]
-    keys = [k for k in TRAINING_KEYS if k in d.columns]
-    rows = []
-    if len(d) and keys:
-        for kv, g in d.groupby(keys, sort=True, dropna=False):
-            ref = g.iloc[int(np.argmax(pd.to_numeric(g["world_size"]).to_numpy()))]
-            n_ref = int(ref["world_size"])
-            compute = _num(ref["compute_only_ms_median"])
-            step_meas = _num(ref.get("step_time_ms_median"))
-            comm_alone = _num(ref.get("comm_alone_ms_median"))
-            exposed = _num(ref.get("exposed_comm_ms"))
-            if math.isnan(exposed):
-                exposed = step_meas - compute
-            exposed_pos = max(exposed, 0.0) if not math.isnan(exposed) else 0.0
-            notes = []
-            if n_ref < 2 or math.isnan(comm_alone):
-                window = 0.0
-                overhead = exposed_pos if n_ref >= 2 else 0.0
-                notes.append("no multi-rank run: overlap window assumed 0" if n_ref < 2
-                             else "no comm_alone time: overlap window assumed 0")
-            else:
-                window = max(0.0, comm_alone - exposed_pos)
-                overhead = max(0.0, exposed_pos - comm_alone)
-            if str(ref.get("scaling", "weak")) == "strong":
-                notes.append("strong scaling: predicted at the measured per-rank batch (as weak)")
-            grad_bytes, n_buckets = ref.get("grad_bytes"), ref.get("n_buckets")
-            at_ref = training_comm_ms(ref, n_ref, li, p.inter, p.gpus_per_node, algorithm)
-            step1 = compute + overhead
-            base = _key_dict(keys, kv)
-            for n in gpu_counts:
-                gg, m = _nodes(n, p.gpus_per_node)
-                comm = training_comm_ms(ref, n, li, p.inter, p.gpus_per_node, algorithm)
-                exp_n = max(0.0, comm - window)
-                step = compute + overhead + exp_n
-                rows.append({**base, "ref_world_size": n_ref, "preset": p.name, "algorithm": algorithm, "gpus": int(n),
-                             "nodes": m, "gpus_per_node": gg, "intra_alpha_us": li.alpha_us,
-                             "intra_beta_gbps": li.beta_gbps, "intra_fixed_us": li.fixed_us, "inter_alpha_us": p.inter.alpha_us,
-                             "inter_beta_gbps": p.inter.beta_gbps, "grad_bytes": grad_bytes, "n_buckets": n_buckets,
-                             "compute_only_ms": compute, "comm_alone_ms_measured": comm_alone,
-                             "exposed_comm_ms_measured": exposed, "step_time_ms_measured": step_meas,
-                             "overlap_window_ms": window, "overhead_ms": overhead, "comm_model_ms_at_ref": at_ref,
-                             "comm_ms": comm, "exposed_comm_ms": exp_n, "step_time_ms": step,
-                             "step_time_ms_1gpu": step1, "efficiency": step1 / step if step > 0 else NAN,
-                             "note": "; ".join(notes)})
-    return pd.DataFrame(rows, columns=[*keys, *TRAINING_OUT])
+def _nccl_predict(cal: CalibratedComm, sizes, n: int, algorithm: str = "hierarchical") -> dict | None:
+    """The calibrated model at n ranks on one node: {'time_us', 'algorithm', 'protocol'}; "ring" and
+    "tree" restrict NCCL's choice to that algorithm, "hierarchical" (the same on one node) leaves it
+    NCCL's. None at one rank."""
+    if int(n) < 2:
+        return None
+    if algorithm in ("ring", "tree") and cal.op not in ("all_to_all", "send_recv") and len(cal.algorithms) > 1:
+        cal = replace(cal, algorithms=(algorithm,))
+    return cal.predict(np.asarray(sizes, dtype=float), int(n))
 
 
 def pick_link(fits: pd.DataFrame, op: str = "all_reduce", backend: str = "nccl",
@@ -316,16 +274,23 @@ def pick_link(fits: pd.DataFrame, op: str = "all_reduce", backend: str = "nccl",
 # ================================================================ section 5: validation
 VALIDATION_COLUMNS = ("algorithm", "fit_world_size", "check_world_size", "size_bytes", "time_us_predicted",
                       "time_us_measured", "rel_err_pct", "in_fit_range", "fit_max_rel_err_pct", "alpha_fixed_us",
-                      "alpha_hop_us", "alpha_source", "link_beta_gbps")
+                      "alpha_hop_us", "alpha_source", "link_beta_gbps", "model", "nccl_algo", "nccl_proto",
+                      "time_us_envelope", "rel_err_pct_envelope")
 
 
 def validate(comm_summary: pd.DataFrame, fit_ws: int, check_ws: int, tolerance: float = TOLERANCE,
-             preset=DEFAULT_PRESET) -> pd.DataFrame:
+             preset=DEFAULT_PRESET, nccl: bool = True) -> pd.DataFrame:
     """Fit every series at world size fit_ws only (the rows at other world sizes are never seen by
     the fit, so alpha_hop is the `preset`'s intra-node per-hop latency), predict it at check_ws
     (alpha_fixed + a(check_ws) alpha_hop + b(check_ws) S / beta_link, section 2) and compare with
     the measured medians there, one row per (series, size) measured at check_ws: rel_err_pct =
-    100 (predicted / measured - 1). in_fit_range: the size is where the envelope at fit_ws holds."""
+    100 (predicted / measured - 1). in_fit_range: the size is where the envelope at fit_ws holds.
+
+    With `nccl`, an NCCL series is predicted by NCCL's per-protocol model calibrated on its sweep at
+    fit_ws (distbench.predict.nccl_model; model "nccl", nccl_algo/nccl_proto what NCCL's model runs
+    at check_ws); a Gloo series (no protocols) or one with fewer than 3 sizes keeps the envelope
+    (model "envelope"). time_us_envelope / rel_err_pct_envelope: the envelope's prediction on every
+    row, for comparison. The alpha/beta columns are the envelope's fit either way."""
     d = _usable(comm_summary)
     keys = _keys(d, with_world_size=False)
     out_cols = [*keys, *VALIDATION_COLUMNS]
@@ -345,9 +310,12 @@ def validate(comm_summary: pd.DataFrame, fit_ws: int, check_ws: int, tolerance: 
         if not len(m):
             continue
         m = m.sort_values("size_bytes")
-        pred = np.atleast_1d(predict_collective(f["op"], m["size_bytes"].to_numpy(float), int(check_ws), link,
-                                                f["algorithm"]))
-        for (_, r), tp in zip(m.iterrows(), pred):
+        env = np.atleast_1d(predict_collective(f["op"], m["size_bytes"].to_numpy(float), int(check_ws), link,
+                                               f["algorithm"]))
+        cal = _nccl_calibration(d, f) if nccl else None
+        npred = cal.predict(m["size_bytes"].to_numpy(float), int(check_ws)) if cal is not None else None
+        pred = npred["time_us"] if npred is not None else env
+        for i, ((_, r), tp) in enumerate(zip(m.iterrows(), pred)):
             meas = float(r["time_us_median"])
             s = float(r["size_bytes"])
             in_range = (False if pd.isna(f["fit_from_bytes"]) else
@@ -357,7 +325,11 @@ def validate(comm_summary: pd.DataFrame, fit_ws: int, check_ws: int, tolerance: 
                          "time_us_measured": meas, "rel_err_pct": 100 * (float(tp) / meas - 1),
                          "in_fit_range": in_range, "fit_max_rel_err_pct": f["max_rel_err_pct"],
                          "alpha_fixed_us": link.fixed_us, "alpha_hop_us": link.alpha_us,
-                         "alpha_source": f["alpha_source"], "link_beta_gbps": link.beta_gbps})
+                         "alpha_source": f["alpha_source"], "link_beta_gbps": link.beta_gbps,
+                         "model": "envelope" if npred is None else "nccl",
+                         "nccl_algo": pd.NA if npred is None else npred["algorithm"][i],
+                         "nccl_proto": pd.NA if npred is None else npred["protocol"][i],
+                         "time_us_envelope": float(env[i]), "rel_err_pct_envelope": 100 * (float(env[i]) / meas - 1)})
     return pd.DataFrame(rows, columns=out_cols)
 
 
@@ -384,11 +356,12 @@ def validation_summary(validation: pd.DataFrame, large_bytes=LARGE_BYTES) -> pd.
     return pd.DataFrame(rows)
 
 
-def validate_all(comm_summary: pd.DataFrame, tolerance: float = TOLERANCE, preset=DEFAULT_PRESET) -> pd.DataFrame:
+def validate_all(comm_summary: pd.DataFrame, tolerance: float = TOLERANCE, preset=DEFAULT_PRESET,
+                 nccl: bool = True) -> pd.DataFrame:
     """validate() from the smallest world size >= 2 of the table to each larger one."""
     d = _usable(comm_summary)
     sizes = sorted({int(w) for w in pd.to_numeric(d["world_size"]) if w >= 2}) if len(d) else []
-    parts = [validate(d, sizes[0], w, tolerance, preset) for w in sizes[1:]]
+    parts = [validate(d, sizes[0], w, tolerance, preset, nccl) for w in sizes[1:]]
     parts = [p for p in parts if len(p)]
     if parts:
         return pd.concat(parts, ignore_index=True)
@@ -400,7 +373,7 @@ def measured_on_gpus(*tables: pd.DataFrame | None) -> bool:
     """Whether any of the tables (comm_summary, training_summary, alpha_beta) has an NCCL row, i.e.
     the run measured GPUs. A CPU run (Gloo only) has none: its link fits are CPU processes over
     shared memory or TCP and its compute times a CPU's, so a cluster of the preset's GPUs predicted
-    from them would describe no machine (issue 34: 99.7-100% efficiency at 8-64 GPUs from a laptop).
+    from them would describe no machine (a laptop's run predicted 99.7-100% efficiency at 8-64 GPUs).
     Such a run gets the fits and their check on its own world sizes (validate_all) and no
     prediction_comm / prediction_training rows (their columns only)."""
     return any(t is not None and "backend" in t and (t["backend"].astype(str) == "nccl").any() for t in tables)
@@ -452,7 +425,8 @@ def main(argv=None) -> int:
 
     fits = fit_table(comm, args.tolerance, preset=p)
     atomic_write_csv(out / "alpha_beta.csv", fits)
-    cluster = predict_cluster(fits, p, args.sizes, args.gpus) if gpus else pd.DataFrame(columns=CLUSTER_COLUMNS)
+    cluster = (predict_cluster(fits, p, args.sizes, args.gpus, comm_summary=comm) if gpus
+               else pd.DataFrame(columns=CLUSTER_COLUMNS))
     atomic_write_csv(out / "prediction_comm.csv", cluster)
     if not gpus:
         print("distbench.predict.tables: no NCCL row (a CPU run): no GPU-cluster prediction; prediction_comm.csv and "

@@ -2,10 +2,10 @@
 NCCL probe is a job of its own (one per run, no wildcards of a job). The hardware health check is
 its own package with its own manifest (distbench.health.manifest)."""
 
-from distbench.core.manifest import FamilyManifest, register
+from distbench.core.manifest import PackageManifest, register
 from distbench.core.manifest import EstimateDefault
 
-MANIFEST = register(FamilyManifest(
+MANIFEST = register(PackageManifest(
     name="probes",
     order=70,
     job_rule="probe_nccl",

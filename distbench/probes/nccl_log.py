@@ -304,7 +304,7 @@ def parse_nccl_log(text: str, source: str | None = None) -> dict:
         "nvls": {"channels": None, "enabled_env": None, "multicast_supported": None},
         "collnet": {"channels": None, "enabled_env": None},
         "env": {}, "tuning": [], "colls": [], "warnings": [], "info_lines": 0,
-        # issue 13: see the module docstring
+        # findings, communicators and setup details: see the module docstring
         "warn_lines": [], "findings": [], "communicators": [], "net_connections": [],
         "gdrdma": {"checks": []}, "nvls_detail": {"connected": False, "multicast": []},
         "collnet_detail": {"connected": False, "connections": []}, "transport_families": [],

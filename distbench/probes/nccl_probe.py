@@ -102,6 +102,52 @@ def run_probe(world_size: int, ops: list[str], sizes: list[int], job_env: dict, 
     return result
 
 
+def _ops_and_sizes(p: argparse.ArgumentParser, ops_text: str, sizes_text: str) -> tuple[list[str], list[int]]:
+    """--ops and --sizes as the probe runs them, or a usage error (exit 2) naming the flag."""
+    from distbench.core.ops_spec import OPS
+    from distbench.core.sizes import parse_size
+
+    ops = [o for o in ops_text.split(",") if o]
+    unknown = [o for o in ops if o not in OPS]
+    if not ops or unknown:
+        p.error(f"--ops: unknown op(s) {unknown or [ops_text]}; allowed: {', '.join(OPS)}")
+    try:
+        sizes = [parse_size(s) for s in sizes_text.split(",") if s.strip()]
+    except ValueError as e:
+        p.error(f"--sizes: {e} (bytes, or a number with a unit: 8,1MiB)")
+    if not sizes or min(sizes) < 1:
+        p.error(f"--sizes: expected sizes of at least 1 byte, got {sizes_text!r}")
+    return ops, sizes
+
+
+# The ranks' ops and sizes as run_probe writes them: bounded as a comm job's (the config's op names and sizes).
+PROBE_PARAMS_SCHEMA = {
+    "type": "object", "additionalProperties": False, "required": ["ops", "sizes"],
+    "properties": {"ops": {"type": "array", "minItems": 1, "items": {"type": "string"}},
+                   "sizes": {"type": "array", "minItems": 1, "items": {"$ref": "#/definitions/size/oneOf/0"}}},
+}
+
+
+def _read_params(path) -> tuple[list[str], list[int]]:
+    """The worker's ops and sizes from run_probe's JSON (read as a job's job.json is: a regular file of
+    bounded size), or exit 2 naming the file and the key."""
+    from distbench.core.ops_spec import OPS
+    from distbench.launch.job_record import JobRecordError, exit_usage, problems_of, read_json_file
+    from distbench.workloads.job_fields import config_schema
+
+    try:
+        given = read_json_file(path)
+        schema = {**PROBE_PARAMS_SCHEMA, "definitions": config_schema()["definitions"]}
+        problems = problems_of(schema, given)
+        if not problems:
+            problems = [f"ops: unknown op {o!r}" for o in given["ops"] if o not in OPS]
+        if problems:
+            raise JobRecordError(f"{path}: " + "; ".join(problems))
+    except JobRecordError as e:
+        exit_usage(e)
+    return list(given["ops"]), list(given["sizes"])
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m distbench.probes.nccl_probe")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -113,12 +159,9 @@ def main(argv=None) -> int:
     p.add_argument("--log-dir", default="nccl_logs")
     args = p.parse_args(argv)
     if args.params:
-        import json
-
-        given = json.loads(Path(args.params).read_text())
-        ops, sizes = list(given["ops"]), [int(s) for s in given["sizes"]]
+        ops, sizes = _read_params(args.params)
     else:
-        ops, sizes = args.ops.split(","), [int(s) for s in args.sizes.split(",")]
+        ops, sizes = _ops_and_sizes(p, args.ops, args.sizes)
     if args.worker:
         return worker(ops, sizes)
     res = run_probe(args.world_size, ops, sizes, {}, args.out, args.log_dir)

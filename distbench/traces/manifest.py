@@ -1,9 +1,9 @@
 """The traces' overlap, as the workflow and the report see it (distbench.core.manifest): made when a
 family whose manifest says `traced` is profiled (config `profile`)."""
 
-from distbench.core.manifest import FamilyManifest, Table, register
+from distbench.core.manifest import PackageManifest, Table, register
 
-MANIFEST = register(FamilyManifest(
+MANIFEST = register(PackageManifest(
     name="traces",
     order=60,
     # the traced families' modes, resolved by the pipeline (distbench.pipeline.plan.profiled)

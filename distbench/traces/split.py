@@ -1,4 +1,4 @@
-"""Compute slowed by communication, measured (issue 40): the compute kernels of traced real steps
+"""Compute slowed by communication, measured: the compute kernels of traced real steps
 against the same kernels of traced compute-only steps, and the per-step figures of a job's traces that
 the step's four-part split is made of.
 
@@ -19,7 +19,8 @@ GPU work, else idle (the host did not keep the GPU busy). The states add up to t
 
 The split of the timed step in four parts that uses these figures (compute, slowdown, exposed
 communication, the named rest) is the training family's: distbench.training.analysis.instep_summary
-(four_part_split), which the workflow hands job_trace_split."""
+(four_part_split). It reads them as a table, one row per job (distbench.traces.split_step), so no
+family imports this package."""
 
 from __future__ import annotations
 
@@ -193,6 +194,15 @@ def rank_split(step_trace, compute_trace, waits: list[float] | None = None) -> d
     return out
 
 
+# Every figure job_trace_split gives, in this order (rank_split's, then `rank`): the columns of the
+# step table that hands them to a family (distbench.traces.split_step). A layout without a compute-only
+# step gives the states, step_trace_ms, peer_wait_ms, n_traced_steps, compute_only_traced and rank only.
+TRACE_SPLIT_FIELDS = (*STATES, "step_trace_ms", "compute_only_trace_ms", "compute_only_idle_ms",
+                      "compute_only_memory_ms", "compute_kernels_step_ms", "compute_kernels_alone_ms", "slowdown_ms",
+                      "optimizer_extra_ms", "other_extra_ms", "peer_wait_ms", "n_traced_steps", "compute_only_traced",
+                      "rank")
+
+
 def job_trace_split(inspect_dir) -> dict:
     """The rank_split of the rank the others waited for, of a job's inspect directory, with `rank`; {}
     where the traces are missing or CPU-only (no GPU kernels: NaN figures). That rank is the one whose
@@ -200,7 +210,7 @@ def job_trace_split(inspect_dir) -> dict:
     runs at its pace and its idle time is the host gaps that set it. Its few waits, and any other
     rank's, count as idle, not communication (step_states). A rank that waited shows its peer's host
     gaps as exposed communication when they are not: the MLP under FSDP2 on 2x H100, rank 1: 29.9 ms
-    exposed, 3.7 ms once its 40 ms of waiting per step is taken out, as rank 0's (tests/test_instep.py).
+    exposed, 3.7 ms once its 40 ms of waiting per step is taken out, as rank 0's (tests/training/test_instep.py).
     Ties (DDP's symmetric ranks; traces whose NCCL kernels do not match): the less exposed
     communication, then the longer traced step."""
     d = Path(inspect_dir)

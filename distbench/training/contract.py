@@ -5,11 +5,14 @@ of one DDP/FSDP configuration and phase. The harness writes these columns, aggre
 from __future__ import annotations
 
 from distbench.core.choices import STATUS_SEVERITY, STATUSES
-from distbench.core.contract import MESSAGE_COLUMN, STATUS_COLUMN, Column, Contract, print_tables, read_csv
+from distbench.core.contract import (
+    MESSAGE_COLUMN, STATUS_COLUMN, Column, Contract, Positive, TableContract, print_tables, read_csv,
+    register_tables,
+)
 
 TRAINING_PHASES = ("step", "compute_only", "comm_alone")
 
-# training.lm.compile (issue 54): a compiled job's config label is its eager label plus this suffix
+# training.lm.compile: a compiled job's config label is its eager label plus this suffix
 # ("plain+compile", "fsdp+compile"), so the two are distinct jobs (paths, job.json, cached results)
 # while the eager labels, and with them every eager result already on disk, stay as they were.
 COMPILE_SUFFIX = "+compile"
@@ -85,6 +88,29 @@ TRAINING = Contract("training", TRAINING_COLUMNS, (("status", TRAINING_STATUSES)
                     filled_when_missing=(("nodes", 1), ("shard_size", None), ("tp_size", None), ("compile", False),
                                          ("compile_time_s", None)),
                     job_rule="training_job")
+
+
+# The tables under tables/ as their readers take them (distbench.core.readers.read_table holds each
+# file of the name to it): the columns the report, summary.json, the plots and the prediction index
+# without asking whether they are there, and the measurements an ok row must hold. Tokens/s is a
+# language model's (mlp rows, without a seq_len, leave it empty); MFU is not here, since it is empty
+# where no peak is known for the device.
+TABLES = register_tables(
+    TableContract("training_summary",
+                  ("backend", "world_size", "model", "strategy", "config", "hidden_dim", "num_layers", "seq_len",
+                   "scaling", "step_time_ms_median", "compute_only_ms_median", "samples_per_s_median",
+                   "tokens_per_s_median", "tokens_per_s_per_device_median", "params_trainable", "tflops_per_device",
+                   "mfu", "peak_tflops", "mfu_note", "attention_kernel", "overlap_fraction", "grad_bytes",
+                   "plain_1gpu_samples_per_s", "efficiency_vs_plain_1gpu", "efficiency_vs_own_1gpu", "status"),
+                  positive=("step_time_ms_median", "samples_per_s_median",
+                            Positive("tokens_per_s_median", where_filled="seq_len"),
+                            Positive("tokens_per_s_per_device_median", where_filled="seq_len"))),
+    TableContract("training", ("backend", "world_size", "model", "config", "phase", "step", "step_time_ms", "status"),
+                  positive=("step_time_ms",)),
+    # the traces' per-step figures of each inspected job (distbench.traces.split_step): a job without GPU
+    # traces is a "skipped" row with empty figures, so only the key and the status are owed
+    TableContract("training_trace_split", ("job", "status")),
+)
 
 
 def read_training_csv(path):

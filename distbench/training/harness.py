@@ -82,7 +82,7 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="python -m distbench.training", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--params", help="a job's job.json, as its rule writes it: its values, read as JSON "
-                                    "(distbench.training.job.training_values); only the outputs come from flags")
+                                    "(distbench.training.job.TRAINING_RECORD); only the outputs come from flags")
     p.add_argument("--backend", choices=BACKENDS)
     add_model_args(p, LAYOUTS)
     p.add_argument("--compile", type=_flag("--compile"), default=False, metavar="{false,true}",
@@ -119,14 +119,13 @@ def parse_args(argv=None):
                                          "here (distbench.training.inspect)")
     p.add_argument("--inspect-steps", type=int, default=5, help="steps of each kind traced by --inspect-dir")
     args = p.parse_args(argv)
-    if args.params:  # the values as the plan typed them: nothing joined into a string and parsed again
-        from distbench.launch.job_values import apply, read_job_json
-        from distbench.training.job import job_of, training_values
+    if args.params:  # checked against the training record, then set as typed: nothing parsed again
+        from distbench.launch.job_record import read_for_ranks
+        from distbench.launch.job_values import apply
+        from distbench.training.job import TRAINING_RECORD
+        from distbench.workloads.job_fields import config_schema
 
-        try:
-            apply(args, training_values(*job_of(read_job_json(args.params, p))))
-        except ValueError as e:  # a value of the wrong JSON type (the string "false" for a boolean): refused
-            p.error(f"--params {args.params}: {e}")
+        apply(args, read_for_ranks(args.params, TRAINING_RECORD, config_schema()).arguments(TRAINING_RECORD))
     elif not args.backend:
         p.error("--backend (or --params) is required")
 

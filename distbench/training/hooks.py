@@ -87,7 +87,7 @@ LM_QUICK_ORDER = ("gpt", "lora")
 
 # The language-model job the training family's GPU default time was measured with (its manifest's
 # estimate_defaults: the default config's gpt 1.3b, 1024 tokens, 8 sequences per rank, 5 + 20 steps);
-# tests/training/test_estimate_weight.py holds it to the schema's defaults.
+# tests/workflow/test_estimate_weight.py holds it to the schema's defaults.
 REFERENCE_LM = {"size": "1.3b", "seq_len": 1024, "batch_size": 8, "vocab_size": 50304, "warmup_steps": 5, "steps": 20}
 
 

@@ -1,5 +1,5 @@
-"""In-step collectives and compute slowdown, the harness's side (config `training.inspect: true`,
-issue 40). With `--inspect-dir DIR` a training job
+"""In-step collectives and compute slowdown, the harness's side (config `training.inspect: true`).
+With `--inspect-dir DIR` a training job
 
 1. brackets phase `step`'s timed steps with two marker all-reduces on the data-parallel group (outside
    the timing: the start marker before the ranks are aligned, the end marker after the last step's
@@ -50,12 +50,14 @@ def inspector_requested() -> str:
 
 def inspect_pass(h, args) -> None:
     """Step 2 and 3 of the module docstring. A failure costs the traces only (said in the manifest)."""
+    from distbench.core.layout_spec import layout
     from distbench.launch.profiling import profile_pass
     from distbench.launch.ranks import first_line
 
     out = Path(args.inspect_dir)
     notes = []
-    fsdp = args.strategy in ("fsdp", "hsdp")  # FSDP2 over a 1D or a 2D mesh: its collectives turn off alike
+    spec = layout(args.strategy)
+    fsdp = spec.sharded  # FSDP2 over a 1D or a 2D mesh: its collectives turn off alike
 
     def compute_only():
         if fsdp:
@@ -65,12 +67,13 @@ def inspect_pass(h, args) -> None:
                 h.step(False)
 
     for phase, fn in (("step", lambda: h.step(True)), ("compute_only", compute_only)):
-        if phase == "compute_only" and args.strategy == "fsdp_tp":
+        if phase == "compute_only" and not spec.has_compute_only:
             # as phase compute_only (distbench.training.phases): tensor parallel's all-reduces sit inside
             # forward and backward, so no step of this layout runs without communication. The step's
             # trace alone is split (distbench.traces.split.rank_split): exposed communication is read
             # off its GPU timeline, the compute slowdown is not separable
-            notes.append("no compute_only trace: fsdp_tp's tensor-parallel all-reduces run inside forward and backward")
+            notes.append(f"no compute_only trace: {spec.name}'s tensor-parallel all-reduces run inside forward and backward"
+                         if spec.tensor_parallel else f"no compute_only trace: {spec.name}: {spec.no_compute_only}")
             continue
         try:
             if phase == "compute_only" and fsdp:

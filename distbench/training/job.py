@@ -8,49 +8,69 @@ from pathlib import Path
 from distbench.launch.cluster import Launch
 from distbench.core.io import atomic_write_text, csv_text, partial_path, read_partial_rows
 from distbench.launch.failure import unreached_rows
-from distbench.launch.job_values import flags, write_variant
+from distbench.launch.job_values import flags
+from distbench.launch.job_record import (
+    BACKEND, CONFIG_LABEL, JOB_ENV, MODEL, NCCL_ENV, OP_TIMEOUT, PROFILE, PROFILE_STEPS, WORLD_SIZE, Field, RecordSpec, pointer, write_variant,
+)
 from distbench.launch.torchrun import TorchrunJob, job_environment, run_job_with_traces
 from distbench.launch.profiling import trace_dir
 from distbench.training.contract import TRAINING_COLUMN_NAMES, TRAINING_PHASES
+from distbench.workloads.job_fields import config_schema, workload_fields
 from distbench.workloads.layouts import dp_batch
-from distbench.workloads.registry import workload, workload_shape, workload_values
+from distbench.workloads.registry import workload, workload_shape
 
 
-def typed_bool(values: dict, key: str, where: str = "params") -> bool:
-    """A boolean of the job's values as JSON typed it. bool() would make the string "false" true (a
-    compiled job measured as asked for an eager one); anything but true/false is refused, naming the key."""
-    value = values[key]
-    if not isinstance(value, bool):
-        raise ValueError(f"{where}.{key} must be a JSON boolean (true or false), not {value!r}")
-    return value
+def _ddp_args(ddp: dict, values: dict) -> list[tuple[str, object]]:
+    return [("--bucket-cap-mb", float(ddp["bucket_cap_mb"])), ("--gradient-as-bucket-view", ddp["gradient_as_bucket_view"]),
+            ("--static-graph", ddp["static_graph"]), ("--broadcast-buffers", ddp["broadcast_buffers"]),
+            ("--comm-hook", ddp["comm_hook"]), ("--grad-accum", ddp["grad_accum"])]
+
+
+def nccl_env_label(nccl_env: dict) -> str:
+    return "+".join(f"{k}={v}" for k, v in sorted(nccl_env.items())) or "default"
+
+
+DDP_KEYS = ("bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "broadcast_buffers", "comm_hook", "grad_accum")
+
+# A training job's values, declared once: job.json's keys and bounds (the config schema's training
+# block), the ranks' arguments (distbench.training.harness) and the flags for people (training_args).
+TRAINING_RECORD = RecordSpec("training", (
+    BACKEND, WORLD_SIZE,
+    CONFIG_LABEL, MODEL,
+    Field("strategy", pointer("training.lm.strategies.items"), "--strategy"),
+    Field("shard_size", pointer("training.lm.shard_size"), "--shard-size", required=False),
+    Field("tp_size", pointer("training.lm.tp_size"), "--tp-size", required=False),
+    Field("compile", {"type": "boolean"}, "--compile"),
+    Field("batch_size", pointer("training.gpu.batch_size"), "--batch-size"),
+    Field("scaling", pointer("training.scaling"), "--scaling"),
+    Field("global_batch_size", pointer("training.global_batch_size"), "--global-batch-size"),
+    Field("dtype", pointer("training.dtype"), "--dtype"),
+    Field("optimizer", pointer("training.optimizer"), "--optimizer"),
+    Field("ddp", {"allOf": [{"$ref": "#/definitions/ddp"}], "required": list(DDP_KEYS)}, args=_ddp_args),
+    Field("warmup_steps", pointer("training.warmup_steps"), "--warmup-steps"),
+    Field("steps", pointer("training.steps"), "--steps"),
+    Field("allreduce_trials", pointer("training.allreduce_trials"), "--allreduce-trials"),
+    OP_TIMEOUT,
+    Field("job_timeout_s", pointer("training.job_timeout_s")),
+    JOB_ENV,
+    Field("nccl_env", NCCL_ENV.schema, "--nccl-env-label", arg=lambda v, r: nccl_env_label(v)),
+    PROFILE, PROFILE_STEPS,
+    Field("inspect", {"type": "boolean"}, required=False),
+    Field("inspect_steps", pointer("training.inspect_steps"), required=False),
+), extra_fields=workload_fields)
 
 
 def training_values(job, params: dict) -> list[tuple[str, object]]:
     """Every value a training job takes from its plan, as (flag, value) typed as the harness's parser
-    gives it: the one list behind both the command line (training_args, for people) and the ranks'
-    read of job.json (distbench.training.harness: --params)."""
-    ddp = params["ddp"]
-    return [
-        ("--backend", job.backend), ("--model", params["model"]), ("--strategy", params["strategy"]),
-        *[(f"--{k.replace('_', '-')}", int(params[k])) for k in ("shard_size", "tp_size") if params.get(k)],
-        *workload_values(params["model"], params),
-        ("--compile", typed_bool(params, "compile")), ("--batch-size", int(params["batch_size"])),
-        ("--scaling", params["scaling"]), ("--global-batch-size", int(params["global_batch_size"])),
-        ("--dtype", params["dtype"]), ("--optimizer", params["optimizer"]),
-        ("--bucket-cap-mb", float(ddp["bucket_cap_mb"])),
-        ("--gradient-as-bucket-view", typed_bool(ddp, "gradient_as_bucket_view", "params.ddp")),
-        ("--static-graph", typed_bool(ddp, "static_graph", "params.ddp")),
-        ("--broadcast-buffers", typed_bool(ddp, "broadcast_buffers", "params.ddp")),
-        ("--comm-hook", ddp["comm_hook"]), ("--grad-accum", int(ddp["grad_accum"])),
-        ("--warmup-steps", int(params["warmup_steps"])), ("--steps", int(params["steps"])),
-        ("--allreduce-trials", int(params["allreduce_trials"])), ("--config-label", job.config_label),
-        ("--nccl-env-label", "+".join(f"{k}={v}" for k, v in sorted(job.nccl_env.items())) or "default"),
-        ("--op-timeout-s", int(params["op_timeout_s"])),
-    ]
+    gives it (TRAINING_RECORD's arguments), checked against the record: a value the config would
+    refuse (the string "false" for compile) is a JobRecordError naming the key."""
+    params = {**params, "nccl_env": job.nccl_env}  # the plan's job names its NCCL settings (its label's)
+    TRAINING_RECORD.check_job(params, config_schema())
+    return TRAINING_RECORD.arguments(TRAINING_RECORD.values(job.wildcards, params))
 
 
 def training_args(job, params: dict, out_csv, placement_json) -> list[str]:
-    """distbench.training's arguments for one job of the plan (distbench.pipeline.plan.TrainingJob +
+    """distbench.training's arguments for one job of the plan (distbench.training.plan.TrainingJob +
     training_params): the job's job.json where its rule wrote one (`params_json`: the ranks read its
     values as JSON), else every value as a flag (a job started by hand)."""
     outputs = [
@@ -156,7 +176,7 @@ def write_failure_rows(job, params: dict, out_csv: Path, message: str, status: s
         "bucket_cap_mb": ddp["bucket_cap_mb"], "gradient_as_bucket_view": ddp["gradient_as_bucket_view"],
         "static_graph": ddp["static_graph"], "broadcast_buffers": ddp["broadcast_buffers"],
         "comm_hook": ddp["comm_hook"], "grad_accum": ddp["grad_accum"],
-        "nccl_env": "+".join(f"{k}={v}" for k, v in sorted(job.nccl_env.items())) or "default",
+        "nccl_env": nccl_env_label(job.nccl_env),
         "config": job.config_label, "step": 0,
     }
     rows += unreached_rows(([{**base, "phase": phase}] for phase in TRAINING_PHASES if phase not in finished), message,
@@ -171,7 +191,7 @@ def job_of(entry) -> tuple:
     wc, p = entry.wildcards, entry.params
     params = {**p["job"], "launch": p["launch"]}
     job = TrainingJob(wc["backend"], int(wc["world_size"]), wc["config"], params["ddp"], p["job"]["nccl_env"],
-                      wc["model"], p["job"]["strategy"], bool(p["job"].get("compile", False)))
+                      wc["model"], p["job"]["strategy"], p["job"].get("compile") is True)
     return job, params
 
 

@@ -3,7 +3,13 @@
 from distbench.core.manifest import FamilyManifest, Figures, JobFiles, Step, Table, TableRef, config_flag, register
 from distbench.core.manifest import EstimateDefault
 
-# training.inspect (issue 40): the in-step collectives and the four-part step split of every multi-rank job
+from distbench.training.contract import TABLES as CONTRACTS
+
+# each table's columns, as its contract (distbench.training.contract) lists them for every reader; importing
+# the contracts registers them with the one reader (distbench.core.readers.read_table)
+_COLUMNS = {c.name: c.columns for c in CONTRACTS}
+
+# training.inspect: the in-step collectives and the four-part step split of every multi-rank job
 INSPECT = config_flag("training", "inspect")
 
 
@@ -36,12 +42,14 @@ MANIFEST = register(FamilyManifest(
         # a row per job, failed ones included (every job leaves rows): rows whenever the family runs
         Table("training_summary", "tables/training_summary.csv", summary_json=True,
               caption="report/training_summary.rst", subcategory="Training", rows=True,
-              columns=("backend", "world_size", "model", "config", "step_time_ms_median", "samples_per_s_median",
-                       "status")),
-        Table("training", "tables/training.csv", report=False, rows=True,
-              columns=("backend", "world_size", "model", "config", "phase", "step", "status")),
+              columns=_COLUMNS["training_summary"]),
+        Table("training", "tables/training.csv", report=False, rows=True, columns=_COLUMNS["training"]),
         Table("training_instep", "tables/training_instep.csv", when=INSPECT, beside_report=True),
         Table("training_split", "tables/training_split.csv", when=INSPECT, beside_report=True),
+        # the traces' per-step figures of every inspected job (distbench.traces.split_step), which
+        # training_split is made of: a row per job, whether it has GPU traces or not
+        Table("training_trace_split", "tables/training_trace_split.csv", report=False, when=INSPECT, rows=True,
+              columns=_COLUMNS["training_trace_split"]),
         Table("training_matmul", "tables/training_matmul.csv", report=False, beside_report=True, when=matmul_planned),
     ),
     figures=(Figures("figures_training", caption="report/training_figures.rst", category="Training"),),
@@ -55,11 +63,17 @@ MANIFEST = register(FamilyManifest(
         # their dtype (distbench.training.matmul); planned only where training runs on GPUs
         Step("training_matmul", "distbench.training.steps:matmul", measures=True, when=matmul_planned,
              outputs={"table": "training_matmul"}, params={"sweep": "distbench.training.steps:matmul_sweep"}),
+        # training.inspect: the traces' figures of every job's traced steps, read by the traces package
+        # (named here, never imported: it lies above the families)
+        Step("training_trace_split", "distbench.traces.split_step:split_table", when=INSPECT,
+             inputs={"inspect": JobFiles("inspect")}, outputs={"table": "training_trace_split"}),
         # training.inspect: every multi-rank job's collectives inside its timed steps, beside the comm
-        # family's standalone figures (by table name), and its step split in four parts
-        Step("aggregate_training_instep", "distbench.traces.instep_rule:instep", when=INSPECT,
+        # family's standalone figures (by table name), and its step split in four parts (the traces'
+        # figures by table name too)
+        Step("aggregate_training_instep", "distbench.training.steps:instep", when=INSPECT,
              inputs={"comm_summary": TableRef("comm_summary", optional=True),
                      "training_matmul": TableRef("training_matmul", optional=True),
+                     "trace_split": TableRef("training_trace_split"),
                      "inspect": JobFiles("inspect"), "summary": TableRef("training_summary")},
              outputs={"instep": "training_instep", "split": "training_split"}),
     ),

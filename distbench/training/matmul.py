@@ -1,4 +1,4 @@
-"""The achievable matmul peak (config `training.matmul_sweep: true`, issue 40): before the training
+"""The achievable matmul peak (config `training.matmul_sweep: true`): before the training
 jobs, each GPU of the host runs the model's own GEMMs in the model's dtype, one after another, and
 the best TFLOP/s any of them reaches is that GPU's achievable peak: the second MFU denominator, beside
 the spec sheet's (distbench.training.analysis.mfu). NVML's SM and memory clocks, power draw and

@@ -9,13 +9,14 @@ import statistics
 from distbench.launch.ranks import failure_status, first_line, node_count
 from distbench.training.contract import COMPILE_FAILED
 from distbench.training.trainer import PhaseError, TrainingHarness, compile_failure
-from distbench.workloads.layouts import TWO_D
+from distbench.core.layout_spec import REPLAY_FSDP_GROUPS, layout
 
 
 def run_phase(h, phase: str) -> tuple[list[list[float]] | None, dict]:
     """Run one phase on every rank. Returns (per-rank vectors, extras) or raises PhaseError
     (the same on every rank)."""
     args = h.args
+    spec = layout(args.strategy)
     err, result, extras = None, None, {}
     h.beacon.at(f"phase {phase}")
     h.reset_peak()
@@ -30,10 +31,10 @@ def run_phase(h, phase: str) -> tuple[list[list[float]] | None, dict]:
             times, energy = h.timed(lambda: h.step(True), args.warmup_steps, args.steps,
                                     marks=bool(getattr(args, "inspect_dir", None)))
             result = times + energy + [h.compile_s]
-        elif phase == "compute_only" and args.strategy == "fsdp_tp":
-            raise PhaseError("skipped", "fsdp_tp: tensor parallel's all-reduces run inside forward and backward, so no "
+        elif phase == "compute_only" and not spec.has_compute_only:
+            raise PhaseError("skipped", f"{spec.name}: {spec.no_compute_only}, so no "
                                         "step of this layout is free of communication")
-        elif phase == "compute_only" and args.strategy in ("fsdp", "hsdp"):
+        elif phase == "compute_only" and spec.sharded:
             # No collective at all: the first warm-up step gathers the parameters, which then
             # stay gathered; gradients stay unreduced, so the optimizer (holding the shards)
             # has no gradients and skips its update: compute-only leaves the optimizer out.
@@ -49,11 +50,11 @@ def run_phase(h, phase: str) -> tuple[list[list[float]] | None, dict]:
                     h.step(False)
             times, energy = h.timed(step, args.warmup_steps, args.steps)
             result = times + energy + [h.compile_s]
-        elif args.strategy == "fsdp":
-            result, extras = fsdp_comm_alone(h)
-        elif args.strategy in TWO_D:
+        elif spec.replay is None:
             raise PhaseError("skipped", f"comm_alone replays FSDP's 1D gathers and reduce-scatters over every rank; "
-                                        f"{args.strategy}'s 2D collectives (per mesh dim) are not replayed alone")
+                                        f"{spec.name}'s {len(spec.mesh)}D collectives (per mesh dim) are not replayed alone")
+        elif spec.replay == REPLAY_FSDP_GROUPS:
+            result, extras = fsdp_comm_alone(h)
         else:
             result, extras = comm_alone(h)
     except PhaseError as e:
@@ -77,7 +78,7 @@ def run_phase(h, phase: str) -> tuple[list[list[float]] | None, dict]:
     if not ok:
         # A step cut short leaves DDP's reducer mid-iteration: the next phase gets a fresh
         # wrapper. The condition must be the same on every rank (the wrapper is collective).
-        if phase != "comm_alone" and not (phase == "step" and h.hook_error) and args.strategy == "ddp":
+        if phase != "comm_alone" and not (phase == "step" and h.hook_error) and not spec.sharded:
             h.wrap_ddp()
             h.set_forward()  # the step's forward is the new wrapper's (compiled again, unless compiling failed)
         raise PhaseError(*(err or ("failed", f"phase {phase} failed on another rank")))
@@ -192,8 +193,8 @@ def base_row(args, h: TrainingHarness) -> dict:
     every measured column empty."""
     return {
         "backend": args.backend, "world_size": h.world_size, "nodes": node_count(), "model": args.model, "strategy": args.strategy,
-        "shard_size": args.shard_size if args.strategy == "hsdp" else None,
-        "tp_size": args.tp_size if args.strategy == "fsdp_tp" else None,
+        "shard_size": args.shard_size if layout(args.strategy).group == "shard_size" else None,
+        "tp_size": args.tp_size if layout(args.strategy).group == "tp_size" else None,
         **args.shape, "compile": args.compile, "compile_time_s": None, "batch_size": args.batch_size, "global_batch_size": args.global_batch_size,
         "scaling": args.scaling, "dtype": args.dtype, "optimizer": args.optimizer, "bucket_cap_mb": float(args.bucket_cap_mb),
         "gradient_as_bucket_view": args.gradient_as_bucket_view, "static_graph": args.static_graph,

@@ -6,10 +6,11 @@ import itertools
 from dataclasses import dataclass, field
 
 from distbench.core.choices import GPT_SIZES
+from distbench.core.layout_spec import BASELINE, layout
 from distbench.core.manifest import FamilyPlan
 from distbench.launch.planning import family_backend, nccl_env_label, placeable, profile_params, world_sizes
 from distbench.training.contract import COMPILE_SUFFIX
-from distbench.workloads.layouts import TWO_D, layout_problem
+from distbench.workloads.layouts import layout_problem
 from distbench.workloads.registry import workload
 
 DDP_DEFAULTS = {"bucket_cap_mb": 25, "gradient_as_bucket_view": False, "static_graph": False,
@@ -26,7 +27,7 @@ class TrainingJob:
     ddp: dict = field(hash=False, compare=False)
     nccl_env: dict = field(hash=False, compare=False)
     model: str = "mlp"  # a workload of distbench.workloads.registry
-    strategy: str = "ddp"  # ddp, fsdp (a workload with fsdp=True), hsdp or fsdp_tp (lm: the config label is the strategy)
+    strategy: str = BASELINE  # ddp, fsdp (a workload with fsdp=True), hsdp or fsdp_tp (lm: the config label is the strategy)
     compile: bool = False  # training.lm.compile: under torch.compile (the config label ends in COMPILE_SUFFIX)
 
     @property
@@ -48,7 +49,7 @@ def compile_values(lm: dict) -> list[bool]:
 
 def lm_label(strategy: str, compiled: bool) -> str:
     """A language-model job's config label: its layout ('plain' for DDP), COMPILE_SUFFIX when compiled."""
-    return (PLAIN_LABEL if strategy == "ddp" else strategy) + (COMPILE_SUFFIX if compiled else "")
+    return (PLAIN_LABEL if layout(strategy).baseline else strategy) + (COMPILE_SUFFIX if compiled else "")
 
 
 def ddp_label(ddp: dict, nccl_env: dict) -> str:
@@ -123,8 +124,10 @@ def training_jobs(config: dict, gpus: int) -> tuple[list[TrainingJob], list[dict
     # FSDP on one rank is FSDP's own overhead, not a baseline (plain DDP on one rank is the fair one of
     # both): on GPUs with lm.world_sizes auto it is left out (~10 s per model of the default run).
     own_fsdp_1 = not (backend == "nccl" and tr["lm"].get("world_sizes", "auto") == "auto" and max(lm_sizes, default=1) > 1)
-    if lm_models and not own_fsdp_1 and "fsdp" in tr["lm"]["strategies"]:
-        skipped.append({"what": f"fsdp at 1 rank ({', '.join(lm_models)})",
+    # the layouts that could run on one rank beside the baseline (a 2D layout cannot)
+    own_1 = [s for s in tr["lm"]["strategies"] if not layout(s).baseline and layout(s).min_world_size == 1]
+    if lm_models and not own_fsdp_1 and own_1:
+        skipped.append({"what": f"{', '.join(own_1)} at 1 rank ({', '.join(lm_models)})",
                         "why": "FSDP's scaling efficiency is taken against plain DDP on one rank, the fair baseline of both "
                                "strategies (training.lm.world_sizes: auto); FSDP's own 1-rank run too: "
                                f"--config training='{{lm: {{world_sizes: {lm_sizes}}}}}'"})
@@ -133,9 +136,9 @@ def training_jobs(config: dict, gpus: int) -> tuple[list[TrainingJob], list[dict
     # job's scaling efficiency is taken against the compiled 1-rank run (distbench.training.analysis.summary)
     for model in lm_models:
         for ws in lm_sizes:
-            at_1 = {"ddp", *tr["lm"]["strategies"]} if own_fsdp_1 else {"ddp"}
+            at_1 = {BASELINE, *tr["lm"]["strategies"]} if own_fsdp_1 else {BASELINE}
             for strategy in sorted(at_1 if ws == 1 else tr["lm"]["strategies"]):
-                if strategy in TWO_D and lm_layout_problem(tr["lm"], backend, model, strategy, ws):
+                if lm_layout_problem(tr["lm"], backend, model, strategy, ws):
                     continue  # layout_skipped names it
                 for compiled in compile_values(tr["lm"]):
                     label = lm_label(strategy, compiled)
@@ -145,7 +148,7 @@ def training_jobs(config: dict, gpus: int) -> tuple[list[TrainingJob], list[dict
     # and any workload like it. Plain DDP on one rank is the baseline of every strategy; without
     # "ddp" in training.strategies the DDP setup (and its tuning) is not measured beside it.
     ddp_models = [m for m in tr["models"] if workload(m).block == "ddp"]
-    strategies = tr.get("strategies", ["ddp"])
+    strategies = tr.get("strategies", [BASELINE])
     skipped += ddp_block_skipped(tr, ddp_models, strategies, sizes)
     for model in ddp_models:
         def add(ws, ddp, env):
@@ -154,12 +157,12 @@ def training_jobs(config: dict, gpus: int) -> tuple[list[TrainingJob], list[dict
             jobs.setdefault((model, ws, job.config_label), job)
 
         add(1, DDP_DEFAULTS, {})  # the fair baseline: plain DDP on one rank
-        if "fsdp" in strategies and workload(model).fsdp:
+        for sharded in [s for s in strategies if layout(s).sharded] if workload(model).fsdp else []:
             # FSDP2 per block beside it at every size > 1; DDP's knobs (buckets, hooks, accumulation)
             # are not FSDP's: they stay at their defaults, and the label is the strategy's
             for ws in [ws for ws in sizes if ws > 1]:
-                jobs[(model, ws, "fsdp")] = TrainingJob(backend, ws, "fsdp", dict(DDP_DEFAULTS), {}, model, "fsdp")
-        if "ddp" not in strategies:
+                jobs[(model, ws, sharded)] = TrainingJob(backend, ws, sharded, dict(DDP_DEFAULTS), {}, model, sharded)
+        if BASELINE not in strategies:
             continue
         for ws in sorted({1, *sizes}):
             add(ws, tr["ddp"], {})
@@ -192,7 +195,7 @@ def layout_skipped(lm: dict, backend: str, models: list[str], sizes: list[int]) 
     """The plan's word on each 2D layout (training.lm.strategies: hsdp, fsdp_tp) that cannot run a model at a
     world size: the layout does not divide it (or the heads), or one rank has no second dim. Before any job."""
     out = []
-    for strategy in [s for s in lm.get("strategies", ()) if s in TWO_D]:
+    for strategy in [s for s in lm.get("strategies", ()) if layout(s).group]:
         by_why: dict[str, list] = {}
         for model in models:
             for ws in sizes:
@@ -213,14 +216,15 @@ def ddp_block_skipped(tr: dict, models: list[str], strategies: list[str], sizes:
     if not models:
         return out
     no_fsdp = [m for m in models if not workload(m).fsdp]
-    if "fsdp" in strategies and no_fsdp:
-        out.append({"what": f"fsdp for {', '.join(no_fsdp)}",
-                    "why": "the workload has no blocks to shard (its WorkloadSpec says fsdp=False): DDP only"})
-    if "fsdp" in strategies and not any(ws > 1 for ws in sizes):
-        out.append({"what": f"fsdp ({', '.join(models)})",
-                    "why": "FSDP runs at world sizes > 1 only (plain DDP on one rank is its baseline), and this "
-                           "run has no training world size above 1"})
-    if "ddp" not in strategies:
+    for sharded in [s for s in strategies if layout(s).sharded]:
+        if no_fsdp:
+            out.append({"what": f"{sharded} for {', '.join(no_fsdp)}",
+                        "why": "the workload has no blocks to shard (its WorkloadSpec says fsdp=False): DDP only"})
+        if not any(ws > 1 for ws in sizes):
+            out.append({"what": f"{sharded} ({', '.join(models)})",
+                        "why": "FSDP runs at world sizes > 1 only (plain DDP on one rank is its baseline), and this "
+                               "run has no training world size above 1"})
+    if BASELINE not in strategies:
         left = "the DDP jobs at world sizes > 1" + (" and the tuning sweep (training.tune)" if tr["tune"] else "")
         out.append({"what": f"{left} ({', '.join(models)})",
                     "why": "training.strategies has no ddp: plain DDP on one rank runs, as the baseline"})
@@ -247,7 +251,7 @@ def training_params(config: dict, job: TrainingJob) -> dict:
     return {"model": job.model, "strategy": job.strategy, "compile": False, **work, "scaling": tr["scaling"], "global_batch_size": global_batch,
             "dtype": tr["dtype"], "optimizer": tr["optimizer"], "warmup_steps": tr["warmup_steps"],
             "steps": tr["steps"], "allreduce_trials": tr["allreduce_trials"], "ddp": dict(job.ddp),
-            "op_timeout_s": config["comm"]["op_timeout_s"], "job_timeout_s": tr["job_timeout_s"],
+            "op_timeout_s": config["op_timeout_s"], "job_timeout_s": tr["job_timeout_s"],
             "job_env": {k: str(v) for k, v in config["job_env"].items()}, **profile_params(config, "training"),
             **inspect_params(config)}
 
@@ -265,13 +269,12 @@ def lm_params(config: dict, job: TrainingJob) -> dict:
     tr, lm = config["training"], config["training"]["lm"]
     work = dict(lm["gpu"] if job.backend == "nccl" else lm["cpu"])
     # the 2D layouts' group size (only theirs: the other jobs' params, and so their results, stay as they were)
-    layout = {"shard_size": lm["shard_size"]} if job.strategy == "hsdp" else (
-        {"tp_size": lm["tp_size"]} if job.strategy == "fsdp_tp" else {})
-    return {"model": job.model, "strategy": job.strategy, **layout, "compile": bool(job.compile), **work, **block_extras(config, job.model),
+    group = layout(job.strategy).group
+    return {"model": job.model, "strategy": job.strategy, **({group: lm[group]} if group else {}), "compile": bool(job.compile), **work, **block_extras(config, job.model),
             "scaling": "weak", "global_batch_size": work["batch_size"] * job.world_size,
             "optimizer": lm["optimizer"], "warmup_steps": tr["warmup_steps"], "steps": tr["steps"],
             "allreduce_trials": tr["allreduce_trials"], "ddp": dict(job.ddp),
-            "op_timeout_s": config["comm"]["op_timeout_s"], "job_timeout_s": tr["job_timeout_s"],
+            "op_timeout_s": config["op_timeout_s"], "job_timeout_s": tr["job_timeout_s"],
             "job_env": {k: str(v) for k, v in config["job_env"].items()}, **inspect_params(config)}
 
 
@@ -346,16 +349,8 @@ def standalone_collectives(config: dict, jobs: list[TrainingJob]) -> list[dict]:
         if job.backend != "nccl" or job.world_size < 2:
             continue
         dtype = "bfloat16" if training_params(config, job)["dtype"] == "bfloat16" else "float32"
-        fsdp_over = {"fsdp": job.world_size, "hsdp": lm.get("shard_size"),
-                     "fsdp_tp": job.world_size // int(lm.get("tp_size") or job.world_size)}.get(job.strategy)
-        if fsdp_over and fsdp_over > 1:
-            wanted |= {("all_gather", dtype, fsdp_over), ("reduce_scatter", "float32", fsdp_over)}
-        if job.strategy == "hsdp" and job.world_size // int(lm.get("shard_size") or job.world_size) > 1:
-            wanted.add(("all_reduce", "float32", job.world_size // int(lm["shard_size"])))
-        elif job.strategy == "fsdp_tp":
-            wanted |= {("all_reduce", dtype, int(lm["tp_size"])), ("all_reduce", "float32", int(lm["tp_size"]))}
-        elif job.strategy == "ddp":
-            wanted.add(("all_reduce", "float32", job.world_size))
+        spec = layout(job.strategy)
+        wanted.update(spec.collectives_at(job.world_size, lm.get(spec.group) if spec.group else None, dtype))
     return [{"backend": "nccl", "world_size": ws, "op": op, "dtype": dt} for op, dt, ws in sorted(wanted)]
 
 

@@ -24,6 +24,17 @@ def plot(sm) -> None:
     figures_in_rule(sm, plot_training, "summary")
 
 
+def instep(sm) -> None:
+    """training.inspect's tables: the in-step buckets beside the comm family's standalone figures, the
+    four-part split of each multi-rank job's step, MFU against the spec and the achievable peak; the
+    traces' per-step figures read from their table (training_trace_split), every input by table name."""
+    from distbench.training.analysis.instep_summary import read_trace_split, write_instep_tables
+
+    run_in_rule(sm.log[0], lambda: print(write_instep_tables(
+        list(sm.input.inspect), sm.input.summary, sm.input.get("comm_summary"), sm.input.get("training_matmul"),
+        sm.output.instep, sm.output.split, read_trace_split(sm.input.trace_split))))
+
+
 def matmul_sweep(config, plan):
     """training.matmul_sweep's params: the models' own GEMMs on the GPUs the jobs use."""
     from distbench.training.plan import matmul_params

@@ -12,8 +12,9 @@ import statistics
 import sys
 import time
 
+from distbench.core.layout_spec import layout
 from distbench.launch.ranks import RankContext, first_line, ranks_text
-from distbench.workloads.layouts import SHARDED, data_rank
+from distbench.workloads.layouts import data_rank
 from distbench.workloads.registry import workload
 
 # DDP's own default bucket_cap_mb. Passing it explicitly is not the same as leaving it out in
@@ -41,7 +42,7 @@ def ddp_bucket_layout(param_bytes: list[int], bucket_cap_bytes: int, first_bucke
 
 
 def compile_seconds(warmup_s: list[float], timed_ms: list[float]) -> float:
-    """compile_time_s of one phase of a compiled job (issue 54): the wall time of its warm-up calls beyond
+    """compile_time_s of one phase of a compiled job: the wall time of its warm-up calls beyond
     as many steady calls (the median of its timed calls), in seconds, never negative. Torch compiles a
     step lazily, in the first calls (forward, then backward in the first backward, again wherever a guard
     fails), so this is the compilation plus whatever else a first call pays (the allocator's first
@@ -217,13 +218,14 @@ class TrainingHarness(RankContext):
         shards them): every rank calls it."""
         from distbench.workloads import mlp as models
 
-        if self.args.strategy in SHARDED:
+        if layout(self.args.strategy).sharded:
             from distbench.workloads.fsdp import FSDPUnavailable
 
             try:
                 self.shard()
             except FSDPUnavailable as e:  # not applicable here: said so
-                what = "FSDP2 (fully_shard)" if self.args.strategy == "fsdp" else f"layout {self.args.strategy}"
+                spec = layout(self.args.strategy)
+                what = f"layout {spec.name}" if spec.group else "FSDP2 (fully_shard)"
                 raise PhaseError("skipped", f"{what} cannot run with backend {self.args.backend} "
                                             f"on {self.device.type} here: {e}") from e
         else:
@@ -312,7 +314,7 @@ class TrainingHarness(RankContext):
 
     def step(self, sync_grads: bool):
         n = len(self.micro)
-        fsdp = self.args.strategy in SHARDED
+        fsdp = layout(self.args.strategy).sharded
         for i, (x, y) in enumerate(self.micro):
             sync = sync_grads and i == n - 1
             if fsdp and n > 1:
@@ -438,7 +440,7 @@ class TrainingHarness(RankContext):
     def replicas_agree(self) -> tuple[bool | None, str]:
         """DDP: every rank's parameters are bitwise equal after phase step. FSDP keeps one sharded
         copy, so there are no replicas to compare: None (not checked)."""
-        if self.args.strategy in SHARDED:
+        if not layout(self.args.strategy).replicas:
             return None, ""
         torch = self.torch
         # Python ints can exceed int64 after summing chunks: reduce them into int64's range exactly.
@@ -479,7 +481,7 @@ class TrainingHarness(RankContext):
         FSDP: one entry per FSDP group holding trainable parameters (root, then the blocks): its
         gradients' bytes (fp32), in the order they are reduce-scattered (blocks in reverse, root
         last)."""
-        if self.args.strategy in SHARDED:
+        if layout(self.args.strategy).sharded:
             return [t * 4 for _, t in reversed(self.fsdp_groups) if t], "FSDP groups"
         if getattr(self.wrapped, "_has_rebuilt_buckets", False):
             try:

@@ -7,7 +7,8 @@ import argparse
 import os
 
 from distbench.core.choices import STRATEGIES
-from distbench.workloads.layouts import TWO_D, layout_problem
+from distbench.core.layout_spec import layout
+from distbench.workloads.layouts import layout_problem
 from distbench.workloads.registry import WORKLOADS, all_args, load_extensions, workload
 
 
@@ -33,16 +34,17 @@ def resolve_model_args(p: argparse.ArgumentParser, a: argparse.Namespace) -> Non
     """Check the workload's arguments (p.error on a bad one) and set `a.shape`: its shape columns
     (registry.SHAPE_COLUMNS), so rows and log lines name the model's real shape."""
     spec = workload(a.model)
-    if a.strategy in ("fsdp", *TWO_D) and not spec.fsdp:
+    lay = layout(a.strategy)
+    if lay.sharded and not spec.fsdp:
         p.error(f"--strategy {a.strategy} needs --model {' or '.join(s.name for s in WORKLOADS.values() if s.fsdp)}")
     try:
         spec.check(a)
     except ValueError as e:
         p.error(str(e))
     a.shape = spec.shape(a)
-    if a.strategy in TWO_D:
-        if a.strategy == "fsdp_tp" and not spec.attention:
-            p.error("--strategy fsdp_tp needs a model with attention blocks (gpt)")
+    if lay.group:
+        if lay.tensor_parallel and not spec.attention:
+            p.error(f"--strategy {a.strategy} needs a model with attention blocks (gpt)")
         why = layout_problem(a.strategy, int(os.environ.get("WORLD_SIZE", "1")), getattr(a, "shard_size", None),
                              getattr(a, "tp_size", None), a.shape.get("n_heads"), a.model)
         if why:

@@ -1,8 +1,12 @@
-"""Parallel layouts of the language models beyond DDP and FSDP (issue 49): `hsdp` (FSDP2 over a 2D
+"""Parallel layouts of the language models beyond DDP and FSDP: `hsdp` (FSDP2 over a 2D
 DeviceMesh: shard within groups of shard_size ranks, replicate across groups) and `fsdp_tp` (tensor
 parallel inside groups of tp_size ranks, as torchtitan's parallelize applies it: the fused q/k/v
 projection and MLP in ColwiseParallel, attention out and MLP out RowwiseParallel; then FSDP2 over
 the data-parallel mesh dim).
+
+What a layout is (its mesh, collectives, phases, title) is its spec (distbench.core.layout_spec); this
+module is its torch side, keyed by the spec's name: `SHARD` applies a sharded layout, `CHECKS` refuses
+a group size it cannot run. It and the spec module are the only ones that compare layout names.
 
 The checks (`layout_problem`) are torch-free: the config check and the planner call them. The
 functions that shard import torch inside (the torchrun ranks call them).
@@ -14,25 +18,24 @@ group of tp_size ranks takes tp_size x batch_size sequences (`dp_batch`).
 
 from __future__ import annotations
 
-LAYOUTS = ("ddp", "fsdp", "hsdp", "fsdp_tp")  # training.lm.strategies, in the report's order
-TWO_D = ("hsdp", "fsdp_tp")
-SHARDED = ("fsdp", "hsdp", "fsdp_tp")  # FSDP2 under all three
+from distbench.core.layout_spec import LAYOUTS, layout
+
+TWO_D = tuple(n for n in LAYOUTS if layout(n).group)  # the layouts with a group size (a 2D mesh)
+SHARDED = tuple(n for n in LAYOUTS if layout(n).sharded)  # FSDP2 under these
 TP_SIZES = (2, 4)
 
 
-def layout_problem(strategy: str, world_size: int, shard_size: int | None = None, tp_size: int | None = None,
-                   heads: int | None = None, model: str | None = None) -> str | None:
-    """Why `strategy` cannot run at `world_size` (None: it can), naming the key and its allowed values."""
-    if strategy not in TWO_D:
-        return None
-    if world_size < 2:
-        return f"{strategy} is a 2D layout: it needs at least 2 ranks (plain DDP on one rank is its baseline)"
-    if strategy == "hsdp":
-        allowed = [d for d in range(1, world_size + 1) if world_size % d == 0]
-        if not shard_size or world_size % shard_size:
-            return (f"training.lm.shard_size {shard_size} does not divide the world size {world_size} "
-                    f"(hsdp shards within groups of shard_size ranks): allowed {allowed}")
-        return None
+def _hsdp_problem(world_size: int, shard_size: int | None, tp_size: int | None, heads: int | None,
+                  model: str | None) -> str | None:
+    allowed = [d for d in range(1, world_size + 1) if world_size % d == 0]
+    if not shard_size or world_size % shard_size:
+        return (f"training.lm.shard_size {shard_size} does not divide the world size {world_size} "
+                f"(hsdp shards within groups of shard_size ranks): allowed {allowed}")
+    return None
+
+
+def _fsdp_tp_problem(world_size: int, shard_size: int | None, tp_size: int | None, heads: int | None,
+                     model: str | None) -> str | None:
     if model == "lora":
         return ("tensor parallel shards the nn.Linear projections, and lora wraps each in an adapter module: "
                 "fsdp_tp runs gpt only")
@@ -48,48 +51,92 @@ def layout_problem(strategy: str, world_size: int, shard_size: int | None = None
     return None
 
 
+# A layout's own check of its group size (beyond the spec's minimum world size), by name
+CHECKS = {"hsdp": _hsdp_problem, "fsdp_tp": _fsdp_tp_problem}
+
+
+def layout_problem(strategy: str, world_size: int, shard_size: int | None = None, tp_size: int | None = None,
+                   heads: int | None = None, model: str | None = None) -> str | None:
+    """Why `strategy` cannot run at `world_size` (None: it can), naming the key and its allowed values."""
+    spec = layout(strategy)
+    if world_size < spec.min_world_size:
+        return f"{strategy} is a 2D layout: it needs at least 2 ranks (plain DDP on one rank is its baseline)"
+    check = CHECKS.get(strategy)
+    return check(world_size, shard_size, tp_size, heads, model) if check else None
+
+
 def dp_batch(strategy: str, batch_size: int, tp_size: int | None) -> int:
     """Sequences per data-parallel group (what one rank's data holds): tp_size x batch_size under
-    fsdp_tp (its TP ranks share the batch), batch_size otherwise; the global batch stays
+    tensor parallel (its TP ranks share the batch), batch_size otherwise; the global batch stays
     batch_size x world_size."""
-    return batch_size * tp_size if strategy == "fsdp_tp" and tp_size else batch_size
+    return batch_size * tp_size if layout(strategy).tensor_parallel and tp_size else batch_size
 
 
 def data_rank(strategy: str, rank: int, tp_size: int | None) -> int:
     """The rank whose data this rank reads: TP ranks of one group (adjacent ranks: the mesh is
     (dp, tp) with tp innermost) read the same sequences."""
-    return rank // tp_size if strategy == "fsdp_tp" and tp_size else rank
+    return rank // tp_size if layout(strategy).tensor_parallel and tp_size else rank
 
 
 # --- the ranks' side (imports torch) ---------------------------------------------------------
 
+def _mp_policy(bfloat16: bool):
+    import torch
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    return (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+            if bfloat16 else MixedPrecisionPolicy())
+
+
+def _shard_blocks(model, mesh, bfloat16: bool) -> None:
+    from torch.distributed.fsdp import fully_shard
+
+    mp = _mp_policy(bfloat16)
+    for block in model.blocks:
+        fully_shard(block, mesh=mesh, mp_policy=mp)
+    fully_shard(model, mesh=mesh, mp_policy=mp)
+
+
+def _fsdp(model, bfloat16, world_size, device_type, shard_size, tp_size) -> None:
+    from distbench.workloads.fsdp import fully_shard_blocks
+
+    fully_shard_blocks(model, bfloat16)
+
+
+def _hsdp(model, bfloat16, world_size, device_type, shard_size, tp_size) -> None:
+    from torch.distributed.device_mesh import init_device_mesh
+
+    mesh = init_device_mesh(device_type, (world_size // shard_size, shard_size), mesh_dim_names=("replicate", "shard"))
+    _shard_blocks(model, mesh, bfloat16)
+
+
+def _fsdp_tp(model, bfloat16, world_size, device_type, shard_size, tp_size) -> None:
+    from torch.distributed.device_mesh import init_device_mesh
+
+    mesh2d = init_device_mesh(device_type, (world_size // tp_size, tp_size), mesh_dim_names=("dp", "tp"))
+    tensor_parallel(model, mesh2d["tp"])
+    _shard_blocks(model, mesh2d["dp"], bfloat16)
+
+
+# Each sharded layout's torch side, by name: (model, bfloat16, world_size, device_type, shard_size, tp_size)
+SHARD = {
+    "fsdp": _fsdp,
+    "hsdp": _hsdp,
+    "fsdp_tp": _fsdp_tp,
+}
+
+
 def shard_layout(model, strategy: str, bfloat16: bool, world_size: int, device_type: str,
                  shard_size: int | None = None, tp_size: int | None = None) -> None:
-    """Apply `strategy` (fsdp, hsdp or fsdp_tp) to `model` (gpt: `.blocks` of distbench.workloads.gpt.Block).
+    """Apply the sharded layout `strategy` (SHARD) to `model` (gpt: `.blocks` of distbench.workloads.gpt.Block).
     Raises distbench.workloads.fsdp.FSDPUnavailable with the reason where it cannot run here."""
     import torch
 
-    from distbench.workloads.fsdp import FSDPUnavailable, fully_shard_blocks
+    from distbench.workloads.fsdp import FSDPUnavailable
 
-    if strategy == "fsdp":
-        return fully_shard_blocks(model, bfloat16)
     try:
-        from torch.distributed.device_mesh import init_device_mesh
-        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-
-        mp = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-              if bfloat16 else MixedPrecisionPolicy())
-        if strategy == "hsdp":
-            mesh = init_device_mesh(device_type, (world_size // shard_size, shard_size),
-                                    mesh_dim_names=("replicate", "shard"))
-        else:
-            mesh2d = init_device_mesh(device_type, (world_size // tp_size, tp_size), mesh_dim_names=("dp", "tp"))
-            tensor_parallel(model, mesh2d["tp"])
-            mesh = mesh2d["dp"]
-        for block in model.blocks:
-            fully_shard(block, mesh=mesh, mp_policy=mp)
-        fully_shard(model, mesh=mesh, mp_policy=mp)
-    except torch.OutOfMemoryError:
+        SHARD[strategy](model, bfloat16, world_size, device_type, shard_size, tp_size)
+    except (torch.OutOfMemoryError, FSDPUnavailable):  # FSDPUnavailable: already says why
         raise
     except (ImportError, NotImplementedError, TypeError, ValueError, RuntimeError, AssertionError) as e:
         text = str(e).strip().splitlines()

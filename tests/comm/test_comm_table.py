@@ -59,8 +59,11 @@ def test_a_comm_job_json_that_is_not_one_is_a_usage_error(tmp_path, capsys):
 
     from distbench.comm.main import parse_args
 
-    for text in ("{not json", '{"rule": "comm_job", "wildcards": {}, "params": {}, "output": {}, "log": ""}'):
+    for text, said in (("{not json", "not a job's job.json"),
+                       ('{"rule": "comm_job", "wildcards": {}, "params": {}, "output": {}, "log": ""}',
+                        "params.job: missing")):
         (tmp_path / "job.json").write_text(text)
         with pytest.raises(SystemExit) as e:
             parse_args(["--params", str(tmp_path / "job.json"), "--out", str(tmp_path / "c.csv")])
-        assert e.value.code == 2 and f"--params {tmp_path / 'job.json'}: not a job's job.json" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and f"distbench error: {tmp_path / 'job.json'}: " in err and said in err

@@ -93,6 +93,17 @@ def _tree(path: Path) -> ast.Module:
     return ast.parse(path.read_text())
 
 
+def _class_names(tree: ast.Module, cls: ast.ClassDef) -> set[str]:
+    """What a class defines, with what it inherits from the classes of its own module."""
+    names = _names(cls.body)
+    for base in cls.bases:
+        parent = next((n for n in tree.body if isinstance(n, ast.ClassDef) and isinstance(base, ast.Name)
+                       and n.name == base.id), None)
+        if parent is not None and parent is not cls:
+            names |= _class_names(tree, parent)
+    return names
+
+
 def dotted_problem(name: str) -> str | None:
     """None when `name` is a module, a package or an attribute of one; else what is missing."""
     parts = name.split(".")
@@ -107,7 +118,7 @@ def dotted_problem(name: str) -> str | None:
         if rest[0] not in _names(tree.body):
             return f"no module {'.'.join(parts[:k + 1])}, and {'.'.join(parts[:k])} defines no {rest[0]}"
         cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == rest[0]), None)
-        if cls is not None and len(rest) > 1 and rest[1] not in _names(cls.body):
+        if cls is not None and len(rest) > 1 and rest[1] not in _class_names(tree, cls):
             return f"class {'.'.join(parts[:k + 1])} defines no {rest[1]}"
         return None
     return "no such module"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from distbench.core.manifest import FamilyManifest, Table
+from distbench.core.manifest import FamilyManifest, PackageManifest, Table
 from distbench.pipeline import estimate, families, report_only
 from distbench.report.sections import SECTIONS
 from tests.conftest import REPO
@@ -21,19 +21,22 @@ CORE = REPO / "distbench" / "core"
 
 
 def _families() -> list[str]:
-    return [m.name for m in families.manifests()]
+    return [m.name for m in families.families()]
 
 
 def test_the_registry_finds_every_manifest_by_walking_the_package():
     on_disk = sorted(p.parent.name for p in (REPO / "distbench").glob("*/manifest.py") if p.parent.name != "core")
-    assert sorted(_families()) == on_disk
-    assert {"comm", "training", "memory", "nodes"} <= set(_families())
-    assert all(isinstance(m, FamilyManifest) for m in families.manifests())
+    assert sorted(m.name for m in families.manifests()) == on_disk
+    assert {"comm", "training", "memory", "nodes"} == set(_families())
+    # a benchmark family (a plan of jobs) registers a FamilyManifest, every other package a PackageManifest
+    assert all(isinstance(m, FamilyManifest) == bool(m.plan) for m in families.manifests())
+    assert all(isinstance(m, FamilyManifest | PackageManifest) for m in families.manifests())
 
 
 def _code_words(path: Path) -> set[str]:
-    """The words of a module's code: its identifiers and the string constants that are not
-    docstrings, split at '_' and '.' (comments and docstrings are prose, read by _prose_refs)."""
+    """The words of a module's code: its identifiers and the string constants that are neither
+    docstrings nor sentences, split at '_' and '.' (comments, docstrings and sentences are prose, read
+    by _prose_refs)."""
     tree = ast.parse(path.read_text())
     docstrings = {id(n.body[0].value) for n in ast.walk(tree)
                   if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
@@ -53,7 +56,10 @@ def _code_words(path: Path) -> set[str]:
             text = node.name
         elif isinstance(node, ast.ImportFrom):
             text = node.module or ""
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+        elif (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+              and not re.search(r"\s", node.value)):
+            # a string with no whitespace is a key or a name (a table's, a column's); a sentence for
+            # people ("on 2 nodes NCCL uses Tree") is prose, read like a comment by _prose_refs
             text = node.value
         if text:
             words.update(w.lower() for w in re.split(r"[^A-Za-z0-9]+|_", text) if w)

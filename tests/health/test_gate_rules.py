@@ -208,10 +208,10 @@ def test_the_reference_table_has_the_figures_users_ask_for():
     assert expected_for("NVIDIA GeForce RTX 5090", 8, "all_reduce", 2 * GiB)["source"].endswith("nccl/issues/1639")
     assert expected_for("NVIDIA H100 PCIe", 8, "all_reduce", 2 * GiB) is None
     # two nodes over NDR: 46-48 GB/s per NIC with NCCL_ALGO=RING, scaled by the NICs; Tree is refused
-    two = expected_for(H100, 16, "all_reduce", GiB, nodes=2, nics=8, algo="Ring")
+    two = expected_for(H100, 16, "all_reduce", GiB, node_count=2, nics=8, algo="Ring")
     assert (two["expected_busbw_gbps_low"], two["expected_busbw_gbps_high"]) == (368.0, 384.0)
-    assert expected_for(H100, 16, "all_reduce", GiB, nodes=2, nics=8) is None
-    assert TWO_NODE_TREE[0] in missing_reference(H100, 16, "all_reduce", GiB, nodes=2, nics=8)
+    assert expected_for(H100, 16, "all_reduce", GiB, node_count=2, nics=8) is None
+    assert TWO_NODE_TREE[0] in missing_reference(H100, 16, "all_reduce", GiB, node_count=2, nics=8)
     assert latency_for(H100, 2, "all_reduce", 8)["expected_latency_us"] == 5.41
     assert latency_for(H100, 2, "all_reduce", 64 << 10)["expected_latency_us"] == 6.0
     assert latency_for(H100, 2, "all_reduce", 1 << 20) is None

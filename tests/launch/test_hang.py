@@ -191,7 +191,7 @@ def test_a_hang_is_named_when_the_group_times_out_before_the_jobs_limit(workflow
     """The defaults put op_timeout_s (300 s) far below job_timeout_s (1800 s): the waiting rank's
     collective times out first and the job ends on that error. The rank pulls the dump trigger
     before it fails, so the job is `hung` with the rank named, at the group's timeout."""
-    cfg = {**HANG, "comm": {**HANG["comm"], "job_timeout_s": 120, "op_timeout_s": 10}, "health": {"enabled": False}}
+    cfg = {**HANG, "comm": {**HANG["comm"], "job_timeout_s": 120}, "op_timeout_s": 10, "health": {"enabled": False}}
     (workflow_dir / "hang.yaml").write_text(yaml.safe_dump(cfg))
     job_dir = workflow_dir / f"{RUN}/comm/gloo/float32/ws2/default"
     target = str(job_dir.relative_to(workflow_dir) / "comm.csv")

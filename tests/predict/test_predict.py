@@ -266,7 +266,10 @@ def test_fit_table_solves_the_alpha_split_from_several_world_sizes():
 def test_validate_is_exact_on_data_that_follow_the_model():
     link = P.Link(1.0, 120.0, 7.0)  # the default preset's 1 us per hop, a 7 us fixed cost
     series = {(op, n): P.predict_collective(op, SIZES, n, link) for op in OPS for n in (2, 4)}
-    val = T.validate(comm_table(series), 2, 4)
+    # the envelope is the model checked here: NCCL series default to NCCL's per-protocol model
+    val = T.validate(comm_table(series), 2, 4, nccl=False)
+    assert set(val["model"]) == {"envelope"} and val["nccl_proto"].isna().all()
+    np.testing.assert_allclose(val["time_us_envelope"], val["time_us_predicted"])
     assert set(val["op"]) == set(OPS) and len(val) == len(OPS) * len(SIZES)
     assert val["rel_err_pct"].abs().max() < 1e-6
     assert val["in_fit_range"].all()
@@ -307,24 +310,37 @@ def test_fit_and_validation_on_the_real_h200x2_table():
     assert {"median_abs_err_pct", "max_abs_err_pct"} <= set(summary.columns) and len(summary) == 12
 
 
-# graph timing, fit at 2 ranks, predicted at 4: median |error| over the sizes >= 1 MiB (achieved:
-# all_reduce 7.5%, broadcast 14.5%, all_to_all 16.7%, all_gather 20.6%, reduce_scatter 20.8%,
-# send_recv 55.5%; see the module docstring, section 2, for why the last four miss 15%)
+# graph timing, fit at 2 ranks, predicted at 4: median |error| over the sizes >= 1 MiB. The envelope
+# (rel_err_pct_envelope; achieved: all_reduce 7.5%, broadcast 14.5%, all_to_all 16.7%, all_gather
+# 20.6%, reduce_scatter 20.8%, send_recv 55.5%; model.py section 2 says why the last four miss 15%)
 H200X4_LARGE_BOUND = {"all_reduce": 10, "broadcast": 16, "all_to_all": 19, "all_gather": 23, "reduce_scatter": 23,
                       "send_recv": 60}
+# NCCL's per-protocol model (rel_err_pct, what the report predicts NCCL series with; achieved: all_reduce
+# 9.2%, broadcast 2.2%, all_to_all 3.3%, all_gather 17.6%, reduce_scatter 18.0%, send_recv 44.8%;
+# the self-check's controls, benchmarks/results/predict-selfcheck-cpu-2core-2026-11-29, say why)
+H200X4_LARGE_BOUND_NCCL = {"all_reduce": 11, "broadcast": 3, "all_to_all": 5, "all_gather": 19, "reduce_scatter": 20,
+                           "send_recv": 47}
 
 
 def test_validation_on_the_real_h200x4_table_fit_on_2_predict_4():
     real = pd.read_csv(H200X4_COMM)
     val = T.validate(real, 2, 4)
     assert set(val["alpha_source"]) == {"preset"} and len(val) == 162
+    assert set(val["model"]) == {"nccl"} and set(val["nccl_proto"]) == {"LL", "LL128", "Simple"}
     summ = T.validation_summary(val).set_index(["op", "timing"])
-    for op, bound in H200X4_LARGE_BOUND.items():
+    for op, bound in H200X4_LARGE_BOUND_NCCL.items():
         assert summ.loc[(op, "graph"), "median_abs_err_pct_large"] <= bound, op
+    env = T.validation_summary(val.assign(rel_err_pct=val["rel_err_pct_envelope"])).set_index(["op", "timing"])
+    for op, bound in H200X4_LARGE_BOUND.items():
+        assert env.loc[(op, "graph"), "median_abs_err_pct_large"] <= bound, op
     big = val[val["size_bytes"] >= 2**20]
-    assert big[big["timing"] == "graph"]["rel_err_pct"].abs().median() < 25  # was 23-29% too slow
+    assert big[big["timing"] == "graph"]["rel_err_pct"].abs().median() < 12  # 10.9%; envelope 18.9%, one line 23-29%
     ar = big[(big["op"] == "all_reduce") & (big["timing"] == "graph") & (big["size_bytes"] >= 2**27)]
-    assert ar["rel_err_pct"].abs().max() < 10  # the asymptote carries over
+    assert ar["rel_err_pct_envelope"].abs().max() < 10  # the envelope's asymptote carries over
+    assert ar["rel_err_pct"].abs().max() < 10  # 9.2%: Simple's bandwidth from the 2-rank sizes past one loop
+    # the protocol transition: all_reduce at 2 MiB, envelope -31% (too fast), NCCL's model +4.9% (LL at 4 ranks)
+    t = big[(big["op"] == "all_reduce") & (big["timing"] == "graph") & (big["size_bytes"] == 2**21)].iloc[0]
+    assert t["rel_err_pct_envelope"] < -30 and 0 < t["rel_err_pct"] < 10 and t["nccl_proto"] == "LL"
     # small sizes: the fixed per-op cost is not scaled by the hop count (was 122 us vs 52 measured)
     small = val[(val["size_bytes"] <= 2**16) & (val["op"].isin(["all_gather", "all_reduce"]))]
     assert small["rel_err_pct"].abs().median() < 20
@@ -463,9 +479,10 @@ def test_a_cpu_run_gets_the_method_check_and_no_gpu_cluster(tmp_path, capsys):
 def test_predict_imports_only_tables_helpers():
     allowed = {"argparse", "math", "re", "sys", "dataclasses", "pathlib", "__future__", "numpy", "pandas",
                "distbench.core.choices", "distbench.core.sizes", "distbench.core.io", "distbench.core.ops_spec",
-               "distbench.predict.model", "distbench.predict.cluster"}
+               "distbench.core.layout_spec", "distbench.predict.model", "distbench.predict.cluster",
+               "distbench.predict.nccl_model", "distbench.predict.scaling"}
     mods = set()
-    for name in ("model", "cluster", "tables"):
+    for name in ("model", "cluster", "tables", "scaling"):
         tree = ast.parse((REPO / "distbench" / "predict" / f"{name}.py").read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):

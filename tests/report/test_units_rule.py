@@ -127,11 +127,11 @@ def test_a_comm_verdict_without_a_reference_names_the_one_it_lacks():
     s = frame(row(world_size=4, size_bytes=GiB, busbw_gbps_median=200.0, algbw_gbps_median=133.0))
     h = comm_headlines(s, gpu_name="NVIDIA A100-SXM4-80GB", peak={"peak_gbps": 300.0, "link": "NVLink3 x12"})[0]
     assert h.verdict == "healthy"
-    assert ("no reference figure for 4x A100 all_reduce at 1 GiB in distbench/comm/analysis/peak.py's table"
+    assert ("no reference figure for 4x A100 all_reduce at 1 GiB in distbench/core/references.py's table"
             in h.reason), h.reason
     assert "it has all_reduce for" in h.reason and "8x H100" in h.reason
     assert missing_reference("NVIDIA H100 80GB HBM3", 8, "all_reduce", 64 << 20) == (
-        "no reference figure for 8x H100 all_reduce at 64 MiB in distbench/comm/analysis/peak.py's table "
+        "no reference figure for 8x H100 all_reduce at 64 MiB in distbench/core/references.py's table "
         "(its 8x H100 all_reduce figure holds from 1 GiB)")
     none = comm_headlines(s, gpu_name="NVIDIA L40S")[0]
     assert none.verdict == "measured" and "no reference figure for 4x NVIDIA L40S all_reduce at 1 GiB" in none.reason

@@ -366,9 +366,13 @@ def _profiled_job(tmp_path, step_us: float):
     out = tmp_path / "trace_overlap.csv"
     tov.write_overlap_table({d: {"family": "training", "job": "nccl/mlp/ws2/default"}}, out)
     summary = tmp_path / "training_summary.csv"
-    pd.DataFrame([{"backend": "nccl", "model": "mlp", "strategy": "ddp", "world_size": 2, "config": "default",
-                   "step_time_ms_median": 10.0, "samples_per_s_median": 3200.0, "overlap_fraction": 0.5,
-                   "status": "ok"}]).to_csv(summary, index=False)  # the columns the table's readers need
+    from distbench.core.contract import table_contract
+
+    row = {"backend": "nccl", "model": "mlp", "strategy": "ddp", "world_size": 2, "config": "default",
+           "step_time_ms_median": 10.0, "samples_per_s_median": 3200.0, "overlap_fraction": 0.5, "status": "ok"}
+    # every column the table's contract owes its readers; an MLP row leaves the language models' empty
+    columns = list(dict.fromkeys([*row, *table_contract("training_summary").columns]))
+    pd.DataFrame([row], columns=columns).to_csv(summary, index=False)
     return out, ReportInputs({"trace_overlap": out, "training_summary": summary})
 
 

@@ -65,7 +65,7 @@ def test_a_string_false_in_a_jobs_job_json_is_refused_not_read_as_true(tmp_path,
     job = next(j for j in training_jobs(cfg, 0)[0] if j.config_label == "fsdp" and j.world_size == 2)
     params = rule_params(cfg, {}, job)
     assert ("--compile", False) in training_values(job, params)
-    with pytest.raises(ValueError, match=r"params.compile must be a JSON boolean \(true or false\), not 'false'"):
+    with pytest.raises(ValueError, match=r"job.compile: 'false' is not of type 'boolean'"):
         training_values(job, {**params, "compile": "false"})  # bool("false") would be True: a compiled job
     # the ranks' reading of job.json: a usage error naming the file and the key
     path = tmp_path / "job.json"
@@ -75,7 +75,7 @@ def test_a_string_false_in_a_jobs_job_json_is_refused_not_read_as_true(tmp_path,
     with pytest.raises(SystemExit) as e:
         parse_args(["--params", str(path), "--out", str(tmp_path / "training.csv")])
     assert e.value.code == 2
-    assert "params.compile must be a JSON boolean" in capsys.readouterr().err
+    assert f"{path}: job.compile: 'false' is not of type 'boolean'" in capsys.readouterr().err
 
 
 def test_the_estimate_adds_the_stated_compile_time_per_compiled_job():

@@ -14,13 +14,11 @@ import pandas as pd
 
 from distbench.comm.analysis import peak as peak_mod
 from distbench.core.contract import to_bool
+# busbw under LOW_PEAK_FRACTION of the link peak is suspicious: the gate holds runs to the same share
+from distbench.core.references import LOW_PEAK_FRACTION
 from distbench.core.sizes import human_bytes
 from distbench.core.units import human_time_us
 
-# busbw below this share of the link peak at the largest size is suspicious. Healthy NVLink runs
-# reach ~60% (2-GPU all_gather/reduce_scatter) to ~80% (all_reduce, broadcast) of the raw peak,
-# so 50% flags a PCIe or socket fallback without warning on a machine that is fine.
-LOW_PEAK_FRACTION = 0.50
 FAR_BELOW_EXPECTED = 0.80     # below this share of the published low figure is "far below"
 CV_NOISY = 0.10               # coefficient of variation of per-trial times
 LARGE_BYTES = 16 << 20        # "large" for the noise rule: at or above 16 MiB (or the largest size run)

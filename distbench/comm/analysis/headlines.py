@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import pandas as pd
 
-from distbench.comm.analysis.advice import LOW_PEAK_FRACTION
 from distbench.comm.analysis.findings import (
     HOST_BOUND, HOST_COST, is_host_bound, normalise_summary, primary_rows, ranks_per_host,
 )
 from distbench.comm.analysis.peak import expected_for, missing_reference, reference_text
 from distbench.core.choices import backend_name
+# healthy against a reference row or the link peak: the node gate holds its runs to the same thresholds
+from distbench.core.references import HEALTHY_OF_PUBLISHED, LOW_PEAK_FRACTION
 from distbench.core.section import Headline, judged_world_size, oversubscribed
 from distbench.core.units import human_bytes, human_time_us, sig3
 from distbench.core.units import pct as _pct
@@ -54,7 +55,7 @@ def graph_mixing(nccl_env_label=None, job_env: dict | None = None, launcher_env:
 def gpu_side_rows(summary: pd.DataFrame, primary: pd.DataFrame) -> pd.DataFrame:
     """`primary` (primary_rows of `summary`) with each host-bound events row replaced by the graph row
     of the same point where `summary` has one that ran ok: the GPU's side of that point, where events
-    timing measured torch's per-call host cost (issue 35: 25 µs for 8 B all_reduce on 2x H200, where
+    timing measured torch's per-call host cost (25 µs for 8 B all_reduce on 2x H200, where
     graph timing gives 11.3 µs and nccl-tests 6.8). The rows gain `gpu_side` (True where replaced),
     `host_cost_us` (the events time per op there: torch's per-call host cost) and
     `host_cost_issue_us` (the host's issue time per op under events)."""
@@ -98,7 +99,6 @@ def one_gpu_headline() -> Headline:
     return Headline("communication", ONE_GPU_TEXT, "measured", ONE_GPU_REASON, lead=-1)
 
 
-HEALTHY_OF_PUBLISHED = 0.90  # of the published range's low end: run-to-run and machine-to-machine spread
 HEADLINE_OP = "all_reduce"  # the collective of data-parallel training; another op when it was not run
 
 

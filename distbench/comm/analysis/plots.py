@@ -2,7 +2,7 @@
 
 Only status-ok rows are drawn; a figure whose data are empty is skipped, not an error.
 
-House rules, shared by every plot module (distbench.plots_*):
+House rules, shared by every plot module (the plots modules of each family's analysis/):
 - colours from distbench.core.palette: colour and marker = the world size, the same in every figure;
   what a figure compares besides (backend, timing mode, NCCL environment, dtype) is the line style
   (a hatch on bars);

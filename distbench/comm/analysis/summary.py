@@ -124,7 +124,7 @@ def aggregate(job_csvs, rank_csvs, out_raw, out_ranks, out_summary, out_largest,
               join=None) -> pd.DataFrame:
     """The comm tables from every job's CSVs. No comm job in the plan (backends [nccl] on a host without
     a GPU: every NCCL job skipped, as the default run skips them): the tables with their columns and no
-    row, so the report still says what was skipped (issue 37). `join(summary) -> summary`: what the
+    row, so the report still says what was skipped. `join(summary) -> summary`: what the
     probes add to each point (distbench.comm.analysis.diagnose), before the summary is written, once."""
     problems = []  # every bad file, of both kinds, in one message
     df, ranks = _no_rows(COMM), _no_rows(COMM_RANKS)

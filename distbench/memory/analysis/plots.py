@@ -26,7 +26,7 @@ from distbench.core.figures import header, legend_outside, new_figure, write_fig
 from matplotlib.lines import Line2D  # noqa: E402
 
 FIGURES = ("memory_split", "memory_activations")
-# each part in one fixed colour (distbench.core.palette's series colours, as before)
+# each part in one fixed colour (distbench.core.palette's series colours: one palette for every figure)
 PART_COLORS = {"params_bytes": palette.SERIES[0], "grads_bytes": palette.SERIES[1], "optimizer_bytes": palette.SERIES[2],
                "activations_bytes": palette.SERIES[3], "unexplained_bytes": palette.SERIES[4]}
 PART_LABELS = (("params_bytes", "parameters"), ("grads_bytes", "gradients"), ("optimizer_bytes", "optimizer state"),

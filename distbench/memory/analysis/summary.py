@@ -12,7 +12,7 @@ Per job (backend, world size, model, config):
 - largest_batch_fits: the largest batch whose `confirm` row ran ok (the search's answer, run again as
   real steps: distbench.memory.harness), largest_batch_confirmed true, and that row's peak
   (largest_batch_peak_allocated_bytes / _reserved_bytes: the peak of that batch, not of a measured
-  one). Files from before the confirm (issue 54; their search rows have no peak) have none: there it
+  one). Files from before the confirm (their search rows have no peak) have none: there it
   is the largest `search` row that ran ok, largest_batch_confirmed false (those tries ran under
   no_sync: a batch the real step may not run); a later search that stopped on a failed try before
   its confirm has no answer. first_batch_oom: the smallest batch above it that ran out of memory

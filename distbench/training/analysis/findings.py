@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from distbench.training.contract import COMPILE_SUFFIX, TRAINING_SEVERITY
+from distbench.core.layout_spec import SPECS, layout_of
 from distbench.core.section import SMOKE_TEST
 from distbench.core.units import human_bytes
 from distbench.core.units import pct as _pct
@@ -183,7 +184,8 @@ def mlp_ddp_rows(s: pd.DataFrame) -> pd.DataFrame:
     strategy, not a DDP configuration: their own findings lines say how they scale)."""
     if "model" in s:
         s = s[s["model"].fillna("mlp") == "mlp"]
-    return s[s["strategy"].fillna("ddp") != "fsdp"] if "strategy" in s else s
+    sharded = [name for name, spec in SPECS.items() if spec.sharded]
+    return s[~s["strategy"].isin(sharded)] if "strategy" in s else s
 
 
 def best_config(summary: pd.DataFrame) -> BestConfig | None:
@@ -237,10 +239,11 @@ def _int_or(v) -> str:
 
 
 def _strategy_name(r) -> str:
-    if str(r.get("strategy") or "ddp") == "fsdp":
-        return "FSDP"
-    if str(r.get("strategy") or "ddp") in ("hsdp", "fsdp_tp"):
+    spec = layout_of(r.get("strategy"))
+    if spec is not None and spec.group:
         return layout_name(r)
+    if spec is not None and spec.sharded:
+        return spec.short
     return _config_name(str(r["config"]).removesuffix(COMPILE_SUFFIX))  # compiled: ", torch.compile" says so
 
 

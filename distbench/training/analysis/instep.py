@@ -1,4 +1,4 @@
-"""In-step collectives (config `training.inspect: true`, issue 40): every collective of a training
+"""In-step collectives (config `training.inspect: true`): every collective of a training
 job's timed steps, read from what the job left in its `inspect/` directory
 (distbench.training.inspect), set beside the same collective alone.
 
@@ -359,10 +359,12 @@ def bucket_sentence(strategy: str, b: dict, world_size: int | None = None) -> st
     from distbench.core.units import human_bytes, human_gbps, human_time_us
 
     # fsdp_tp's all_reduces are tensor parallel's (activations, and their gradients in backward): no buckets
-    who = {"ddp": "DDP's", "fsdp": "FSDP's", "hsdp": "HSDP's", "fsdp_tp": "2D (FSDP2 + TP)'s"}.get(
-        str(strategy), f"{strategy}'s")
+    from distbench.core.layout_spec import SPECS
+
+    spec = SPECS.get(str(strategy))
+    who = f"{spec.short if spec else strategy}'s"
     size = human_bytes(b["size_bytes"]) if b["size_bytes"] == b["size_bytes"] else "unsized"
-    what = "buckets" if b["op"] == "all_reduce" and strategy != "fsdp_tp" else f"{b['op']}s"
+    what = "buckets" if b["op"] == "all_reduce" and not (spec and spec.tensor_parallel) else f"{b['op']}s"
     if b["busbw_gbps_median"] != b["busbw_gbps_median"]:
         return (f"{who} {b['op']}s took {human_time_us(b['time_us_median'])} each inside the step (median of {b['n']}); "
                 f"no bandwidth: {b.get('standalone_note') or 'no size recorded'}.")

@@ -1,4 +1,4 @@
-"""training.inspect's tables (issue 40), from the jobs' `inspect/` directories, the training summary,
+"""training.inspect's tables, from the jobs' `inspect/` directories, the training summary,
 the comm family's summary (the standalone figures) and the matmul sweep:
 
 - training_instep.csv: one row per bucket (op, dtype, size) of each job's timed steps
@@ -8,9 +8,10 @@ the comm family's summary (the standalone figures) and the matmul sweep:
   peak and against the achievable one, and the headline naming the step's largest cost.
 
 The per-step figures of a job's traces (distbench.traces.split.job_trace_split: the GPU timeline's
-states, the compute slowdown, the extra kernels) are handed in by the caller (`trace_split`, the
-workflow's aggregate_instep.py): the training family reads no trace itself, and distbench.traces
-imports no family.
+states, the compute slowdown, the extra kernels) are handed in by the caller (`trace_split`). The
+workflow's step reads them from the table the traces' step writes, training_trace_split.csv
+(distbench.traces.split_step; read_trace_split, below): the training family reads no trace itself,
+and distbench.traces imports no family.
 
 The split of the timed step (medians from training.csv; the trace's figures per step, median over
 the traced steps, rank by rank, then those of the rank the others waited for: job_trace_split):
@@ -46,8 +47,12 @@ from distbench.training.analysis.instep import BUCKET_COLUMNS, FAR_BELOW_RATIO, 
 from distbench.training.analysis.summary import check_bounds
 
 # a job's inspect directory -> its traces' per-step figures ({} without GPU traces):
-# distbench.traces.split.job_trace_split
+# distbench.traces.split.job_trace_split, or read_trace_split's reader of its table
 TraceSplit = Callable[[Path], dict]
+
+# training_trace_split.csv's figures that are not floats (distbench.traces.split.TRACE_SPLIT_FIELDS)
+TRACE_SPLIT_INTS = ("rank", "n_traced_steps")
+TRACE_SPLIT_BOOLS = ("compute_only_traced",)
 
 SPLIT_COLUMNS = ("job", "model", "strategy", "world_size", "source", "note", "step_ms", "step_trace_ms", "compute_ms",
                  "compute_slowdown_ms", "exposed_comm_ms", "rest_ms", "rest_optimizer_ms", "rest_comm_bookkeeping_ms",
@@ -204,12 +209,51 @@ def instep_tables(jobs: dict, summary: pd.DataFrame, comm_summary: pd.DataFrame 
     return pd.DataFrame(buckets, columns=list(BUCKET_COLUMNS)), pd.DataFrame(splits, columns=list(SPLIT_COLUMNS))
 
 
+def job_key(job_dir) -> str:
+    """A job's name in these tables, from its directory (.../<backend>/<model>/ws<N>/<config>: the
+    training family's job directory, under results/<label>/training/ or not)."""
+    return "/".join(Path(job_dir).parts[-4:])
+
+
+def trace_split_of(table: pd.DataFrame) -> TraceSplit:
+    """training_trace_split.csv (distbench.traces.split_step: a row per job, `job` its directory under
+    results/<label>/), read as text (dtype=str, keep_default_na=False) -> the reader instep_tables takes:
+    a job's inspect directory -> the figures job_trace_split gave, typed again (floats read back
+    exactly as written, ints, booleans; an empty cell a figure not given), {} where its status says the
+    job had no GPU traces. A job without a row is an error: the table is older than the jobs."""
+    from distbench.core.contract import SchemaError
+
+    by_job = {}
+    for r in table.to_dict("records"):
+        figures = {}
+        if r["status"] == "ok":
+            for k, v in r.items():
+                if k in ("job", "status") or v == "":
+                    continue
+                figures[k] = v == "True" if k in TRACE_SPLIT_BOOLS else int(v) if k in TRACE_SPLIT_INTS else float(v)
+        by_job[job_key(r["job"])] = figures
+
+    def trace_split(inspect_dir) -> dict:
+        key = job_key(Path(inspect_dir).parent)
+        if key not in by_job:
+            raise SchemaError(f"training_trace_split.csv has no row for the job {key}: it was made before this "
+                              "job's traces; remake it (rule training_trace_split)")
+        return by_job[key]
+
+    return trace_split
+
+
+def read_trace_split(path) -> TraceSplit:
+    """trace_split_of the training_trace_split.csv at `path`."""
+    return trace_split_of(pd.read_csv(path, dtype=str, keep_default_na=False))
+
+
 def write_instep_tables(inspect_dirs, summary_csv, comm_summary_csv, matmul_csv, out_instep, out_split,
                         trace_split: TraceSplit) -> str:
     """The workflow's aggregate (rule aggregate_training_instep): every multi-rank job's inspect
     directory (.../<backend>/<model>/ws<N>/<config>/inspect: the training family's job directory) ->
     training_instep.csv and training_split.csv. The comm summary and the matmul sweep are optional
-    (None: not in this run); trace_split reads a job's traces (distbench.traces.split.job_trace_split).
+    (None: not in this run); trace_split gives a job's traces' figures (read_trace_split).
     Returns a line per job for the rule's log: what was recorded, and how."""
     from distbench.core.io import atomic_write_text
 
@@ -218,7 +262,7 @@ def write_instep_tables(inspect_dirs, summary_csv, comm_summary_csv, matmul_csv,
         backend, model, ws, config = Path(d).parts[-5:-1]
         if int(ws.removeprefix("ws")) < 2:
             continue  # one rank has no collective inside its step to record
-        jobs[f"{backend}/{model}/{ws}/{config}"] = (
+        jobs[job_key(Path(d).parent)] = (
             {"backend": backend, "model": model, "world_size": ws.removeprefix("ws"), "config": config}, Path(d))
     summary = pd.read_csv(summary_csv)
     comm = pd.read_csv(comm_summary_csv) if comm_summary_csv else None

@@ -1,4 +1,4 @@
-"""training.inspect in the report (issue 40): what each inspected job recorded inside its step and what
+"""training.inspect in the report: what each inspected job recorded inside its step and what
 it could not, its buckets beside the comm family's standalone figures (the sentences of
 training_instep.csv), and its step in four parts with the headline naming the largest cost
 (training_split.csv, distbench.training.analysis.instep_summary). The training section (section.py)

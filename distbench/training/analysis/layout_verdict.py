@@ -1,6 +1,6 @@
-"""Which parallel layout to train with (issue 49): per language model, its layouts at one world size
+"""Which parallel layout to train with: per language model, its layouts at one world size
 (layout_rows) and the Verdict row that answers it (layout_verdict), the fastest first: in the mode trainers
-run (issue 54) where the run has compiled jobs (training.lm.compile), each figure with its eager one beside it."""
+run where the run has compiled jobs (training.lm.compile), each figure with its eager one beside it."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from distbench.core.layout_spec import BASELINE, SPECS, layout_of
 from distbench.core.section import SMOKE_TEST
 from distbench.core.units import human_bytes
 from distbench.core.units import pct as _pct
@@ -46,7 +47,7 @@ def layout_rows(summary: pd.DataFrame) -> dict[str, pd.DataFrame]:
         return out
     lm = with_compile(summary[(summary["model"].fillna("mlp") != "mlp") & (summary["world_size"] > 1)])
     base = lm["config"].astype(str).str.removesuffix(COMPILE_SUFFIX)  # 'plain+compile': compiled plain DDP
-    lm = lm[(lm["strategy"].fillna("ddp") != "ddp") | (base == PLAIN)]
+    lm = lm[(lm["strategy"].fillna(BASELINE) != BASELINE) | (base == PLAIN)]
     for model, g in lm.groupby("model", sort=True):
         sizes = [ws for ws, at in g.groupby("world_size") if at.groupby("compile")["strategy"].nunique().max() > 1]
         if sizes:
@@ -129,15 +130,16 @@ def _ranking_parts(rank: Ranking, split, beside=None) -> tuple[list[str], list]:
     parts = [f"{best_name}, {tok:,.0f} tokens/s"]
     if level:
         parts[0] += f", level with {', '.join(layout_name(r) for r in level)} (within their steps' spread)"
-    ddp = ran[ran["strategy"].fillna("ddp") == "ddp"]
-    if str(best["strategy"]) != "ddp" and len(ddp) and "DDP" not in level_names:
-        parts[0] += f", {_pct(tok / float(ddp.iloc[0]['tokens_per_s_median']) - 1)} faster than DDP"
+    ddp = ran[ran["strategy"].fillna(BASELINE) == BASELINE]
+    ddp_name = SPECS[BASELINE].title
+    if str(best["strategy"]) != BASELINE and len(ddp) and ddp_name not in level_names:
+        parts[0] += f", {_pct(tok / float(ddp.iloc[0]['tokens_per_s_median']) - 1)} faster than {ddp_name}"
         if beside is not None:
-            parts[0] += f" ({_eager_gap(beside, 'DDP', best_name, faster=True)})"
+            parts[0] += f" ({_eager_gap(beside, ddp_name, best_name, faster=True)})"
     for _, r in ran.iloc[1:].iterrows():
         if layout_name(r) in level_names:
             continue
-        if str(r["strategy"]) != "ddp" or str(best["strategy"]) == "ddp" or not len(ddp):
+        if str(r["strategy"]) != BASELINE or str(best["strategy"]) == BASELINE or not len(ddp):
             parts.append(f"{layout_name(r)} {_pct(1 - float(r['tokens_per_s_median']) / tok)} slower"
                          + (f" ({_eager_gap(beside, layout_name(r), best_name)})" if beside is not None else "")
                          + slower_because(costs.get(str(r["strategy"])), best_cost, best_name))
@@ -172,9 +174,12 @@ def _reason(rank: Ranking, split, level: list) -> str:
             f"{layout_name(r)} {_pct(1 - float(r['tokens_per_s_median']) / tok)} below by median, steps "
             f"{_num(r['step_time_ms_p5']):,.1f}-{_num(r['step_time_ms_p95']):,.1f} ms" for r in level)
             + f", against {_num(best['step_time_ms_p5']):,.1f}-{_num(best['step_time_ms_p95']):,.1f} ms)")
-    same = [r for _, r in ran.iterrows() if str(r["strategy"]) == "hsdp" and _num(r.get("shard_size")) == ws]
-    if same and (ran["strategy"] == "fsdp").any():
-        reason += (f"; {layout_name(same[0])} at {ws} ranks shards as FSDP2 full shard does, with one replica: "
+    same = [(r, SPECS[spec.full_group_is]) for _, r in ran.iterrows()
+            if (spec := layout_of(r["strategy"])) is not None and spec.full_group_is
+            and _num(r.get(spec.group)) == ws and (ran["strategy"] == spec.full_group_is).any()]
+    if same:
+        r, other = same[0]
+        reason += (f"; {layout_name(r)} at {ws} ranks shards as {other.title} does, with one replica: "
                    "the two differ by this run's noise only")
     mem = [(layout_name(r), _num(r.get("peak_mem_allocated_bytes"))) for _, r in ran.iterrows()]
     mem = [(n, b) for n, b in mem if not math.isnan(b)]
@@ -191,7 +196,7 @@ def _reason(rank: Ranking, split, level: list) -> str:
 
 
 def compiled_verdict(eager: pd.DataFrame, comp: pd.DataFrame, split: pd.DataFrame | None = None) -> tuple[str, str, str]:
-    """The layouts Verdict in the mode trainers run (issue 54: on 2x H200, gpt 1.3b, 2D (TP 2) was 42% slower
+    """The layouts Verdict in the mode trainers run (compile moves the gaps: on 2x H200, gpt 1.3b, 2D (TP 2) was 42% slower
     than FSDP2 eager and 17% compiled): the compiled ranking as eager_verdict words it, each figure with its
     eager counterpart beside it ('2D (TP 2) 17% slower (eager: 42% slower)'), then whether compile changes
     the ranking ('eager ranks DDP first (100,688 tokens/s): compile changes the ranking'; else 'FSDP2 full

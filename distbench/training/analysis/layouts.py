@@ -1,4 +1,4 @@
-"""Which parallel layout (issue 49), the parts the rest of the training analysis reads: the layouts'
+"""Which parallel layout, the parts the rest of the training analysis reads: the layouts'
 names as the report writes them, and why one layout is slower than another: each layout's step as
 compute and exposed communication per step, from the best record the run has, for the layouts' Verdict
 row (layout_verdict.layout_verdict) to name the cost that sets a slower layout apart, and whether two
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from distbench.core.layout_spec import SPECS, layout_title
 from distbench.training.analysis.instep_view import job_key
 from distbench.training.analysis.summary import _num
 
@@ -27,19 +28,11 @@ FAILED_AS = {"oom": "out of memory", "timeout": "timed out", "not_run": "not run
              "compile_failed": "compile failed"}
 
 
-# training.lm.strategies' layouts (distbench.workloads.layouts, which analysis does not import: it reaches torch)
-LAYOUT_TITLES = {"ddp": "DDP", "fsdp": "FSDP2 full shard", "hsdp": "HSDP", "fsdp_tp": "2D (FSDP2 + TP)"}
-
-
 def layout_name(r) -> str:
-    """'DDP', 'FSDP2 full shard', 'HSDP (shard 2)', '2D (TP 2)'."""
-    strategy = str(r.get("strategy") or "ddp")
-    tp, shard = _num(r.get("tp_size")), _num(r.get("shard_size"))
-    if strategy == "hsdp" and not math.isnan(shard):
-        return f"HSDP (shard {int(shard)})"
-    if strategy == "fsdp_tp" and not math.isnan(tp):
-        return f"2D (TP {int(tp)})"
-    return LAYOUT_TITLES.get(strategy, strategy)
+    """'DDP', 'FSDP2 full shard', 'HSDP (shard 2)', '2D (TP 2)': the layout's title, with its group size
+    (the column its spec names) where the row has one."""
+    spec = SPECS.get(str(r.get("strategy") or ""))
+    return layout_title(r.get("strategy"), _num(r.get(spec.group)) if spec is not None and spec.group else None)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ computes in (bfloat16: the dense tensor-core figure, no 2:4 sparsity; float32: t
 figure, since torch keeps TF32 off for matmuls by default). A device is matched on the name torch
 (or NVML) reports, by the patterns below, in order; the matched row is recorded next to the MFU.
 An unknown device gets no peak and an empty MFU with the reason: a guessed peak is worse than none
-(torchtitan issue 668: an H100 PCIe/SXM mix-up moved MFU by 30%).
+(pytorch/torchtitan#668: an H100 PCIe/SXM mix-up moved MFU by 30%).
 """
 
 from __future__ import annotations

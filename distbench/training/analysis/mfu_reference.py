@@ -1,5 +1,5 @@
 """What MFU to expect: reference rows for GPT-style dense training, published or ours, and the judge
-that holds a measured MFU against the nearest comparable one (issue 54: MFU judged against sourced
+that holds a measured MFU against the nearest comparable one (so that MFU is judged against sourced
 figures, as busbw is against distbench.comm.analysis.peak.EXPECTED).
 
 Every row is one configuration as its source states it: GPU, model size, sequence length, precision,
@@ -42,7 +42,7 @@ SIZE_FACTOR = 2.5
 # inside SIZE_FACTOR (up to 17%, above; torch.compile adds 9% on our H100, 16% in torchtitan's
 # 8B table). Under 80% is a shortfall no such spread explains (2D FSDP + TP at 22-27% beside DDP's
 # 42% on the same H200s). A count or peak error moves MFU by 1.3x or more (an H100 PCIe's 756
-# TFLOP/s peak taken for the SXM's 989: 1.31x, torchtitan issue 668; 8 N counted for 6 N: 1.33x),
+# TFLOP/s peak taken for the SXM's 989: 1.31x, pytorch/torchtitan#668; 8 N counted for 6 N: 1.33x),
 # so 125% flags those and not a well-tuned run on a newer stack.
 LOW_FACTOR = 0.80
 HIGH_FACTOR = 1.25
@@ -256,7 +256,7 @@ def layout_class(strategy: str | None) -> str | None:
         return "model-parallel"
     if re.search(r"fsdp|hsdp|shard|zero", s):
         return "fsdp"
-    if "ddp" in s or "data parallel" in s:
+    if re.search(r"ddp|data parallel", s):
         return "ddp"
     return None
 

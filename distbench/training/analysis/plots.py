@@ -20,6 +20,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from distbench.core import palette  # noqa: E402
+from distbench.core.layout_spec import BASELINE  # noqa: E402
 from distbench.core.figures import ANNOTATION_PT, legend_outside, new_figure, time_unit, write_figures  # noqa: E402
 from distbench.training.analysis.layout_verdict import layout_rows as findings_layout_rows  # noqa: E402
 from distbench.training.analysis.findings import mlp_ddp_rows, one_device_of  # noqa: E402
@@ -45,7 +46,7 @@ def _with_series(ok: pd.DataFrame) -> pd.DataFrame:
     model = ok["model"].fillna("mlp").astype(str) if "model" in ok else pd.Series("mlp", index=ok.index)
     if (model == "mlp").all():
         return ok.assign(series=ok["config"].astype(str))
-    config = ok["config"].astype(str).where(~((model != "mlp") & (ok["config"] == PLAIN)), "ddp")
+    config = ok["config"].astype(str).where(~((model != "mlp") & (ok["config"] == PLAIN)), BASELINE)
     return ok.assign(series=model + " " + config)
 
 

@@ -19,6 +19,7 @@ from distbench.core.section import (
     SMOKE_TEST, Headline, Measure, worse, ReportInputs, Section, SummaryPart, judged_world_size, oversubscribed,
     pct_cell, table, time_cell,
 )
+from distbench.core.layout_spec import BASELINE
 from distbench.core.readers import read_json, remake
 from distbench.core.units import human_bytes, human_time_us, sig3
 from distbench.core.units import pct as _pct
@@ -165,7 +166,7 @@ def mfu_judgement(r) -> tuple[str, str, str]:
     seq = _num(r.get("seq_len"))
     verdict, reason = mfu_verdict(mfu, str(r.get("device_name") or ""), _num(r.get("params_total")),
                                   int(seq) if not math.isnan(seq) else 0, str(r.get("dtype") or ""),
-                                  strategy=str(r.get("strategy") or "ddp"), world_size=int(r["world_size"]),
+                                  strategy=str(r.get("strategy") or BASELINE), world_size=int(r["world_size"]),
                                   compiled=_compiled(r), full_training=_full_training(r))
     return f"{_pct(mfu, 1)} MFU", verdict, reason
 
@@ -186,7 +187,7 @@ def one_gpu_headlines(t: pd.DataFrame) -> list[Headline]:
         one = g[(g["world_size"] == 1)]
         if one.empty:
             continue
-        plain = one[(one["config"] == "plain") & (one["strategy"].fillna("ddp") == "ddp")] if "strategy" in one else one
+        plain = one[(one["config"] == "plain") & (one["strategy"].fillna(BASELINE) == BASELINE)] if "strategy" in one else one
         r = (plain if len(plain) else one).iloc[0]
         size = model_size(r)
         label = f"{model} ({', '.join(x for x in (size, layout_name(r), 'compiled' if _compiled(r) else '') if x)})"
@@ -295,7 +296,7 @@ def training_headlines(training: pd.DataFrame | None, split: pd.DataFrame | None
                 reason += f"; {mfu_reason}"
                 verdict = worse(verdict, mfu_verdict)
         out.append(Headline("training", text, verdict, f"{reason}; {why_cost}" if why_cost else reason))
-    # which layout (training.lm.strategies: issue 49): the answer first, one row per language model
+    # which layout (training.lm.strategies): the answer first, one row per language model
     return layout_headlines(t, split) + out
 
 
@@ -314,7 +315,7 @@ def headlines(inputs: ReportInputs) -> list[Headline]:
 # Against a baseline run: the median step time per configuration, its p5-p95 as the noise (tables from
 # before FSDP had no strategy column: every run was DDP).
 STEP_TIME = Measure("training", "training_summary.csv", ("backend", "model", "strategy", "world_size", "config"),
-                    "step_time_ms_median", "step_time_ms_p5", "step_time_ms_p95", unit="ms", defaults={"strategy": "ddp"})
+                    "step_time_ms_median", "step_time_ms_p5", "step_time_ms_p95", unit="ms", defaults={"strategy": BASELINE})
 # summary.json's results.training: one record per configuration
 SUMMARY_FIELDS = ("model", "strategy", "config", "backend", "world_size", "batch_size", "dtype", "step_time_ms_median",
                   "compute_only_ms_median", "exposed_comm_ms", "exposed_comm_capped_ms", "other_ms", "overlap_fraction", "samples_per_s_median",

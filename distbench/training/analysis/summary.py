@@ -51,6 +51,7 @@ import pandas as pd
 
 from distbench.training.contract import COMPILE_SUFFIX, TRAINING, TRAINING_SEVERITY
 from distbench.core.io import atomic_write_csv
+from distbench.core.layout_spec import layout_of
 from distbench.core.units import human_time_us
 from distbench.core.tables import combine
 from distbench.training.analysis.mfu import mfu, peak_for
@@ -281,7 +282,7 @@ def _summarize_job(key: tuple, g: pd.DataFrame) -> dict:
     # A phase a layout cannot have (the 2D layouts' compute_only or comm_alone: PhaseError "skipped")
     # leaves the job ok when its real step ran; its message says why
     statuses = g["status"].fillna("ok")
-    if len(step_rows) and str(row.get("strategy")) in ("hsdp", "fsdp_tp"):
+    if len(step_rows) and getattr(layout_of(row.get("strategy")), "skips_a_phase", False):
         statuses = statuses[(statuses != "skipped") | (g["phase"] == "step")]
     worst = min(statuses, key=lambda s: TRAINING_SEVERITY.get(s, -1))
     messages = [m for m in g["message"].fillna("") if str(m).strip()]
