@@ -88,8 +88,11 @@ def build(inputs: ReportInputs) -> dict | None:
             "alpha the small-size floor, split into a fixed per-op cost and a per-hop latency (from the world sizes "
             "measured, or the preset's); ring costs at N ranks, hierarchical (intra-node reduce-scatter, inter-node "
             "all-reduce per rail, intra-node all-gather) beyond one node; training step = compute-only + the modelled "
-            "gradient communication less the overlap measured at the largest world size. It breaks between about "
-            "512 KiB and 32 MiB (NCCL's protocol switches), where it predicts too fast, and for send_recv. "
+            "gradient communication less the overlap measured at the largest world size. On one node, an NCCL "
+            "collective measured at two or more world sizes is predicted by NCCL's own cost model instead (its "
+            "algorithms and LL, LL128 and Simple protocols, the one NCCL would pick at each size, calibrated on this "
+            "node's sweep: distbench/predict/nccl_model.py), which holds through the protocol switches (about "
+            "512 KiB - 32 MiB) where the envelope alone predicts too fast; neither holds for send_recv. "
             "distbench/predict/model.py has every formula.")
     if preset is not None:
         note += f" Preset {preset.name}: {preset.source}"
