@@ -7,7 +7,9 @@ Torch-free, Snakemake-free: it is handed the jobs of the DAG."""
 
 from __future__ import annotations
 
-from distbench.pipeline.families import benchmark_rules, manifests
+from pathlib import Path
+
+from distbench.pipeline.families import benchmark_rules, families
 
 # Rules that measure (a GPU or the host under load): never started by `report` alone (each family's
 # manifest names its own: distbench.core.manifest.FamilyManifest.benchmark_rules).
@@ -35,12 +37,23 @@ def rerun_message(jobs: list[tuple[str, str]]) -> str | None:
             "`snakemake --cores 1 report --rerun-triggers mtime`.")
 
 
+def _family_of(path: str, label: str, families) -> str | None:
+    """The family whose job directory holds a result path (results/<label>/<job_dir head>/...)."""
+    parts = Path(path).parts
+    start = parts.index(label) + 1 if label in parts else 0
+    head = parts[start] if start < len(parts) else ""
+    return next((m.name for m in families if m.job_dir and m.job_dir.split("/")[0] == head), None)
+
+
 def missing_message(missing: list[str], n_needed: int, label: str) -> str:
     """The message that stops `report` alone while the DAG is built: `missing` of the plan's `n_needed`
-    benchmark jobs and probes have no cached result under results/<label>/. Its example names a family
-    that runs jobs, from the manifests."""
-    family = next((m.name for m in manifests() if m.job_rule), "<family>")
+    benchmark jobs and probes have no cached result under results/<label>/. It names the families
+    whose results are missing (read off the paths against the manifests' job directories), so the
+    command it offers runs what is missing."""
+    owners = list(dict.fromkeys(f for f in (_family_of(p, label, families()) for p in missing) if f))
+    run_them = (f", or the families missing results: {' and '.join(f'`snakemake --cores 1 {f}`' for f in owners)}"
+                if owners else "")
     return (f"distbench: `snakemake report` rebuilds the report from cached results and starts no benchmark, but "
             f"{len(missing)} of the {n_needed} benchmark jobs and probes of this plan have no cached result under "
             f"results/{label}/ (e.g. {missing[0]}). Run them first: `snakemake --cores 1` (everything, the report "
-            f"included), or a family: `snakemake --cores 1 {family}`, then `snakemake --cores 1 report`.")
+            f"included){run_them}, then `snakemake --cores 1 report`.")

@@ -96,16 +96,23 @@ def test_each_way_of_naming_a_family_is_caught(tmp_path, line, caught):
     assert bool(hits) == caught, hits
 
 
-def test_the_report_only_message_takes_its_example_family_from_the_manifests(monkeypatch):
-    """`snakemake report` with results missing names a family to run first (rules/common.smk
-    report_from_cache): from the registry, not a name written into the shared rules."""
+def test_the_report_only_message_names_the_families_whose_results_are_missing(monkeypatch):
+    """`snakemake report` with results missing names the families to run first (rules/common.smk
+    report_from_cache): those owning the missing files, from the registry's job directories, not the
+    first family registered nor a name written into the shared rules."""
     from types import SimpleNamespace
 
     from distbench.pipeline import report_only
 
-    text = report_only.missing_message(["results/x/comm/a.csv"], 3, "x")
-    first = next(m.name for m in manifests() if m.job_rule)
-    assert f"`snakemake --cores 1 {first}`, then `snakemake --cores 1 report`" in text
-    assert "1 of the 3 benchmark jobs and probes" in text and "results/x/ (e.g. results/x/comm/a.csv)" in text
-    monkeypatch.setattr(report_only, "manifests", lambda: [SimpleNamespace(name="widgets", job_rule="widgets_job")])
-    assert "`snakemake --cores 1 widgets`" in report_only.missing_message(["a"], 1, "x")
+    text = report_only.missing_message(["results/x/memory/nccl/gpt/ws1/ddp/memory.csv"], 3, "x")
+    assert "`snakemake --cores 1 memory`, then `snakemake --cores 1 report`" in text, text
+    assert "`snakemake --cores 1 comm`" not in text
+    assert "1 of the 3 benchmark jobs and probes" in text and "results/x/ (e.g. results/x/memory/" in text
+    both = report_only.missing_message(["results/x/nodes/gloo/n2/sim/round0/nodes.csv",
+                                        "results/x/training/gloo/mlp/ws2/plain/training.csv"], 5, "x")
+    assert "`snakemake --cores 1 nodes` and `snakemake --cores 1 training`" in both
+    probe = report_only.missing_message(["results/x/probe/env.json"], 1, "x")
+    assert "families missing results" not in probe and "Run them first: `snakemake --cores 1`" in probe
+    monkeypatch.setattr(report_only, "families",
+                        lambda: [SimpleNamespace(name="widgets", job_rule="widgets_job", job_dir="widgets/{backend}")])
+    assert "`snakemake --cores 1 widgets`" in report_only.missing_message(["results/x/widgets/gloo/a.csv"], 1, "x")
