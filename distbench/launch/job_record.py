@@ -412,8 +412,8 @@ def read_for_ranks(path, spec: RecordSpec, config: dict) -> JobRecord:
 
 # ---------------------------------------------------------------------------------- shared fields
 
-# op_timeout_s may live at the top level of the config or under comm: the first that exists is used.
-OP_TIMEOUT = Field("op_timeout_s", pointer("op_timeout_s", "comm.op_timeout_s"), "--op-timeout-s")
+# every family's process-group timeout: the config's top-level op_timeout_s
+OP_TIMEOUT = Field("op_timeout_s", pointer("op_timeout_s"), "--op-timeout-s")
 JOB_ENV = Field("job_env", pointer("job_env"))
 PROFILE = Field("profile", {"enum": ["off", "torch", "nsys"]}, required=False)
 PROFILE_STEPS = Field("profile_steps", pointer("profile_steps"), required=False)

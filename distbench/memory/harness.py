@@ -55,7 +55,7 @@ batch whose compute runs out of memory on any rank is out of memory on all of th
 enters a collective (on one rank there is no one to wait, and no pre-vote). What remains is a batch
 whose compute fits on every rank while the synced steps run out of memory on some ranks and not
 others (DDP's replicas allocate alike, so this takes devices, or NCCL's timing, that differ by
-rank): the process group's op timeout (`--op-timeout-s`, comm.op_timeout_s) ends the waiting ranks,
+rank): the process group's op timeout (`--op-timeout-s`, the top-level op_timeout_s) ends the waiting ranks,
 and the job with them, its rows so far kept (distbench.memory.job.write_failure_rows marks the rest).
 
 Confirm (phase `confirm`): the search's answer runs again from a drained allocator, now three real

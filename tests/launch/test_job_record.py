@@ -93,10 +93,18 @@ def test_a_missing_or_unknown_key_exits_2_naming_it(planned, tmp_path, monkeypat
     assert "job.stepz: unknown key" in err
 
 
-@pytest.mark.parametrize("kind", ["directory", "dev_zero", "too_big", "not_json", "nan"])
-def test_params_that_is_not_a_regular_small_json_file_is_refused_at_once(tmp_path, capsys, kind):
-    from distbench.comm.main import parse_args
+RANK_PARSERS = {"comm": "distbench.comm.main", "training": "distbench.training.harness",
+                "memory": "distbench.memory.harness", "nodes": "distbench.nodes.harness"}
 
+
+@pytest.mark.parametrize("family", sorted(RANK_PARSERS))
+@pytest.mark.parametrize("kind", ["directory", "dev_zero", "too_big", "not_json", "nan"])
+def test_params_that_is_not_a_regular_small_json_file_is_refused_at_once(tmp_path, capsys, kind, family):
+    """Every family's ranks read --params through the one reader: each special or oversized file is
+    refused before it is read whole."""
+    import importlib
+
+    parse_args = importlib.import_module(RANK_PARSERS[family]).parse_args
     path = {"directory": tmp_path, "dev_zero": "/dev/zero"}.get(kind, tmp_path / "job.json")
     if kind == "too_big":
         path.write_text(" " * (1 << 20) + "{}")
