@@ -59,7 +59,8 @@ def test_the_job_arguments_and_failure_rows_come_from_the_registry(conv, tmp_pat
 
     mjob = MemoryJob("gloo", 1, "conv", "ddp", "ddp", False)
     mparams = {"channels": 6, "image_size": 8, "dtype": "float32", "optimizer": "adamw", "batch_sizes": [2, 4],
-               "search": False, "search_max_batch": 64, "op_timeout_s": 60}
+               "search": False, "search_max_batch": 64, "op_timeout_s": 60, "model": "conv", "snapshot": False,
+               "job_timeout_s": 600, "job_env": {}}  # a whole job's params: the launcher checks them as the ranks do
     margs = memory_args(mjob, mparams, tmp_path / "m.csv", tmp_path / "mp.json")
     assert margs[margs.index("--conv-channels") + 1] == "6"
     memory_failure(mjob, mparams, tmp_path / "m.csv", "boom")
