@@ -10,7 +10,7 @@ import pytest
 from tests.conftest import REPO
 
 from distbench.comm.analysis.advice import advise, percent_of_peak
-from distbench.comm.analysis.peak import EXPECTED, expected_for, link_peak
+from distbench.core.references import EXPECTED, expected_for, link_peak
 from distbench.probes.nccl_log import parse_nccl_log
 from distbench.probes.topology import parse_topology
 

@@ -25,7 +25,7 @@ from distbench.core.manifest import (
     Table,
 )
 from distbench.core.manifest_check import ref_problem
-from distbench.pipeline.schema_fragments import check_fragment_defaults, merge_fragments, read_fragment
+from distbench.core.config_schema import check_fragment_defaults, merge_fragments, read_fragment
 from distbench.pipeline.families import folder_problem
 from tests.conftest import REPO, copy_workflow
 

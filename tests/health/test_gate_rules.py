@@ -1,7 +1,7 @@
 """The gate's rules on recorded readings (distbench.gate.rules): health states from the health check's
 own rows (a fake NVML reading with vendor-cited limits), the collective against the published table
 and the link peak, the node's own baseline by its noise, the one line; the reference table's new
-rows (distbench.comm.analysis.peak) and the Prometheus file, parsed by prometheus_client's own parser."""
+rows (distbench.core.references) and the Prometheus file, parsed by prometheus_client's own parser."""
 
 import sys
 from dataclasses import replace
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from distbench.comm.analysis.peak import EXPECTED, TWO_NODE_TREE, expected_for, latency_for, missing_reference
+from distbench.core.references import EXPECTED, TWO_NODE_TREE, expected_for, latency_for, missing_reference
 from distbench.gate import prom, rules
 from distbench.gate.points import baseline_points, points_from_csv
 from distbench.gate.rules import FAIL, INFO, PASS, WARN, Point

@@ -28,7 +28,7 @@ from distbench.memory.analysis import plots as plots_memory
 from distbench.predict import plots as plots_predict
 from distbench.training.analysis import plots as plots_training
 from distbench.comm.analysis.findings import normalise_summary
-from distbench.comm.analysis.peak import expected_for
+from distbench.core.references import expected_for
 from distbench.comm.analysis.plots import plt
 
 SIZE_LABEL = re.compile(r"^\d+(\.\d)? (B|KiB|MiB|GiB|TiB)$")

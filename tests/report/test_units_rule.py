@@ -10,7 +10,7 @@ import pytest
 
 from distbench.comm.analysis.advice import advise
 from distbench.comm.analysis.headlines import comm_headlines
-from distbench.comm.analysis.peak import missing_reference
+from distbench.core.references import missing_reference
 from distbench.core.units import every_nth, human_gbps, ordinal, sig3
 from distbench.launch import batch
 from distbench.report.appendix import _cache_state

@@ -12,10 +12,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from distbench.comm.analysis import peak as peak_mod
 from distbench.core.contract import to_bool
 # busbw under LOW_PEAK_FRACTION of the link peak is suspicious: the gate holds runs to the same share
-from distbench.core.references import LOW_PEAK_FRACTION
+from distbench.core.references import LOW_PEAK_FRACTION, expected_for, reference_text
 from distbench.core.sizes import human_bytes
 from distbench.core.units import human_time_us
 
@@ -310,13 +309,13 @@ def rule_below_expected(ctx: _Ctx) -> list[dict]:
     if rows.empty:
         return []
     for _, r in rows[rows["backend"] == "nccl"].iterrows():
-        exp = peak_mod.expected_for(name, int(r["world_size"]), r["op"], int(r["size_bytes"]), nvls=nvls)
+        exp = expected_for(name, int(r["world_size"]), r["op"], int(r["size_bytes"]), nvls=nvls)
         if not exp or r["busbw_gbps_median"] >= FAR_BELOW_EXPECTED * exp["expected_busbw_gbps_low"]:
             continue
         out.append(_item(
             "warn",
             f"{r['op']} on {int(r['world_size'])}x {name} at {human_bytes(r['size_bytes'])} reached "
-            f"{r['busbw_gbps_median']:.1f} GB/s busbw, far below {peak_mod.reference_text(exp)}.",
+            f"{r['busbw_gbps_median']:.1f} GB/s busbw, far below {reference_text(exp)}.",
             op=r["op"], size_bytes=int(r["size_bytes"]), busbw_gbps=float(r["busbw_gbps_median"]),
             expected_low_gbps=exp["expected_busbw_gbps_low"], expected_high_gbps=exp["expected_busbw_gbps_high"],
             source=exp["source"]))

@@ -13,7 +13,7 @@ import pandas as pd
 from distbench.comm.analysis.advice import advise, percent_of_peak
 from distbench.core.io import atomic_write_json
 from distbench.core.readers import read_json, remake
-from distbench.comm.analysis.peak import link_peak
+from distbench.core.references import link_peak
 from distbench.core.ops_spec import NCCL_NAMES, SPECS
 
 

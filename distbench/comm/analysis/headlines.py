@@ -2,7 +2,7 @@
 (distbench.core.judged.judged_world_size: the largest whose ranks each have a core; the quick answer
 judges the same one),
 all_reduce at its largest size measured ok (primary timing), against the published busbw figure for
-this GPU, world size and op (distbench.comm.analysis.peak.expected_for: healthy from
+this GPU, world size and op (distbench.core.references.expected_for: healthy from
 HEALTHY_OF_PUBLISHED of its low end), else the link peak (healthy from
 distbench.comm.analysis.advice.LOW_PEAK_FRACTION of it). With more Gloo ranks on a host than it has cores
 (env.json; distbench.core.section.oversubscribed) the run is a smoke test: "measured"; so is a
@@ -18,7 +18,7 @@ import pandas as pd
 from distbench.comm.analysis.findings import (
     HOST_BOUND, HOST_COST, is_host_bound, normalise_summary, primary_rows, ranks_per_host,
 )
-from distbench.comm.analysis.peak import expected_for, missing_reference, reference_text
+from distbench.core.references import expected_for, missing_reference, reference_text
 from distbench.core.choices import backend_name
 # healthy against a reference row or the link peak: the node gate holds its runs to the same thresholds
 from distbench.core.references import HEALTHY_OF_PUBLISHED, LOW_PEAK_FRACTION

@@ -10,7 +10,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.transforms import blended_transform_factory
 
-from distbench.comm.analysis.peak import norm_op
+from distbench.core.references import norm_op
 from distbench.core import palette
 from distbench.core.figures import ANNOTATION_PT
 from distbench.core.units import human_bytes, sig3
@@ -20,8 +20,8 @@ from distbench.core.units import human_bytes, sig3
 def reference_lines(peak=None, published=None) -> list[dict]:
     """Horizontal busbw lines to draw: the link peak and the published figure(s).
 
-    peak: a number (GB/s) or distbench.comm.analysis.peak.link_peak's dict ({'peak_gbps', 'link', ...}).
-    published: a number, a (low, high) pair, distbench.comm.analysis.peak.expected_for's dict
+    peak: a number (GB/s) or distbench.core.references.link_peak's dict ({'peak_gbps', 'link', ...}).
+    published: a number, a (low, high) pair, distbench.core.references.expected_for's dict
     ({'expected_busbw_gbps_low', '_high', 'gpus', 'op', 'gpu', ...}) or a list of those.
     A dict's op and GPU count restrict it to the panels of that op that show that NCCL world size.
     Both describe GPU links, so they are drawn only where NCCL data are."""
@@ -61,9 +61,9 @@ def reference_lines(peak=None, published=None) -> list[dict]:
 
 
 def published_for(ok: pd.DataFrame, gpu_name: str | None, nvls: bool | None = None) -> list[dict]:
-    """The published figures (distbench.comm.analysis.peak.expected_for) that apply to the NCCL rows of `ok` at
+    """The published figures (distbench.core.references.expected_for) that apply to the NCCL rows of `ok` at
     each (world size, op)'s largest measured size."""
-    from distbench.comm.analysis.peak import expected_for
+    from distbench.core.references import expected_for
 
     if not gpu_name or ok is None or ok.empty:
         return []

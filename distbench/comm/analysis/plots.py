@@ -385,8 +385,8 @@ def make_all(comm_summary_csv, out_dir, *, peak=None, published=None, gpu_name: 
     """Write every figure whose data exist as out_dir/<name>.png and .svg; return the paths written.
 
     Optional reference lines on the bus-bandwidth figures: `peak` (GB/s, or the 'peak' dict of
-    results/<label>/tables/comm_advice.json, i.e. distbench.comm.analysis.peak.link_peak's), `published` (see reference_lines),
-    or, without `published`, `gpu_name` (env.json's gpus[0].name; `nvls` as distbench.comm.analysis.peak.expected_for)
+    results/<label>/tables/comm_advice.json, i.e. distbench.core.references.link_peak's), `published` (see reference_lines),
+    or, without `published`, `gpu_name` (env.json's gpus[0].name; `nvls` as distbench.core.references.expected_for)
     to look the published figures up for the measured NCCL world sizes and ops."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

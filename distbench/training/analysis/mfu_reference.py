@@ -1,6 +1,6 @@
 """What MFU to expect: reference rows for GPT-style dense training, published or ours, and the judge
 that holds a measured MFU against the nearest comparable one (so that MFU is judged against sourced
-figures, as busbw is against distbench.comm.analysis.peak.EXPECTED).
+figures, as busbw is against distbench.core.references.EXPECTED).
 
 Every row is one configuration as its source states it: GPU, model size, sequence length, precision,
 layout, number of GPUs, compiled or not where known, MFU (a range where the source gives one, or our
@@ -262,7 +262,7 @@ def layout_class(strategy: str | None) -> str | None:
 
 
 def _pcie_name(gpu_name: str) -> bool:
-    # as distbench.comm.analysis.peak: PCIe cards (and H100/H200 NVL) are not the SXM boards of the rows
+    # as distbench.core.references: PCIe cards (and H100/H200 NVL) are not the SXM boards of the rows
     return bool(re.search(r"PCIe|NVL\b", gpu_name, re.I))
 
 
