@@ -30,6 +30,27 @@ shrinks the chunk to fit the data (src/device/all_reduce.h runRing: chunkCount =
 nranks)), so the ring's pipeline fill, a fixed share of one chunk, grows with the size until one
 loop (96 MiB for all_reduce on 2 ranks, 192 MiB on 4) and stays constant beyond. The calibrated model
 (nccl_model section 2) charges Simple that fill: phi x (bytes of one chunk over all channels) / busBw.
+
+3. The ring loop's bubble (`bubble_from_etas`, `bubble_efficiency`; nccl_model's `CalibratedComm.bubble`)
+----------------------------------------------------------------------------------------------------------
+NCCL's bus bandwidth is the same at every rank count on an NVSwitch node (nccl_model section 1), yet the
+measured ring asymptote rises with n, and by how much depends on the op: busbw at 512 MiB on 2x ->
+4x H200 all_gather 255 -> 316 GB/s, reduce_scatter 254 -> 314, all_reduce 316 -> 347, broadcast
+(a pipeline, no loop) 366 -> 356; H100 the same. A ring loop moves one chunk per channel per step
+for `steps` steps (n-1 for all_gather and reduce_scatter, 2(n-1) for all_reduce); a fixed bubble of
+b chunk-times per loop makes the Simple asymptote E steps / (steps + b). At one world size the
+ops' steps differ, so the ratio of all_reduce's asymptote to all_gather's fixes b:
+r = 2 (k + b) / (2k + b), k = n0 - 1, b = 2k (r - 1) / (2 - r). The committed runs give b = 0.56 -
+0.64 at 2 ranks (H200 and H100, graph and events timing) and b = 0.45 at 4 (H200 graph): the same
+order, while E falls about 7% from 2 to 4 ranks, which no 2-rank fit can know (the self-check's
+remaining +/- 8% at 128 - 512 MiB). The calibrated model scales Simple's efficiency (and that of a
+protocol NCCL never ran at n0, which borrowed it: LL128 on 2 ranks; LL's measured sizes keep theirs,
+the 4-rank LL rows do not rise) by (steps(n) / (steps(n) + b)) / (steps(n0) / (steps(n0) + b)) for ring
+all_reduce, all_gather and reduce_scatter; b is fitted across the node's ops (selfcheck /
+tables: `bubble` from each op's Simple eta at n0) and 0 (no scaling) where the node measured
+only one of all_reduce and all_gather / reduce_scatter.
+
+Analysis code: numpy and the standard library only.
 """
 
 from __future__ import annotations
@@ -153,3 +174,29 @@ def fit_top_simple(raw, simple, free, s, t, lat, x, y, loop) -> float:
     c0, c1 = rel_lsq(y[m], t[m] - lat[m] - x[m] / eta, t[m])
     raw["Simple"] = (c0, eta, raw["Simple"][2], True)
     return c1 * eta
+
+
+# ---------------------------------------------------------------- the loop's bubble (section 3)
+BUBBLE_OPS = ("all_reduce", "all_gather", "reduce_scatter")  # the ring ops with a loop of n-1 or 2(n-1) steps
+
+
+def bubble_efficiency(op: str, n: int, bubble: float) -> float:
+    """steps / (steps + b): the share of a ring loop spent moving data (section 3); 1 for the other
+    ops, one rank or no bubble."""
+    if op not in BUBBLE_OPS or int(n) < 2 or not bubble > 0:
+        return 1.0
+    steps = 2 * (int(n) - 1) if op == "all_reduce" else int(n) - 1
+    return steps / (steps + float(bubble))
+
+
+def bubble_from_etas(eta_all_reduce: float, eta_gather: float, n0: int) -> float:
+    """The bubble b (section 3) that makes all_reduce's Simple efficiency over all_gather's (or
+    reduce_scatter's) at n0 ranks what the model's steps give: r = 2 (k + b) / (2k + b), k = n0 - 1.
+    NaN where the ratio is outside (1, 2), the range a non-negative finite b can produce."""
+    k = int(n0) - 1
+    if k < 1 or not (eta_all_reduce > 0 and eta_gather > 0):
+        return float("nan")
+    r = float(eta_all_reduce) / float(eta_gather)
+    if not 1.0 < r < 2.0:
+        return float("nan")
+    return 2.0 * k * (r - 1.0) / (2.0 - r)

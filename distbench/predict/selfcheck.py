@@ -20,16 +20,18 @@ import numpy as np
 import pandas as pd
 
 from distbench.predict.model import LARGE_BYTES, NAN, SERIES_KEYS
-from distbench.predict.nccl_model import (FLOOR_BYTES, NcclTopo, _bw_time, _fill_time, calib_table, fit_calibrated,
-                                          nccl_choice, tuning_table)
-from distbench.predict.tables import _usable, validate
+from distbench.predict.nccl_channels import BUBBLE_OPS
+from distbench.predict.nccl_model import (FLOOR_BYTES, NcclTopo, _bw_time, _fill_time, calib_table,
+                                          fit_calibrated, nccl_choice, tuning_table)
+from distbench.predict.tables import _usable, series_bubble, validate
 
 GOAL_LARGE_PCT = 15.0  # |error| at >= 1 MiB
 GOAL_SMALL_PCT = 25.0  # |error| below 1 MiB
 BANDS = ("< 1 MiB", ">= 1 MiB")
 CHECK_COLUMNS = ("dataset", "op", "dtype", "timing", "nccl_env", "inplace", "rank_agg", "fit_world_size",
                  "check_world_size", "size_bytes", "band", "time_us_measured", "time_us_predicted", "rel_err_pct",
-                 "algorithm", "protocol", "time_us_envelope", "rel_err_pct_envelope",
+                 "algorithm", "protocol", "bubble", "time_us_no_bubble", "rel_err_pct_no_bubble",
+                 "time_us_envelope", "rel_err_pct_envelope",
                  "time_us_oracle_bw", "rel_err_pct_oracle_bw", "time_us_oracle_bw_simple",
                  "rel_err_pct_oracle_bw_simple", "time_us_oracle_lat", "rel_err_pct_oracle_lat",
                  "time_us_in_sample", "rel_err_pct_in_sample")
@@ -44,6 +46,9 @@ CONTROLS = {
                   "median predicted time at <= 64 KiB equals the one measured at the checked world size",
     "in_sample": "fitted on the checked world size itself and compared there (the model form's own error)",
 }
+# The controls are taken from the fit without the ring loop's bubble (nccl_model section 3): each
+# replaces what changes with n by what was measured at n, which the bubble would scale a second time.
+# The column no_bubble is that fit's own prediction: the bubble's share of the change.
 
 
 def band_of(size_bytes) -> np.ndarray:
@@ -89,9 +94,11 @@ def check_table(comm_summary: pd.DataFrame, dataset: str = "", topo: NcclTopo | 
         if base["size_bytes"].nunique() < 3:
             continue
         cal = fit_calibrated(series["op"], base["size_bytes"], base["time_us_median"], ws[0], topo)
+        bubble = series_bubble(d, series, ws[0]) if series["op"] in BUBBLE_OPS else np.nan
         for w in ws[1:]:
             m = g[g["world_size"] == w].sort_values("size_bytes")
-            pred = cal.predict(m["size_bytes"].to_numpy(float), int(w))
+            pred = cal.with_bubble(bubble).predict(m["size_bytes"].to_numpy(float), int(w))
+            flat = cal.predict(m["size_bytes"].to_numpy(float), int(w))["time_us"]
             e = None
             if env is not None:
                 e = env
@@ -110,7 +117,9 @@ def check_table(comm_summary: pd.DataFrame, dataset: str = "", topo: NcclTopo | 
                              "fit_world_size": int(ws[0]), "check_world_size": int(w), "size_bytes": s,
                              "band": band_of(s).item(), "time_us_measured": meas, "time_us_predicted": tp,
                              "rel_err_pct": float(rel_err_pct(tp, meas)), "algorithm": pred["algorithm"][i],
-                             "protocol": pred["protocol"][i], "time_us_envelope": te,
+                             "protocol": pred["protocol"][i], "bubble": float(bubble),
+                             "time_us_no_bubble": float(flat[i]), "rel_err_pct_no_bubble": float(rel_err_pct(flat[i], meas)),
+                             "time_us_envelope": te,
                              "rel_err_pct_envelope": float(rel_err_pct(te, meas)) if np.isfinite(te) else np.nan,
                              **{f"{c}_{k}": (float(v[i]) if c == "time_us" else float(rel_err_pct(v[i], meas)))
                                 for k, v in ctl.items() for c in ("time_us", "rel_err_pct")}})
@@ -151,24 +160,25 @@ def controls(cal, sizes, times_us, n: int, topo: NcclTopo | None = None) -> dict
     s = np.asarray(sizes, dtype=float)
     t = np.asarray(times_us, dtype=float)
     nan = np.full(s.shape, np.nan)
-    eta = asymptote_eta(cal, s, t, n)
-    oracle_bw = cal.with_eta(eta).predict(s, n)["time_us"] if np.isfinite(eta) else nan
-    oracle_bw_simple = cal.with_eta(eta, ("Simple",)).predict(s, n)["time_us"] if np.isfinite(eta) else nan
-    small = s <= FLOOR_BYTES
-    oracle_lat = nan
-    if small.any():
-        pred = cal.predict(s, n)["time_us"]
-        shift = float(np.median(t[small]) - np.median(pred[small]))
-        oracle_lat = cal.with_startup_shift(shift).predict(s, n)["time_us"]
     in_sample = nan
     if len(np.unique(s)) >= 3:
         try:
             in_sample = fit_calibrated(cal.op, s, t, n, topo, cal.algorithms).predict(s, n)["time_us"]
         except ValueError:
             pass
+    oracle_bw = oracle_bw_simple = oracle_lat = nan
+    # send_recv on NCCL's p2p split (cal.p2p): the ring form's oracles do not apply to it
+    eta = asymptote_eta(cal, s, t, n) if cal.p2p is None else np.nan
+    if np.isfinite(eta):
+        oracle_bw = cal.with_eta(eta).predict(s, n)["time_us"]
+        oracle_bw_simple = cal.with_eta(eta, ("Simple",)).predict(s, n)["time_us"]
+    small = s <= FLOOR_BYTES
+    if small.any() and cal.p2p is None:
+        pred = cal.predict(s, n)["time_us"]
+        shift = float(np.median(t[small]) - np.median(pred[small]))
+        oracle_lat = cal.with_startup_shift(shift).predict(s, n)["time_us"]
     return {"oracle_bw": np.asarray(oracle_bw, float), "oracle_bw_simple": np.asarray(oracle_bw_simple, float),
-            "oracle_lat": np.asarray(oracle_lat, float),
-            "in_sample": np.asarray(in_sample, float)}
+            "oracle_lat": np.asarray(oracle_lat, float), "in_sample": np.asarray(in_sample, float)}
 
 
 CONTROL_SUMMARY_COLUMNS = ("dataset", "op", "timing", "band", "n", "goal_pct", "max_abs_err_pct",
@@ -301,8 +311,10 @@ def predict_busbw(comm_summary: pd.DataFrame, op: str, fit_world_size: int, n: i
     if "inplace" in d and d["inplace"].nunique() > 1:
         d = d[~d["inplace"].astype(str).str.lower().eq("true")]
     cal = fit_calibrated(op, d["size_bytes"], d["time_us_median"], fit_world_size, topo)
-    pred = cal.predict([size_bytes], n)
+    bubble = series_bubble(comm_summary, {"backend": "nccl", "timing": timing, "dtype": dtype, "nccl_env": "default"},
+                           fit_world_size) if op in BUBBLE_OPS else np.nan
+    pred = cal.with_bubble(bubble).predict([size_bytes], n)
     t = float(pred["time_us"][0])
     return {"op": op, "fit_world_size": fit_world_size, "gpus": n, "size_bytes": size_bytes, "time_us": t,
             "busbw_gbps": size_bytes / (1e3 * t) * bus_factor(op, n), "algorithm": pred["algorithm"][0],
-            "protocol": pred["protocol"][0]}
+            "protocol": pred["protocol"][0], "bubble": float(bubble)}

@@ -22,6 +22,7 @@ from distbench.core.io import atomic_write_csv
 from distbench.core.sizes import parse_size
 from distbench.predict.cluster import _nodes, predict_hierarchical
 from distbench.predict.scaling import TRAINING_KEYS, TRAINING_OUT, _key_dict, _num, predict_training
+from distbench.predict.nccl_channels import BUBBLE_OPS, bubble_from_etas
 from distbench.predict.nccl_model import CalibratedComm, fit_calibrated
 from distbench.predict.model import (
     _CLUSTER_OPS, CLUSTER_ALGORITHMS, DEFAULT_GPU_COUNTS, DEFAULT_PRESET, DEFAULT_SIZES, LARGE_BYTES, MIN_POINTS,
@@ -236,9 +237,42 @@ def _nccl_calibration(comm_summary: pd.DataFrame, fit_row) -> CalibratedComm | N
     if algo and algo.group(1).lower() in ("ring", "tree"):
         algorithms = ("tree",) if algo.group(1).lower() == "tree" and fit_row["op"] == "all_reduce" else ("ring",)
     try:
-        return fit_calibrated(fit_row["op"], g["size_bytes"], g["time_us_median"], int(n0), algorithms=algorithms)
+        cal = fit_calibrated(fit_row["op"], g["size_bytes"], g["time_us_median"], int(n0), algorithms=algorithms)
     except ValueError:
         return None
+    return cal.with_bubble(series_bubble(d, dict(fit_row), int(n0))) if cal.op in BUBBLE_OPS else cal
+
+
+def series_bubble(comm_summary: pd.DataFrame, series: dict, n0: int) -> float:
+    """The ring loop's bubble b (nccl_model section 3) of the node a series was measured on: from
+    the Simple efficiency of all_reduce and that of all_gather / reduce_scatter (their mean) fitted
+    on the same node's sweeps at n0 ranks with the series' backend, dtype, timing, NCCL settings and
+    rank aggregation (any in/out of place: their median). NaN where the node measured only one
+    side, or the ratio gives no b (nccl_model.bubble_from_etas)."""
+    d = _usable(comm_summary)
+    if not len(d):
+        return NAN
+    d = _match(d, [k for k in _keys(d) if k not in ("op", "inplace", "world_size")], series)
+    d = d[pd.to_numeric(d["world_size"], errors="coerce") == int(n0)]
+    etas = {}
+    for op in BUBBLE_OPS:
+        vals = []
+        for _, g in d[d["op"] == op].groupby([k for k in ("inplace",) if k in d.columns] or (lambda i: 0),
+                                              dropna=False):
+            if g["size_bytes"].nunique() < 3:
+                continue
+            try:
+                f = fit_calibrated(op, g["size_bytes"], g["time_us_median"], int(n0)).protos["Simple"]
+            except ValueError:
+                continue
+            if f.pinned:
+                vals.append(f.eta)
+        if vals:
+            etas[op] = float(np.median(vals))
+    gather = [etas[o] for o in ("all_gather", "reduce_scatter") if o in etas]
+    if "all_reduce" not in etas or not gather:
+        return NAN
+    return bubble_from_etas(etas["all_reduce"], float(np.mean(gather)), int(n0))
 
 
 def _nccl_predict(cal: CalibratedComm, sizes, n: int, algorithm: str = "hierarchical") -> dict | None:

@@ -149,11 +149,11 @@ def test_predicted_top_size_bandwidth_is_the_top_sizes_own():
 def test_nccl_model_and_selfcheck_stay_analysis_code():
     import ast
 
-    for name in ("nccl_model", "selfcheck"):
+    for name in ("nccl_model", "nccl_tuning", "nccl_channels", "nccl_p2p", "selfcheck"):
         tree = ast.parse((REPO / "distbench/predict" / f"{name}.py").read_text())
         mods = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         mods |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-        assert all(m.split(".")[0] in ("__future__", "math", "re", "dataclasses", "numpy", "pandas")
+        assert all(m.split(".")[0] in ("__future__", "math", "re", "csv", "pathlib", "dataclasses", "numpy", "pandas")
                    or m.startswith(("distbench.core", "distbench.predict")) for m in mods), mods
 
 

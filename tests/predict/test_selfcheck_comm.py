@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from distbench.predict import nccl_channels as C
 from distbench.predict import nccl_model as M
 from distbench.predict import selfcheck as S
 
@@ -90,3 +91,93 @@ def test_verdict_names_the_model_form_when_in_sample_misses_too():
     assert S._verdict(">= 1 MiB", 15, 30, 20, 10, 40, 25).startswith("Simple asymptote")
     assert S._verdict("< 1 MiB", 25, 30, 40, 40, 10, 50).startswith("floor's rise")
     assert S._verdict("< 1 MiB", 25, 20, 40, 40, 40, 50) == "met"
+
+
+def _bubble_sweeps(E=1.2, b=0.6, phi=0.25, extra=5.0, ops=("all_reduce", "all_gather"), ranks=(2, 4)):
+    """A comm_summary whose ring ops follow the loop's bubble (nccl_model section 3): Simple's and
+    LL128's efficiency E steps / (steps + b) at every world size, a fill of `phi` chunks at the link's
+    own rate E (in the model's units, phi x the efficiency); LL's efficiency that of the smallest
+    world size at all (the committed 4-rank LL rows do not rise)."""
+    sizes = [2.0**k for k in range(3, 31, 2)]
+    rows = []
+    for op in ops:
+        for n in ranks:
+            g = C.bubble_efficiency(op, n, b)
+            fits = {p: M.ProtoFit(extra_us=extra, eta=E * (C.bubble_efficiency(op, ranks[0], b) if p == "LL" else g),
+                                  phi=phi * g if p == "Simple" else 0.0) for p in M.PROTOCOLS}
+            cal = M.CalibratedComm(op=op, n0=n, topo=M.NcclTopo(n), protos=fits, floor_us=0.0)
+            for s, t in zip(sizes, cal.predict(sizes, n)["time_us"]):
+                rows.append({"backend": "nccl", "world_size": n, "op": op, "dtype": "float32", "nccl_env": "default",
+                             "timing": "graph", "inplace": op == "all_reduce", "size_bytes": int(s),
+                             "time_us_median": t, "correct": True, "status": "ok"})
+    return pd.DataFrame(rows)
+
+
+def test_the_loops_bubble_is_fitted_across_ops_and_predicts_the_asymptotes_rise():
+    # all_reduce and all_gather at 2 ranks differ only by their steps per loop (2 and 1): their
+    # ratio alone gives b, and with it the rise at 4 ranks (6 and 3 steps), which no 1-op fit sees
+    c = S.check_table(_bubble_sweeps(), "synthetic", envelope=False)
+    assert c["bubble"].dropna().to_numpy() == pytest.approx(0.6, rel=1e-6)
+    big = c[c["size_bytes"] >= 2**20]
+    assert big["rel_err_pct"].abs().max() < 1e-6
+    # without it the 4-rank asymptote is the 2-rank one: all_gather too slow by 1.5/1.25 - 1 = 20% at the top
+    gather = big[big["op"] == "all_gather"]
+    assert gather["rel_err_pct_no_bubble"].max() > 15
+
+
+def test_broadcast_and_a_node_with_only_all_reduce_have_no_bubble():
+    assert C.bubble_efficiency("broadcast", 4, 0.6) == 1.0 and C.bubble_efficiency("all_to_all", 4, 0.6) == 1.0
+    assert C.bubble_efficiency("all_gather", 4, 0.6) == pytest.approx(3 / 3.6)
+    assert np.isnan(C.bubble_from_etas(0.7, 0.9, 2))  # all_reduce below all_gather: no b >= 0 fits
+    assert C.bubble_from_etas(0.912, 0.737, 2) == pytest.approx(2 * (0.912 / 0.737 - 1) / (2 - 0.912 / 0.737))
+    c = S.check_table(_bubble_sweeps(ops=("all_reduce",)), "synthetic", envelope=False)
+    assert c["bubble"].isna().all()  # one side of the ratio only: no bubble, NCCL's flat bandwidth
+    np.testing.assert_allclose(c["time_us_predicted"], c["time_us_no_bubble"])
+
+
+def test_committed_h200_and_h100_runs_hold_the_ring_ops_within_15_pct_at_1_mib_and_up():
+    # the self-check's finding on the committed 2 -> 4 rank sweeps (graph timing, fit at 2 ranks):
+    # all_reduce, reduce_scatter and broadcast within 15% at >= 1 MiB on both cards, all_gather on H200
+    # (benchmarks/results/predict-selfcheck-cpu-2core-2026-11-29); without the bubble all_gather and
+    # reduce_scatter miss by 20% and more
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "benchmarks/results"
+    for name, ops in (("comm-predict-h200x4-2026-11-26", ("all_reduce", "all_gather", "reduce_scatter", "broadcast")),
+                      ("report-h100x4-2026-11-26/run-h100x4/tables", ("all_reduce", "reduce_scatter", "broadcast"))):
+        d = pd.read_csv(root / name / "comm_summary.csv")
+        d = d[(d["timing"] == "graph") & d["op"].isin(["all_reduce", "all_gather", "reduce_scatter", "broadcast"])]
+        c = S.check_table(d, name, envelope=False)
+        big = c[(c["size_bytes"] >= 2**20) & c["op"].isin(ops)]
+        worst = big.groupby("op")["rel_err_pct"].apply(lambda e: e.abs().max())
+        assert (worst <= 15).all(), (name, worst.to_dict())
+        flat = c[(c["size_bytes"] >= 2**20) & c["op"].isin(["all_gather", "reduce_scatter"])]
+        assert flat["rel_err_pct_no_bubble"].abs().max() > 20
+
+
+def test_the_reports_validation_uses_the_nodes_bubble():
+    from distbench.predict.tables import validate
+
+    v = validate(_bubble_sweeps(), 2, 4)
+    big = v[(v["size_bytes"] >= 2**20) & (v["model"] == "nccl")]
+    assert set(big["op"]) == {"all_reduce", "all_gather"}
+    assert big["rel_err_pct"].abs().max() < 1e-6
+
+
+def test_send_recv_is_predicted_on_nccls_p2p_split():
+    # the 4-rank shift runs each peer on half the 2-rank channels up to 128 MiB (nccl_p2p): with that
+    # split the committed H100 sweep is within 15% at >= 1 MiB; the ring form it replaced missed by 45%
+    from dataclasses import replace
+    from pathlib import Path
+
+    d = pd.read_csv(Path(__file__).resolve().parents[2] / "benchmarks/results/report-h100x4-2026-11-26/run-h100x4"
+                    "/tables/comm_summary.csv")
+    d = d[(d["op"] == "send_recv") & (d["timing"] == "graph") & (d["backend"] == "nccl")]
+    two, four = (d[d["world_size"] == w].sort_values("size_bytes") for w in (2, 4))
+    cal = M.fit_calibrated("send_recv", two["size_bytes"], two["time_us_median"], 2)
+    assert cal.p2p is not None
+    big = four["size_bytes"].to_numpy() >= 2**20
+    err = S.rel_err_pct(cal.predict(four["size_bytes"], 4)["time_us"], four["time_us_median"])
+    assert np.abs(err[big]).max() <= 15
+    ring = S.rel_err_pct(replace(cal, p2p=None).predict(four["size_bytes"], 4)["time_us"], four["time_us_median"])
+    assert np.abs(ring[big]).max() > 40
