@@ -46,8 +46,8 @@ order, while E falls about 7% from 2 to 4 ranks, which no 2-rank fit can know (t
 remaining +/- 8% at 128 - 512 MiB). The calibrated model scales Simple's efficiency (and that of a
 protocol NCCL never ran at n0, which borrowed it: LL128 on 2 ranks; LL's measured sizes keep theirs,
 the 4-rank LL rows do not rise) by (steps(n) / (steps(n) + b)) / (steps(n0) / (steps(n0) + b)) for ring
-all_reduce, all_gather and reduce_scatter; b is fitted across the node's ops (selfcheck /
-tables: `bubble` from each op's Simple eta at n0) and 0 (no scaling) where the node measured
+all_reduce, all_gather and reduce_scatter; b is fitted across the node's ops
+(node_fit.series_bubble: from each op's Simple eta at n0) and 0 (no scaling) where the node measured
 only one of all_reduce and all_gather / reduce_scatter.
 
 Analysis code: numpy and the standard library only.

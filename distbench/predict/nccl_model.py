@@ -39,13 +39,13 @@ The measured ring asymptote rises with n by an amount that depends on the op: nc
 (`bubble_efficiency`, `bubble_from_etas`); `CalibratedComm.bubble` carries the node's b. What the
 calibration still cannot know from n0 alone: a host floor that grows with n.
 
-4. send_recv: NCCL's p2p split (`CalibratedComm.p2p`, distbench.predict.nccl_p2p)
----------------------------------------------------------------------------------
-A send_recv's time follows how NCCL splits one peer's transfer over channels, which halves from 2 to 4
-ranks up to 128 MiB (nccl_p2p sections 1-2), not a ring: fit_calibrated fits nccl_p2p's model on the
-sweep (with the timing floor above kept as max(floor, t)), and predict uses it. all_to_all keeps the
-ring form: nccl_p2p's model of it, with the link rate from send_recv, was worse at its largest sizes
-on the committed runs (max 39.8% against 23.2% on H200 at >= 1 MiB).
+4. The point-to-point ops on NCCL's p2p split (`CalibratedComm.p2p`, distbench.predict.nccl_p2p)
+------------------------------------------------------------------------------------------------
+A send_recv's or all_to_all's time follows how NCCL splits each peer's transfer over channels, which
+halves from 2 to 4 ranks (nccl_p2p sections 1-3), not a ring: fit_calibrated fits nccl_p2p's model on
+the sweep (with the timing floor above kept as max(floor, t)), and predict uses it. all_to_all at 2
+ranks never reaches the link (half its buffer stays on the GPU), so it needs the link rate of the same
+node's send_recv (`link_gbps`; node_fit.series_link); without one it keeps the ring form of section 2.
 """
 
 from __future__ import annotations
@@ -234,8 +234,9 @@ UNSEEN_STARTUP = "Simple"  # a protocol NCCL never ran at n0 takes this protocol
 
 
 def fit_calibrated(op: str, sizes, times_us, n0: int, topo: NcclTopo | None = None,
-                   algorithms=("tree", "ring")) -> CalibratedComm:
-    """Calibrate NCCL's model on one measured sweep of `op` at n0 ranks (section 2)."""
+                   algorithms=("tree", "ring"), link_gbps: float | None = None) -> CalibratedComm:
+    """Calibrate NCCL's model on one measured sweep of `op` at n0 ranks (section 2); send_recv, and
+    all_to_all given the node's link rate (`link_gbps`, from its send_recv), on NCCL's p2p split (section 4)."""
     s = np.asarray(sizes, dtype=float)
     t = np.asarray(times_us, dtype=float)
     keep = np.isfinite(s) & np.isfinite(t) & (s > 0) & (t > 0)
@@ -288,9 +289,9 @@ def fit_calibrated(op: str, sizes, times_us, n0: int, topo: NcclTopo | None = No
             out[p] = ProtoFit(extra_us=ref.extra_us, eta=eta_ref, n_points=0, pinned=False,
                               source=pinned[0] if pinned else "nccl")
     p2p = None
-    if op == "send_recv":  # NCCL's p2p channels per peer halve with the ranks (nccl_p2p section 2)
-        try:
-            p2p = fit_p2p(op, s, t, n0)
+    if op == "send_recv" or (op == "all_to_all" and link_gbps is not None and link_gbps > 0):
+        try:  # NCCL's p2p channels per peer halve with the ranks (nccl_p2p section 2)
+            p2p = fit_p2p(op, s, t, n0, link_gbps=link_gbps if op == "all_to_all" else None)
         except ValueError:  # too few Simple sizes: the ring form above
             p2p = None
     return CalibratedComm(op=op, n0=int(n0), topo=topo, protos=out, floor_us=floor, algorithms=tuple(algorithms),

@@ -20,10 +20,10 @@ import numpy as np
 import pandas as pd
 
 from distbench.predict.model import LARGE_BYTES, NAN, SERIES_KEYS
-from distbench.predict.nccl_channels import BUBBLE_OPS
 from distbench.predict.nccl_model import (FLOOR_BYTES, NcclTopo, _bw_time, _fill_time, calib_table,
                                           fit_calibrated, nccl_choice, tuning_table)
-from distbench.predict.tables import _usable, series_bubble, validate
+from distbench.predict.node_fit import _usable, calibrate
+from distbench.predict.tables import validate
 
 GOAL_LARGE_PCT = 15.0  # |error| at >= 1 MiB
 GOAL_SMALL_PCT = 25.0  # |error| below 1 MiB
@@ -93,12 +93,12 @@ def check_table(comm_summary: pd.DataFrame, dataset: str = "", topo: NcclTopo | 
         base = g[g["world_size"] == ws[0]].sort_values("size_bytes")
         if base["size_bytes"].nunique() < 3:
             continue
-        cal = fit_calibrated(series["op"], base["size_bytes"], base["time_us_median"], ws[0], topo)
-        bubble = series_bubble(d, series, ws[0]) if series["op"] in BUBBLE_OPS else np.nan
+        cal = calibrate(d, series, base["size_bytes"], base["time_us_median"], ws[0], topo)
+        bubble = cal.bubble if cal.bubble > 0 else np.nan
         for w in ws[1:]:
             m = g[g["world_size"] == w].sort_values("size_bytes")
-            pred = cal.with_bubble(bubble).predict(m["size_bytes"].to_numpy(float), int(w))
-            flat = cal.predict(m["size_bytes"].to_numpy(float), int(w))["time_us"]
+            pred = cal.predict(m["size_bytes"].to_numpy(float), int(w))
+            flat = cal.with_bubble(0.0).predict(m["size_bytes"].to_numpy(float), int(w))["time_us"]
             e = None
             if env is not None:
                 e = env
@@ -107,7 +107,7 @@ def check_table(comm_summary: pd.DataFrame, dataset: str = "", topo: NcclTopo | 
                         e = e[e[k].isna()] if pd.isna(series[k]) else e[e[k] == series[k]]
                 col = "time_us_envelope" if "time_us_envelope" in e else "time_us_predicted"
                 e = e[e["check_world_size"] == w].set_index("size_bytes")[col]
-            ctl = controls(cal, m["size_bytes"].to_numpy(float), m["time_us_median"].to_numpy(float), int(w), topo)
+            ctl = controls(cal.with_bubble(0.0), m["size_bytes"].to_numpy(float), m["time_us_median"].to_numpy(float), int(w), topo)
             for i, (_, r) in enumerate(m.iterrows()):
                 s = int(r["size_bytes"])
                 meas = float(r["time_us_median"])
@@ -163,7 +163,8 @@ def controls(cal, sizes, times_us, n: int, topo: NcclTopo | None = None) -> dict
     in_sample = nan
     if len(np.unique(s)) >= 3:
         try:
-            in_sample = fit_calibrated(cal.op, s, t, n, topo, cal.algorithms).predict(s, n)["time_us"]
+            link = cal.p2p.link_gbps if cal.p2p is not None and cal.op == "all_to_all" else None
+            in_sample = fit_calibrated(cal.op, s, t, n, topo, cal.algorithms, link_gbps=link).predict(s, n)["time_us"]
         except ValueError:
             pass
     oracle_bw = oracle_bw_simple = oracle_lat = nan
@@ -310,10 +311,10 @@ def predict_busbw(comm_summary: pd.DataFrame, op: str, fit_world_size: int, n: i
         d = d[d["nccl_env"].astype(str) == "default"]
     if "inplace" in d and d["inplace"].nunique() > 1:
         d = d[~d["inplace"].astype(str).str.lower().eq("true")]
-    cal = fit_calibrated(op, d["size_bytes"], d["time_us_median"], fit_world_size, topo)
-    bubble = series_bubble(comm_summary, {"backend": "nccl", "timing": timing, "dtype": dtype, "nccl_env": "default"},
-                           fit_world_size) if op in BUBBLE_OPS else np.nan
-    pred = cal.with_bubble(bubble).predict([size_bytes], n)
+    series = {"backend": "nccl", "op": op, "timing": timing, "dtype": dtype, "nccl_env": "default"}
+    cal = calibrate(comm_summary, series, d["size_bytes"], d["time_us_median"], fit_world_size, topo)
+    bubble = cal.bubble if cal.bubble > 0 else np.nan
+    pred = cal.predict([size_bytes], n)
     t = float(pred["time_us"][0])
     return {"op": op, "fit_world_size": fit_world_size, "gpus": n, "size_bytes": size_bytes, "time_us": t,
             "busbw_gbps": size_bytes / (1e3 * t) * bus_factor(op, n), "algorithm": pred["algorithm"][0],

@@ -22,8 +22,8 @@ from distbench.core.io import atomic_write_csv
 from distbench.core.sizes import parse_size
 from distbench.predict.cluster import _nodes, predict_hierarchical
 from distbench.predict.scaling import TRAINING_KEYS, TRAINING_OUT, _key_dict, _num, predict_training
-from distbench.predict.nccl_channels import BUBBLE_OPS, bubble_from_etas
-from distbench.predict.nccl_model import CalibratedComm, fit_calibrated
+from distbench.predict.nccl_model import CalibratedComm
+from distbench.predict.node_fit import _keys, _match, _truthy, _usable, calibrate  # noqa: F401
 from distbench.predict.model import (
     _CLUSTER_OPS, CLUSTER_ALGORITHMS, DEFAULT_GPU_COUNTS, DEFAULT_PRESET, DEFAULT_SIZES, LARGE_BYTES, MIN_POINTS,
     MODELLED_OPS, NAN, PRESETS, SERIES_KEYS, TOLERANCE, Link, bus_factor, cost_coefficients, fit_alpha_beta,
@@ -32,30 +32,6 @@ from distbench.predict.model import (
 
 
 # ================================================================ reading the tables
-def _truthy(v) -> bool:
-    if isinstance(v, (bool, np.bool_)):
-        return bool(v)
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return False
-    return str(v).strip().lower() in ("true", "1", "yes")
-
-
-def _usable(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows to fit or compare: status ok, correct True, a modelled op, a size and a time > 0."""
-    d = df.copy()
-    if "status" in d:
-        d = d[d["status"].astype(str) == "ok"]
-    if "correct" in d:
-        # astype(bool): on no rows map() gives an object Series, which [] would read as column names
-        d = d[d["correct"].map(_truthy).astype(bool)]
-    d = d[d["op"].isin(MODELLED_OPS)]
-    d["size_bytes"] = pd.to_numeric(d["size_bytes"], errors="coerce")
-    d["time_us_median"] = pd.to_numeric(d["time_us_median"], errors="coerce")
-    return d[(d["size_bytes"] > 0) & (d["time_us_median"] > 0)]
-
-
-def _keys(df: pd.DataFrame, with_world_size: bool = True) -> list[str]:
-    return [k for k in SERIES_KEYS if k in df.columns and (with_world_size or k != "world_size")]
 
 
 
@@ -210,14 +186,6 @@ def predict_cluster(fits: pd.DataFrame | None, preset=DEFAULT_PRESET, sizes=DEFA
     return pd.DataFrame(rows, columns=CLUSTER_COLUMNS)
 
 
-def _match(d: pd.DataFrame, keys, values: dict) -> pd.DataFrame:
-    """The rows of d whose `keys` equal those of `values` (a missing value matches missing)."""
-    for k in keys:
-        if k in d.columns and k in values:
-            d = d[d[k].isna()] if pd.isna(values[k]) else d[d[k] == values[k]]
-    return d
-
-
 def _nccl_calibration(comm_summary: pd.DataFrame, fit_row) -> CalibratedComm | None:
     """NCCL's per-protocol model calibrated on the measured sweep behind one fit_table row (same
     series and world size): None for a non-NCCL series, one rank, or fewer than 3 sizes."""
@@ -237,42 +205,9 @@ def _nccl_calibration(comm_summary: pd.DataFrame, fit_row) -> CalibratedComm | N
     if algo and algo.group(1).lower() in ("ring", "tree"):
         algorithms = ("tree",) if algo.group(1).lower() == "tree" and fit_row["op"] == "all_reduce" else ("ring",)
     try:
-        cal = fit_calibrated(fit_row["op"], g["size_bytes"], g["time_us_median"], int(n0), algorithms=algorithms)
+        return calibrate(d, dict(fit_row), g["size_bytes"], g["time_us_median"], int(n0), algorithms=algorithms)
     except ValueError:
         return None
-    return cal.with_bubble(series_bubble(d, dict(fit_row), int(n0))) if cal.op in BUBBLE_OPS else cal
-
-
-def series_bubble(comm_summary: pd.DataFrame, series: dict, n0: int) -> float:
-    """The ring loop's bubble b (nccl_model section 3) of the node a series was measured on: from
-    the Simple efficiency of all_reduce and that of all_gather / reduce_scatter (their mean) fitted
-    on the same node's sweeps at n0 ranks with the series' backend, dtype, timing, NCCL settings and
-    rank aggregation (any in/out of place: their median). NaN where the node measured only one
-    side, or the ratio gives no b (nccl_model.bubble_from_etas)."""
-    d = _usable(comm_summary)
-    if not len(d):
-        return NAN
-    d = _match(d, [k for k in _keys(d) if k not in ("op", "inplace", "world_size")], series)
-    d = d[pd.to_numeric(d["world_size"], errors="coerce") == int(n0)]
-    etas = {}
-    for op in BUBBLE_OPS:
-        vals = []
-        for _, g in d[d["op"] == op].groupby([k for k in ("inplace",) if k in d.columns] or (lambda i: 0),
-                                              dropna=False):
-            if g["size_bytes"].nunique() < 3:
-                continue
-            try:
-                f = fit_calibrated(op, g["size_bytes"], g["time_us_median"], int(n0)).protos["Simple"]
-            except ValueError:
-                continue
-            if f.pinned:
-                vals.append(f.eta)
-        if vals:
-            etas[op] = float(np.median(vals))
-    gather = [etas[o] for o in ("all_gather", "reduce_scatter") if o in etas]
-    if "all_reduce" not in etas or not gather:
-        return NAN
-    return bubble_from_etas(etas["all_reduce"], float(np.mean(gather)), int(n0))
 
 
 def _nccl_predict(cal: CalibratedComm, sizes, n: int, algorithm: str = "hierarchical") -> dict | None:

@@ -149,7 +149,7 @@ def test_predicted_top_size_bandwidth_is_the_top_sizes_own():
 def test_nccl_model_and_selfcheck_stay_analysis_code():
     import ast
 
-    for name in ("nccl_model", "nccl_tuning", "nccl_channels", "nccl_p2p", "selfcheck"):
+    for name in ("nccl_model", "nccl_tuning", "nccl_channels", "nccl_p2p", "node_fit", "selfcheck"):
         tree = ast.parse((REPO / "distbench/predict" / f"{name}.py").read_text())
         mods = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         mods |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}

@@ -181,3 +181,31 @@ def test_send_recv_is_predicted_on_nccls_p2p_split():
     assert np.abs(err[big]).max() <= 15
     ring = S.rel_err_pct(replace(cal, p2p=None).predict(four["size_bytes"], 4)["time_us"], four["time_us_median"])
     assert np.abs(ring[big]).max() > 40
+
+
+def test_all_to_all_takes_the_link_from_the_nodes_send_recv_or_keeps_the_ring_form():
+    # all_to_all at 2 ranks keeps half its buffer on the GPU and never reaches the link: the p2p split
+    # needs the link rate of the same node's send_recv (tables.series_link); without it, the ring form
+    from pathlib import Path
+
+    from distbench.predict import node_fit as T
+
+    d = pd.read_csv(Path(__file__).resolve().parents[2] / "benchmarks/results/comm-predict-h200x4-2026-11-26"
+                    "/comm_summary.csv")
+    d = d[(d["timing"] == "graph") & (d["backend"] == "nccl")]
+    series = {"backend": "nccl", "op": "all_to_all", "timing": "graph", "dtype": "float32", "nccl_env": "default"}
+    link = T.series_link(d, series, 2)
+    assert 330 < link < 400  # the 512 MiB send_recv runs over its channels' line: the GPU's NVLink
+    two = d[(d["op"] == "all_to_all") & (d["world_size"] == 2)]
+    cal = T.calibrate(d, series, two["size_bytes"], two["time_us_median"], 2)
+    assert cal.p2p is not None and cal.p2p.link_gbps == pytest.approx(link)
+    alone = d[d["op"] != "send_recv"]
+    assert T.series_link(alone, series, 2) is None
+    assert T.calibrate(alone, series, two["size_bytes"], two["time_us_median"], 2).p2p is None
+    # at the top size the split holds where the ring form was 23% too slow
+    four = d[(d["op"] == "all_to_all") & (d["world_size"] == 4)].sort_values("size_bytes")
+    top = four["size_bytes"].to_numpy() >= 2**27
+    err = S.rel_err_pct(cal.predict(four["size_bytes"], 4)["time_us"], four["time_us_median"])[top]
+    ring = S.rel_err_pct(T.calibrate(alone, series, two["size_bytes"], two["time_us_median"], 2)
+                         .predict(four["size_bytes"], 4)["time_us"], four["time_us_median"])[top]
+    assert np.abs(err).max() < 12 and np.abs(ring).max() > 20
