@@ -45,7 +45,8 @@ A send_recv's or all_to_all's time follows how NCCL splits each peer's transfer 
 halves from 2 to 4 ranks (nccl_p2p sections 1-3), not a ring: fit_calibrated fits nccl_p2p's model on
 the sweep (with the timing floor above kept as max(floor, t)), and predict uses it. all_to_all at 2
 ranks never reaches the link (half its buffer stays on the GPU), so it needs the link rate of the same
-node's send_recv (`link_gbps`; node_fit.series_link); without one it keeps the ring form of section 2.
+node's send_recv (`link_gbps`; node_fit.series_link); without one it keeps the ring form of section 2,
+as does a node whose GPUs are not all on NVLink (the split's channel counts are an NVLink node's).
 """
 
 from __future__ import annotations
@@ -289,7 +290,9 @@ def fit_calibrated(op: str, sizes, times_us, n0: int, topo: NcclTopo | None = No
             out[p] = ProtoFit(extra_us=ref.extra_us, eta=eta_ref, n_points=0, pinned=False,
                               source=pinned[0] if pinned else "nccl")
     p2p = None
-    if op == "send_recv" or (op == "all_to_all" and link_gbps is not None and link_gbps > 0):
+    # the split's channel counts are an all-NVLink node's (nccl_p2p section 1); elsewhere the ring form
+    p2p_ok = topo.intra == "nvlink" and topo.n_nodes == 1
+    if p2p_ok and (op == "send_recv" or (op == "all_to_all" and link_gbps is not None and link_gbps > 0)):
         try:  # NCCL's p2p channels per peer halve with the ranks (nccl_p2p section 2)
             p2p = fit_p2p(op, s, t, n0, link_gbps=link_gbps if op == "all_to_all" else None)
         except ValueError:  # too few Simple sizes: the ring form above

@@ -209,3 +209,10 @@ def test_all_to_all_takes_the_link_from_the_nodes_send_recv_or_keeps_the_ring_fo
     ring = S.rel_err_pct(T.calibrate(alone, series, two["size_bytes"], two["time_us_median"], 2)
                          .predict(four["size_bytes"], 4)["time_us"], four["time_us_median"])[top]
     assert np.abs(err).max() < 12 and np.abs(ring).max() > 20
+
+
+def test_a_node_off_nvlink_keeps_the_ring_form_for_send_recv():
+    sizes = [2.0**k for k in range(3, 31, 2)]
+    times = model_sweep("send_recv", sizes, 2)
+    assert M.fit_calibrated("send_recv", sizes, times, 2).p2p is not None
+    assert M.fit_calibrated("send_recv", sizes, times, 2, M.NcclTopo(2, intra="pci")).p2p is None
