@@ -31,8 +31,8 @@ calibrates NCCL's own per-protocol model (distbench.predict.nccl_model) on the n
 follows NCCL's LL / LL128 / Simple choice per size (columns model, nccl_algo, nccl_proto). Measured
 by the self-check (benchmarks/results/predict-selfcheck-cpu-2core-2026-11-29, fit at 2 ranks, checked at 4 on
 H200 NV18, graph timing): all_reduce at 2 MiB -31.1% (envelope) -> +4.9%, broadcast max at >= 1 MiB
-46.5% -> 3.0%, the median |error| at >= 1 MiB over all ops 18.9% -> 5.9% (with the ring loop's bubble
-fitted across the node's ops and the point-to-point ops on NCCL's p2p split, nccl_model sections 3-4;
+46.5% -> 3.0%, the median |error| at >= 1 MiB over all ops 18.9% -> 6.0% (with the ring loop's bubble
+fitted across the node's ops and send_recv on NCCL's p2p split, nccl_model sections 3-4;
 10.9% without them). The envelope remains the model of Gloo series (no protocols), of the
 multi-node and preset predictions, and the comparison column (time_us_envelope).
 

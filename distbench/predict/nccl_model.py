@@ -39,14 +39,16 @@ The measured ring asymptote rises with n by an amount that depends on the op: nc
 (`bubble_efficiency`, `bubble_from_etas`); `CalibratedComm.bubble` carries the node's b. What the
 calibration still cannot know from n0 alone: a host floor that grows with n.
 
-4. The point-to-point ops on NCCL's p2p split (`CalibratedComm.p2p`, distbench.predict.nccl_p2p)
-------------------------------------------------------------------------------------------------
-A send_recv's or all_to_all's time follows how NCCL splits each peer's transfer over channels, which
-halves from 2 to 4 ranks (nccl_p2p sections 1-3), not a ring: fit_calibrated fits nccl_p2p's model on
-the sweep (with the timing floor above kept as max(floor, t)), and predict uses it. all_to_all at 2
-ranks never reaches the link (half its buffer stays on the GPU), so it needs the link rate of the same
-node's send_recv (`link_gbps`; node_fit.series_link); without one it keeps the ring form of section 2,
-as does a node whose GPUs are not all on NVLink (the split's channel counts are an NVLink node's).
+4. send_recv on NCCL's p2p split (`CalibratedComm.p2p`, distbench.predict.nccl_p2p)
+----------------------------------------------------------------------------------
+A send_recv's time follows how NCCL splits each peer's transfer over channels, which halves from 2 to 4
+ranks up to 128 MiB (nccl_p2p sections 1-2), not a ring: fit_calibrated fits nccl_p2p's model on the
+sweep (with the timing floor above kept as max(floor, t)), and predict uses it; a node whose GPUs are
+not all on NVLink keeps the ring form (the split's channel counts are an NVLink node's). all_to_all keeps
+the ring form of section 2, with NCCL's p2p protocol rule (choose): on the committed 2 -> 4 rank runs
+nccl_p2p's model of it (the link rate taken from the node's send_recv) missed by more at >= 1 MiB
+(H200 39.8%, H100 31.3%: LL parts of two steps at 2 MiB that no 2-rank sweep runs) than the ring form
+(19.5%, 20.7%: too slow at 512 MiB; tests/predict/test_selfcheck_comm.py holds both).
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ import numpy as np
 from distbench.predict.nccl_channels import (bubble_efficiency, channel_share, chunk_bytes, fit_top_simple,
                                              loop_bytes)
 from distbench.predict.nccl_channels import rel_lsq as _rel_lsq
-from distbench.predict.nccl_p2p import P2pFit, fit_p2p
+from distbench.predict.nccl_p2p import P2pFit, fit_p2p, p2p_plan
 from distbench.predict.nccl_tuning import (ALGORITHMS, BASE_LAT, HW_LAT, NAN, NCCL_OPS, P2P_OPS, PROTOCOLS,  # noqa: F401
                                            NcclTopo, _nsteps, _tree_factor, nccl_choice, nccl_time, tuning_table)
 # ================================================================ section 2: calibrated on a measured sweep
@@ -151,18 +153,14 @@ class CalibratedComm:
                 + pf.phi * _fill_time(self.op, topo, a, p, s, bw) / pf.eta)
 
 
-P2P_LL_MAX_BYTES = 16384  # enqueue.cc line 779, NCCL_P2P_LL_THRESHOLD: LL up to 16 KiB per peer and channel
-
-
 def choose(op: str, tab: dict, sizes, n: int, algorithms=ALGORITHMS):
     """NCCL's (algos, protos, times) per size: nccl_choice for the collectives; for the
-    point-to-point ops NCCL's own rule (enqueue.cc line 821): LL while the bytes per peer stay within
-    NCCL_P2P_LL_THRESHOLD (taken for one channel), else Simple."""
+    point-to-point ops NCCL's own rule as nccl_p2p reads it (enqueue.cc lines 779, 821, 834): LL while
+    each peer's bytes stay within nChannelsMax x NCCL_P2P_LL_THRESHOLD, else Simple."""
     if op not in P2P_OPS:
         return nccl_choice(tab, op, sizes, algorithms)
     s = np.atleast_1d(np.asarray(sizes, dtype=float))
-    per_peer = s / n if op == "all_to_all" else s
-    protos = np.where(per_peer <= P2P_LL_MAX_BYTES, "LL", "Simple").astype(object)
+    protos = np.array([p2p_plan(op, int(x), n).protocol for x in s], dtype=object)
     times = np.array([nccl_time(tab, op, "ring", p, x) for p, x in zip(protos, s)])
     return np.array(["ring"] * len(s), dtype=object), protos, times
 
@@ -235,9 +233,9 @@ UNSEEN_STARTUP = "Simple"  # a protocol NCCL never ran at n0 takes this protocol
 
 
 def fit_calibrated(op: str, sizes, times_us, n0: int, topo: NcclTopo | None = None,
-                   algorithms=("tree", "ring"), link_gbps: float | None = None) -> CalibratedComm:
-    """Calibrate NCCL's model on one measured sweep of `op` at n0 ranks (section 2); send_recv, and
-    all_to_all given the node's link rate (`link_gbps`, from its send_recv), on NCCL's p2p split (section 4)."""
+                   algorithms=("tree", "ring")) -> CalibratedComm:
+    """Calibrate NCCL's model on one measured sweep of `op` at n0 ranks (section 2; send_recv on
+    NCCL's p2p split, section 4)."""
     s = np.asarray(sizes, dtype=float)
     t = np.asarray(times_us, dtype=float)
     keep = np.isfinite(s) & np.isfinite(t) & (s > 0) & (t > 0)
@@ -292,9 +290,9 @@ def fit_calibrated(op: str, sizes, times_us, n0: int, topo: NcclTopo | None = No
     p2p = None
     # the split's channel counts are an all-NVLink node's (nccl_p2p section 1); elsewhere the ring form
     p2p_ok = topo.intra == "nvlink" and topo.n_nodes == 1
-    if p2p_ok and (op == "send_recv" or (op == "all_to_all" and link_gbps is not None and link_gbps > 0)):
+    if p2p_ok and op == "send_recv":
         try:  # NCCL's p2p channels per peer halve with the ranks (nccl_p2p section 2)
-            p2p = fit_p2p(op, s, t, n0, link_gbps=link_gbps if op == "all_to_all" else None)
+            p2p = fit_p2p(op, s, t, n0)
         except ValueError:  # too few Simple sizes: the ring form above
             p2p = None
     return CalibratedComm(op=op, n0=int(n0), topo=topo, protos=out, floor_us=floor, algorithms=tuple(algorithms),

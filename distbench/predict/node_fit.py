@@ -1,7 +1,6 @@
 """One node's NCCL sweeps, read together: the rows a fit may use (`_usable`), the series keys, and
 NCCL's calibrated model of one series with what the node's other ops say about it (`calibrate`: the
-ring loop's bubble from all_reduce against all_gather / reduce_scatter, nccl_channels section 3; the
-link rate of its send_recv for all_to_all, nccl_p2p section 4). Used by the report's prediction
+ring loop's bubble from all_reduce against all_gather / reduce_scatter, nccl_channels section 3). Used by the report's prediction
 (distbench.predict.tables) and the self-check (distbench.predict.selfcheck) alike.
 
 Analysis code: numpy, pandas, the standard library and distbench.predict only.
@@ -56,30 +55,9 @@ def _match(d: pd.DataFrame, keys, values: dict) -> pd.DataFrame:
 def calibrate(comm_summary: pd.DataFrame, series: dict, sizes, times_us, n0: int, topo=None,
               algorithms=("tree", "ring")) -> CalibratedComm:
     """fit_calibrated on one series' sweep at n0 with what the node's other ops say: the ring loop's
-    bubble (all_reduce, all_gather, reduce_scatter: series_bubble) and the link rate of its send_recv
-    (all_to_all: series_link). ValueError as fit_calibrated."""
-    op = series["op"]
-    link = series_link(comm_summary, series, n0) if op == "all_to_all" else None
-    cal = fit_calibrated(op, sizes, times_us, int(n0), topo, algorithms, link_gbps=link)
-    return cal.with_bubble(series_bubble(comm_summary, series, int(n0))) if op in BUBBLE_OPS else cal
-
-
-def series_link(comm_summary: pd.DataFrame, series: dict, n0: int) -> float | None:
-    """The GPU's link rate (GB/s) as NCCL's p2p split of the same node's send_recv at n0 ranks gives it
-    (nccl_p2p section 4: its largest size runs over the channel-bound line), with the series' backend,
-    dtype, timing, NCCL settings and rank aggregation; None where there is none."""
-    d = _usable(comm_summary)
-    if not len(d):
-        return None
-    d = _match(d, [k for k in _keys(d) if k not in ("op", "inplace", "world_size")], series)
-    g = d[(d["op"] == "send_recv") & (pd.to_numeric(d["world_size"], errors="coerce") == int(n0))]
-    if g["size_bytes"].nunique() < 3:
-        return None
-    try:
-        cal = fit_calibrated("send_recv", g["size_bytes"], g["time_us_median"], int(n0))
-    except ValueError:
-        return None
-    return cal.p2p.link_gbps if cal.p2p is not None else None
+    bubble for all_reduce, all_gather and reduce_scatter (series_bubble). ValueError as fit_calibrated."""
+    cal = fit_calibrated(series["op"], sizes, times_us, int(n0), topo, algorithms)
+    return cal.with_bubble(series_bubble(comm_summary, series, int(n0))) if series["op"] in BUBBLE_OPS else cal
 
 
 def series_bubble(comm_summary: pd.DataFrame, series: dict, n0: int) -> float:

@@ -93,7 +93,7 @@ def build(inputs: ReportInputs) -> dict | None:
             "algorithms and LL, LL128 and Simple protocols, the one NCCL would pick at each size, calibrated on this "
             "node's sweep: distbench/predict/nccl_model.py), which holds through the protocol switches (about "
             "512 KiB - 32 MiB) where the envelope alone predicts too fast, with the ring loop's bubble fitted across "
-            "the node's ops and, for send_recv and all_to_all, NCCL's p2p channels per peer "
+            "the node's ops and, for send_recv, NCCL's p2p channels per peer "
             "(distbench/predict/nccl_p2p.py). "
             "distbench/predict/model.py has every formula.")
     if preset is not None:

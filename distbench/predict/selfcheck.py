@@ -163,8 +163,7 @@ def controls(cal, sizes, times_us, n: int, topo: NcclTopo | None = None) -> dict
     in_sample = nan
     if len(np.unique(s)) >= 3:
         try:
-            link = cal.p2p.link_gbps if cal.p2p is not None and cal.op == "all_to_all" else None
-            in_sample = fit_calibrated(cal.op, s, t, n, topo, cal.algorithms, link_gbps=link).predict(s, n)["time_us"]
+            in_sample = fit_calibrated(cal.op, s, t, n, topo, cal.algorithms).predict(s, n)["time_us"]
         except ValueError:
             pass
     oracle_bw = oracle_bw_simple = oracle_lat = nan

@@ -316,11 +316,11 @@ def test_fit_and_validation_on_the_real_h200x2_table():
 H200X4_LARGE_BOUND = {"all_reduce": 10, "broadcast": 16, "all_to_all": 19, "all_gather": 23, "reduce_scatter": 23,
                       "send_recv": 60}
 # NCCL's per-protocol model (rel_err_pct, what the report predicts NCCL series with), with the ring
-# loop's bubble and the point-to-point ops on NCCL's p2p split; achieved: all_reduce 6.4%, broadcast
-# 2.2%, all_to_all 7.6% (3.3% in the ring form, whose max at 512 MiB was 23%), all_gather 7.8%,
-# reduce_scatter 4.3%, send_recv 7.1% (44.8% in the ring form); the self-check's controls,
+# loop's bubble and send_recv on NCCL's p2p split; achieved: all_reduce 6.4%, broadcast 2.2%,
+# all_to_all 8.6% (the ring form with NCCL's p2p protocol rule), all_gather 7.8%, reduce_scatter 4.3%,
+# send_recv 7.1% (44.8% in the ring form); the self-check's controls,
 # benchmarks/results/predict-selfcheck-cpu-2core-2026-11-29, say what still misses
-H200X4_LARGE_BOUND_NCCL = {"all_reduce": 7, "broadcast": 3, "all_to_all": 8.5, "all_gather": 9, "reduce_scatter": 5,
+H200X4_LARGE_BOUND_NCCL = {"all_reduce": 7, "broadcast": 3, "all_to_all": 9.5, "all_gather": 9, "reduce_scatter": 5,
                            "send_recv": 8}
 
 
@@ -336,7 +336,7 @@ def test_validation_on_the_real_h200x4_table_fit_on_2_predict_4():
     for op, bound in H200X4_LARGE_BOUND.items():
         assert env.loc[(op, "graph"), "median_abs_err_pct_large"] <= bound, op
     big = val[val["size_bytes"] >= 2**20]
-    assert big[big["timing"] == "graph"]["rel_err_pct"].abs().median() < 7  # 5.9%; envelope 18.9%, one line 23-29%
+    assert big[big["timing"] == "graph"]["rel_err_pct"].abs().median() < 7  # 6.0%; envelope 18.9%, one line 23-29%
     ar = big[(big["op"] == "all_reduce") & (big["timing"] == "graph") & (big["size_bytes"] >= 2**27)]
     assert ar["rel_err_pct_envelope"].abs().max() < 10  # the envelope's asymptote carries over
     assert ar["rel_err_pct"].abs().max() < 10  # 7.9%: Simple's bandwidth from the 2-rank sizes past one loop, the bubble
