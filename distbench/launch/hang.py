@@ -137,6 +137,12 @@ def _groups(dumps: dict[int, dict], recorder: str) -> list[dict]:
         if not present:
             continue
         stuck_seq = min(states[r][1] for r in present) + 1  # the first collective not every rank completed
+        lag = min(states[r][0] for r in present)
+        if max(states[r][0] for r in present) > lag >= stuck_seq:
+            # A rank's entries are recorded when it calls a collective, its completions later (Gloo's
+            # recorder can still hold the last one open when a rank stops right after it): where some
+            # rank went on past the last collective another entered, that next one is where it hangs.
+            stuck_seq = lag + 1
         entered = [r for r in present if states[r][0] >= stuck_seq]
         if not entered:  # every rank completed everything it entered: this group is not where it hangs
             continue

@@ -54,6 +54,16 @@ def test_the_dumps_name_the_rank_that_never_joined_and_the_collective(tmp_path):
     assert "line 3 in wait" in a["stacks"]["1"]["python"] and a["missing_dumps"] == []
 
 
+def test_a_completion_the_recorder_has_not_yet_written_does_not_hide_the_rank_that_stopped(tmp_path):
+    # rank 1 completed #6 (its agree) and stopped in host code, but Gloo's recorder still holds #6 open
+    # in its dump; rank 0 went on into #7 and #8: the hang is #7, which rank 1 never joined
+    done = [_entry(s) for s in range(1, 6)]
+    _dump(tmp_path, 0, done + [_entry(6), _entry(7, size=1000, retired=False), _entry(8, retired=False)], 8, 6)
+    _dump(tmp_path, 1, done + [_entry(6, retired=False)], 6, 5)
+    g = hang.stuck(hang.analyse(tmp_path, 2))
+    assert (g["seq"], g["never_joined"], g["waiting"], g["input_sizes"]) == (7, [1], [0], [[1000]])
+
+
 def test_a_desync_and_a_missing_dump_are_said_as_such(tmp_path):
     done = [_entry(s) for s in range(1, 4)]
     _dump(tmp_path, 0, done + [_entry(4, retired=False)], 4, 3)
