@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -138,3 +139,15 @@ def json_safe(v):
     except (TypeError, ValueError):
         pass
     return v.item() if hasattr(v, "item") else v
+
+
+def file_kind(mode: int) -> str | None:
+    """What a file that is not a regular file is, in words (None: a regular file), from its st_mode."""
+    if stat.S_ISREG(mode):
+        return None
+    for test, what in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return what
+    return "not a regular file"

@@ -25,11 +25,11 @@ import json
 import math
 import os
 import shlex
-import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from distbench.core.contract import Positive, SchemaError, table_contract
+from distbench.core.io import file_kind
 
 # What pandas reads as a missing value (its default na_values, the ones a CSV of ours can hold)
 MISSING = frozenset({"", "nan", "NaN", "NA", "N/A", "n/a", "null", "NULL", "None", "<NA>", "-nan", "-NaN"})
@@ -60,18 +60,6 @@ def other_run_fix(run_dir) -> str:
             f"rm -r {shlex.quote(str(run_dir))}")
 
 
-def _kind(mode: int) -> str | None:
-    """What a file that is not a regular file is, in words (None: a regular file)."""
-    if stat.S_ISREG(mode):
-        return None
-    for test, what in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return what
-    return "not a regular file"
-
-
 def read_bytes(path, fix: str, limit: int | None = None) -> bytes:
     """A regular file's bytes. Anything else is refused before it is read: a FIFO would block the
     reader until something writes to it, a device such as /dev/zero would fill memory (a symlink is
@@ -81,12 +69,12 @@ def read_bytes(path, fix: str, limit: int | None = None) -> bytes:
     open does not block on a FIFO)."""
     path, limit = Path(path), MAX_BYTES if limit is None else limit
     try:
-        kind = _kind(os.stat(path).st_mode)
+        kind = file_kind(os.stat(path).st_mode)
         if kind is None:
             fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
             try:
                 st = os.fstat(fd)
-                kind = _kind(st.st_mode)
+                kind = file_kind(st.st_mode)
                 if kind is None and st.st_size <= limit:
                     with os.fdopen(fd, "rb", closefd=False) as f:
                         data = f.read(limit + 1)  # the file may grow while it is read

@@ -60,6 +60,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from distbench.core.io import file_kind as mode_kind
 from distbench.launch.invocation import process_start
 
 LOCK_ENV = "DISTBENCH_HOST_LOCK"  # the lock file (tests give each test its own)
@@ -114,9 +115,7 @@ def file_kind(st: os.stat_result, path: Path | None = None) -> str | None:
         with contextlib.suppress(OSError):
             return f"a symlink (to {_clean(os.readlink(path), 200)})" if path is not None else "a symlink"
         return "a symlink"
-    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
-    return next((words for test, words in kinds if test(st.st_mode)), "not a plain file")
+    return mode_kind(st.st_mode)
 
 
 def bad_path(path: Path, why: str, need: str = "a plain file this user can open") -> LockSettingError:

@@ -22,14 +22,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import stat
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
-from distbench.core.io import atomic_write_json
+from distbench.core.io import atomic_write_json, file_kind
 
 MAX_JOB_JSON_BYTES = 1 << 20  # a job.json is a few KiB; a traffic digest map stays far below this
 MAX_PROBLEMS_SHOWN = 8
@@ -92,9 +91,8 @@ def read_json_file(path, limit: int = MAX_JOB_JSON_BYTES):
 
 
 def _check_stat(where: str, st: os.stat_result, limit: int) -> None:
-    if not stat.S_ISREG(st.st_mode):
-        kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode)
-                else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "not a regular file")
+    kind = file_kind(st.st_mode)
+    if kind is not None:
         raise JobRecordError(f"{where}: {kind}, not a job's job.json (a regular file)")
     if st.st_size > limit:
         raise JobRecordError(f"{where}: {st.st_size:,} bytes, over {limit:,}; not a job's job.json")

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from distbench.gate import check, culprit, rules, transport
-from distbench.gate.rules import FAIL, INFO, PASS, WARN
+from distbench.gate.rules import FAIL, INFO, WARN
 from distbench.probes.topology import parse_topology
 from tests.health.test_gate_culprit import H200, gate, health, readings
 

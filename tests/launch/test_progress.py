@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from distbench.launch import progress
 from distbench.launch.progress import Beacon, Reading, judge, process_state, read_all
 from tests.conftest import RUN
 
