@@ -8,6 +8,10 @@ into the output folder and prints the summary tables (markdown), with the contro
 (comm_selfcheck_controls.csv: oracle bandwidth, oracle latency, in-sample; selfcheck.CONTROLS).
 
     python benchmarks/runs/predict_selfcheck_comm.py [--out benchmarks/results/predict-selfcheck-cpu-2core-2026-11-29]
+    python benchmarks/runs/predict_selfcheck_comm.py --table results/<label>/tables/comm_summary.csv --out DIR
+
+--table checks that table alone (a new run's: benchmarks/runs/predict_gpu.sh does), without the check
+against the committed 2x H200 NCCL log and the 8x H200 figures, which are the committed runs'.
 """
 
 from __future__ import annotations
@@ -59,24 +63,27 @@ def _md(df: pd.DataFrame) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(RESULTS / "predict-selfcheck-cpu-2core-2026-11-29"))
+    ap.add_argument("--table", type=Path, help="check this comm_summary.csv alone, not the committed datasets")
     args = ap.parse_args(argv)
     out = Path(args.out)
     parts = []
-    for name, f in datasets().items():
+    tables = {args.table.parent.name: args.table} if args.table else datasets()
+    for name, f in tables.items():
         c = S.check_table(pd.read_csv(f), name)
         print(f"{name}: {len(c)} points", file=sys.stderr)
         parts.append(c)
     check = pd.concat(parts, ignore_index=True)
     atomic_write_csv(out / "comm_selfcheck.csv", check)
-    summ = S.summarize(check, by=("dataset", "op", "timing"))
+    by = ("dataset", "op", "timing", *(("nccl_env",) if check["nccl_env"].nunique() > 1 else ()))
+    summ = S.summarize(check, by=by)
     atomic_write_csv(out / "comm_selfcheck_summary.csv", summ)
     sizes = S.per_size(check).round(1).reset_index()
     atomic_write_csv(out / "comm_selfcheck_per_size.csv", sizes)
 
-    ctl = S.control_summary(check)
+    ctl = S.control_summary(check, by=by)
     atomic_write_csv(out / "comm_selfcheck_controls.csv", ctl)
     print("\n## controls (max |error| %; the band's oracle: bandwidth at >= 1 MiB, latency below)\n")
-    print(_md(ctl[["dataset", "op", "timing", "band", "goal_pct", "max_abs_err_pct", "max_abs_err_pct_oracle_bw",
+    print(_md(ctl[[*by, "band", "goal_pct", "max_abs_err_pct", "max_abs_err_pct_oracle_bw",
                    "max_abs_err_pct_oracle_bw_simple", "max_abs_err_pct_oracle_lat", "max_abs_err_pct_in_sample",
                    "worst_size_bytes_band_oracle", "worst_protocol_band_oracle", "verdict"]]))
     # the protocol transition the envelope got wrong: all_reduce at 2 MiB on 4x H200, graph timing
@@ -85,12 +92,14 @@ def main(argv=None) -> int:
     print("\n## all_reduce 2 MiB, 4x H200 graph (fit at 2): envelope -> NCCL's model, % error\n")
     print(_md(t[["dtype", "inplace", "protocol", "rel_err_pct_envelope", "rel_err_pct"]]))
 
-    wide = summ.pivot_table(index=["dataset", "op", "timing"], columns="band",
+    wide = summ.pivot_table(index=list(by), columns="band",
                             values=["max_abs_err_pct", "median_abs_err_pct", "max_abs_err_pct_envelope"])
     wide.columns = [f"{a} {b}" for a, b in wide.columns]
     print("\n## self-check (max / median |error| %, new model; envelope max)\n")
     print(_md(wide.reset_index()))
 
+    if args.table:  # what follows is the committed runs': NCCL's log of 2x H200, the 4x H200 sweep
+        return 0
     # the regimes against NCCL's own log (2x H200, NCCL 2.28.9)
     if H200X2_LOG.is_file():
         logged = S.log_choices(H200X2_LOG.read_text(errors="replace"), 2)

@@ -214,8 +214,9 @@ def control_summary(check: pd.DataFrame, by=("dataset", "op", "timing")) -> pd.D
     the band's own oracle (bandwidth at >= 1 MiB, latency below) with the size and NCCL protocol of
     its largest |error| (what remains once the oracle replaces what changes with n), and the verdict
     (`_verdict`)."""
+    columns = [*by, *(c for c in CONTROL_SUMMARY_COLUMNS if c not in by)]
     if not len(check):
-        return pd.DataFrame(columns=list(CONTROL_SUMMARY_COLUMNS))
+        return pd.DataFrame(columns=columns)
     rows = []
     for kv, g in check.groupby([*by, "band"], sort=True, dropna=False):
         kv = kv if isinstance(kv, tuple) else (kv,)
@@ -234,7 +235,7 @@ def control_summary(check: pd.DataFrame, by=("dataset", "op", "timing")) -> pd.D
                                   row["max_abs_err_pct_oracle_bw_simple"], row["max_abs_err_pct_oracle_lat"],
                                   row["max_abs_err_pct_in_sample"])
         rows.append(row)
-    return pd.DataFrame(rows, columns=list(CONTROL_SUMMARY_COLUMNS))
+    return pd.DataFrame(rows, columns=columns)
 
 
 def summarize(check: pd.DataFrame, by=("dataset", "op", "timing")) -> pd.DataFrame:

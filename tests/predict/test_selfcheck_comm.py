@@ -211,3 +211,24 @@ def test_a_node_off_nvlink_keeps_the_ring_form_for_send_recv():
     times = model_sweep("send_recv", sizes, 2)
     assert M.fit_calibrated("send_recv", sizes, times, 2).p2p is not None
     assert M.fit_calibrated("send_recv", sizes, times, 2, M.NcclTopo(2, intra="pci")).p2p is None
+
+
+def test_the_selfcheck_script_checks_one_new_table_by_nccl_setting(tmp_path):
+    # benchmarks/runs/predict_gpu.sh checks a new run's table with --table; a sweep of NCCL settings
+    # (the settle config's NCCL_BUFFSIZE variants) is summarised per setting, never pooled
+    import runpy
+    from pathlib import Path
+
+    a, b = _bubble_sweeps(), _bubble_sweeps(b=0.3)
+    table = pd.concat([a, b.assign(nccl_env="NCCL_BUFFSIZE=2097152")], ignore_index=True)
+    table.to_csv(tmp_path / "comm_summary.csv", index=False)
+    script = Path(__file__).resolve().parents[2] / "benchmarks/runs/predict_selfcheck_comm.py"
+    main = runpy.run_path(str(script))["main"]
+    assert main(["--table", str(tmp_path / "comm_summary.csv"), "--out", str(tmp_path / "out")]) == 0
+    for name in ("comm_selfcheck_summary.csv", "comm_selfcheck_controls.csv"):
+        s = pd.read_csv(tmp_path / "out" / name)
+        assert set(s["nccl_env"]) == {"default", "NCCL_BUFFSIZE=2097152"}, name
+    c = pd.read_csv(tmp_path / "out" / "comm_selfcheck.csv")
+    bubbles = c.groupby("nccl_env")["bubble"].first()
+    assert bubbles["default"] == pytest.approx(0.6) and bubbles["NCCL_BUFFSIZE=2097152"] == pytest.approx(0.3)
+    assert not (tmp_path / "out" / "comm_8xh200_1gib.csv").exists()  # the committed runs', not this table's
