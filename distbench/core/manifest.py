@@ -193,8 +193,49 @@ class HostNeed:
     spread: str = ""  # the config keys that set how many agents (nodes) run on this host
 
 
+@dataclass(frozen=True)
 class _Reading:
-    """What every registered manifest answers from its fields (a FamilyManifest's or a PackageManifest's)."""
+    """The fields a FamilyManifest and a PackageManifest share, and what every registered manifest
+    answers from its fields."""
+
+    # who it is
+    name: str  # the package's name under distbench/ (distbench.<name>)
+    # where it comes among the families (the estimate's message, the report's sections within a place)
+    order: int = 100
+    # (config, plan) -> whether this run has it at all (its tables and figures are made)
+    active: Callable[[Mapping, Mapping], bool] = _always
+
+    # its benchmark jobs (a package's one job, if any): the rule, the job directory and the files each
+    # job writes there (the first is its result: a target of `all`, and what `report` alone needs
+    # cached), the benchmark tsv
+    job_rule: str = ""
+    job_dir: str = ""
+    job_files: tuple[str, ...] = ()
+    benchmark: str = ""
+    # its jobs are counted by the time estimate printed before a run (distbench.pipeline.estimate), with
+    # these defaults, {(host "gpu"|"cpu", backend): EstimateDefault}
+    estimated: bool = False
+    estimate_defaults: Mapping[tuple[str, str], EstimateDefault] = field(default_factory=dict)
+
+    # its config's schema: a YAML file in its folder (list it in package_data) holding the schema of the
+    # top-level config key named as the package, merged into the central schema's properties
+    # (distbench.pipeline.config.load_schema); it may $ref the central definitions
+    schema: str = ""
+    # "module:function" (config, defaults filled in) -> [problem, each "config key <key>: ..."]: what the
+    # schema cannot say (a value against another, a file read now: distbench.pipeline.config.check_config)
+    config_check: str = ""
+
+    # what it writes and what reads it
+    # the rules that read tables: aggregates and plots (rules/families.smk builds them)
+    steps: tuple[Step, ...] = ()
+    tables: tuple[Table, ...] = ()
+    figures: tuple[Figures, ...] = ()
+    # the report sections it registers, as "module:NAME" (imported by distbench.report.sections), by
+    # where they go in the report: "top" (before the families: what qualifies every result), "body",
+    # "end" (after every family's body section)
+    sections: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # files of the package that are not modules (globs under distbench/<name>/): the wheel ships them
+    package_data: tuple[str, ...] = ()
 
     @property
     def step_rules(self) -> tuple[str, ...]:
@@ -272,22 +313,9 @@ class FamilyManifest(_Reading):
     measuring_rules = ()
     cached = ()
 
-    # who it is
-    name: str  # the package's name under distbench/ (distbench.<name>)
-    # where it comes among the families (the estimate's message, the report's sections within a place)
-    order: int = 100
-    # (config, plan) -> whether this run has the family at all (its tables and figures are made)
-    active: Callable[[Mapping, Mapping], bool] = _always
-
     # its plan and its jobs
     # "module:function" (config, gpus, gpus_source) -> FamilyPlan; "" for a family without a plan
     plan: str = ""
-    # its benchmark jobs: the rule, the job directory and the files each job writes there (the first
-    # is its result: a target of `all`, and what `report` alone needs cached), the benchmark tsv
-    job_rule: str = ""
-    job_dir: str = ""
-    job_files: tuple[str, ...] = ()
-    benchmark: str = ""
     # "module:function" (config, plan, job) -> the job's parameters as plain JSON data: every value
     # that shapes its measurement (the rule's `job` param: a change reruns it; the job reads them
     # from job.json, which the rule writes)
@@ -321,12 +349,8 @@ class FamilyManifest(_Reading):
     # "module:function" (config, plan) -> a message printed before the first job (or None)
     announce: str = ""
 
-    # what the estimate, the host-fit check and the config check need from it
-    # its jobs are counted by the time estimate printed before a run (distbench.pipeline.estimate)
-    estimated: bool = False
-    # estimate defaults, {(host "gpu"|"cpu", backend): EstimateDefault}; the fixed cost of a launch
-    # that its shared launches pay once ({host: seconds})
-    estimate_defaults: Mapping[tuple[str, str], EstimateDefault] = field(default_factory=dict)
+    # what the estimate and the host-fit check need from it
+    # the fixed cost of a launch that its shared launches pay once ({host: seconds})
     launch_cost_s: Mapping[str, float] = field(default_factory=dict)
     # "module:function" (a job's wildcards and params) -> how much more its measuring part takes than the
     # job the default was measured with (the estimate scales the default's part beyond launch_cost_s);
@@ -338,25 +362,6 @@ class FamilyManifest(_Reading):
     # "module:function" (config, plan, launcher) -> ([HostNeed], [problem]): what a family that places
     # its own jobs (job_resources) puts on this host under that launcher, and why it cannot run here
     host_placement: str = ""
-    # its config's schema: a YAML file in the family's folder (list it in package_data) holding the
-    # schema of the top-level config key named as the family, merged into the central schema's
-    # properties (distbench.pipeline.config.load_schema); it may $ref the central definitions
-    schema: str = ""
-    # "module:function" (config, defaults filled in) -> [problem, each "config key <key>: ..."]: what the
-    # schema cannot say (a value against another, a file read now: distbench.pipeline.config.check_config)
-    config_check: str = ""
-
-    # what it writes and what reads it
-    # the rules that read tables: aggregates and plots (rules/families.smk builds them)
-    steps: tuple[Step, ...] = ()
-    tables: tuple[Table, ...] = ()
-    figures: tuple[Figures, ...] = ()
-    # the report sections it registers, as "module:NAME" (imported by distbench.report.sections), by
-    # where they go in the report: "top" (before the families: what qualifies every result), "body",
-    # "end" (after every family's body section)
-    sections: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    # files of the package that are not modules (globs under distbench/<name>/): the wheel ships them
-    package_data: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -368,30 +373,10 @@ class PackageManifest(_Reading):
 
     HOOKS = ("config_check",)
 
-    name: str  # the package's name under distbench/ (distbench.<name>)
-    order: int = 100
-    # (config, plan) -> whether this run has it at all (its tables and figures are made)
-    active: Callable[[Mapping, Mapping], bool] = _always
-    # its one job, when it has one (the rule is in its own rules file): the rule, its directory and
-    # files, its benchmark tsv, and whether the estimate counts it with these defaults
-    job_rule: str = ""
-    job_dir: str = ""
-    job_files: tuple[str, ...] = ()
-    benchmark: str = ""
-    estimated: bool = False
-    estimate_defaults: Mapping[tuple[str, str], EstimateDefault] = field(default_factory=dict)
     # the other rules that measure (a GPU or the host under load): `report` alone never starts them
     measuring_rules: tuple[str, ...] = ()
     # files `snakemake report` alone needs cached (under results/<label>/)
     cached: tuple[str, ...] = ()
-    # its config key's schema file in its folder, and its "module:function" check, as a family's
-    schema: str = ""
-    config_check: str = ""
-    steps: tuple[Step, ...] = ()
-    tables: tuple[Table, ...] = ()
-    figures: tuple[Figures, ...] = ()
-    sections: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    package_data: tuple[str, ...] = ()
 
     # what only a family declares, read as none by the code that loops over every manifest
     plan = ""
