@@ -91,6 +91,7 @@ def test_a_sweep_without_step_factor_gets_the_default():
     ({"comm": {"nccl_env": [{"NCCL_DEBUG": "INFO"}]}}, ["comm.nccl_env[0].NCCL_DEBUG", "distorts timed runs"]),
     ({"comm": {"nccl_env": [{"NCCL_ALGO": "Ring; rm -rf /"}]}}, ["comm.nccl_env[0].NCCL_ALGO", "Ring"]),
     ({"comm": {"nccl_env": [{"NCCL_PROTO": "Fast"}]}}, ["NCCL_PROTO", "LL128"]),
+    ({"comm": {"nccl_env": [{"NCCL_P2P_LL_THRESHOLD": "64k; reboot"}]}}, ["comm.nccl_env[0].NCCL_P2P_LL_THRESHOLD"]),
     ({"job_env": {"NCCL_X": "a b"}}, ["job_env.NCCL_X"]),
 ])
 def test_bad_values_are_rejected_with_key_and_allowed_values(bad, expect):
@@ -148,8 +149,9 @@ def test_all_errors_reported_at_once():
 
 def test_nccl_env_allow_list_accepts_real_settings():
     cfg = check_config({"comm": {"nccl_env": [{}, {"NCCL_ALGO": "Ring"}, {"NCCL_ALGO": "Tree", "NCCL_PROTO": "Simple"},
-                                              {"NCCL_P2P_DISABLE": 1}, {"NCCL_MAX_NCHANNELS": "8"}]}})
-    assert len(cfg["comm"]["nccl_env"]) == 5
+                                              {"NCCL_P2P_DISABLE": 1}, {"NCCL_MAX_NCHANNELS": "8"},
+                                              {"NCCL_BUFFSIZE": 2097152, "NCCL_P2P_LL_THRESHOLD": 65536}]}})
+    assert len(cfg["comm"]["nccl_env"]) == 6
 
 
 def test_snakemake_rejects_shell_metacharacters_before_any_job(workflow_dir):
