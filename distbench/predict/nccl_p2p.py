@@ -129,7 +129,6 @@ P2P_NVL_CHUNKSIZE = 512 << 10  # init.cc line 706 (NCCL_P2P_NVL_CHUNKSIZE)
 P2P_LL_THRESHOLD = 16 << 10  # enqueue.cc line 779 (NCCL_P2P_LL_THRESHOLD)
 LL_BUFFSIZE = 8 * 512 * NCCL_STEPS * 16  # init.cc line 697: lines/thread x LL threads x steps x 16 B
 PART_ALIGN = 4 << 10  # device.h line 255
-MAX_WORKS_PER_BATCH = 8  # device.h line 364
 SM90_NVLINK_BW = 20.6  # graph/topo.h line 19, GB/s per link
 NODE_PATH_BW = 370.8  # our H200 NV18 log: "GPU/0-70 (2/370.8/NVL)"
 NODE_COMM_CHANNELS = 24  # our H200 log: "24 coll channels"

@@ -74,8 +74,8 @@ def series_bubble(comm_summary: pd.DataFrame, series: dict, n0: int) -> float:
     etas = {}
     for op in BUBBLE_OPS:
         vals = []
-        for _, g in d[d["op"] == op].groupby([k for k in ("inplace",) if k in d.columns] or (lambda i: 0),
-                                              dropna=False):
+        sweeps = d[d["op"] == op]
+        for g in ([g for _, g in sweeps.groupby("inplace", dropna=False)] if "inplace" in d.columns else [sweeps]):
             if g["size_bytes"].nunique() < 3:
                 continue
             try:
