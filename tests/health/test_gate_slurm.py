@@ -114,9 +114,12 @@ def test_a_failing_node_fails_its_prolog_and_is_drained_with_our_reason(tmp_path
     env, started, cl = _cluster(tmp_path, [f"Prolog={prolog}", "PrologEpilogTimeout=120"])
     try:
         assert started.returncode == 0, started.stdout + started.stderr
-        bad = subprocess.run(["sbatch", "-w", "node1", "-J", "on-node1", "--wrap", "true"], env=cl,
+        # the jobs' output files go to tmp_path: sbatch's default is the working directory (the checkout)
+        bad = subprocess.run(["sbatch", "-w", "node1", "-J", "on-node1", "-o", str(tmp_path / "slurm-%j.out"),
+                              "--wrap", "true"], env=cl,
                              capture_output=True, text=True, timeout=30)
-        good = subprocess.run(["sbatch", "-w", "node2", "-J", "on-node2", "--wrap", "true"], env=cl,
+        good = subprocess.run(["sbatch", "-w", "node2", "-J", "on-node2", "-o", str(tmp_path / "slurm-%j.out"),
+                              "--wrap", "true"], env=cl,
                               capture_output=True, text=True, timeout=30)
         assert bad.returncode == 0 and good.returncode == 0, bad.stderr + good.stderr
         states = _wait(lambda: (s := _nodes(cl)).get("node1", "").startswith("drain") and s)
