@@ -131,6 +131,7 @@ def test_the_report_opens_with_the_verdict(tmp_path):
     findings = md.split("## Findings")[1].split("\n## ")[0]
     plan = md.split("## Plan")[1].split("\n## ")[0]
     assert "skipped" not in findings and "1 measurement was skipped" in plan  # skipped points: the plan's
+    assert "1 measurement was skipped (too small): all_reduce NCCL ws 8" in plan  # with its reason, from the table
     assert '<td class="v-healthy">healthy</td>' in out_html.read_text()
 
 

@@ -308,6 +308,18 @@ def _describe(r) -> str:
             f"{r['timing']} at {human_bytes(r['size_bytes'])}")
 
 
+def _why(rows: pd.DataFrame, limit: int = 2) -> str:
+    """' (reason; reason)': the distinct messages of skipped rows, most frequent first, so the plan says why
+    a point was not measured (e.g. a size too small to give every rank one element); '' where none."""
+    msgs = [m for m in rows["message"].astype("string").fillna("").str.strip() if m]
+    if not msgs:
+        return ""
+    counts = pd.Series(msgs).value_counts()
+    shown = list(counts.index[:limit])
+    more = f"; {len(counts) - limit} other reason(s)" if len(counts) > limit else ""
+    return f" ({'; '.join(shown)}{more})"
+
+
 def _problems(summary: pd.DataFrame, limit: int = 4) -> list[str]:
     out = []
     bad = summary[summary["status"] != "ok"]
@@ -322,7 +334,7 @@ def _problems(summary: pd.DataFrame, limit: int = 4) -> list[str]:
         verb = STATUS_PHRASES[status]
         if n == 1:
             verb = verb.replace("were ", "was ")
-        line = f"{n} {noun} {verb}: {', '.join(examples)}{more}."
+        line = f"{n} {noun} {verb}{_why(rows) if status == 'skipped' else ''}: {', '.join(examples)}{more}."
         if status == "wrong":
             line = f"⚠ CORRECTNESS FAILURE: {line} Do not trust these numbers."
         out.append(line)
