@@ -76,6 +76,22 @@ class LayoutSpec:
     full_group_is: str | None = None
 
     @property
+    def other_words(self) -> str:
+        """What a step's time that is neither compute nor the collectives holds under this layout, in a
+        sentence: 'host-bound or idle time, FSDP bookkeeping'."""
+        return f"host-bound or idle time, {self.short} bookkeeping"
+
+    @property
+    def collectives_words(self) -> str:
+        """The collectives one step issues, in a sentence: 'the all-reduce' (DDP), 'the all-gathers and
+        reduce-scatters' (FSDP2); the form the collectives-alone phase replays."""
+        ops = [c.op.replace("_", "-") for c in self.collectives]
+        ops = list(dict.fromkeys(ops))
+        if len(ops) == 1:
+            return f"the {ops[0]}"
+        return "the " + ", ".join(f"{o}s" for o in ops[:-1]) + f" and {ops[-1]}s"
+
+    @property
     def has_compute_only(self) -> bool:
         return self.no_compute_only is None
 

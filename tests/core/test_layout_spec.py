@@ -179,3 +179,11 @@ def test_the_spec_module_is_torch_free():
     code = "import sys, distbench.core.layout_spec; assert 'torch' not in sys.modules"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
     assert layout_spec.__file__.endswith("distbench/core/layout_spec.py")
+
+
+def test_each_layout_names_its_collectives_and_bookkeeping_in_words():
+    from distbench.core.layout_spec import layout
+    assert layout("ddp").collectives_words == "the all-reduce"
+    assert layout("fsdp").collectives_words == "the all-gathers and reduce-scatters"
+    assert layout("hsdp").collectives_words == "the all-gathers, reduce-scatters and all-reduces"
+    assert layout("fsdp").other_words == "host-bound or idle time, FSDP bookkeeping"

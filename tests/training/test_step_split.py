@@ -166,3 +166,19 @@ def test_summary_json_fields_are_summary_columns_and_carry_the_split():
     assert set(SUMMARY_FIELDS) - {"model", "strategy", "config", "backend", "world_size", "batch_size", "dtype",
                                   "efficiency_vs_plain_1gpu"} <= set(SUMMARY_COLUMNS)
     assert {"exposed_comm_capped_ms", "other_ms"} <= set(SUMMARY_FIELDS)
+
+
+def test_an_fsdp_row_names_its_own_collectives_and_bookkeeping():
+    # FSDP2's collectives-alone phase replays all-gathers and reduce-scatters, not an all-reduce, and the
+    # rest of its step is FSDP's bookkeeping: the row's sentences say so in its layout's words
+    fsdp = job(2, "fsdp", step=69.0, compute=50.0, allreduce=10.0)
+    for r in fsdp:
+        r["strategy"] = "fsdp"
+    s = summary(job(1), fsdp)
+    note = one(s, 2, "fsdp")["bounds_note"]
+    assert "exceeds compute alone plus the all-gathers and reduce-scatters alone (50.0 ms + 10.0 ms" in note, note
+    text = " ".join(training_findings(s))
+    assert "neither compute nor the collectives: host-bound or idle time, FSDP bookkeeping" in text, text
+    assert "DDP bookkeeping" not in text
+    ddp = " ".join(training_findings(summary(job(1), job(2, step=69.0, compute=50.0, allreduce=10.0))))
+    assert "DDP bookkeeping" in ddp and "FSDP" not in ddp  # the baseline keeps its words

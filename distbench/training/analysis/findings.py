@@ -25,7 +25,13 @@ from distbench.training.analysis.summary import NAN, PLAIN, compiled, _ms, _num,
 COMM_BOUND_FRACTION = 0.25  # exposed communication at least this share of the step: communication-bound
 # What the part of a step that is neither compute nor the collectives is, said once for every sentence:
 # the summary measures that it exists, not which of these it is.
-OTHER = "host-bound or idle time, DDP bookkeeping"
+OTHER = "host-bound or idle time, DDP bookkeeping"  # a row without a layout: the baseline's (plain DDP)
+
+
+def _other(row) -> str:
+    """OTHER in the row's layout's words ('FSDP bookkeeping' under FSDP2)."""
+    spec = layout_of(row.get("strategy"))
+    return spec.other_words if spec is not None else OTHER
 
 
 def _sig(x: float, digits: int = 3) -> str:
@@ -99,14 +105,14 @@ def bottleneck(row) -> tuple[str, str]:
         return "host-bound", (
             f"{who}: each {_time_ms(step)} step takes {_time_ms(step - comp - ar)} more than compute alone "
             f"({_time_ms(comp)}) plus the whole gradient all-reduce done serially ({_time_ms(ar)}), beyond the "
-            f"{_time_ms(allowance)} noise allowance: that time is neither compute nor the collectives ({OTHER}: "
+            f"{_time_ms(allowance)} noise allowance: that time is neither compute nor the collectives ({_other(row)}: "
             f"launches, Python, synchronisation, a straggling rank), not the "
             f"{'GPU' if one_device(row) == '1 GPU' else 'computation'} or the network.")
     if ws == 1:  # one rank: DDP has nobody to talk to; what it adds over no_sync is not communication
         other = split.other
         return "compute-bound", (
             f"{who}: no communication between ranks; each {_time_ms(step)} step spends {_time_ms(max(other, 0.0))} "
-            f"({_pct(max(other / step, 0.0))}) that is neither compute nor communication ({OTHER}: DDP's copy "
+            f"({_pct(max(other / step, 0.0))}) that is neither compute nor communication ({_other(row)}: DDP's copy "
             f"of the gradients into its buckets); compute ({_time_ms(comp)} under no_sync) dominates.")
     exposed = split.exposed_comm if not math.isnan(split.exposed_comm) else max(split.beyond_compute, 0.0)
     share = exposed / step
@@ -120,7 +126,7 @@ def bottleneck(row) -> tuple[str, str]:
         parts.append(f"of the exposed time, {_time_ms(split.tail)} is the last bucket's all-reduce after backward "
                      f"ends and {_time_ms(split.other_buckets)} the other buckets' all-reduces not hidden behind it")
     if split.other > 0 and _ms(split.other) != "0":
-        parts.append(f"{_time_ms(split.other)} is neither compute nor the collectives ({OTHER}; within the "
+        parts.append(f"{_time_ms(split.other)} is neither compute nor the collectives ({_other(row)}; within the "
                      f"{_time_ms(allowance)} noise allowance)")
     if share >= COMM_BOUND_FRACTION:
         return "communication-bound", "; ".join(parts) + "."
@@ -149,7 +155,7 @@ def shortfall(row, efficiency: float) -> str:
         parts.append((split.exposed_comm, f"exposed communication, {_time_ms(split.exposed_comm)} "
                                           f"({_pct(split.exposed_comm / step)} of the step)"))
         if not math.isnan(split.other):
-            parts.append((split.other, f"time that is neither compute nor the collectives ({OTHER}), "
+            parts.append((split.other, f"time that is neither compute nor the collectives ({_other(row)}), "
                                        f"{_time_ms(split.other)} ({_pct(split.other / step)} of the step)"))
     elif not math.isnan(split.beyond_compute):
         parts.append((split.beyond_compute, f"time beyond compute alone, {_time_ms(split.beyond_compute)} "
@@ -292,7 +298,7 @@ def _finding(r) -> str | None:
     if int(r["world_size"]) == 1:  # nothing to communicate: the throughput (and MFU) is the finding
         return f"{head}: " + "; ".join(parts) + "." if parts else None
     if not (math.isnan(step) or math.isnan(beyond)):
-        parts += _split_clauses(split, row_allowance_ms(r))
+        parts += _split_clauses(split, row_allowance_ms(r), _other(r))
     overlap = _num(r.get("overlap_fraction"))
     if not math.isnan(overlap):
         parts.append(f"{_pct(overlap)} of gradient communication overlaps compute")
@@ -308,7 +314,7 @@ def _finding(r) -> str | None:
     return f"{head}: " + "; ".join(parts) + "." if parts else None
 
 
-def _split_clauses(split, allowance: float) -> list[str]:
+def _split_clauses(split, allowance: float, other: str = OTHER) -> list[str]:
     """The step split of a world-size > 1 row in words: its exposed communication (never more than
     the collectives alone) and the rest, named as neither compute nor the collectives."""
     step, beyond = split.step, split.beyond_compute
@@ -321,7 +327,7 @@ def _split_clauses(split, allowance: float) -> list[str]:
     out = [f"{_time_ms(split.exposed_comm)} of each {_time_ms(step)} step is exposed communication"]
     if split.other > 0 and _ms(split.other) != "0":
         noise = "within" if split.other <= allowance else "beyond"
-        out.append(f"{_time_ms(split.other)} of the step is neither compute nor the collectives: {OTHER} "
+        out.append(f"{_time_ms(split.other)} of the step is neither compute nor the collectives: {other} "
                    f"({noise} the {_time_ms(allowance)} noise allowance)")
     return out
 

@@ -221,11 +221,13 @@ def _first_int(s: pd.Series):
 
 
 # ---------------------------------------------------------------- the bounds check
-def check_bounds(step_ms, compute_ms, allreduce_ms, allowance_ms, world_size) -> tuple[object, str]:
+def check_bounds(step_ms, compute_ms, allreduce_ms, allowance_ms, world_size,
+                 collectives: str = "the all-reduce") -> tuple[object, str]:
     """compute_only ≤ step ≤ compute_only + comm_alone, each side within `allowance_ms`.
 
     Returns (True/False, "" or which inequality failed), or (pd.NA, why not checked) at world size 1
-    or when a number is missing.
+    or when a number is missing. `collectives` names what the comm_alone phase replayed, in the row's
+    layout's words (LayoutSpec.collectives_words: FSDP2's all-gathers and reduce-scatters, not an all-reduce).
     """
     if int(world_size) == 1:
         return pd.NA, "not checked: world size 1 has no communication between ranks"
@@ -240,7 +242,7 @@ def check_bounds(step_ms, compute_ms, allreduce_ms, allowance_ms, world_size) ->
                      f"more than the {_time_ms(a)} noise allowance (the phases' p5-p95 spreads and "
                      f"{NOISE_MIN_FRACTION:.0%} of the step)")
     if s > c + r + a:
-        notes.append(f"step {_time_ms(s)} exceeds compute alone plus the all-reduce alone ({_time_ms(c)} + {_time_ms(r)} "
+        notes.append(f"step {_time_ms(s)} exceeds compute alone plus {collectives} alone ({_time_ms(c)} + {_time_ms(r)} "
                      f"= {_time_ms(c + r)}) by {_time_ms(s - c - r)}, more than the {_time_ms(a)} noise allowance "
                      f"(the phases' p5-p95 spreads and {NOISE_MIN_FRACTION:.0%} of the step): that much of the "
                      f"step is neither compute nor the collectives")
@@ -278,7 +280,9 @@ def _summarize_job(key: tuple, g: pd.DataFrame) -> dict:
     device = str(_first(g["device_name"]) or "")
     tflops, mfu_value, match = mfu(flops, sps_dev, device, str(row["dtype"])) if flops == flops and sps_dev == sps_dev \
         else (NAN, NAN, peak_for(device, str(row["dtype"])))
-    bounds_ok, note = check_bounds(step, compute, allreduce, allowance, ws)
+    spec = layout_of(row.get("strategy"))
+    bounds_ok, note = check_bounds(step, compute, allreduce, allowance, ws,
+                                   spec.collectives_words if spec is not None else "the all-reduce")
     # A phase a layout cannot have (the 2D layouts' compute_only or comm_alone: PhaseError "skipped")
     # leaves the job ok when its real step ran; its message says why
     statuses = g["status"].fillna("ok")
