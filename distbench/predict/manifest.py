@@ -21,7 +21,7 @@ MANIFEST = register(PackageManifest(
         # the measured collectives (any family's summary by table name) and training scaling, when measured
         Step("predict", "distbench.predict.steps:predict",
              inputs={"training_summary": TableRef("training_summary", optional=True),
-                     "comm": TableRef("comm_summary")},
+                     "comm": TableRef("comm_summary"), "env": "probe/env.json"},
              outputs={"fits": "alpha_beta", "comm": "prediction_comm", "training": "prediction_training",
                       "validation": "prediction_validation"},
              params={"preset": "distbench.predict.steps:preset", "gpu_counts": "distbench.predict.steps:gpu_counts"}),

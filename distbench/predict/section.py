@@ -1,8 +1,9 @@
 """The cluster prediction's report section ("Larger clusters (predicted)"): the check of the model,
 the comparison at 8 GPUs with published figures, training at scale, the fits and the model's
 assumptions. A CPU run (no NCCL row: distbench.predict.tables.measured_on_gpus) has no GPU-cluster
-prediction: the section is then the method checked on this host's own numbers (the check and the
-fits), titled so, and says why in one sentence. Fragments: templates/prediction.*.j2."""
+prediction: the section is then the method on this host's own numbers (the check and the fits), titled
+so, and says why in one sentence; a Gloo world size with more ranks than cores is a smoke test and is
+left out of the check, which the section says. Fragments: templates/prediction.*.j2."""
 
 from __future__ import annotations
 
@@ -15,11 +16,11 @@ from distbench.core.readers import read_table, remake
 from distbench.core.references import EXPECTED, reference_text
 from distbench.core.section import ReportInputs, Section, pct_cell, table
 from distbench.predict.model import get_preset
-from distbench.predict.tables import measured_on_gpus, validation_summary
+from distbench.predict.tables import measured_on_gpus, smoke_tests, validation_summary
 
 TEMPLATES = Path(__file__).parent / "templates"
 TITLE = "Larger clusters (predicted)"
-CPU_TITLE = "The prediction method, checked on this host"  # a CPU run: no cluster is predicted
+CPU_TITLE = "The prediction method on this host"  # a CPU run: no cluster is predicted; its check, where one can be made
 
 
 def published_8gpu_ring() -> dict:
@@ -46,6 +47,8 @@ def build(inputs: ReportInputs) -> dict | None:
         fits = _of_backend(fits, "nccl")
         training = _of_backend(training, "nccl")
     findings, tables = [], {}
+    if not gpus:
+        findings += _smoke_note(fits, inputs.env_dict(), len(validation) > 0)
     if len(validation):
         vs = validation_summary(validation)
         rows = [[r["op"], r["timing"], r["backend"], f"{int(r['fit_world_size'])} -> {int(r['check_world_size'])}",
@@ -104,6 +107,23 @@ def build(inputs: ReportInputs) -> dict | None:
             "nothing_measured": nothing and not gpus,
             "rests_on": rests_on(fits, checked_on, comm, training, preset) if gpus else "",
             "title": TITLE if gpus else CPU_TITLE}
+
+
+def _smoke_note(fits, env: dict, checked: bool) -> list[str]:
+    """Why the CPU check leaves out some world sizes (distbench.predict.tables.validate_all): Gloo ranks
+    beyond the host's cores time-share them, so those times measure the contention, not the model."""
+    if not len(fits) or not env or "world_size" not in fits:
+        return []
+    over = smoke_tests(fits, env)
+    left = sorted({int(w) for w in pd.to_numeric(fits.loc[over, "world_size"])})
+    if not left:
+        return []
+    ranks = " and ".join([", ".join(map(str, left[:-1])), str(left[-1])] if len(left) > 1 else [str(left[0])])
+    why = (f"on this host's {env.get('cpu_count')} cores their Gloo ranks time-share the cores (smoke tests), so "
+           "their times measure that contention, not the model")
+    if checked:
+        return [f"Not checked against {ranks} ranks: {why}."]
+    return [f"No check on this host: it needs two world sizes with a core per rank, and at {ranks} ranks, {why}."]
 
 
 def _of_backend(t, backend: str):

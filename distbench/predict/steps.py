@@ -23,6 +23,8 @@ def predict(sm) -> None:
 
     argv = [sm.input.comm, "--preset", sm.params.preset, "--gpus", ",".join(map(str, sm.params.gpu_counts)),
             "--out-dir", str(Path(sm.output.fits).parent)]
+    if sm.input.get("env"):
+        argv += ["--env", sm.input.env]
     if sm.input.get("training_summary"):
         argv += ["--training", sm.input.training_summary]
     run_in_rule(sm.log[0], main, argv)

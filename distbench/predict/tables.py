@@ -19,6 +19,8 @@ import numpy as np
 import pandas as pd
 
 from distbench.core.io import atomic_write_csv
+from distbench.core.judged import oversubscribed
+from distbench.core.readers import read_json, remake
 from distbench.core.sizes import parse_size
 from distbench.predict.cluster import _nodes, predict_hierarchical
 from distbench.predict.scaling import TRAINING_KEYS, TRAINING_OUT, _key_dict, _num, predict_training
@@ -326,15 +328,29 @@ def validation_summary(validation: pd.DataFrame, large_bytes=LARGE_BYTES) -> pd.
 
 
 def validate_all(comm_summary: pd.DataFrame, tolerance: float = TOLERANCE, preset=DEFAULT_PRESET,
-                 nccl: bool = True) -> pd.DataFrame:
-    """validate() from the smallest world size >= 2 of the table to each larger one."""
+                 nccl: bool = True, env: dict | None = None) -> pd.DataFrame:
+    """validate() from the smallest world size >= 2 of the table to each larger one. With `env`
+    (env.json), a Gloo world size whose ranks outnumber the host's cores takes no part: its ranks
+    time-share the cores (a smoke test, distbench.core.judged.oversubscribed), so its times measure
+    that contention, and a model checked against them would be judged on it."""
     d = _usable(comm_summary)
+    if env and len(d):
+        d = d[~smoke_tests(d, env)]
     sizes = sorted({int(w) for w in pd.to_numeric(d["world_size"]) if w >= 2}) if len(d) else []
     parts = [validate(d, sizes[0], w, tolerance, preset, nccl) for w in sizes[1:]]
     parts = [p for p in parts if len(p)]
     if parts:
         return pd.concat(parts, ignore_index=True)
     return pd.DataFrame(columns=[*_keys(d, with_world_size=False), *VALIDATION_COLUMNS])
+
+
+def smoke_tests(d: pd.DataFrame, env: dict) -> pd.Series:
+    """Per row of a comm table: whether its ranks outnumber the cores of a host (env.json's cpu_count;
+    Gloo only: distbench.core.judged.oversubscribed)."""
+    nodes = pd.to_numeric(d["nodes"], errors="coerce").fillna(1) if "nodes" in d else pd.Series(1, index=d.index)
+    backend = d["backend"].astype(str) if "backend" in d else pd.Series("gloo", index=d.index)
+    return pd.Series([oversubscribed(int(w) // max(int(n), 1), b, env) is not None
+                      for w, n, b in zip(pd.to_numeric(d["world_size"]), nodes, backend)], index=d.index, dtype=bool)
 
 
 # ================================================================ which runs a GPU cluster is predicted from
@@ -373,6 +389,7 @@ def main(argv=None) -> int:
                     help="message sizes for prediction_comm.csv (comma-separated, e.g. 1MiB,1GiB)")
     ap.add_argument("--tolerance", type=float, default=TOLERANCE,
                     help=f"|relative error| within which a fit holds (default {TOLERANCE})")
+    ap.add_argument("--env", help="probe/env.json: the check leaves out Gloo world sizes above its cpu_count (smoke tests)")
     ap.add_argument("--training-intra", choices=("preset", "measured"), default="preset",
                     help="intra-node link for the training prediction: the preset's, or the measured NCCL "
                          "all_reduce fit (default preset)")
@@ -410,7 +427,7 @@ def main(argv=None) -> int:
     else:
         training = pd.DataFrame(columns=[*TRAINING_KEYS, *TRAINING_OUT])
     atomic_write_csv(out / "prediction_training.csv", training)
-    validation = validate_all(comm, args.tolerance, p)
+    validation = validate_all(comm, args.tolerance, p, env=read_json(args.env, remake(args.env)) if args.env else None)
     atomic_write_csv(out / "prediction_validation.csv", validation)
 
     print(f"distbench.predict.tables: {len(fits)} fits, {len(training)} training predictions, "

@@ -1,6 +1,7 @@
 """distbench.predict.model: alpha-beta fits, algorithm costs, hierarchical clusters, training, validation."""
 
 import ast
+import json
 import math
 import subprocess
 import sys
@@ -478,9 +479,39 @@ def test_a_cpu_run_gets_the_method_check_and_no_gpu_cluster(tmp_path, capsys):
     assert not gpu["cpu_only"] and gpu["title"] == "Larger clusters (predicted)"
 
 
+def test_a_cpu_check_leaves_out_world_sizes_with_more_ranks_than_cores(tmp_path):
+    """Gloo ranks beyond the host's cores time-share them (a smoke test, as the report's Verdict says):
+    a check of the model against their times would judge the contention. With env.json's cpu_count the
+    check leaves them out, and the section names them."""
+    from distbench.core.section import ReportInputs
+    from distbench.predict.section import build as prediction_section
+
+    sweeps = {("all_reduce", 2): hockney(60.0, 3.0, SIZES), ("all_reduce", 4): hockney(90.0, 2.5, SIZES),
+              ("all_reduce", 6): hockney(400.0, 0.5, SIZES)}
+    comm_table(sweeps).assign(backend="gloo", timing="host").to_csv(tmp_path / "comm_summary.csv", index=False)
+    for cores, checked in ((8, {4, 6}), (4, {4}), (2, set())):
+        (tmp_path / "env.json").write_text(json.dumps({"cpu_count": cores}))
+        out = tmp_path / f"c{cores}"
+        assert T.main([str(tmp_path / "comm_summary.csv"), "--env", str(tmp_path / "env.json"), "--out-dir", str(out)]) == 0
+        validation = pd.read_csv(out / "prediction_validation.csv")
+        assert set(validation["check_world_size"]) == checked, cores
+        section = prediction_section(ReportInputs({"prediction_validation": out / "prediction_validation.csv"},
+                                                  env=tmp_path / "env.json"))
+        text = " ".join(section["findings"])
+        if cores == 8:
+            assert "smoke test" not in text
+        elif cores == 4:
+            assert "Not checked against 6 ranks: on this host's 4 cores their Gloo ranks time-share" in text, text
+        else:
+            assert text.startswith("No check on this host: it needs two world sizes with a core per rank, and at 4 and 6 "
+                                   "ranks, on this host's 2 cores their Gloo ranks time-share the cores"), text
+            assert "validation" not in section["tables"]
+
+
 def test_predict_imports_only_tables_helpers():
     allowed = {"argparse", "math", "re", "sys", "dataclasses", "pathlib", "__future__", "numpy", "pandas",
                "distbench.core.choices", "distbench.core.sizes", "distbench.core.io", "distbench.core.ops_spec",
+               "distbench.core.judged", "distbench.core.readers",
                "distbench.core.layout_spec", "distbench.predict.model", "distbench.predict.cluster",
                "distbench.predict.nccl_model", "distbench.predict.node_fit", "distbench.predict.scaling"}
     mods = set()

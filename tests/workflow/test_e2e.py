@@ -103,8 +103,8 @@ def test_pipeline_runs_caches_and_reruns_only_what_changed(shared_run, tmp_path)
     # a CPU run's report shows no GPU-cluster prediction as a result (issue 34: an H100/InfiniBand
     # preset applied to CPU compute times read 99.7-100% efficiency at 8-64 GPUs): the fits, the
     # method checked on this host, and one sentence saying why there is no more
-    assert "## Larger clusters (predicted)" not in md and "## The prediction method, checked on this host" in md
-    predicted = md.split("## The prediction method, checked on this host")[1].split("\n## ")[0]
+    assert "## Larger clusters (predicted)" not in md and "## The prediction method on this host" in md
+    predicted = md.split("## The prediction method on this host")[1].split("\n## ")[0]
     assert "This run measured CPU processes over Gloo only, so no GPU-cluster prediction is shown" in predicted
     assert "GPUs |" not in predicted and "Training scaling efficiency predicted" not in predicted
     assert "Preset " not in predicted and "predict_training_efficiency.png" not in md
