@@ -132,6 +132,7 @@ def test_the_report_opens_with_the_verdict(tmp_path):
     plan = md.split("## Plan")[1].split("\n## ")[0]
     assert "skipped" not in findings and "1 measurement was skipped" in plan  # skipped points: the plan's
     assert "1 measurement was skipped (too small): all_reduce NCCL ws 8" in plan  # with its reason, from the table
+    assert "Measurements that did not succeed" not in md  # a point skipped by design did not fail
     assert '<td class="v-healthy">healthy</td>' in out_html.read_text()
 
 

@@ -306,8 +306,13 @@ def _traffic_table(largest: pd.DataFrame) -> dict | None:
     return _with_footnote(table(headers, rows), rounded)
 
 
-def _problem_table(summary: pd.DataFrame) -> dict:
-    bad = summary[summary["status"] != "ok"]
+def _problem_table(summary: pd.DataFrame) -> dict | None:
+    """The measurements that failed, ran out of memory, hung, timed out or were wrong; None (no section)
+    where there are none. A point skipped by design (a size too small to give every rank an element, or
+    send_recv at one rank) did not fail: the Plan names it with its reason (findings.skipped_points)."""
+    bad = summary[~summary["status"].isin(["ok", "skipped"])]
+    if bad.empty:
+        return None
     rounded = Rounded()
     rows = [[r["status"], r["op"], r["backend"], r["world_size"], r["dtype"], r["nccl_env"], r["timing"],
              rounded.mark(r, human_bytes(r["requested_bytes"])), r["message"]] for _, r in bad.iterrows()]
