@@ -116,6 +116,9 @@ def test_one_gpu_leads_with_mfu_then_memory_and_has_no_gloo_headline(tmp_path):
     section = md[md.index("\n## Communication\n"):]
     assert "These are Gloo figures: CPU processes over shared memory or TCP, not this node's GPU" in section
     assert "These are Gloo figures" in (tmp_path / "r.html").read_text()
+    findings = md[md.index("## Findings"): md.index("\n## ", md.index("## Findings") + 1)]
+    gloo = [line for line in findings.splitlines() if "Gloo" in line]
+    assert gloo and all(line.startswith("- CPU processes (Gloo), not the GPUs: ") for line in gloo), findings
 
 
 def test_a_failed_one_gpu_language_model_is_a_failing_training_row(tmp_path):

@@ -362,10 +362,17 @@ def findings(inputs: ReportInputs) -> list[str]:
     """The report's Findings: stragglers, GPU pairs well below their link class, then the sweep's."""
     stragglers = inputs.table("comm_stragglers")
     pairs = inputs.table("comm_pairs")
+    summary = _comm_table(inputs, "comm_summary")
+    sweep = compute_findings(summary, inputs.plan, peak=_peak(inputs), env=inputs.env_dict())
+    if cpu_processes_note(summary, inputs.node_gpus()):  # a GPU node that measured Gloo only: say whose figures
+        sweep = [f"{GLOO_FINDING_LABEL}: {f}" if "Gloo" in f else f for f in sweep]
     return ((straggler_findings(stragglers) if stragglers is not None else [])
-            + (pair_findings(pairs) if pairs is not None and len(pairs) else [])
-            + compute_findings(_comm_table(inputs, "comm_summary"), inputs.plan, peak=_peak(inputs),
-                                               env=inputs.env_dict()))
+            + (pair_findings(pairs) if pairs is not None and len(pairs) else []) + sweep)
+
+
+# A Gloo finding of a GPU node without an NCCL row (one GPU): the Findings list, like the Communication
+# section's note (GLOO_ON_GPU_NODE), never lets a Gloo figure read as the GPU's
+GLOO_FINDING_LABEL = "CPU processes (Gloo), not the GPUs"
 
 
 def skipped(inputs: ReportInputs) -> list[str]:
