@@ -17,12 +17,17 @@ import seaborn as sns  # noqa: E402
 
 from distbench.core import palette  # noqa: E402
 from distbench.core.figures import legend_outside, new_figure, size_axis as _size_axis, write_figures  # noqa: E402
+from distbench.predict.tables import measured_on_gpus  # noqa: E402
 
 FIGURES = ("predict_validation", "predict_allreduce_busbw", "predict_training_efficiency")
 
 
 def _validation(tables: dict):
     v = tables["validation"]
+    # a GPU run's figures rest on NCCL only (as the section's check does): a Gloo check is CPU processes and
+    # is no check of a GPU prediction, so on a one-GPU node (no NCCL collective) there is no figure
+    if measured_on_gpus(tables.get("comm"), tables.get("training")) and "backend" in v:
+        v = v[v["backend"].astype(str) == "nccl"]
     if v.empty:
         return None
     v = v.assign(series=v["op"] + " " + v["timing"].astype(str) + " (" + v["backend"] + ")")

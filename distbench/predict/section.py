@@ -220,7 +220,8 @@ def rests_on(fits, validation, comm, training, preset) -> str:
     if training is not None and len(training) and "measured_world_sizes" in training:
         ws = {int(w) for v in training["measured_world_sizes"].dropna() for w in str(v).split(",") if w.strip()}
         if ws:
-            parts.append(f"and the training steps measured at {_ranks(ws)} ranks (training_summary)")
+            parts.append(f"and the training steps measured at {_ranks(ws)} rank{'s' if ws != {1} else ''} "
+                         "(training_summary)")
     uses_preset = comm is not None and len(comm) and "intra_source" in comm and (comm["intra_source"] == "preset").any()
     if preset is not None and (uses_preset or not measured or (training is not None and len(training))):
         parts.append("and on " + preset_text(preset)

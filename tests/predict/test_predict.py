@@ -527,3 +527,25 @@ def test_predict_imports_only_tables_helpers():
     code = "import sys, distbench.predict.tables; assert 'torch' not in sys.modules"
     r = subprocess.run([sys.executable, "-c", code], check=False, cwd=REPO, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_the_check_figure_of_a_gpu_run_shows_no_gloo_check():
+    """A one-GPU node measured collectives on Gloo only: its prediction section never shows that check as
+    support for a GPU figure, and neither does the figure of the check (it had shown the Gloo series)."""
+    import matplotlib.pyplot as plt
+
+    from distbench.predict import plots
+
+    validation = pd.DataFrame([dict(op="all_reduce", timing="host", backend="gloo", check_world_size=4, fit_world_size=2,
+                                    size_bytes=s, rel_err_pct=5.0) for s in (2**10, 2**20, 2**24)])
+    gpu_training = pd.DataFrame([dict(backend="nccl", model="gpt", gpus=8, efficiency=0.9)])
+    empty = pd.DataFrame(columns=["backend"])
+    assert plots._validation({"validation": validation, "comm": empty, "training": gpu_training}) is None
+    cpu = plots._validation({"validation": validation, "comm": empty, "training": empty})  # a CPU run: its own check
+    assert cpu is not None
+    plt.close(cpu)
+    nccl = validation.assign(backend="nccl")
+    both = plots._validation({"validation": pd.concat([validation, nccl]), "comm": empty, "training": gpu_training})
+    assert [t.get_text() for t in both.axes[0].get_legend().get_texts() if "(" in t.get_text()] == \
+        ["all_reduce host (nccl)"]
+    plt.close(both)

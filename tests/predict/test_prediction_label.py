@@ -84,6 +84,7 @@ def test_a_gloo_check_is_named_cpu_and_supports_no_gpu_figure(tmp_path):
     assert line.startswith("These predictions rest on no collective between GPUs measured on this node")
     assert "the preset nvlink4-ib400" in line and "for every link" in line
     assert "its check is Gloo, CPU processes, and supports no GPU figure" in line
+    assert "the training steps measured at 1 rank (training_summary)" in line  # one rank, not "1 ranks"
     v = pd.read_csv(out / "prediction_validation.csv")
     assert len(v) and set(v["backend"]) == {"gloo"}
     big = v[v["size_bytes"] >= 2**20]["rel_err_pct"].abs()
