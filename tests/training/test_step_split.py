@@ -182,3 +182,13 @@ def test_an_fsdp_row_names_its_own_collectives_and_bookkeeping():
     assert "DDP bookkeeping" not in text
     ddp = " ".join(training_findings(summary(job(1), job(2, step=69.0, compute=50.0, allreduce=10.0))))
     assert "DDP bookkeeping" in ddp and "FSDP" not in ddp  # the baseline keeps its words
+
+
+def test_one_rank_rows_claim_no_scaling_efficiency():
+    # one GPU has no scaling: the baseline says nothing of it, another layout its throughput against the baseline's
+    lm = dict(model="gpt", seq_len=1024, n_heads=16, vocab_size=50304)
+    ddp = [{**r, **lm} for r in job(1, step=10.0)]
+    fsdp = [{**r, **lm, "strategy": "fsdp"} for r in job(1, "fsdp", step=12.5, compute=12.0, allreduce=None)]
+    text = " ".join(training_findings(summary(ddp, fsdp)))
+    assert "80.0% of plain DDP's throughput on 1 GPU" in text, text
+    assert "scaling efficiency" not in text

@@ -290,13 +290,17 @@ def _finding(r) -> str | None:
             parts.append(f"{_time_ms(step)} per step")
         return f"{head}: " + "; ".join(parts) + "."
     one = one_device(r).replace(" ", "-")
+    if int(r["world_size"]) == 1:  # nothing to communicate: the throughput (and MFU) is the finding
+        # no scaling at one rank: the baseline itself says nothing more, another layout its throughput
+        # against the baseline's (FSDP2 on one GPU: 98.2% of plain DDP's samples/s)
+        if not math.isnan(eff) and str(r["config"]) != PLAIN:
+            parts.append(f"{_pct(eff, 1)} of plain DDP's throughput on {one_device(r)}")
+        return f"{head}: " + "; ".join(parts) + "." if parts else None
     if not math.isnan(eff):
         text = f"{_pct(eff, 1)} scaling efficiency against the plain {one} run"
         if str(r["config"]) != PLAIN and not math.isnan(own):
             text += f" ({_pct(own, 1)} against its own {one} run)"
         parts.append(text)
-    if int(r["world_size"]) == 1:  # nothing to communicate: the throughput (and MFU) is the finding
-        return f"{head}: " + "; ".join(parts) + "." if parts else None
     if not (math.isnan(step) or math.isnan(beyond)):
         parts += _split_clauses(split, row_allowance_ms(r), _other(r))
     overlap = _num(r.get("overlap_fraction"))
