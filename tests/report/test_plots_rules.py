@@ -302,6 +302,7 @@ def test_scaling_figures_keep_their_ideal_line():
     assert list(ideal.get_xdata()) == [1, 2, 4] and list(ideal.get_ydata()) == [100.0, 200.0, 400.0]
     eff = plots_training.fig_efficiency(ok).axes[0]
     assert any(line.get_label().startswith("ideal") and set(line.get_ydata()) == {100} for line in eff.lines)
+    assert plots_training.fig_efficiency(ok[ok["world_size"] == 1]) is None  # one GPU: no scaling to draw
     t = pd.DataFrame({"model": "mlp", "strategy": "ddp", "config": "plain", "gpus": [8, 16, 32],
                       "efficiency": [0.95, 0.9, 0.8], "preset": "h100"})
     fig = plots_predict._training_efficiency({"training": t})

@@ -147,7 +147,7 @@ def fig_lm_throughput(ok: pd.DataFrame) -> plt.Figure | None:
 
 def fig_efficiency(ok: pd.DataFrame) -> plt.Figure | None:
     d = ok[ok["efficiency_vs_plain_1gpu"].notna()].copy()
-    if d.empty:
+    if d.empty or d["world_size"].max() <= 1:  # one rank (a one-GPU node): no scaling to draw
         return None
     d["efficiency_pct"] = 100 * d["efficiency_vs_plain_1gpu"]
     d = _with_series(d)
