@@ -22,7 +22,7 @@ fitted as two regimes, not as one line through all sizes:
 
 Why not one line: bandwidth rises through NCCL's protocol regimes (LL -> LL128 -> Simple), so a
 single line through all sizes (the relative least squares used before) lands between the regimes:
-on 4x H200 NVLink (benchmarks/comm-predict-h200x4-2026-11-26) it put the graph-timed all_reduce at
+on 4x H200 NVLink (benchmarks/results/comm-predict-h200x4-2026-11-26) it put the graph-timed all_reduce at
 272 GB/s busbw where the largest sizes reach 325-350, and predictions >= 1 MiB came out 23-29% too
 slow. The envelope is exact at both ends and lies *below* the measured curve in the transition
 (about 512 KiB - 32 MiB on NVLink: up to ~45% too fast there). So NCCL series are no longer
@@ -285,15 +285,15 @@ PRESETS: dict[str, ClusterPreset] = {p.name: p for p in (
         "nvlink4-ib400", 8, Link(1.0, 360.0), Link(5.0, 45.0),
         "HGX/DGX H100: 8 GPUs per node on NVLink4 (18 links x 25 GB/s = 450 GB/s per direction per "
         "GPU; 360 GB/s = 80% of it, in line with the 330-368 GB/s busbw measured at 1 GiB on 2x H200 "
-        "NV18 in benchmarks/h200x2-2026-11-26); 8x 400 Gb/s InfiniBand NDR (ConnectX-7), one per GPU: "
+        "NV18 in benchmarks/results/comm-fidelity-h200x2-2026-11-26); 8x 400 Gb/s InfiniBand NDR (ConnectX-7), one per GPU: "
         "50 GB/s line rate per GPU, 45 GB/s (90%) achievable; alpha 1 us per NVLink step, 5 us per "
         "network step (NCCL tuning.cc hwLat, LL-LL128-Simple)."),
     ClusterPreset(
         "h200-ib400", 8, Link(1.0, 330.0, 9.5), Link(5.0, 45.0),
         "HGX H200: NVLink4 as nvlink4-ib400, intra figures measured here on H200 NV18 "
         "(float32, NCCL defaults): 330 GB/s = the ring all_reduce busbw at 1 GiB on 2x H200 "
-        "(benchmarks/h200x2-2026-11-26: 328 events / 330 graph GB/s; 325-353 GB/s asymptote at 2-4 "
-        "ranks in benchmarks/comm-predict-h200x4-2026-11-26); alpha 1 us per NVLink step and 9.5 us "
+        "(benchmarks/results/comm-fidelity-h200x2-2026-11-26: 328 events / 330 graph GB/s; 325-353 GB/s asymptote at 2-4 "
+        "ranks in benchmarks/results/comm-predict-h200x4-2026-11-26); alpha 1 us per NVLink step and 9.5 us "
         "fixed per op = the graph-timed all_reduce at 2 and 4 ranks (11.5 and 15.6 us: fixed 9.45 + "
         "1.03 per step); inter-node 8x 400 Gb/s InfiniBand as nvlink4-ib400 (45 GB/s per GPU, 5 us)."),
     ClusterPreset(
