@@ -198,8 +198,8 @@ SHARED_TINY = {
 SHARED_QUICK = (
     "# distbench quick answer\n\nA quick answer from 3 of 8 planned benchmark jobs (and the probes), generated "
     "then.\nFor the full report (every job, figures, findings), run `snakemake --cores 1`: it reuses these jobs' "
-    "results.\n\n## Verdict\n\nJudged from: comm gloo float32 default at 2 rank(s).\n"
-    "Left for the full run: 5 training job(s).\n")
+    "results.\n\n## Verdict\n\nJudged from: comm gloo float32 default at 2 ranks.\n"
+    "Left for the full run: 5 training jobs.\n")
 
 
 class SharedRun:

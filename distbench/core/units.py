@@ -67,6 +67,12 @@ def every_nth(n: int, noun: str) -> str:
     return f"every {noun}" if n == 1 else f"every other {noun}" if n == 2 else f"every {ordinal(n)} {noun}"
 
 
+def count_noun(n, noun: str) -> str:
+    """'1 rank', '2 ranks', '0 jobs': a count and its noun in the number it takes (a plain 's' plural)."""
+    n = int(n)
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def pct(fraction, digits: int = 0) -> str:
     """A fraction as a percentage: pct(0.874) == "87%", pct(0.874, 1) == "87.4%"."""
     return f"{100 * float(fraction):.{digits}f}%"

@@ -85,7 +85,8 @@ def memory_jobs(config: dict, gpus: int) -> tuple[list[MemoryJob], list[dict]]:
     # is several steps at growing batches (5-6 s of a 9 s job on an H200).
     search_sizes = set(sizes) if mem["search_at"] == "all" else set(sizes[-1:])
     if mem["search"] and backend == "nccl" and len(sizes) > len(search_sizes):
-        skipped.append({"what": "the largest-batch search at " + ", ".join(map(str, sizes[:-1])) + " rank(s)",
+        skipped.append({"what": "the largest-batch search at " + ", ".join(map(str, sizes[:-1]))
+                        + (" rank" if sizes[:-1] == [1] else " ranks"),
                         "why": f"memory.search_at largest: searched at {sizes[-1]} ranks only; a full run: "
                                "--config memory='{search_at: all}'"})
     models, why = memory_models(config, backend)

@@ -15,6 +15,7 @@ from distbench.core.intervals import overlaps
 from distbench.core.provenance import JOB_ENV_PREFIXES
 from distbench.core.readers import UnreadableFile, read_json, remake
 from distbench.core.section import ReportInputs, Section, fmt_cell, table
+from distbench.core.units import count_noun
 
 TEMPLATES = Path(__file__).parent / "templates" / "sections"
 ENV_KEYS = ("hostname", "platform", "python", "torch", "cuda", "nccl_version", "gloo_available",
@@ -186,8 +187,8 @@ def _cache_state(placements, run_started) -> dict | None:
         rows.append([job, state, (finished or "—").replace("T", " ").replace("+00:00", ""), prov.get("host") or "—",
                      commit[:12] + ("-dirty" if commit.endswith("-dirty") and len(commit) > 12 else ""),
                      (prov.get("outcome") or "—")[:120]])
-    note = (f"{len(rows)} benchmark job(s): {reused} reused from earlier runs (Snakemake's cache), "
-            f"{len(rows) - reused} made by this run" if run_started else f"{len(rows)} benchmark job(s)")
+    note = (f"{count_noun(len(rows), 'benchmark job')}: {reused} reused from earlier runs (Snakemake's cache), "
+            f"{len(rows) - reused} made by this run" if run_started else count_noun(len(rows), "benchmark job"))
     note += ". A job reruns when its parameters change or its outputs are deleted (docs/running.md, Caching and reruns)"
     return {"table": table(headers, rows), "commands": _launch_text(launches),
             "note": note + _lock_note(placements, locks, waited) + "."}

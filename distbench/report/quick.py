@@ -14,6 +14,7 @@ from pathlib import Path
 from distbench.core.io import atomic_write_text
 from distbench.core.readers import UnreadableFile, read_text, remake
 from distbench.core.section import ReportInputs
+from distbench.core.units import count_noun
 from distbench.pipeline.families import manifest, manifests
 from distbench.report.render import _environment
 from distbench.report.sections import SECTIONS
@@ -29,10 +30,10 @@ SUPERSEDED = ("**Superseded** by the full report, [report.md](report.md) (genera
 
 
 def _job(family: str, wc: dict) -> str:
-    """One job as its family's plan names it: '<family> nccl float32 default at 2 rank(s)' (its
+    """One job as its family's plan names it: '<family> nccl float32 default at 2 ranks' (its
     wildcards in the plan's order, whatever the family)."""
     named = " ".join(str(v) for k, v in wc.items() if k != "world_size")
-    return f"{family} {named} at {wc['world_size']} rank(s)"
+    return f"{family} {named} at {count_noun(wc['world_size'], 'rank')}"
 
 
 def quick_context(inputs: ReportInputs, quick: dict) -> dict:
@@ -43,7 +44,7 @@ def quick_context(inputs: ReportInputs, quick: dict) -> dict:
         "gathered": {"headlines": headlines},
         "ran": quick["ran"], "planned": quick["planned"], "full_command": FULL_COMMAND,
         "jobs": [_job(f, wc) for f, v in families.items() for wc in v["ran"]],
-        "left": [f"{v['planned'] - len(v['ran'])} {f} job(s)" for f, v in families.items()
+        "left": [count_noun(v['planned'] - len(v['ran']), f"{f} job") for f, v in families.items()
                  if v["planned"] > len(v["ran"])],
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
     }

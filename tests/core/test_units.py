@@ -30,3 +30,10 @@ def test_report_console_and_findings_agree():
     row = dict(size_bytes=2**30, count=2**28, dtype="float32", op="all_reduce", timing="events", inplace=True,
                status="ok", message="", correct=True, time_us=7170.3, algbw_gbps=149.7, busbw_gbps=149.7)
     assert _time(7170.3) == findings_time(7170.3) == "7.17 ms" and "7.17 ms" in table_line([row])
+
+
+def test_a_count_takes_its_noun_in_the_number_it_is():
+    from distbench.core.units import count_noun
+
+    assert [count_noun(n, "rank") for n in (0, 1, 2)] == ["0 ranks", "1 rank", "2 ranks"]
+    assert count_noun(1.0, "comm job") == "1 comm job"

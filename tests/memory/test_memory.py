@@ -110,7 +110,7 @@ def test_memory_jobs_in_the_plan():
     both = check_config({"backends": ["nccl"], "memory": {"world_sizes": [1, 2], "models": ["mlp", "gpt", "lora"]}})
     jobs12, skipped = memory_jobs(both, gpus=2)
     assert [s["what"] for s in skipped] == ["memory jobs with gradient_as_bucket_view=true",
-                                            "the largest-batch search at 1 rank(s)"] and "{search_at: all}" in skipped[1]["why"]
+                                            "the largest-batch search at 1 rank"] and "{search_at: all}" in skipped[1]["why"]
     assert not memory_params(both, next(j for j in jobs12 if j.world_size == 1))["search"]
     full = check_config({"backends": ["nccl"], "memory": {"world_sizes": [1, 2], "gradient_as_bucket_view": [False, True],
                                                           "models": ["mlp", "gpt", "lora"],

@@ -119,7 +119,7 @@ def test_the_confirm_row_records_the_answers_peak_and_the_headline_names_each_pe
     [head] = memory_headlines(s)
     at42, at8 = human_bytes(int(peak_at(42))), human_bytes(int(peak_at(8)))
     assert at8 == "45.2 GiB"
-    assert head.headline == (f"gpt (ddp) at 1 rank(s): largest batch that fits: 42 per rank (a real DDP step ran at peak "
+    assert head.headline == (f"gpt (ddp) at 1 rank: largest batch that fits: 42 per rank (a real DDP step ran at peak "
                              f"{at42} allocated; batch 43 ran out of memory); measured split at batch 8: peak {at8} allocated")
     # never a peak beside a batch it does not belong to
     assert f"42 per rank, peak {at8}" not in head.headline and "50 per rank" not in head.headline
@@ -144,5 +144,5 @@ def test_a_confirm_out_of_memory_drops_the_answer_until_one_runs(tmp_path):
     s = summary_of(tmp_path, rows)
     assert pd.isna(s.iloc[0]["largest_batch_fits"]) and s.iloc[0]["status"] == "ok"
     [head] = memory_headlines(s)
-    assert head.headline.startswith("gpt (ddp) at 1 rank(s): batches up to 8 per rank measured, peak 45.2 GiB allocated at batch 8")
+    assert head.headline.startswith("gpt (ddp) at 1 rank: batches up to 8 per rank measured, peak 45.2 GiB allocated at batch 8")
     assert f"no batch from 42 down to {43 - largest.CONFIRM_ATTEMPTS} ran its confirm steps" in head.reason

@@ -231,9 +231,9 @@ def test_the_headline_shows_the_search_where_it_ran_not_the_unsearched_smaller_w
         "search_note": [nan, nan, nan, "FSDP: the search runs DDP configurations only"],
         "peak_allocated_bytes": [4.3e10, 4.4e10, 3.6e10, 2.0e10]})
     heads = {h.headline.split(":")[0]: h for h in memory_headlines(rows)}
-    assert heads["gpt (ddp) at 2 rank(s)"].headline.startswith("gpt (ddp) at 2 rank(s): largest batch that fits: 49 per rank")
-    assert "gpt (ddp) at 1 rank(s)" not in heads
-    assert heads["gpt (fsdp) at 1 rank(s)"].headline.startswith("gpt (fsdp) at 1 rank(s): batches up to 8 per rank measured")
+    assert heads["gpt (ddp) at 2 ranks"].headline.startswith("gpt (ddp) at 2 ranks: largest batch that fits: 49 per rank")
+    assert "gpt (ddp) at 1 rank" not in heads
+    assert heads["gpt (fsdp) at 1 rank"].headline.startswith("gpt (fsdp) at 1 rank: batches up to 8 per rank measured")
 
 
 def _old_and_guessed(threshold: int, cap: int, start: int, guess: int):

@@ -76,7 +76,7 @@ def test_training_and_memory_and_order():
     assert gpt["reason"] == ("under 90% of linear scaling: the 100 ms step is 40.0 ms over the 60.0 ms that linear "
                              "scaling from 1 GPU gives; the largest cost is exposed communication, 40.0 ms (40% of the step)")
     # an older search (no confirm row): the peak is named with the batch it belongs to, never beside 24
-    assert hs[-1]["headline"] == ("gpt (ddp) at 1 rank(s): largest batch that fits: 24 per rank; measured split at "
+    assert hs[-1]["headline"] == ("gpt (ddp) at 1 rank: largest batch that fits: 24 per rank; measured split at "
                                   "batch 8: peak 70 GiB allocated")
 
 
@@ -154,5 +154,5 @@ def test_cache_state_from_provenance(tmp_path):
     rows = {r[0].split("/")[-1] if "/" in r[0] else r[0]: r for r in cache["table"]["rows"]}
     assert rows["old"][1] == "reused from an earlier run" and rows["old"][2] == "2026-11-26 10:00:30"
     assert rows["new"][1] == "this run" and rows["new"][4] == "0123456789ab" and rows["same"][1] == "this run"
-    assert cache["note"].startswith("4 benchmark job(s): 1 reused from earlier runs")
+    assert cache["note"].startswith("4 benchmark jobs: 1 reused from earlier runs")
     assert "-m distbench.comm --out old.csv" in cache["commands"] and cache["commands"].endswith("--out same.csv")

@@ -93,7 +93,7 @@ def test_quick_report_judges_only_what_ran(tmp_path):
     assert any("`snakemake --cores 1`" in line for line in head)
     rows = [line for line in md.splitlines() if line.startswith("| ") and "verdict" not in line and "---" not in line]
     assert len(rows) == 1 and rows[0].startswith("| communication | Gloo all_reduce 16 MiB")  # no training row
-    assert "20 training job(s), 10 memory job(s)" in md
+    assert "20 training jobs, 10 memory jobs" in md
     assert (tmp_path / "quick.md").read_text() == md
 
 
@@ -175,7 +175,7 @@ def test_the_full_report_marks_the_quick_answer_superseded(tmp_path):
     assert not supersede_quick(report, plan_summary(plan), tmp_path / "run", "now")  # no quick answer: nothing
     before = render_quick(ReportInputs({"comm_summary": summary, "comm_largest": summary}), quick_summary(plan, quick),
                           report.with_name("quick.md"))
-    assert "Left for the full run: 2 comm job(s), 18 training job(s), 10 memory job(s)." in before
+    assert "Left for the full run: 2 comm jobs, 18 training jobs, 10 memory jobs." in before
     run = tmp_path / "run"
     for wc in plan_summary(plan)["jobs"]["training"][:5]:  # 5 of the 33 jobs cached
         out = run / "training/{backend}/{model}/ws{world_size}/{config}/training.csv".format(**wc)
@@ -188,6 +188,6 @@ def test_the_full_report_marks_the_quick_answer_superseded(tmp_path):
         "**Superseded** by the full report, [report.md](report.md) (generated 2026-11-27 12:40:00 UTC, from 5 of 33 "
         "planned benchmark jobs): read its Verdict. Below, this quick answer as it was."]
     assert "Left for the full run" not in after and "For the full report" not in after
-    assert "## Verdict" in after and "Judged from: comm gloo float32 default at 2 rank(s)" in after
+    assert "## Verdict" in after and "Judged from: comm gloo float32 default at 2 ranks" in after
     supersede_quick(report, plan_summary(plan), run, "2026-11-27 12:40:00 UTC")
     assert report.with_name("quick.md").read_text() == after

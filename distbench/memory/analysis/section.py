@@ -10,7 +10,7 @@ import pandas as pd
 
 from distbench.core.contract import to_bool
 from distbench.core.section import Headline, Measure, ReportInputs, Section, SummaryPart, pct_cell, table
-from distbench.core.units import human_bytes
+from distbench.core.units import count_noun, human_bytes
 from distbench.memory.analysis.summary import capped_text, human, is_capped, largest_text, memory_findings
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -73,7 +73,7 @@ def memory_headlines(memory: pd.DataFrame | None, gpus: int | None = None) -> li
     for (model, config), g in memory.groupby(["model", "config"], sort=True):
         searched = g[g["largest_batch_fits"].notna()] if "largest_batch_fits" in g else g.iloc[:0]
         r = (searched if not searched.empty else g).sort_values("world_size").iloc[0]
-        who = f"{model} ({config}) at {int(r['world_size'])} rank(s)"
+        who = f"{model} ({config}) at {count_noun(r['world_size'], 'rank')}"
         if str(r["status"]) not in ("ok", "oom"):
             out.append(Headline("memory", f"{who}: {r['status']}", "failing", str(r.get("message") or ""), lead=lead))
             continue
