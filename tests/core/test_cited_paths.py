@@ -1,5 +1,6 @@
-"""Every repository path that the package's code, templates and schemas cite (benchmarks/..., docs/...)
-exists: results folders get renamed and moved (benchmarks/h200x2-2026-11-26 became
+"""Every repository path that the package's code, templates and schemas cite (benchmarks/..., docs/...,
+tests/..., tools/..., rules/...) exists: a comment's pointer to a test that was renamed misleads as a
+stale results path does; results folders get renamed and moved (benchmarks/h200x2-2026-11-26 became
 benchmarks/results/comm-fidelity-h200x2-2026-11-26), and a preset's source text that the report prints
 then pointed at nothing. A path inside an address (preceded by '/') is another repository's."""
 
@@ -9,11 +10,12 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-CITED = re.compile(r"(?<![/\w.-])((?:benchmarks|docs)/[A-Za-z0-9_./-]*[A-Za-z0-9_-])")
+CITED = re.compile(r"(?<![/\w.-])((?:benchmarks|docs|tests|tools|rules|workflow|envs|profiles)/[A-Za-z0-9_./-]*[A-Za-z0-9_-])")
 # an address split over two string literals: the second starts with a path of the other repository
 CONTINUES_ADDRESS = re.compile(r'/"\s*\n\s*"$')
 # other projects' files named in prose, not this repository's paths
-ELSEWHERE = {"docs/performance.md"}  # torchtitan's (distbench/training/analysis/mfu_reference.py)
+ELSEWHERE = {"docs/performance.md",  # torchtitan's (distbench/training/analysis/mfu_reference.py)
+             "tools/analyze_perf_json.py"}  # nccl-tests' (distbench/comm/analysis/nccl_tests_json.py)
 
 
 def cited_paths() -> list[tuple[str, str]]:
