@@ -307,3 +307,19 @@ def test_the_harness_starts_its_search_at_the_limit_its_measured_batches_predict
     h.gather_rows = lambda values: [values, [0.0]]
     largest.search(a, h, rows.extend, said.append, measured=[(64, 4 * gib), (128, 6 * gib)])
     assert [b for b, _ in tried[:3]] == [128, 256, 512]
+
+
+def test_a_cpu_runs_memory_rows_are_one_verdict_row():
+    """On CPU nothing is searched and no device peak exists: five rows saying 'batches up to 4 per rank
+    measured' crowded the Verdict; one row names the configurations, a failed one keeps its own row."""
+    def row(model, config, batch, status="ok"):
+        return dict(model=model, config=config, backend="gloo", world_size=1, status=status, message="boom",
+                    largest_batch_fits=float("nan"), largest_measured_batch=batch, peak_allocated_bytes=float("nan"),
+                    search_note="")
+    heads = memory_headlines(pd.DataFrame([row("gpt", "ddp", 4), row("gpt", "fsdp", 4), row("mlp", "ddp", 32),
+                                           row("lora", "ddp", 4, status="failed")]))
+    assert [h.verdict for h in heads] == ["failing", "measured"]
+    assert heads[1].headline == "3 configurations at 1 rank (gpt ddp, gpt fsdp, mlp ddp): batches up to 4-32 per rank measured"
+    assert "no device limit to search for" in heads[1].reason
+    one = memory_headlines(pd.DataFrame([row("mlp", "ddp", 32)]))
+    assert [h.headline for h in one] == ["mlp (ddp) at 1 rank: batches up to 32 per rank measured"]

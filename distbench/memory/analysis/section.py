@@ -69,7 +69,7 @@ def memory_headlines(memory: pd.DataFrame | None, gpus: int | None = None) -> li
     if memory is None or memory.empty:
         return []
     lead = 1 if gpus == 1 else 0
-    out = []
+    out, unsearched = [], []
     for (model, config), g in memory.groupby(["model", "config"], sort=True):
         searched = g[g["largest_batch_fits"].notna()] if "largest_batch_fits" in g else g.iloc[:0]
         r = (searched if not searched.empty else g).sort_values("world_size").iloc[0]
@@ -90,6 +90,9 @@ def memory_headlines(memory: pd.DataFrame | None, gpus: int | None = None) -> li
             else:
                 reason = ("searched on the GPU with a fresh DDP wrapper's first real steps per try (gradients "
                           "synced, optimizer state present), then confirmed by real steps at that batch")
+        elif pd.notna(r.get("largest_measured_batch")) and str(r.get("backend")) != "nccl" and not measured:
+            unsearched.append(((model, config), int(r["world_size"]), int(r["largest_measured_batch"])))
+            continue
         elif pd.notna(r.get("largest_measured_batch")):
             b = int(r["largest_measured_batch"])
             text = f"{who}: batches up to {b} per rank measured" + (
@@ -102,7 +105,30 @@ def memory_headlines(memory: pd.DataFrame | None, gpus: int | None = None) -> li
         else:
             continue
         out.append(Headline("memory", text, "measured", reason, lead=lead))
-    return out
+    return out + _unsearched_headlines(unsearched, lead)
+
+
+# a CPU run's memory rows: measured, nothing to search, no device peak: one Verdict row says it for all
+CPU_NO_SEARCH = ("no search here: it runs for DDP under NCCL with memory.search on (a CPU run's memory has no device "
+                 "limit to search for); the split per configuration is in the Memory section")
+
+
+def _unsearched_headlines(rows: list[tuple[tuple, int, int]], lead: int) -> list[Headline]:
+    """The configurations measured on CPU (no search, no device peak), in one row where there are several:
+    five rows saying 'batches up to 4 per rank measured' crowded a CPU run's Verdict."""
+    if len(rows) == 1:
+        (model, config), ws, b = rows[0]
+        text = f"{model} ({config}) at {count_noun(ws, 'rank')}: batches up to {b} per rank measured"
+        return [Headline("memory", text, "measured", CPU_NO_SEARCH, lead=lead)]
+    if not rows:
+        return []
+    ranks = sorted({ws for _, ws, _ in rows})
+    batches = sorted({b for _, _, b in rows})
+    at = count_noun(ranks[0], "rank") if len(ranks) == 1 else f"{', '.join(map(str, ranks))} ranks"
+    upto = str(batches[0]) if len(batches) == 1 else f"{batches[0]}-{batches[-1]}"
+    names = ", ".join(f"{model} {config}" for (model, config), _, _ in rows)
+    text = f"{len(rows)} configurations at {at} ({names}): batches up to {upto} per rank measured"
+    return [Headline("memory", text, "measured", CPU_NO_SEARCH, lead=lead)]
 
 
 def headlines(inputs: ReportInputs) -> list[Headline]:
