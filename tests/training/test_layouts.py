@@ -147,6 +147,17 @@ def test_the_verdict_names_the_fastest_layout_the_others_and_an_out_of_memory_on
     assert verdict == "failing" and text.count("out of memory") == 4
 
 
+def test_layouts_are_ranked_where_each_rank_has_a_core():
+    """A CPU host (Gloo, 2 cores) ran the layouts at 2 and 6 ranks: at 6 the ranking measures the cores'
+    contention (a smoke test), so the Verdict ranks them at 2, the world size the other rows judge; with
+    no oversubscribed world size (every NCCL run) the largest stands."""
+    two = _summary().assign(backend="gloo")
+    six = two[two["world_size"] == 2].assign(world_size=6, oversubscribed="6 ranks on 2 cores")
+    s = pd.concat([two.assign(oversubscribed=""), six], ignore_index=True)
+    assert set(layout_rows(s)["gpt"]["world_size"]) == {2}
+    assert set(layout_rows(s.assign(oversubscribed=""))["gpt"]["world_size"]) == {6}
+
+
 def test_a_slower_layout_is_named_with_the_cost_that_sets_it_apart():
     """The 2D layout's exposed communication from training.inspect's split (the step's GPU timeline: it has
     no compute-only step), FSDP2's from its timed phases; without a split the reason says how to get one."""

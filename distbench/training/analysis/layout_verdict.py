@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from distbench.core.judged import judged_world_size
 from distbench.core.layout_spec import BASELINE, SPECS, layout_of
 from distbench.core.section import SMOKE_TEST
 from distbench.core.units import human_bytes
@@ -40,7 +41,9 @@ def _on(r, ws: int) -> str:
 
 def layout_rows(summary: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Per language model: its layouts' rows (one per strategy and compile value: ddp's plain config, eager
-    and compiled) at the largest world size > 1 where at least two layouts were planned in one mode.
+    and compiled) at the world size the Verdict judges among those > 1 where at least two layouts were
+    planned in one mode: the largest whose ranks each have a core (distbench.core.judged.judged_world_size;
+    every NCCL one), so a CPU host ranks its layouts where the ranking is not the cores' contention.
     `compile` comes back boolean (a table from before training.lm.compile: every row eager)."""
     out = {}
     if summary is None or summary.empty or "strategy" not in summary:
@@ -51,8 +54,16 @@ def layout_rows(summary: pd.DataFrame) -> dict[str, pd.DataFrame]:
     for model, g in lm.groupby("model", sort=True):
         sizes = [ws for ws, at in g.groupby("world_size") if at.groupby("compile")["strategy"].nunique().max() > 1]
         if sizes:
-            out[str(model)] = g[g["world_size"] == max(sizes)].drop_duplicates(["strategy", "compile"])
+            ws = judged_world_size(sizes, lambda w, g=g: _crowded_at(g, w))
+            out[str(model)] = g[g["world_size"] == ws].drop_duplicates(["strategy", "compile"])
     return out
+
+
+def _crowded_at(rows: pd.DataFrame, ws: int) -> str | None:
+    """'6 ranks on 2 cores' where the rows at `ws` were oversubscribed (the summary's column), else None."""
+    if "oversubscribed" not in rows:
+        return None
+    return next((v for v in rows.loc[rows["world_size"] == ws, "oversubscribed"] if isinstance(v, str) and v), None)
 
 
 @dataclass(frozen=True)
