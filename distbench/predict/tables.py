@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 
 from distbench.core.io import atomic_write_csv
-from distbench.core.judged import oversubscribed
 from distbench.core.readers import read_json, remake
+from distbench.core.section import oversubscribed, ranks_per_host
 from distbench.core.sizes import parse_size
 from distbench.predict.cluster import _nodes, predict_hierarchical
 from distbench.predict.scaling import TRAINING_KEYS, TRAINING_OUT, _key_dict, _num, predict_training
@@ -346,11 +346,12 @@ def validate_all(comm_summary: pd.DataFrame, tolerance: float = TOLERANCE, prese
 
 def smoke_tests(d: pd.DataFrame, env: dict) -> pd.Series:
     """Per row of a comm table: whether its ranks outnumber the cores of a host (env.json's cpu_count;
-    Gloo only: distbench.core.judged.oversubscribed)."""
-    nodes = pd.to_numeric(d["nodes"], errors="coerce").fillna(1) if "nodes" in d else pd.Series(1, index=d.index)
+    Gloo only), by the rule the Verdict judges with (distbench.core.section.oversubscribed, ranks_per_host)."""
     backend = d["backend"].astype(str) if "backend" in d else pd.Series("gloo", index=d.index)
-    return pd.Series([oversubscribed(int(w) // max(int(n), 1), b, env) is not None
-                      for w, n, b in zip(pd.to_numeric(d["world_size"]), nodes, backend)], index=d.index, dtype=bool)
+    ws = pd.to_numeric(d["world_size"]).astype(int)
+    crowded = {(b, w): oversubscribed(ranks_per_host(d[backend == b], w), b, env) is not None
+               for b, w in set(zip(backend, ws))}
+    return pd.Series([crowded[(b, w)] for b, w in zip(backend, ws)], index=d.index, dtype=bool)
 
 
 # ================================================================ which runs a GPU cluster is predicted from

@@ -511,7 +511,7 @@ def test_a_cpu_check_leaves_out_world_sizes_with_more_ranks_than_cores(tmp_path)
 def test_predict_imports_only_tables_helpers():
     allowed = {"argparse", "math", "re", "sys", "dataclasses", "pathlib", "__future__", "numpy", "pandas",
                "distbench.core.choices", "distbench.core.sizes", "distbench.core.io", "distbench.core.ops_spec",
-               "distbench.core.judged", "distbench.core.readers",
+               "distbench.core.judged", "distbench.core.readers", "distbench.core.section",
                "distbench.core.layout_spec", "distbench.predict.model", "distbench.predict.cluster",
                "distbench.predict.nccl_model", "distbench.predict.node_fit", "distbench.predict.scaling"}
     mods = set()

@@ -18,7 +18,7 @@ from distbench.core.choices import backend_name  # noqa: F401 - used here and by
 from distbench.comm.analysis.summary import SUMMARY_COLUMNS  # the summary's columns, in its order
 from distbench.comm.contract import host_bound
 from distbench.core.contract import to_bool
-from distbench.core.section import SMOKE_TEST, oversubscribed
+from distbench.core.section import SMOKE_TEST, oversubscribed, ranks_per_host
 
 TIMING_PREFERENCE = ("events", "graph", "host")  # device-side timing first: it excludes host overhead
 REFERENCE_SIZE = 1e8  # "about 100 MB": large enough to be bandwidth-bound on every link
@@ -237,12 +237,6 @@ def _peak_busbw(p: pd.DataFrame, peak: dict | None) -> list[str]:
         by_size.setdefault(size, []).append(text)
     return [f"Peak busbw at the largest size ({human_bytes(s)}): " + "; ".join(t) + "."
             for s, t in sorted(by_size.items(), reverse=True)]
-
-
-def ranks_per_host(g: pd.DataFrame, ws: int) -> int:
-    """Ranks per host of the jobs at world size `ws` (the nodes column; one node when absent)."""
-    nodes = pd.to_numeric(g.loc[g["world_size"] == ws, "nodes"], errors="coerce").dropna() if "nodes" in g else ()
-    return ws // max(int(nodes.min()), 1) if len(nodes) else ws
 
 
 def _scaling(p: pd.DataFrame, env: dict | None = None) -> list[str]:

@@ -15,14 +15,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from distbench.comm.analysis.findings import (
-    HOST_BOUND, HOST_COST, is_host_bound, normalise_summary, primary_rows, ranks_per_host,
-)
+from distbench.comm.analysis.findings import HOST_BOUND, HOST_COST, is_host_bound, normalise_summary, primary_rows
 from distbench.core.references import expected_for, missing_reference, reference_text
 from distbench.core.choices import backend_name
 # healthy against a reference row or the link peak: the node gate holds its runs to the same thresholds
 from distbench.core.references import HEALTHY_OF_PUBLISHED, LOW_PEAK_FRACTION
-from distbench.core.section import Headline, judged_world_size, oversubscribed
+from distbench.core.section import Headline, judged_world_size, oversubscribed, ranks_per_host
 from distbench.core.units import human_bytes, human_time_us, sig3
 from distbench.core.units import pct as _pct
 
