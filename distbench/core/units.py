@@ -73,6 +73,15 @@ def count_noun(n, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
+def counts_noun(values, noun: str, last: str = ", ") -> str:
+    """'1 rank', '1, 2 ranks', with last=' and ': '4 and 6 ranks': distinct counts, ascending, and their noun
+    in the number they take."""
+    vals = [str(v) for v in sorted({int(v) for v in values})]
+    if len(vals) == 1:
+        return count_noun(vals[0], noun)
+    return f"{', '.join(vals[:-1])}{last}{vals[-1]} {noun}s"
+
+
 def pct(fraction, digits: int = 0) -> str:
     """A fraction as a percentage: pct(0.874) == "87%", pct(0.874, 1) == "87.4%"."""
     return f"{100 * float(fraction):.{digits}f}%"

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from distbench.core.layout_spec import layout
 from distbench.core.manifest import FamilyPlan
+from distbench.core.units import counts_noun
 from distbench.launch.planning import family_backend, placeable
 from distbench.workloads.registry import workload
 
@@ -85,8 +86,7 @@ def memory_jobs(config: dict, gpus: int) -> tuple[list[MemoryJob], list[dict]]:
     # is several steps at growing batches (5-6 s of a 9 s job on an H200).
     search_sizes = set(sizes) if mem["search_at"] == "all" else set(sizes[-1:])
     if mem["search"] and backend == "nccl" and len(sizes) > len(search_sizes):
-        skipped.append({"what": "the largest-batch search at " + ", ".join(map(str, sizes[:-1]))
-                        + (" rank" if sizes[:-1] == [1] else " ranks"),
+        skipped.append({"what": f"the largest-batch search at {counts_noun(sizes[:-1], 'rank')}",
                         "why": f"memory.search_at largest: searched at {sizes[-1]} ranks only; a full run: "
                                "--config memory='{search_at: all}'"})
     models, why = memory_models(config, backend)

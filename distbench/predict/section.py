@@ -17,6 +17,7 @@ from distbench.core.references import EXPECTED, reference_text
 from distbench.core.section import ReportInputs, Section, pct_cell, table
 from distbench.predict.model import get_preset
 from distbench.predict.tables import measured_on_gpus, smoke_tests, validation_summary
+from distbench.core.units import counts_noun
 
 TEMPLATES = Path(__file__).parent / "templates"
 TITLE = "Larger clusters (predicted)"
@@ -118,12 +119,12 @@ def _smoke_note(fits, env: dict, checked: bool) -> list[str]:
     left = sorted({int(w) for w in pd.to_numeric(fits.loc[over, "world_size"])})
     if not left:
         return []
-    ranks = " and ".join([", ".join(map(str, left[:-1])), str(left[-1])] if len(left) > 1 else [str(left[0])])
+    ranks = counts_noun(left, "rank", last=" and ")
     why = (f"on this host's {env.get('cpu_count')} cores their Gloo ranks time-share the cores (smoke tests), so "
            "their times measure that contention, not the model")
     if checked:
-        return [f"Not checked against {ranks} ranks: {why}."]
-    return [f"No check on this host: it needs two world sizes with a core per rank, and at {ranks} ranks, {why}."]
+        return [f"Not checked against {ranks}: {why}."]
+    return [f"No check on this host: it needs two world sizes with a core per rank, and at {ranks}, {why}."]
 
 
 def _of_backend(t, backend: str):
@@ -220,8 +221,7 @@ def rests_on(fits, validation, comm, training, preset) -> str:
     if training is not None and len(training) and "measured_world_sizes" in training:
         ws = {int(w) for v in training["measured_world_sizes"].dropna() for w in str(v).split(",") if w.strip()}
         if ws:
-            parts.append(f"and the training steps measured at {_ranks(ws)} rank{'s' if ws != {1} else ''} "
-                         "(training_summary)")
+            parts.append(f"and the training steps measured at {counts_noun(ws, 'rank')} (training_summary)")
     uses_preset = comm is not None and len(comm) and "intra_source" in comm and (comm["intra_source"] == "preset").any()
     if preset is not None and (uses_preset or not measured or (training is not None and len(training))):
         parts.append("and on " + preset_text(preset)

@@ -37,3 +37,11 @@ def test_a_count_takes_its_noun_in_the_number_it_is():
 
     assert [count_noun(n, "rank") for n in (0, 1, 2)] == ["0 ranks", "1 rank", "2 ranks"]
     assert count_noun(1.0, "comm job") == "1 comm job"
+
+
+def test_several_counts_take_one_plural_noun():
+    from distbench.core.units import counts_noun
+
+    assert counts_noun([1], "rank") == "1 rank" and counts_noun({2}, "rank") == "2 ranks"
+    assert counts_noun([4, 1, 2, 2], "rank") == "1, 2, 4 ranks"
+    assert counts_noun([6, 4], "rank", last=" and ") == "4 and 6 ranks"

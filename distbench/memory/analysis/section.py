@@ -10,7 +10,7 @@ import pandas as pd
 
 from distbench.core.contract import to_bool
 from distbench.core.section import Headline, Measure, ReportInputs, Section, SummaryPart, pct_cell, table
-from distbench.core.units import count_noun, human_bytes
+from distbench.core.units import count_noun, counts_noun, human_bytes
 from distbench.memory.analysis.summary import capped_text, human, is_capped, largest_text, memory_findings
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -122,9 +122,8 @@ def _unsearched_headlines(rows: list[tuple[tuple, int, int]], lead: int) -> list
         return [Headline("memory", text, "measured", CPU_NO_SEARCH, lead=lead)]
     if not rows:
         return []
-    ranks = sorted({ws for _, ws, _ in rows})
+    at = counts_noun([ws for _, ws, _ in rows], "rank")
     batches = sorted({b for _, _, b in rows})
-    at = count_noun(ranks[0], "rank") if len(ranks) == 1 else f"{', '.join(map(str, ranks))} ranks"
     upto = str(batches[0]) if len(batches) == 1 else f"{batches[0]}-{batches[-1]}"
     names = ", ".join(f"{model} {config}" for (model, config), _, _ in rows)
     text = f"{len(rows)} configurations at {at} ({names}): batches up to {upto} per rank measured"

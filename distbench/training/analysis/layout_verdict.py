@@ -60,10 +60,8 @@ def layout_rows(summary: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 
 def _crowded_at(rows: pd.DataFrame, ws: int) -> str | None:
-    """'6 ranks on 2 cores' where the rows at `ws` were oversubscribed (the summary's column), else None."""
-    if "oversubscribed" not in rows:
-        return None
-    return next((v for v in rows.loc[rows["world_size"] == ws, "oversubscribed"] if isinstance(v, str) and v), None)
+    """'6 ranks on 2 cores' where the rows at `ws` were oversubscribed (findings.crowded), else None."""
+    return next(filter(None, (crowded(r) for _, r in rows[rows["world_size"] == ws].iterrows())), None)
 
 
 @dataclass(frozen=True)
