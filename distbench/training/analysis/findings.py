@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from distbench.training.contract import COMPILE_SUFFIX, TRAINING_SEVERITY
-from distbench.core.layout_spec import SPECS, layout_of
+from distbench.core.layout_spec import BASELINE, SPECS, layout_of
 from distbench.core.section import SMOKE_TEST
 from distbench.core.units import human_bytes
 from distbench.core.units import pct as _pct
@@ -25,13 +25,12 @@ from distbench.training.analysis.summary import NAN, PLAIN, compiled, _ms, _num,
 COMM_BOUND_FRACTION = 0.25  # exposed communication at least this share of the step: communication-bound
 # What the part of a step that is neither compute nor the collectives is, said once for every sentence:
 # the summary measures that it exists, not which of these it is.
-OTHER = "host-bound or idle time, DDP bookkeeping"  # a row without a layout: the baseline's (plain DDP)
+OTHER = SPECS[BASELINE].other_words  # 'host-bound or idle time, DDP bookkeeping': a row without a known layout
 
 
 def _other(row) -> str:
     """OTHER in the row's layout's words ('FSDP bookkeeping' under FSDP2)."""
-    spec = layout_of(row.get("strategy"))
-    return spec.other_words if spec is not None else OTHER
+    return (layout_of(row.get("strategy")) or SPECS[BASELINE]).other_words
 
 
 def _sig(x: float, digits: int = 3) -> str:

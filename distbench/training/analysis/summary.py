@@ -51,7 +51,7 @@ import pandas as pd
 
 from distbench.training.contract import COMPILE_SUFFIX, TRAINING, TRAINING_SEVERITY
 from distbench.core.io import atomic_write_csv
-from distbench.core.layout_spec import layout_of
+from distbench.core.layout_spec import BASELINE, SPECS, layout_of
 from distbench.core.units import human_time_us
 from distbench.core.tables import combine
 from distbench.training.analysis.mfu import mfu, peak_for
@@ -222,7 +222,7 @@ def _first_int(s: pd.Series):
 
 # ---------------------------------------------------------------- the bounds check
 def check_bounds(step_ms, compute_ms, allreduce_ms, allowance_ms, world_size,
-                 collectives: str = "the all-reduce") -> tuple[object, str]:
+                 collectives: str = SPECS[BASELINE].collectives_words) -> tuple[object, str]:
     """compute_only ≤ step ≤ compute_only + comm_alone, each side within `allowance_ms`.
 
     Returns (True/False, "" or which inequality failed), or (pd.NA, why not checked) at world size 1
@@ -280,9 +280,8 @@ def _summarize_job(key: tuple, g: pd.DataFrame) -> dict:
     device = str(_first(g["device_name"]) or "")
     tflops, mfu_value, match = mfu(flops, sps_dev, device, str(row["dtype"])) if flops == flops and sps_dev == sps_dev \
         else (NAN, NAN, peak_for(device, str(row["dtype"])))
-    spec = layout_of(row.get("strategy"))
     bounds_ok, note = check_bounds(step, compute, allreduce, allowance, ws,
-                                   spec.collectives_words if spec is not None else "the all-reduce")
+                                   (layout_of(row.get("strategy")) or SPECS[BASELINE]).collectives_words)
     # A phase a layout cannot have (the 2D layouts' compute_only or comm_alone: PhaseError "skipped")
     # leaves the job ok when its real step ran; its message says why
     statuses = g["status"].fillna("ok")
