@@ -106,6 +106,8 @@ def test_pipeline_runs_caches_and_reruns_only_what_changed(shared_run, tmp_path)
     assert "## Larger clusters (predicted)" not in md and "## The prediction method on this host" in md
     predicted = md.split("## The prediction method on this host")[1].split("\n## ")[0]
     assert "This run measured CPU processes over Gloo only, so no GPU-cluster prediction is shown" in predicted
+    # one world size of two or more ranks (2): nothing to check against, so the section offers the fits only
+    assert "below, the fits on this host's own numbers." in predicted and "method checked" not in predicted
     assert "GPUs |" not in predicted and "Training scaling efficiency predicted" not in predicted
     assert "Preset " not in predicted and "predict_training_efficiency.png" not in md
     assert "predict_allreduce_busbw.png" not in md
