@@ -123,11 +123,11 @@ class ReportInputs:
 SMOKE_TEST = "smoke test: {}, scaling not judged"  # what a row's judgement becomes when oversubscribed
 
 
-def ranks_per_host(table: pd.DataFrame, ws: int) -> int:
-    """Ranks per host of a table's jobs at world size `ws` (its nodes column; one node when absent): what
-    `oversubscribed` compares with the host's cores."""
-    nodes = pd.to_numeric(table.loc[table["world_size"] == ws, "nodes"], errors="coerce").dropna() if "nodes" in table else ()
-    return ws // max(int(nodes.min()), 1) if len(nodes) else ws
+def ranks_per_host(table: pd.DataFrame, ws: int, hosts: str) -> int:
+    """Ranks per host of a table's jobs at world size `ws`, the table's column `hosts` holding each job's
+    host count (one host where the column is absent): what `oversubscribed` compares with the cores."""
+    counts = pd.to_numeric(table.loc[table["world_size"] == ws, hosts], errors="coerce").dropna() if hosts in table else ()
+    return ws // max(int(counts.min()), 1) if len(counts) else ws
 
 
 def _none(_inputs: ReportInputs) -> list:

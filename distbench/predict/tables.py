@@ -349,7 +349,7 @@ def smoke_tests(d: pd.DataFrame, env: dict) -> pd.Series:
     Gloo only), by the rule the Verdict judges with (distbench.core.section.oversubscribed, ranks_per_host)."""
     backend = d["backend"].astype(str) if "backend" in d else pd.Series("gloo", index=d.index)
     ws = pd.to_numeric(d["world_size"]).astype(int)
-    crowded = {(b, w): oversubscribed(ranks_per_host(d[backend == b], w), b, env) is not None
+    crowded = {(b, w): oversubscribed(ranks_per_host(d[backend == b], w, "nodes"), b, env) is not None
                for b, w in set(zip(backend, ws))}
     return pd.Series([crowded[(b, w)] for b, w in zip(backend, ws)], index=d.index, dtype=bool)
 

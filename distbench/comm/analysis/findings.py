@@ -258,7 +258,7 @@ def _scaling(p: pd.DataFrame, env: dict | None = None) -> list[str]:
         t_lo, t_hi = r_lo["time_us_median"], r_hi["time_us_median"]
         r = t_hi / t_lo
         change = f"grows {r:.1f}×" if r >= 1 else f"falls {1 / r:.1f}×"
-        crowded = oversubscribed(ranks_per_host(g, hi), str(backend), env or {})
+        crowded = oversubscribed(ranks_per_host(g, hi, "nodes"), str(backend), env or {})
         out.append(f"{backend_name(backend)} {op} time {change} from {lo} to {hi} ranks at "
                    f"{human_bytes(size)} ({time_text(r_lo)} vs {time_text(r_hi)})"
                    + (f"; {SMOKE_TEST.format(crowded)}." if crowded else "."))

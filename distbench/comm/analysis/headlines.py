@@ -131,7 +131,7 @@ def comm_headlines(summary: pd.DataFrame, gpu_name: str | None = None, peak: dic
                                 f"{len(failed)} measurement(s) failed" if len(failed) else "nothing ran"))
             continue
         # the largest world size whose ranks each have a core (the quick answer's too: one rule)
-        ws = judged_world_size(p["world_size"], lambda w: oversubscribed(ranks_per_host(p, w), str(backend), env or {}))
+        ws = judged_world_size(p["world_size"], lambda w: oversubscribed(ranks_per_host(p, w, "nodes"), str(backend), env or {}))
         at = p[p["world_size"] == ws]
         op = HEADLINE_OP if (at["op"] == HEADLINE_OP).any() else at["op"].iloc[0]
         r = at[at["op"] == op].sort_values("size_bytes").iloc[-1]
@@ -149,7 +149,7 @@ def comm_headlines(summary: pd.DataFrame, gpu_name: str | None = None, peak: dic
         if peak_gbps:
             text += f", {_pct(bw / peak_gbps)} of the {sig3(peak_gbps)} GB/s {peak.get('link') or 'link'} peak"
         exp = expected_for(gpu_name, ws, op, size, nvls=nvls) if backend == "nccl" and nodes == 1 else None
-        crowded = oversubscribed(ranks_per_host(p, ws), str(backend), env or {})
+        crowded = oversubscribed(ranks_per_host(p, ws, "nodes"), str(backend), env or {})
         if len(wrong):
             verdict, reason = "failing", f"{len(wrong)} measurement(s) returned wrong results"
         elif gpu_side and not is_host_bound(r):  # only small sizes ran: their GPU time is latency
