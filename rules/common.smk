@@ -46,7 +46,19 @@ from distbench.pipeline.plan import (
 )
 from distbench.launch.batch import plan_shared_launches
 from distbench.launch.invocation import begin_invocation
+from distbench.launch.pycache import use_pycache
 from distbench.pipeline.report_only import missing_message, report_only, rerun_message
+
+# Where the Python environment keeps no bytecode for torch (read-only, or PYTHONDONTWRITEBYTECODE), every
+# process of the run (rule scripts, launchers, ranks) shares one bytecode cache instead of compiling torch
+# again each time (distbench.launch.pycache: ~6 s per rank that imports torch._dynamo on the lent H200 image).
+PYCACHE = use_pycache()
+if PYCACHE:
+    print(
+        "distbench: torch's bytecode is not kept where it is installed (read-only, or PYTHONDONTWRITEBYTECODE); "
+        f"this run's processes share a cache in {PYCACHE['PYTHONPYCACHEPREFIX']}",
+        file=sys.stderr,
+    )
 
 try:
     # Readable errors (every bad key, with the allowed values), then snakemake.utils.validate

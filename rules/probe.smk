@@ -1,6 +1,8 @@
 # Probes: what produced the numbers, and NCCL's own account of how it moved them.
 
 
+# The two probes read the host (no GPU work): they run beside a benchmark job on a GPU node with cores to
+# spare (SIDE_THREADS 0), as the aggregates do.
 rule probe_env:
     output:
         results("probe/env.json"),
@@ -8,6 +10,7 @@ rule probe_env:
         results("logs/probe/env.log"),
     conda:
         "../envs/distbench.yaml"
+    threads: SIDE_THREADS
     resources:
         nodes=probe_resource("nodes"),
         tasks=probe_resource("tasks"),
@@ -28,6 +31,7 @@ rule probe_topology:
         results("logs/probe/topology.log"),
     conda:
         "../envs/distbench.yaml"
+    threads: SIDE_THREADS
     resources:
         nodes=probe_resource("nodes"),
         tasks=probe_resource("tasks"),
@@ -51,6 +55,9 @@ rule probe_nccl:
     # Its wall time (column s): the estimate printed before a run (distbench.pipeline.estimate).
     benchmark:
         results(PROBE_BENCHMARK)
+    # before the benchmark jobs (after health_before's 100): the communication tables wait for its
+    # log, and then they are built beside the jobs that follow instead of after the last
+    priority: 50
     conda:
         "../envs/distbench.yaml"
     threads: workflow.cores

@@ -32,6 +32,7 @@ from distbench.gate.inputs import (LEGACY_GATE_FILES, baseline_problems, clear_e
                                    record_gate_files, reserve_s)
 from distbench.gate.supervise import Budget, python
 from distbench.launch.hostlock import LockSettingError, check_kind, check_mode, lock_path
+from distbench.launch.pycache import use_pycache
 
 DEFAULT_BUDGET_S = 60.0  # DCGM's level 2 takes under 2 minutes; operators ask for less (soperator#2081)
 DEFAULT_LOAD_S = 3.0  # the health reading's matmul load on GPUs (throttle and PCIe generation are read under it)
@@ -252,6 +253,9 @@ def _run(a, t0: float) -> int:
         clear_earlier_gate(out)
         record_gate_files(out, GATE_FILES)  # a gate killed mid-way leaves its list too
     limit = a.budget_s - reserve_s(a.budget_s)
+    # a read-only environment's processes share one bytecode cache (distbench.launch.pycache): the check
+    # and its benchmark job each import torch
+    use_pycache()
     cmd = [python(), "-m", "distbench.gate.check", "--out-dir", str(out), "--gpus", str(a.gpus),
            "--load-s", str(a.load_s), "--deadline-s", f"{limit:.1f}", "--host", node, "--host-lock", a.host_lock]
     try:

@@ -153,7 +153,10 @@ def _med(values) -> float:
 
 def failed_checks(points: list[Point], comm_status: str) -> list[Check]:
     bad = [p for p in points if p.status != "ok"]
-    out = [Check("collective", p.label, "", "", FAIL, f"{p.status}: {p.message}"[:300]) for p in bad]
+    # a launcher's message may open with its status already ("timeout: killed after ..."): said once
+    out = [Check("collective", p.label, "", "", FAIL,
+                 (p.message if p.message.startswith(f"{p.status}:") else f"{p.status}: {p.message}")[:300])
+           for p in bad]
     if comm_status != "ok" and not bad:
         out.append(Check("collective", "comm job", "", "", FAIL, comm_status[:300]))
     return out

@@ -311,6 +311,9 @@ class History:
     ignored: list[str]
     # {key: [whether each of times[key] was measured in a shared launch (without the launch's fixed cost)]}
     shared: dict = field(default_factory=dict)
+    # {key: [each of times[key]'s job weight (its family's estimate_weight of the params its job.json
+    # records; None where unread)]}: a time is scaled to the job estimated (scaled_seconds)
+    weights: dict = field(default_factory=dict)
 
     def seconds(self, key: JobKey, launch_cost_s: float) -> list[float]:
         """The job's recorded times as a job that launches alone takes them: a time measured in a shared
@@ -318,10 +321,24 @@ class History:
         flags = self.shared.get(key) or [False] * len(self.times.get(key, []))
         return [t + launch_cost_s if in_launch else t for t, in_launch in zip(self.times.get(key, []), flags)]
 
+    def scaled_seconds(self, key: JobKey, launch_cost_s: float, weight: float, fixed_s: float) -> list[float]:
+        """seconds(), each scaled to a job of `weight` (job_weight): the part beyond the launch's fixed
+        cost (fixed_s) by weight / the recorded job's weight, as default_seconds scales a default (a
+        compiled job after an eager one's time, gpt 2.7b after 1.3b's). A time whose job's weight is
+        unknown (no job.json) is taken as measured at weight 1."""
+        recorded = self.weights.get(key) or [None] * len(self.times.get(key, []))
+        out = []
+        for t, w in zip(self.seconds(key, launch_cost_s), recorded):
+            ratio = weight / (w or 1.0)
+            fixed = min(fixed_s, t)
+            out.append(fixed + (t - fixed) * ratio)
+        return out
+
 
 def history(results_dir: Path) -> History:
     out: dict[JobKey, list[float]] = defaultdict(list)
     shared: dict[JobKey, list[bool]] = defaultdict(list)
+    weights: dict[JobKey, list[float | None]] = defaultdict(list)
     ignored: list[str] = []
     budget = [MAX_ENTRIES]
     for family, rel, tsv in _tsv_files(Path(results_dir), budget):
@@ -339,29 +356,46 @@ def history(results_dir: Path) -> History:
         if key is not None and seconds is not None:
             out[key].append(seconds)
             shared[key].append(own is not None)
+            weights[key].append(recorded_weight(label_dir, key))
     if budget[0] <= 0:
         ignored.append(f"{results_dir}: more than {MAX_ENTRIES} entries; the rest not read")
-    return History(out, ignored, shared)
+    return History(out, ignored, shared, weights)
 
 
 def _placement_of(label_dir: Path, key: JobKey) -> Path:
     return label_dir / Path(OUTPUTS[key.family].format(**key.wildcards)).with_name("placement.json")
 
 
-def _provenance_value(label_dir: Path, key: JobKey, *names: str):
-    """provenance[names...] of a job's placement file, or None; read only inside the run's own
-    directory (no directory on the way may be a link elsewhere) and only a small regular file."""
-    placement = _placement_of(label_dir, key)
-    rel = placement.parent.relative_to(label_dir).parts
-    inside = os.path.realpath(placement.parent) == os.path.join(os.path.realpath(label_dir), *rel)
-    data = _read_small(placement) if inside else None
+def _job_file_value(label_dir: Path, key: JobKey, file: str, *names: str):
+    """[names...] of a small JSON file in the job's directory (placement.json, job.json), or None; read
+    only inside the run's own directory (no directory on the way may be a link elsewhere) and only a
+    small regular file."""
+    path = _placement_of(label_dir, key).with_name(file)
+    rel = path.parent.relative_to(label_dir).parts
+    inside = os.path.realpath(path.parent) == os.path.join(os.path.realpath(label_dir), *rel)
+    data = _read_small(path) if inside else None
     try:
-        value = json.loads(data)["provenance"] if data else None
+        value = json.loads(data) if data else None
         for name in names:
             value = value[name] if value is not None else None
     except (ValueError, KeyError, TypeError):
         return None
     return value
+
+
+def _provenance_value(label_dir: Path, key: JobKey, *names: str):
+    """provenance[names...] of a job's placement file, or None (_job_file_value)."""
+    return _job_file_value(label_dir, key, "placement.json", "provenance", *names)
+
+
+def recorded_weight(label_dir: Path, key: JobKey) -> float | None:
+    """The weight (params_weight) of the job a recorded time measured, from the params its job.json
+    records; None where there is none to read (a job from before job.json, an unreadable file)."""
+    record = _job_file_value(label_dir, key, "job.json")
+    try:
+        return params_weight(key.family, record["wildcards"], record["params"].get("job") or {})
+    except (KeyError, TypeError, AttributeError):
+        return None
 
 
 def lock_wait_seconds(label_dir: Path, key: JobKey) -> float:
@@ -394,21 +428,33 @@ def default_seconds(key: JobKey, gpus: int, weight: float = 1.0) -> float:
     return launch + (seconds - launch) * weight
 
 
-def job_weight(job) -> float:
-    """One of Snakemake's jobs (of the DAG): its family's estimate_weight of its wildcards and params
+def params_weight(family: str, wildcards: dict, job_params: dict) -> float:
+    """A job's weight from its wildcards and its job params: its family's estimate_weight
     (distbench.core.manifest), 1 where the family states none or the params cannot be read."""
-    m = _ESTIMATED.get(RULE_FAMILIES.get(job.rule if isinstance(job.rule, str) else getattr(job.rule, "name", "")))
+    m = _ESTIMATED.get(family)
     if m is None or not m.estimate_weight:
         return 1.0
-    from distbench.launch.batch import entry_of
     from distbench.pipeline.hooks import resolve
 
     try:
-        entry = entry_of(job)
-        weight = float(resolve(m.estimate_weight)({**entry.wildcards, **(entry.params.get("job") or {})}))
+        weight = float(resolve(m.estimate_weight)({**wildcards, **job_params}))
     except (AttributeError, KeyError, TypeError, ValueError):
         return 1.0
     return weight if math.isfinite(weight) and weight > 0 else 1.0
+
+
+def job_weight(job) -> float:
+    """One of Snakemake's jobs (of the DAG): params_weight of its wildcards and params."""
+    family = RULE_FAMILIES.get(job.rule if isinstance(job.rule, str) else getattr(job.rule, "name", ""))
+    if family is None:
+        return 1.0
+    from distbench.launch.batch import entry_of
+
+    try:
+        entry = entry_of(job)
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return 1.0
+    return params_weight(family, entry.wildcards, entry.params.get("job") or {})
 
 
 def estimate(jobs: Iterable[tuple], results_dir: str | Path, gpus: int, batch: bool = True) -> Estimate:
@@ -424,21 +470,26 @@ def estimate(jobs: Iterable[tuple], results_dir: str | Path, gpus: int, batch: b
     # The family's history at the job's own world size: a job's time grows with its ranks (7 s per
     # Gloo rank on 2 cores), so another world size's history would mislead (a quick run's 2-rank jobs
     # once made a full run's estimate 2 min for 4.5 min of jobs). Without it, the default, which scales.
-    by_family: dict[tuple[str, str, int], list[JobKey]] = defaultdict(list)
+    # It is also the same kind of job: the same wildcards but the last (a configuration label, NCCL
+    # settings): one workload's or dtype's time says little of another's (a quick run's 12 s MLP jobs
+    # once made a GPT 1.3b layouts run's estimate 2 min for 4 min 15 s of jobs).
+    by_family: dict[tuple, list[JobKey]] = defaultdict(list)
     for key in past.times:
-        by_family[(key.family, key.backend, key.world_size)].append(key)
+        by_family[(key.family, key.backend, key.world_size, key.rest[:-1])].append(key)
     out = []
     for key, runs, *more in jobs:
         alone = bool(more and more[0]) and key.family in BATCHED
         weight = more[1] if len(more) > 1 else 1.0
         # a job that launches alone pays the launch's fixed cost a shared launch's time leaves out
         cost = LAUNCH_COST_S.get((host, key.family), 0.0) if (alone or not batch) else 0.0
-        same_size = [t for k in by_family.get((key.family, key.backend, key.world_size), [])
-                     for t in past.seconds(k, cost)]
+        launch = LAUNCH_COST_S.get((host, key.family), 0.0)
+        same_size = [t for k in by_family.get((key.family, key.backend, key.world_size, key.rest[:-1]), [])
+                     for t in past.scaled_seconds(k, cost, weight, launch)]
         if not runs:
             out.append(JobEstimate(key, True, 0.0, "cached", alone))
         elif past.times.get(key):
-            out.append(JobEstimate(key, False, statistics.median(past.seconds(key, cost)), "job history", alone))
+            out.append(JobEstimate(key, False, statistics.median(past.scaled_seconds(key, cost, weight, launch)),
+                                   "job history", alone))
         elif same_size:
             out.append(JobEstimate(key, False, statistics.median(same_size), "family history", alone))
         else:

@@ -61,4 +61,29 @@ def collect_env(workdir=None) -> dict:
                 "multiprocessors": p.multi_processor_count,
             })
         env["driver"] = (_run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]) or "").split("\n")[0] or None
+    env["compile"] = compile_support()
     return env
+
+
+def compile_support() -> dict:
+    """Whether torch.compile can run here (training.lm.compile): dynamo's own check and the Triton its
+    GPU kernels need. On a GPU host it imports torch._dynamo, which also puts its bytecode in the run's
+    cache where the environment keeps none (distbench.launch.pycache) before the first training job's
+    DDP imports it (this probe runs beside the benchmark jobs there). On a CPU host, where this probe
+    runs before the jobs and the import would add ~2 s to the run, dynamo is not asked (None)."""
+    import torch
+    from importlib import metadata
+
+    supported = None
+    if torch.cuda.is_available():
+        try:
+            import torch._dynamo
+
+            supported = bool(torch._dynamo.is_dynamo_supported())
+        except Exception:  # noqa: BLE001 - a torch without dynamo, or one that refuses this Python
+            supported = False
+    try:
+        triton = metadata.version("triton")
+    except metadata.PackageNotFoundError:
+        triton = None
+    return {"dynamo_supported": supported, "triton": triton}

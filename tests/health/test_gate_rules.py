@@ -268,3 +268,17 @@ def test_a_full_runs_prom_file_from_its_tables(tmp_path):
     # a directory that cannot be written is said, and the run's results stand
     (tmp_path / "file").write_text("")
     assert prom.write_run_metrics(tmp_path / "file", tmp_path, "n1").startswith("distbench: no metrics written to ")
+
+
+def test_a_failed_points_line_says_its_status_once():
+    """The launcher's message for a job killed at its limit opens with its status ('timeout: killed
+    after 33 s ...'); the gate's line said 'timeout: timeout: ...' on 2x H200 with NCCL forced onto sockets
+    (benchmarks/results/gate-transport-h200x2-2026-11-29). A message without it gets the status in front."""
+    from distbench.gate.rules import Point, failed_checks
+
+    def point(status, message):
+        return Point("nccl", 2, "all_reduce", 2**30, "events", "", (), (), status=status, message=message)
+
+    killed = "timeout: killed after 33 s (job time limit) while still progressing: 21 collectives in the last 3.0 s"
+    checks = failed_checks([point("timeout", killed), point("failed", "rank 1 exited with code 1")], "ok")
+    assert [c.reason for c in checks] == [killed, "failed: rank 1 exited with code 1"]

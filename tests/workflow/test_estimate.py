@@ -41,7 +41,7 @@ def results(tmp_path) -> Path:
     # Gloo comm at 2 and 4 ranks (family median 70); the file with two repeats counts as their mean
     _tsv(root, "a", "comm/gloo/float32/ws2/default.tsv", 60)
     _tsv(root, "b", "comm/gloo/float32/ws4/default.tsv", 70, 90)
-    # memory: one planned job (10 s) and one not planned (30 s): the family median is 20
+    # memory: one planned job (10 s) and one of another workload (gpt, 30 s): never the mlp's figure
     _tsv(root, "a", "memory/nccl/mlp/ws1/ddp.tsv", 10)
     _tsv(root, "b", "memory/nccl/gpt/ws2/fsdp.tsv", 30)
     # not a benchmark tsv: ignored
@@ -83,6 +83,9 @@ def _seconds(est) -> dict:
 
 D = {k: v.seconds for k, v in DEFAULTS.items() if not v.per_rank_s}  # the flat defaults, by key
 TRAIN, PROBE = D[("gpu", "training", "nccl")], D[("gpu", "probe", "nccl")]
+# memory's two default figures at one world size share a launch: the second without its fixed cost
+MEM = D[("gpu", "memory", "nccl")]
+MEM2 = 2 * MEM - LAUNCH_COST_S[("gpu", "memory")]
 
 
 def test_six_gpus_counts_and_seconds(results):
@@ -101,15 +104,17 @@ def test_six_gpus_counts_and_seconds(results):
     assert s[("training", "nccl", 2, "plain")] == (TRAIN, "default")
     assert s[("memory", "nccl", 1, "ddp")] == (10, "job history")
     assert s[("memory", "nccl", 1, "ddp+gbv")] == (10, "family history")  # another job at the same world size
-    assert s[("memory", "nccl", 2, "ddp")] == (30, "family history")  # the unreadable tsv is ignored
+    # the unreadable tsv is ignored, and the gpt job at 2 ranks is another workload: the default
+    assert s[("memory", "nccl", 2, "ddp")] == (MEM, "default")
     assert s[("probe", "nccl", 6, "")] == (PROBE, "default")
     comm = 50 + 2 * nccl + 60 + 80 + gloo
-    assert est.seconds == comm + 3 * TRAIN + 10 + 10 + 30 + 30 + PROBE
-    assert (est.from_history, est.from_defaults) == (7, 7)
-    assert est.per_family() == {"comm": (6, comm), "training": (3, 3 * TRAIN), "memory": (4, 80), "probe": (1, PROBE)}
+    assert est.seconds == comm + 3 * TRAIN + 10 + 10 + MEM2 + PROBE
+    assert (est.from_history, est.from_defaults) == (5, 9)
+    assert est.per_family() == {"comm": (6, comm), "training": (3, 3 * TRAIN), "memory": (4, 20 + MEM2),
+                                "probe": (1, PROBE)}
     minutes = round(est.seconds / 60)
     assert est.message().startswith(f"distbench: 16 benchmark jobs planned, 2 cached, 14 to run, about {minutes} min")
-    assert "(7 from earlier runs, 7 by default figures)" in est.message()
+    assert "(5 from earlier runs, 9 by default figures)" in est.message()
 
 
 def test_eight_gpus_adds_the_eight_rank_jobs(results):
@@ -119,10 +124,10 @@ def test_eight_gpus_adds_the_eight_rank_jobs(results):
     assert s[("comm", "nccl", 8, "default")] == (200, "job history")
     assert s[("training", "nccl", 8, "plain")] == (TRAIN, "default")
     assert s[("probe", "nccl", 8, "")] == (PROBE, "default")
-    # NCCL comm 50 + 2 defaults + 200, Gloo 60 + 80 + a default, training 4 defaults, memory 80, the probe
+    # NCCL comm 50 + 2 defaults + 200, Gloo 60 + 80 + a default, training 4 defaults, memory 20 + 2 defaults, the probe
     nccl, gloo = D[("gpu", "comm", "nccl")], D[("gpu", "comm", "gloo")]
-    assert est.seconds == 50 + 2 * nccl + 200 + 60 + 80 + gloo + 4 * TRAIN + 80 + PROBE
-    assert (est.from_history, est.from_defaults) == (8, 8)
+    assert est.seconds == 50 + 2 * nccl + 200 + 60 + 80 + gloo + 4 * TRAIN + 20 + MEM2 + PROBE
+    assert (est.from_history, est.from_defaults) == (6, 10)
 
 
 def test_no_history_uses_the_hosts_defaults(tmp_path):
@@ -215,3 +220,46 @@ def test_a_wait_for_the_host_lock_is_not_counted_as_the_jobs_time(tmp_path):
     assert est.history(tmp_path).times[key] == [10.0]
     (job / "placement.json").write_text(json.dumps({"provenance": {"host_lock": {"waited_s": 0.0}}}))
     assert est.history(tmp_path).times[key] == [40.0]
+
+
+def test_earlier_times_stand_only_for_the_same_kind_of_job_scaled_to_its_weight(tmp_path):
+    """A quick run's MLP times never stand for a GPT job, and a GPT time is scaled to the job estimated
+    by the weights of their params (job.json): compiled after eager, 2.7b after 1.3b. Before, the family's
+    history at that world size stood for any job: 12 s MLP jobs made 4 min 15 s of GPT jobs '2 min'."""
+    import json
+
+    from distbench.pipeline.estimate import params_weight
+
+    gpt = {"model": "gpt", "size": "1.3b", "seq_len": 1024, "batch_size": 8, "vocab_size": 50304,
+           "warmup_steps": 5, "steps": 20, "compile": False}
+
+    def record(label, model, config, seconds, job):
+        _tsv(tmp_path, label, f"training/nccl/{model}/ws2/{config}.tsv", seconds)
+        d = tmp_path / label / f"training/nccl/{model}/ws2/{config}"
+        d.mkdir(parents=True)
+        wildcards = {"backend": "nccl", "model": model, "world_size": "2", "config": config}
+        (d / "job.json").write_text(json.dumps({"wildcards": wildcards, "params": {"job": job}}))
+
+    record("quick", "mlp", "plain", 12.0, {"model": "mlp"})
+    record("then", "gpt", "plain", 40.0, gpt)
+
+    def job(model, config, **params):
+        wildcards = {"backend": "nccl", "model": model, "world_size": "2", "config": config}
+        weight = params_weight("training", wildcards, {**gpt, "model": model, **params})
+        return JobKey.of("training", wildcards), True, True, weight
+
+    fixed = LAUNCH_COST_S[("gpu", "training")]
+    est = {(j.key.rest, j.source): j.seconds for j in estimate(
+        [job("gpt", "plain+compile", compile=True), job("gpt", "plain", size="2.7b"), job("mlp", "fsdp")],
+        tmp_path, gpus=2).jobs}
+    eager_w = params_weight("training", {"model": "gpt"}, gpt)
+    compiled_w = params_weight("training", {"model": "gpt"}, {**gpt, "compile": True})
+    assert compiled_w > eager_w
+    # the compiled job: the eager gpt job's measuring part scaled by the weights, never the MLP's 12 s
+    assert est[(("gpt", "plain+compile"), "family history")] == pytest.approx(
+        fixed + (40.0 - fixed) * compiled_w / eager_w)
+    # gpt 2.7b: the same job's 1.3b time, scaled (about twice the FLOPs per rank)
+    big = est[(("gpt", "plain"), "job history")]
+    assert 1.8 * (40.0 - fixed) < big - fixed < 2.2 * (40.0 - fixed)
+    # an MLP job: the MLP's time, not the gpt's
+    assert est[(("mlp", "fsdp"), "family history")] == 12.0
