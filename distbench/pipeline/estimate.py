@@ -25,7 +25,6 @@ import json
 import math
 import os
 import re
-import stat
 import string
 import statistics
 from collections import defaultdict
@@ -35,6 +34,7 @@ from pathlib import Path
 
 from distbench.core.manifest import EstimateDefault
 from distbench.pipeline.families import manifests
+from distbench.pipeline.recorded_times import MAX_FILE_BYTES, MAX_JOB_S, _read_small, job_seconds, read_seconds  # noqa: F401
 
 # The families the estimate counts (their manifests say `estimated`: distbench.core.manifest), each
 # under the name of its directory below benchmarks/ (a family's own name, or its job's): where its rule
@@ -47,12 +47,9 @@ FAMILIES = tuple(BENCHMARKS)
 # Snakemake's benchmark rules and the family each measures: the DAG's jobs of these rules are the
 # estimate's jobs.
 RULE_FAMILIES = {m.job_rule: name for name, m in _ESTIMATED.items()}
-# What the history may cost before a run: directory entries looked at under results/ in all, and the
-# bytes of one file (a benchmark tsv is a header and a line per repeat: about 100 bytes each).
+# What the history may cost before a run: directory entries looked at under results/ in all (and the
+# bytes of one file: distbench.pipeline.recorded_times.MAX_FILE_BYTES).
 MAX_ENTRIES = 20_000
-MAX_FILE_BYTES = 64 * 1024
-# A recorded job time beyond this is not a measurement of the job (a job's own limit is far below).
-MAX_JOB_S = 7 * 24 * 3600.0
 
 
 # The one job of an estimated family without a plan (the NCCL probe: no wildcards of a job, one per
@@ -216,51 +213,6 @@ def launches_alone(job) -> bool:
         return not batchable(entry_of(job))
     except (AttributeError, KeyError, TypeError, ValueError):
         return False
-
-
-def job_seconds(value) -> float | None:
-    """A recorded job time, when it is one: a finite number of seconds above 0 and below MAX_JOB_S."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) and 0 < v < MAX_JOB_S else None
-
-
-def _read_small(path: Path) -> bytes | None:
-    """A regular file's bytes, at most MAX_FILE_BYTES (None: not a regular file, larger, unreadable);
-    a symlink is never followed."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            return None
-        data = f.read(MAX_FILE_BYTES + 1)
-    return data if len(data) <= MAX_FILE_BYTES else None
-
-
-def read_seconds(tsv: Path, ignored: list[str] | None = None) -> float | None:
-    """The mean of a Snakemake benchmark tsv's `s` column (one row per repeat); None if unreadable.
-    A value that is no job time (job_seconds) is left out and named in `ignored`."""
-    data = _read_small(tsv)
-    if data is None:
-        if ignored is not None and os.path.lexists(tsv):
-            ignored.append(f"{tsv}: not a regular file of at most {MAX_FILE_BYTES // 1024} KiB")
-        return None
-    try:
-        lines = data.decode(errors="replace").splitlines()
-        col = lines[0].split("\t").index("s")
-        raw = [line.split("\t")[col] for line in lines[1:] if line.strip()]
-    except (ValueError, IndexError):
-        return None
-    values = [job_seconds(v) for v in raw]
-    bad = [r for r, v in zip(raw, values) if v is None]
-    if bad and ignored is not None:
-        ignored.append(f"{tsv}: {', '.join(b[:24] for b in bad[:3])} s")
-    good = [v for v in values if v is not None]
-    return sum(good) / len(good) if good else None
 
 
 def key_of(family: str, rel: tuple[str, ...]) -> JobKey | None:
