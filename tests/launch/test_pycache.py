@@ -77,3 +77,15 @@ def test_the_cache_is_filled_by_the_first_process_and_nothing_is_written_beside_
     out = subprocess.run([sys.executable, "-c", f"import {PKG}; print({PKG}.VALUE)"], check=True, env=child,
                          capture_output=True, text=True).stdout
     assert out.strip() == "4300"
+
+
+def test_the_run_and_the_gate_set_it_for_every_process_they_start():
+    """Wiring: the Snakefile (every rule script, launcher and rank inherits its environment) and the gate
+    (its check and benchmark job) call use_pycache before they start anything."""
+    from tests.conftest import REPO
+
+    common = (REPO / "rules/common.smk").read_text()
+    assert "PYCACHE = use_pycache()" in common and common.index("PYCACHE = use_pycache()") < common.index("PLAN = ")
+    cli = (REPO / "distbench/gate/cli.py").read_text()
+    run = cli[cli.index("def _run("):]
+    assert "use_pycache()" in run and run.index("use_pycache()") < run.index("Budget(limit).run(cmd, dict(os.environ)")

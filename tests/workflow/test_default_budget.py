@@ -155,7 +155,14 @@ def test_table_steps_run_beside_benchmark_jobs_only_on_a_gpu_node_with_cores_to_
             rules[name] = body
     readers = [r for r in rules if r.startswith(("aggregate_", "plot_"))] + ["summary_json", "describe_run", "report"]
     assert len(readers) >= 4 and all("threads: SIDE_THREADS" in rules[r] for r in readers), readers
+    # the two host probes do no GPU work: beside the jobs too (5 s of 2x H200's quick answer,
+    # benchmarks/results/quick-h200x2-2026-11-29); the NCCL probe runs collectives: every core, and first
+    # (after health's reading) so the communication tables are built beside the jobs that follow
+    assert all("threads: SIDE_THREADS" in rules[r] for r in ("probe_env", "probe_topology"))
     assert "threads: workflow.cores" in rules["probe_nccl"]
+    priority = {r: int(m.group(1)) for r in ("probe_nccl", "health_before")
+                if (m := re.search(r"priority: (\d+)", rules[r]))}
+    assert priority.get("health_before", 0) > priority.get("probe_nccl", 0) > 0, priority
     # every family's rules are built in one loop (rules/families.smk): its job rule takes every core, each
     # step that reads tables the side threads (a step that measures, every core)
     from distbench.pipeline.families import manifests
