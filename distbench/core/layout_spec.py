@@ -208,6 +208,12 @@ def layout_of(value) -> LayoutSpec | None:
     return SPECS.get(str(value))
 
 
+def layout_or_baseline(value) -> LayoutSpec:
+    """layout_of, with the baseline's spec for a name no spec has: whose words (collectives_words,
+    other_words) a sentence about an unknown layout's row falls back to."""
+    return layout_of(value) or SPECS[BASELINE]
+
+
 def layout_title(value, group: float | None = None) -> str:
     """A table's strategy cell as the report names it ('HSDP (shard 2)'); an unknown name as it is."""
     spec = layout_of(value)

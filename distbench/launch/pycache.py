@@ -68,7 +68,7 @@ def pycache_env(env=None, module: str = "torch") -> tuple[dict, tuple[str, ...]]
         return {}, ()
     if not os.access(path, os.W_OK):
         return {}, ()
-    return {PREFIX_ENV: str(path)}, tuple(n for n in (NO_WRITE_ENV,) if n in env)
+    return {PREFIX_ENV: str(path)}, ((NO_WRITE_ENV,) if NO_WRITE_ENV in env else ())
 
 
 def use_pycache(module: str = "torch") -> dict:

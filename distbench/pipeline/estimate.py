@@ -34,7 +34,7 @@ from pathlib import Path
 
 from distbench.core.manifest import EstimateDefault
 from distbench.pipeline.families import manifests
-from distbench.pipeline.recorded_times import MAX_FILE_BYTES, MAX_JOB_S, _read_small, job_seconds, read_seconds  # noqa: F401
+from distbench.pipeline.recorded_times import MAX_FILE_BYTES, job_seconds, read_seconds, read_small
 
 # The families the estimate counts (their manifests say `estimated`: distbench.core.manifest), each
 # under the name of its directory below benchmarks/ (a family's own name, or its job's): where its rule
@@ -325,7 +325,7 @@ def _job_file_value(label_dir: Path, key: JobKey, file: str, *names: str):
     path = _placement_of(label_dir, key).with_name(file)
     rel = path.parent.relative_to(label_dir).parts
     inside = os.path.realpath(path.parent) == os.path.join(os.path.realpath(label_dir), *rel)
-    data = _read_small(path) if inside else None
+    data = read_small(path) if inside else None
     try:
         value = json.loads(data) if data else None
         for name in names:

@@ -25,7 +25,7 @@ def job_seconds(value) -> float | None:
     return v if math.isfinite(v) and 0 < v < MAX_JOB_S else None
 
 
-def _read_small(path: Path) -> bytes | None:
+def read_small(path: Path) -> bytes | None:
     """A regular file's bytes, at most MAX_FILE_BYTES (None: not a regular file, larger, unreadable);
     a symlink is never followed."""
     try:
@@ -42,7 +42,7 @@ def _read_small(path: Path) -> bytes | None:
 def read_seconds(tsv: Path, ignored: list[str] | None = None) -> float | None:
     """The mean of a Snakemake benchmark tsv's `s` column (one row per repeat); None if unreadable.
     A value that is no job time (job_seconds) is left out and named in `ignored`."""
-    data = _read_small(tsv)
+    data = read_small(tsv)
     if data is None:
         if ignored is not None and os.path.lexists(tsv):
             ignored.append(f"{tsv}: not a regular file of at most {MAX_FILE_BYTES // 1024} KiB")

@@ -73,3 +73,21 @@ def test_git_commit_of_a_subdirectory_of_a_checkout(isolated):
     _repo_with_commit(wf)
     (wf / "rules").mkdir()
     assert git_commit(wf / "rules") == NOT_A_CHECKOUT
+
+
+def test_compile_support_asks_dynamo_on_a_gpu_host_only(monkeypatch):
+    """env.json's `compile`: on a GPU host dynamo's own check (importing torch._dynamo there also fills the
+    run's bytecode cache before the first training job's DDP imports it, distbench.launch.pycache); on a
+    CPU host not asked (None: the import would add ~2 s before the jobs). The GPU is faked: CUDA's
+    availability is all the branch reads."""
+    import sys
+
+    import torch
+
+    from distbench.probes.env import compile_support
+
+    cpu = compile_support()
+    assert cpu["dynamo_supported"] is None and "triton" in cpu
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    gpu = compile_support()
+    assert gpu["dynamo_supported"] is True and "torch._dynamo" in sys.modules

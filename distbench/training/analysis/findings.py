@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from distbench.training.contract import COMPILE_SUFFIX, TRAINING_SEVERITY
-from distbench.core.layout_spec import BASELINE, SPECS, layout_of
+from distbench.core.layout_spec import BASELINE, SPECS, layout_of, layout_or_baseline
 from distbench.core.section import SMOKE_TEST
 from distbench.core.units import human_bytes
 from distbench.core.units import pct as _pct
@@ -30,7 +30,7 @@ OTHER = SPECS[BASELINE].other_words  # 'host-bound or idle time, DDP bookkeeping
 
 def _other(row) -> str:
     """OTHER in the row's layout's words ('FSDP bookkeeping' under FSDP2)."""
-    return (layout_of(row.get("strategy")) or SPECS[BASELINE]).other_words
+    return layout_or_baseline(row.get("strategy")).other_words
 
 
 def _sig(x: float, digits: int = 3) -> str:

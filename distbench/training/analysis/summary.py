@@ -51,7 +51,7 @@ import pandas as pd
 
 from distbench.training.contract import COMPILE_SUFFIX, TRAINING, TRAINING_SEVERITY
 from distbench.core.io import atomic_write_csv
-from distbench.core.layout_spec import BASELINE, SPECS, layout_of
+from distbench.core.layout_spec import BASELINE, SPECS, layout_of, layout_or_baseline
 from distbench.core.units import human_time_us
 from distbench.core.tables import combine
 from distbench.training.analysis.mfu import mfu, peak_for
@@ -281,7 +281,7 @@ def _summarize_job(key: tuple, g: pd.DataFrame) -> dict:
     tflops, mfu_value, match = mfu(flops, sps_dev, device, str(row["dtype"])) if flops == flops and sps_dev == sps_dev \
         else (NAN, NAN, peak_for(device, str(row["dtype"])))
     bounds_ok, note = check_bounds(step, compute, allreduce, allowance, ws,
-                                   (layout_of(row.get("strategy")) or SPECS[BASELINE]).collectives_words)
+                                   layout_or_baseline(row.get("strategy")).collectives_words)
     # A phase a layout cannot have (the 2D layouts' compute_only or comm_alone: PhaseError "skipped")
     # leaves the job ok when its real step ran; its message says why
     statuses = g["status"].fillna("ok")
