@@ -73,15 +73,16 @@ MANIFEST = register(FamilyManifest(
     sections={"body": ("distbench.comm.analysis.section:COMMUNICATION",),
               "end": ("distbench.comm.analysis.section:PROBLEMS",)},
     package_data=("analysis/templates/*.j2", "config.schema.yaml", "analysis/summary.schema.json", "report/*.rst"),
-    # Default per-job wall time before any was recorded (distbench.pipeline.estimate), measured after
-    # one-node jobs started their ranks directly (distbench.launch.torchrun), default config, Snakemake's
-    # benchmark files (benchmarks/results/time-to-answer-h200x2-2026-11-27). gpu: 2x H200, 2026-11-27:
-    # the NCCL comm job at 2 ranks 24.9 s, the Gloo comm job 16.3 / 19.0 / 19.4 s at 2 / 4 / 6 ranks (32
-    # cores: flat); not scaled with world size (2 GPUs: too few sizes). cpu: the project's 2-core machine,
-    # unloaded, 2026-11-27: Gloo comm 12.3 / 25.3 / 44.7 s at 2 / 4 / 6 ranks (7.4 s per rank).
+    # Default per-job wall time before any was recorded (distbench.pipeline.estimate), default config,
+    # Snakemake's benchmark files, with the run's shared bytecode cache (distbench.launch.pycache). gpu:
+    # the NCCL comm job at 2 ranks 15.6 / 16.2 s on 2x H200 (benchmarks/results/quick-h200x2-2026-11-29,
+    # c-all-cuts-*/jobs.csv; 24.9 s before the cache), the Gloo comm job 14.8 / 15.7 / 17.3 s at 2 / 4 / 6
+    # ranks on a 16-core 1x H200 host (benchmarks/results/one-gpu-pycache-h200x1-2026-11-29); not scaled
+    # with world size (2 GPUs: too few sizes). cpu: the project's 2-core machine, unloaded, 2026-11-27:
+    # Gloo comm 12.3 / 25.3 / 44.7 s at 2 / 4 / 6 ranks (7.4 s per rank).
     estimate_defaults={
-        ("gpu", "nccl"): EstimateDefault(25.0, source="2x H200, 2 ranks: 25 s"),
-        ("gpu", "gloo"): EstimateDefault(18.0, source="2x H200 host, 2-6 ranks: 16-19 s"),
+        ("gpu", "nccl"): EstimateDefault(16.0, source="2x H200, 2 ranks: 15.6-16.2 s"),
+        ("gpu", "gloo"): EstimateDefault(16.0, source="1x H200 host (16 cores), 2-6 ranks: 15-17 s"),
         ("cpu", "gloo"): EstimateDefault(0.0, per_rank_s=7.4, source="2 cores: 12/25/45 s at 2/4/6 ranks"),
     },
     schema="config.schema.yaml",

@@ -14,11 +14,12 @@ MANIFEST = register(PackageManifest(
     benchmark="benchmarks/probe/{backend}/ws{world_size}.tsv",
     estimated=True,
     cached=("probe/env.json", "probe/topology.json", "probe/nccl.json"),
-    # Default wall time of the NCCL probe before any was recorded (distbench.pipeline.estimate): 10.8 s on
-    # 2x H200, 2026-11-27 (benchmarks/results/time-to-answer-h200x2-2026-11-27); on a host without GPUs it
-    # only writes why it did not run (0.1 s).
+    # Default wall time of the NCCL probe before any was recorded (distbench.pipeline.estimate): 7.8 / 8.0 s
+    # on 2x H200 with the run's shared bytecode cache (benchmarks/results/quick-h200x2-2026-11-29,
+    # c-all-cuts-*/jobs.csv; 10.8 s before it); on a host without GPUs it only writes why it did not run
+    # (0.1 s).
     estimate_defaults={
-        ("gpu", "nccl"): EstimateDefault(11.0, source="2x H200: 10.8 s"),
+        ("gpu", "nccl"): EstimateDefault(8.0, source="2x H200: 7.8-8.0 s"),
         ("cpu", "nccl"): EstimateDefault(0.2, source="no GPU: the probe writes why it did not run"),
     },
 ))

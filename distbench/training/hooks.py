@@ -131,10 +131,18 @@ def _measuring_s(backend: str, world_size: int) -> float:
     return max(seconds - min(MANIFEST.launch_cost_s.get(host, 0.0), seconds), 1.0)
 
 
+# The MLP on GPUs measures a tenth of what the default's gpt 1.3b job does: on 2x H200 with the shared
+# bytecode cache its jobs took 6.5-8.1 s in all, 0.89-0.96 s of it measuring and 2.2-2.7 s setting up
+# (benchmarks/results/quick-h200x2-2026-11-29, c-all-cuts-*/jobs.csv), where gpt 1.3b's took 20.0 s, 9.5 s
+# and 5.2 s (benchmarks/results/one-gpu-pycache-h200x1-2026-11-29/jobs.csv). With weight 1 the quick answer
+# on 2x H200 printed "about 74 s" for 39 s of jobs.
+MLP_GPU_WEIGHT = 0.1
+
+
 def estimate_weight(params: dict) -> float:
     """How much more (or less) a job measures than the job its family's default time was measured with:
-    a language model on GPUs by its FLOPs per rank against REFERENCE_LM's (gpt 2.7b: 2.0x); 1 for
-    anything else (the MLP, CPU runs: their defaults hold them as they are). The estimate scales the
+    a language model on GPUs by its FLOPs per rank against REFERENCE_LM's (gpt 2.7b: 2.0x), the MLP on
+    GPUs MLP_GPU_WEIGHT; 1 for CPU runs (their defaults hold them as they are). The estimate scales the
     default's measuring part by it, never the launch's fixed cost (distbench.pipeline.estimate). A compiled
     job (params compile: true) adds COMPILE_S, as the weight that part's length makes of it."""
     backend = str(params.get("backend", "nccl"))
@@ -142,6 +150,8 @@ def estimate_weight(params: dict) -> float:
     if backend == "nccl" and str(params.get("model")) in ("gpt", "lora"):
         work, ref = _lm_work(params), _lm_work(REFERENCE_LM)
         weight = 1.0 if not work or not ref else min(max(work / ref, 0.05), 50.0)
+    elif backend == "nccl" and str(params.get("model")) == "mlp":
+        weight = MLP_GPU_WEIGHT
     if params.get("compile") is True and backend in COMPILE_S:
         try:
             ws = int(params.get("world_size", 1))
