@@ -309,6 +309,42 @@ def test_scaling_figures_keep_their_ideal_line():
     assert any(line.get_label() == "ideal" and set(line.get_ydata()) == {1.0} for line in fig.axes[0].lines)
 
 
+
+def _one_gpu_lm(compiled: bool) -> pd.DataFrame:
+    """A one-GPU node's language models (gpt and lora under DDP and FSDP2 at world size 1), eager and, where
+    asked, compiled twins 8% faster."""
+    rows = [dict(model=m, config=c, strategy="ddp" if c == "plain" else "fsdp", world_size=1, backend="nccl",
+                 status="ok", compile=False, tokens_per_s_median=t, mfu=t / 120_000, seq_len=1024,
+                 plain_1gpu_samples_per_s=np.nan, samples_per_s_median=t / 1024)
+            for m, c, t in (("gpt", "plain", 53_834.0), ("gpt", "fsdp", 52_565.0), ("lora", "plain", 59_714.0),
+                            ("lora", "fsdp", 55_417.0))]
+    d = pd.DataFrame(rows)
+    if compiled:
+        d = pd.concat([d, d.assign(compile=True, tokens_per_s_median=d["tokens_per_s_median"] * 1.08)], ignore_index=True)
+    return d
+
+
+def test_one_world_size_draws_bars_with_their_mfu_not_points_against_a_world_size_axis():
+    """A one-GPU node (1x H200, benchmarks/results/one-gpu-pycache-h200x1-2026-11-29 before this) drew each
+    model's tokens/s as a single point 'vs world size' with an ideal line's legend and no line; and the MLP's
+    throughput as one point against its ideal."""
+    assert plots_training.fig_throughput(_training_ok()[lambda d: d["world_size"] == 1]) is None
+    assert plots_training.fig_throughput(_training_ok()) is not None  # several world sizes: the scaling figure
+    ax = plots_training.fig_lm_throughput(_one_gpu_lm(False)).axes[0]
+    assert not ax.lines  # no line, no ideal
+    bars = [p for p in ax.patches]
+    assert sorted(round(b.get_height()) for b in bars) == [52_565, 53_834, 55_417, 59_714]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["gpt ddp", "gpt fsdp", "lora ddp", "lora fsdp"]
+    assert sorted(t.get_text() for t in ax.texts) == sorted(f"{100 * t / 120_000:.1f}% MFU"
+                                                            for t in (53_834, 52_565, 59_714, 55_417))
+    assert "on 1 GPU" in ax.get_title()
+    ax = plots_training.fig_lm_throughput(_one_gpu_lm(True)).axes[0]
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert labels[:2] == ["gpt ddp\neager", "gpt ddp\ncompiled"] and len(labels) == 8
+    assert [bool(p.get_hatch()) for p in ax.patches] == [False, True] * 4  # compiled: hatched beside its twin
+    several = pd.concat([_one_gpu_lm(False), _one_gpu_lm(False).assign(world_size=2)], ignore_index=True)
+    assert plots_training.fig_lm_throughput(several).axes[0].lines  # several world sizes: lines, as before
+
 # ---------------------------------------------------------------- 6. bars and time units
 def _comparison(nccl_us: float, gloo_us: float) -> pd.DataFrame:
     rows = [summary_row(backend=b, world_size=2, size_bytes=128 << 20, time_us_median=t, timing=tm)

@@ -102,7 +102,7 @@ def fig_throughput(ok: pd.DataFrame) -> plt.Figure | None:
     colors = training_colors(ok)
     ok = _mlp(ok)
     d = ok[ok["samples_per_s_median"].notna()]
-    if d.empty:
+    if d.empty or d["world_size"].nunique() < 2:  # one world size: no 'vs world size' to draw (the table has it)
         return None
     fig, ax = _axes()
     order = _config_order(d)
@@ -126,6 +126,8 @@ def fig_lm_throughput(ok: pd.DataFrame) -> plt.Figure | None:
     d = _with_series(ok[ok["tokens_per_s_median"].notna()])
     if d.empty:
         return None
+    if d["world_size"].nunique() < 2:  # one world size (a one-GPU node): bars, not single points on a line
+        return _lm_bars(d, training_colors(ok))
     colors = training_colors(ok)
     fig, ax = _axes()
     order = _series_order(d)
@@ -143,6 +145,46 @@ def fig_lm_throughput(ok: pd.DataFrame) -> plt.Figure | None:
     ax.set_ylabel("tokens/s (median, all ranks; whiskers: 5-95% steps)")
     ax.set_title("Language-model throughput vs world size")
     return fig
+
+
+def _lm_bars(d: pd.DataFrame, colors: dict) -> plt.Figure:
+    """The language models at one world size: tokens/s per model and layout, each bar's MFU on it (what the
+    one-GPU Verdict leads with), eager and compiled side by side where the run has both."""
+    modes = d["compile"].astype(str).str.lower().eq("true") if "compile" in d else pd.Series(False, index=d.index)
+    both = bool(modes.any() and not modes.all())
+    order = _series_order(d)
+    if both:  # each series twice, eager then compiled
+        d = d.assign(series=d["series"] + np.where(modes, ", compiled", ", eager"))
+        order = [f"{s}, {m}" for s in order for m in ("eager", "compiled") if f"{s}, {m}" in set(d["series"])]
+    d = d.drop_duplicates("series").set_index("series").loc[order].reset_index()
+    fig, ax = _axes()
+    base = {s: colors.get(s.rsplit(", ", 1)[0] if both else s, palette.NEUTRAL_COLOR) for s in order}
+    compiled = [s.endswith(", compiled") for s in order]  # compiled: hatched, outlined, beside its eager twin
+    bars = ax.bar([s.replace(", ", "\n") for s in order], d["tokens_per_s_median"], color=[base[s] for s in order],
+                  edgecolor=["black" if c else "none" for c in compiled], hatch=None)
+    for bar, c in zip(bars, compiled, strict=True):
+        if c:
+            bar.set_hatch("//")
+    mfu = pd.to_numeric(d["mfu"], errors="coerce") if "mfu" in d else pd.Series(np.nan, index=d.index)
+    for bar, m in zip(bars, mfu, strict=True):
+        if pd.notna(m):
+            ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height(), f"{100 * m:.1f}% MFU", ha="center",
+                    va="bottom", fontsize=ANNOTATION_PT)
+    ax.set_yscale("linear")  # bars compare lengths
+    ax.set_ylim(0, float(d["tokens_per_s_median"].max()) * 1.12)
+    ax.set_xlabel(f"model and layout, at world size {int(d['world_size'].iloc[0])}")
+    ax.set_ylabel("tokens/s (median, all ranks)")
+    ax.set_title(f"Language-model tokens/s on {_one_world(d)}, per model and layout")
+    ax.grid(True, axis="y", alpha=0.3)
+    return fig
+
+
+def _one_world(d: pd.DataFrame) -> str:
+    """'1 GPU', '2 GPUs', '4 ranks' (CPU processes): the one world size a figure draws."""
+    from distbench.core.units import count_noun
+
+    ws = int(d["world_size"].iloc[0])
+    return count_noun(ws, "rank") if str(d["backend"].iloc[0]) == "gloo" else count_noun(ws, "GPU")
 
 
 def fig_efficiency(ok: pd.DataFrame) -> plt.Figure | None:

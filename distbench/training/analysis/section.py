@@ -324,7 +324,8 @@ SUMMARY_FIELDS = ("model", "strategy", "config", "backend", "world_size", "batch
 # The captions of the figures (distbench.training.analysis.plots), each what its figure draws.
 FIGURE_TITLES = {
     "training_throughput": "MLP throughput vs world size, per DDP configuration, with ideal scaling",
-    "training_lm_throughput": "Language-model tokens/s vs world size, per model and configuration",
+    "training_lm_throughput": "Language-model tokens/s per model and configuration: vs world size, or bars with "
+                              "their MFU where the run has one world size",
     "training_efficiency": "Scaling efficiency vs world size, every model and configuration",
     "training_step_breakdown": "Where an MLP DDP step's time goes, per world size",
     "training_tuning": "DDP tuning results at the largest world size",
