@@ -127,6 +127,11 @@ def test_the_confirm_row_records_the_answers_peak_and_the_headline_names_each_pe
     assert f"at batch 8 the allocator's peak is {at8} allocated" in line
     assert f"largest batch that fits is 42 per rank (a real DDP step ran at peak {at42} allocated" in line
     assert f"a later step, its buckets rebuilt, peaks at {human_bytes(int(peak_at(8) - 4.9 * GIB))}" in line
+    assert "a fresh DDP wrapper's first two steps" in line
+    # an FSDP2 row has no DDP wrapper and no buckets to rebuild (the 1x H200 run's FSDP rows said both)
+    fsdp = memory_findings(s.assign(strategy="fsdp", config="fsdp"))[0]
+    assert "a fresh FSDP2 wrapper's first two steps; a later step peaks at" in fsdp
+    assert "DDP" not in fsdp.split("beyond the parts")[1].split(";")[0] and "buckets" not in fsdp
 
 
 def test_a_confirm_out_of_memory_drops_the_answer_until_one_runs(tmp_path):

@@ -41,8 +41,8 @@ def build(inputs: ReportInputs) -> dict | None:
     return {"findings": memory_findings(s), "table": table(headers, rows), "snapshots": snapshots,
             "note": ("Per rank, at the largest measured batch. Parts are counted from the tensors (unique storages: "
                      "distbench/memory/accounting.py); activations are what autograd saves for backward. The peak "
-                     "is the allocator's over a fresh DDP wrapper's first two real steps at that batch, as a "
-                     "training run starts (the second rebuilds DDP's buckets). Unexplained = that peak - the parts "
+                     "is the allocator's over a fresh wrapper's (DDP's or FSDP2's) first two real steps at that batch, as "
+                     "a training run starts (under DDP the second rebuilds its buckets). Unexplained = that peak - the parts "
                      "(DDP's buckets without gradient_as_bucket_view and the rebuild's second set, temporaries, "
                      "workspaces); the estimate is parameters, gradients and optimizer state by formula. The largest "
                      "batch that fits is the search's answer run again as real steps, gradients synced (its own "

@@ -33,6 +33,7 @@ import pandas as pd
 from distbench.core.contract import to_bool
 from distbench.memory.contract import MEMORY
 from distbench.core.io import atomic_write_csv
+from distbench.core.layout_spec import layout_or_baseline
 from distbench.core.sizes import human_bytes
 from distbench.core.tables import combine
 
@@ -226,8 +227,11 @@ def memory_findings(summary: pd.DataFrame) -> list[str]:
                      f"{human(r['peak_reserved_bytes'])} reserved ({100 * r['peak_share']:.0f}% of the device), "
                      f"{human(r['unexplained_bytes'])} beyond the parts")
             if pd.notna(r.get("steady_peak_allocated_bytes")):
-                text += (f" (a fresh DDP wrapper's first two steps; a later step, its buckets rebuilt, "
-                         f"peaks at {human(r['steady_peak_allocated_bytes'])})")
+                # DDP rebuilds its buckets on a fresh wrapper's second step; FSDP2 has none to rebuild
+                sharded = layout_or_baseline(r.get("strategy")).sharded
+                text += (f" (a fresh {'FSDP2' if sharded else 'DDP'} wrapper's first two steps; a later step"
+                         f"{'' if sharded else ', its buckets rebuilt,'} peaks at "
+                         f"{human(r['steady_peak_allocated_bytes'])})")
         if pd.notna(r["estimate_error_bytes"]) and r["estimate_states_bytes"]:
             err = int(r["estimate_error_bytes"])
             text += (f"; the analytic model-state estimate ({human(r['estimate_states_bytes'])}) is "
