@@ -177,10 +177,9 @@ def _comm_check(validation) -> str:
                 f"max {big.max():.1f}%")
     gloo = validation is not None and len(validation) and "backend" in validation and (
         validation["backend"].astype(str) == "gloo").any()
-    text = ("collectives not checked on this node: that needs NCCL collectives measured at two or more world "
-            "sizes")
+    text = "collectives not checked (that needs NCCL collectives measured at two or more world sizes)"
     if gloo:
-        return text + ("; its check is Gloo, CPU processes, and supports no GPU figure, so it is not shown as "
+        return text + ("; the Gloo check here is CPU processes and supports no GPU figure, so it is not shown as "
                        "support for one")
     return text + "; a check fitted on Gloo (CPU processes) supports no GPU figure, so none is shown"
 
@@ -214,23 +213,27 @@ def rests_on(fits, validation, comm, training, preset) -> str:
     fitted on Gloo: never support for GPU figures)."""
     fits = _of_backend(fits, "nccl")
     measured = sorted({int(w) for w in fits["world_size"]}) if fits is not None and len(fits) else []
-    link = (f"the NCCL collectives measured on this node at {', '.join(map(str, measured))} ranks (comm_summary)"
-            if measured else "no collective between GPUs measured on this node (it has fewer than two GPUs, "
-                             "or ran no NCCL job)")
-    parts = [f"These predictions rest on {link}"]
+    none_here = "no collective between GPUs was measured on this node (it has fewer than two GPUs, or ran no NCCL job)"
+    if measured:
+        parts = [f"These predictions rest on the NCCL collectives measured on this node at "
+                 f"{', '.join(map(str, measured))} ranks (comm_summary)"]
+    elif preset is not None:  # the preset first: it is what every link's figure comes from
+        parts = [f"These predictions rest on {preset_text(preset)} for every link, since {none_here},"]
+    else:
+        parts = [f"These predictions rest on no measured link ({none_here})"]
     if training is not None and len(training) and "measured_world_sizes" in training:
         ws = {int(w) for v in training["measured_world_sizes"].dropna() for w in str(v).split(",") if w.strip()}
         if ws:
-            parts.append(f"and the training steps measured at {counts_noun(ws, 'rank')} (training_summary)")
+            parts.append(f"and {'' if measured else 'on '}the training steps measured at {counts_noun(ws, 'rank')} "
+                         "(training_summary)")
     uses_preset = comm is not None and len(comm) and "intra_source" in comm and (comm["intra_source"] == "preset").any()
-    if preset is not None and (uses_preset or not measured or (training is not None and len(training))):
-        parts.append("and on " + preset_text(preset)
-                     + (" for the links between nodes" if measured else " for every link"))
+    if measured and preset is not None and (uses_preset or (training is not None and len(training))):
+        parts.append("and on " + preset_text(preset) + " for the links between nodes")
     checks = [_comm_check(validation)]
     words, worst, ws = _training_check(training)
     if words:
         checks.append(words)
-    text = " ".join(parts) + "; the model's check on this node: " + "; ".join(checks)
+    text = " ".join(parts).rstrip(",") + "; the model's check on this node: " + "; ".join(checks)
     if not math.isnan(worst):
         text += (f"; the predictions carry at least that error, and those beyond {ws} ranks show it as their "
                  "band")

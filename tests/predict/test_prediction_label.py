@@ -68,7 +68,7 @@ def test_one_world_size_says_not_checked(tmp_path):
     sec, _ = section(tmp_path, comm(world_sizes=(2,)), training(world_sizes=(2,)))
     line = sec["rests_on"]
     assert "at 2 ranks (comm_summary)" in line and "training steps measured at 2 ranks" in line
-    assert "collectives not checked on this node" in line and "training not checked: one world size" in line
+    assert "collectives not checked (that needs NCCL collectives" in line and "training not checked: one world size" in line
     assert "band" not in line
     cells = sec["tables"]["training"]["rows"][0]
     assert "not checked: one world size" in cells and not any("±" in str(c) for c in cells)
@@ -81,9 +81,9 @@ def test_a_gloo_check_is_named_cpu_and_supports_no_gpu_figure(tmp_path):
     one_gpu_nccl = training(world_sizes=(1,))
     sec, out = section(tmp_path, gloo, one_gpu_nccl, gpus="8,16")
     line = sec["rests_on"]
-    assert line.startswith("These predictions rest on no collective between GPUs measured on this node")
-    assert "the preset nvlink4-ib400" in line and "for every link" in line
-    assert "its check is Gloo, CPU processes, and supports no GPU figure" in line
+    assert line.startswith("These predictions rest on the preset nvlink4-ib400")
+    assert "for every link, since no collective between GPUs was measured on this node" in line
+    assert "the Gloo check here is CPU processes and supports no GPU figure" in line
     assert "the training steps measured at 1 rank (training_summary)" in line  # one rank, not "1 ranks"
     v = pd.read_csv(out / "prediction_validation.csv")
     assert len(v) and set(v["backend"]) == {"gloo"}
@@ -91,7 +91,7 @@ def test_a_gloo_check_is_named_cpu_and_supports_no_gpu_figure(tmp_path):
     assert f"{big.median():.1f}%" not in line and "collectives (NCCL)" not in line
     # rests_on alone with a GPU preset and the Gloo check, as the section calls it
     text = S.rests_on(pd.DataFrame(columns=["backend", "world_size"]), v, None, None, get_preset("h200-ib400"))
-    assert "Gloo, CPU processes, and supports no GPU figure" in text and "the preset h200-ib400" in text
+    assert "Gloo check here is CPU processes and supports no GPU figure" in text and "the preset h200-ib400" in text
 
 
 def test_the_band_is_beyond_the_checked_world_size_only(tmp_path):

@@ -179,9 +179,9 @@ def test_the_prediction_rests_on_a_named_preset_and_never_on_a_gloo_check():
     training = pd.DataFrame([{"backend": "nccl", "model": "gpt"}])
     text = predict_section.rests_on(predict_section._of_backend(gloo_fits, "nccl"),
                                     predict_section._of_backend(gloo_check, "nccl"), None, training, preset)
-    assert text.startswith("These predictions rest on no collective between GPUs measured on this node")
-    assert "the preset nvlink4-ib400 (8 GPUs per node" in text and "GB/s" in text
-    assert "30.9" not in text and "not checked on this node" in text
+    assert text.startswith("These predictions rest on the preset nvlink4-ib400 (8 GPUs per node") and "GB/s" in text
+    assert "for every link, since no collective between GPUs was measured on this node" in text
+    assert "30.9" not in text and "collectives not checked" in text
     nccl_fits = pd.DataFrame([{"backend": "nccl", "world_size": 2}, {"backend": "nccl", "world_size": 4}])
     check = pd.DataFrame([{"backend": "nccl", "size_bytes": 2**24, "rel_err_pct": 8.0, "fit_world_size": 2,
                            "check_world_size": 4}])
