@@ -348,7 +348,9 @@ def probe_topology() -> dict:
     if proc.returncode != 0:
         msg = (proc.stderr or proc.stdout or "").strip().splitlines()
         return {"available": False, "reason": f"nvidia-smi topo -m exited {proc.returncode}: {msg[0] if msg else ''}"}
-    raw = proc.stdout
+    # the text as a person reads it: nvidia-smi underlines the header with ANSI codes, which a report or a
+    # JSON viewer would print as '[4m'
+    raw = "\n".join(_clean(proc.stdout)) + "\n"
     # GPU names/UUIDs come from `nvidia-smi -L`; a failure there only loses the names.
     try:
         names = _run([exe, "-L"])

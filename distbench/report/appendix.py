@@ -121,7 +121,7 @@ def _topology_matrix(topology: dict | None) -> dict | None:
 
 
 EXTRA_TITLES = {"advice": "Advice", "topology": "GPU topology", "nccl": "NCCL", "peak": "Link peak",
-                "placement": "Rank placement"}
+                "placement": "Rank placement", "nvlink": "NVLink"}
 
 
 def _extras(extra: dict | None) -> list[dict]:

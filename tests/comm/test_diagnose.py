@@ -44,3 +44,27 @@ def test_diagnose_on_a_cpu_host_writes_tables_without_peak(tmp_path):
     extra = json.loads((tmp_path / "advice.json").read_text())
     assert extra["peak"] is None and extra["nccl"] is None and "advice" in extra
     assert {"pct_of_link_peak", "nccl_algo", "nccl_proto"} <= set(out.columns)
+
+
+def test_a_one_gpu_node_has_no_link_peak_and_two_gpus_have_theirs(tmp_path):
+    """A one-GPU node (1x H200, 2026-11-29) showed 'Link peak: GPUs talk over PCIe; Gen5 x16 is 63 GB/s' with
+    no other GPU to talk to, and held its Gloo rows (CPU processes) against it."""
+    from tests.probes.test_probe_topology import load
+
+    pd.DataFrame([_summary(backend="gloo", timing="host")]).to_csv(tmp_path / "s.csv", index=False)
+    (tmp_path / "nccl.json").write_text(json.dumps({"available": False, "reason": "one GPU"}))
+
+    def peak(gpus: int, topology: dict):
+        (tmp_path / "env.json").write_text(json.dumps({"gpu_count": gpus, "gpus": [{"name": "NVIDIA H200"}] * gpus}))
+        (tmp_path / "topo.json").write_text(json.dumps({"topology": topology, "nvlink": {"available": True, "gpus": []}}))
+        out = diagnose(pd.read_csv(tmp_path / "s.csv"), tmp_path / "env.json", tmp_path / "topo.json",
+                       tmp_path / "nccl.json", [], tmp_path / "advice.json")
+        return json.loads((tmp_path / "advice.json").read_text())["peak"], out
+
+    one = {"available": True, "gpus": ["GPU0"], "matrix": {"GPU0": {"GPU0": "X"}}, "links": [],
+           "gpu_names": {"GPU0": "NVIDIA H200"}}
+    got, out = peak(1, one)
+    assert got is None and out["pct_of_link_peak"].isna().all()
+    two = {"available": True, **load("h200x2-lent-2026-11-26.txt")}
+    got, _ = peak(2, two)
+    assert got["kind"] == "nvlink" and got["peak_gbps"] > 300

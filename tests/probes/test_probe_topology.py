@@ -247,3 +247,22 @@ def test_nearest_nic_phb_is_not_gpudirect():
 
 def test_no_nics_no_nearest_nic():
     assert load("h200x2.txt")["nearest_nic"] == {}
+
+
+def test_the_raw_text_kept_for_the_report_has_no_ansi_codes(monkeypatch, tmp_path):
+    """nvidia-smi underlines the header: the one-GPU report's 'raw:' block printed '[4mGPU0 ... [0m'."""
+    import subprocess
+
+    from distbench.probes import topology
+
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    out = {"topo": "\x1b[4m\tGPU0\tCPU Affinity\tNUMA Affinity\x1b[0m\nGPU0\t X \t0-15\t0\n",
+           "-L": "GPU 0: NVIDIA H200 (UUID: GPU-1)\n"}
+    monkeypatch.setattr(topology, "_run", lambda args: subprocess.CompletedProcess(args, 0, out[args[1]], ""))
+    r = topology.probe_topology()
+    assert r["available"] and r["gpus"] == ["GPU0"]
+    assert "\x1b" not in r["raw"] and "[4m" not in r["raw"] and r["raw"].startswith("\tGPU0\tCPU Affinity")
+    assert "GPU 0: NVIDIA H200" in r["raw"]

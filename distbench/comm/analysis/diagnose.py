@@ -80,7 +80,10 @@ def diagnose(summary: pd.DataFrame, env_json, topology_json, nccl_json, placemen
     nvlink = topo_file.get("nvlink")
     nccl = _load(nccl_json)
     gpu_name = (env.get("gpus") or [{}])[0].get("name")
-    peak = link_peak(topology, nvlink, nccl, gpu_name) if env.get("gpu_count") else None
+    # a link between GPUs needs two of them, on this host or across nodes: a one-GPU node has none
+    # (its Gloo rows are CPU processes: no share of an NVLink or PCIe peak)
+    between = (env.get("gpu_count") or 0) >= 2 or ((nccl or {}).get("nnodes") or 1) > 1
+    peak = link_peak(topology, nvlink, nccl, gpu_name) if env.get("gpu_count") and between else None
     placement = pick_placement(placement_files)
     table = join_nccl_algo(percent_of_peak(summary, (peak or {}).get("peak_gbps")), nccl)
     extra = {
