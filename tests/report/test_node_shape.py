@@ -223,3 +223,15 @@ def test_no_peak_busbw_finding_at_one_rank():
 
     assert not [f for f in compute_findings(_nccl_comm((1,))) if f.startswith("Peak busbw")]
     assert [f for f in compute_findings(_nccl_comm((2,))) if f.startswith("Peak busbw")]
+
+
+def test_the_language_models_table_says_eager_or_compiled_and_counts_parameters_with_separators():
+    """The 1x H200 report's table read 'compile: False' and 'trainable params: 1313280000'."""
+    from distbench.training.analysis.section import _lm_table
+
+    compiled = _lm_row(1, mfu=0.501)
+    compiled.update(config="plain+compile", compile=True, tokens_per_s_median=58_507.0, compile_time_s=33.1)
+    t = _lm_table(add_scaling(pd.DataFrame([_lm_row(1), compiled])))
+    col = {h: i for i, h in enumerate(t["headers"])}
+    assert "compile" not in col and [r[col["mode"]] for r in t["rows"]] == ["eager", "compiled"]
+    assert {r[col["trainable params"]] for r in t["rows"]} == {f"{GPT_1_3B:,}"}

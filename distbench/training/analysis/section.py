@@ -81,7 +81,7 @@ def _lm_table(lm: pd.DataFrame):
     one = one_device_of(lm)
     headers = ["model", "layout", "ws", "tokens/s", "tokens/s per device", "TFLOP/s per device", "MFU", "peak",
                "peak memory", f"efficiency vs plain {one}", "exposed comm", "other", "overlap", "trainable params", "gradients per step",
-               "attention", "compile", "compile time", "status"]
+               "attention", "mode", "compile time", "status"]
     rows = []
     # a layout's eager and compiled rows side by side (training.lm.compile); tables from before it: eager
     for _, r in with_compile(lm).sort_values(["model", "strategy", "world_size", "compile"]).iterrows():
@@ -92,9 +92,10 @@ def _lm_table(lm: pd.DataFrame):
                      r["tokens_per_s_per_device_median"], _sig3_cell(r["tflops_per_device"]), pct_cell(r["mfu"]), peak,
                      None if pd.isna(r.get("peak_mem_allocated_bytes")) else human_bytes(int(r["peak_mem_allocated_bytes"])),
                      pct_cell(r["efficiency_vs_plain_1gpu"]), _ms_cell(split.exposed_comm) if r["world_size"] > 1 else None,
-                     _ms_cell(split.other), pct_cell(r["overlap_fraction"]), r["params_trainable"],
+                     _ms_cell(split.other), pct_cell(r["overlap_fraction"]),
+                     None if pd.isna(r["params_trainable"]) else f"{int(r['params_trainable']):,}",
                      None if pd.isna(r["grad_bytes"]) else human_bytes(int(r["grad_bytes"])),
-                     r["attention_kernel"], bool(r["compile"]),
+                     r["attention_kernel"], "compiled" if _compiled(r) else "eager",
                      _ms_cell(r["compile_time_s"] * 1e3) if "compile_time_s" in r else None, r["status"]])
     return table(headers, rows)
 
