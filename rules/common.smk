@@ -20,7 +20,8 @@ from distbench.pipeline.families import (
     report_tables,
     tables_of,
 )
-from distbench.launch.dag_view import planned_jobs, when_planned
+from distbench.launch.dag_view import StopBeforeJobs, planned_jobs, when_planned
+from distbench.pipeline.stale import stale_message, stale_reused
 from distbench.pipeline.estimate import (
     BENCHMARKS,
     RULE_FAMILIES,
@@ -122,6 +123,32 @@ def stop_report_rerunning_benchmarks():
         raise WorkflowError(message)
 
 
+def stale_cached_jobs():
+    """The jobs Snakemake is about to reuse whose job.json records other values than this config's
+    (distbench.pipeline.stale: Snakemake's own record of their params is gone)."""
+    return stale_reused(planned_jobs(workflow, RULE_FAMILIES))
+
+
+def stop_reusing_stale_results():
+    """Once the DAG is final, before any job (also where nothing else is to be done, when onstart does
+    not run): never report a cached job measured with other values as this config's. The message names
+    each job, what differs and the command that reruns exactly them; a dry run only prints it, as does
+    `report` alone (it shows cached results as they are), and nothing is said where the user left params
+    out of the rerun triggers (--rerun-triggers mtime: values are not to rerun anything).
+    """
+    if not any(str(t).lower().endswith("params") for t in workflow.rerun_triggers):
+        return
+    message = stale_message(stale_cached_jobs(), sorted(invocation_targets()))
+    if not message:
+        return
+    if report_only(invocation_targets()):
+        print(message + "\n`report` alone shows them as they are.", file=sys.stderr)
+    elif workflow.dryrun:
+        print(message + "\nA run stops here, before its first job.", file=sys.stderr)
+    else:
+        raise StopBeforeJobs(message)
+
+
 def stop_if_unfit():
     """Before the first job (onstart; the executor is known by then): stop a plan that cannot run
     on this host unless it is meant for other machines."""
@@ -190,6 +217,7 @@ if workflow.is_main_process:
     # this invocation's id, for its shared launches (distbench.launch.batch): its jobs inherit it
     begin_invocation()
     when_planned(announce_plan_now)
+    when_planned(stop_reusing_stale_results)
 
 
 wildcard_constraints:

@@ -21,6 +21,12 @@ def planned_jobs(workflow, rules: Iterable[str]) -> list[tuple[object, bool]]:
     return [(job, dag.needrun(job)) for job in dag.jobs if job.rule.name in rules]
 
 
+class StopBeforeJobs(Exception):
+    """Raised by a when_planned callback to stop a run before its first job: it passes through the
+    handler to Snakemake, which reports it and releases its lock (every other failure of a callback only
+    loses what it would have printed)."""
+
+
 class _WhenPlanned(logging.Handler):
     """Calls `callback` once, on the first log record Snakemake writes after deciding which jobs run:
     the run's job statistics (event RUN_INFO), or "Nothing to be done". Both come right after the DAG
@@ -43,6 +49,8 @@ class _WhenPlanned(logging.Handler):
         self.called = True
         try:
             self.callback()
+        except StopBeforeJobs:
+            raise
         except Exception as e:  # noqa: BLE001 - the estimate informs; a failure to make one must not stop the run
             print(f"distbench: no estimate ({type(e).__name__}: {e})", file=sys.stderr)
 
