@@ -142,9 +142,9 @@ def stop_reusing_stale_results():
     if not message:
         return
     if report_only(invocation_targets()):
-        print(message + "\n`report` alone shows them as they are.", file=sys.stderr)
+        print(f"{message}\n`report` alone shows them as they are.", file=sys.stderr)
     elif workflow.dryrun:
-        print(message + "\nA run stops here, before its first job.", file=sys.stderr)
+        print(f"{message}\nA run stops here, before its first job.", file=sys.stderr)
     else:
         raise StopBeforeJobs(message)
 
