@@ -4,7 +4,7 @@ Snakemake reruns a job whose params changed by comparing them with its own recor
 (.snakemake/metadata). Without that record (the folder deleted to clear a lock, results copied
 from another checkout, --drop-metadata) it only compares times, so a job measured with other
 values (other sizes, another NCCL setting) is kept and reported as this config's: on a lent 2x H200,
-after `.snakemake` was removed, the quick answer judged a comm job made by another config's sweep.
+after `.snakemake` was removed, the quick answer judged a job another config's sweep had made.
 
 Every job's rule writes the values it ran with to its job.json (distbench.launch.job_record.Entry).
 Once Snakemake's DAG is final, each job it is about to reuse is held against that file: values that
