@@ -52,7 +52,8 @@ class _WhenPlanned(logging.Handler):
         except StopBeforeJobs:
             raise
         except Exception as e:  # noqa: BLE001 - the estimate informs; a failure to make one must not stop the run
-            print(f"distbench: no estimate ({type(e).__name__}: {e})", file=sys.stderr)
+            what = getattr(self.callback, "__name__", "a check before the first job")
+            print(f"distbench: {what} did not run ({type(e).__name__}: {e})", file=sys.stderr)
 
 
 def when_planned(callback: Callable[[], None]) -> None:

@@ -15,9 +15,11 @@ that reruns exactly those jobs. Torch-free.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
+
+from distbench.launch.job_record import JobRecordError, read_json_file
 
 # The params of a job rule that are its values (rules/families.smk): what it measures, where its
 # ranks run, and its entry point
@@ -55,13 +57,13 @@ def changed_keys(recorded: dict, current: dict, prefix: str = "") -> list[str]:
 def stale_job(result: str, job_json: str, params: dict) -> StaleJob | None:
     """The job as stale if its job.json holds values other than `params` (its rule's, now); None when
     they agree or there is no job.json to compare (Snakemake's own triggers hold then)."""
-    path = Path(job_json)
-    if not path.is_file():
+    if not os.path.lexists(job_json):
         return None
-    try:
-        recorded = json.loads(path.read_text(encoding="utf-8")).get("params")
-    except (OSError, ValueError, AttributeError):
+    try:  # the job record's own reader: a regular file of at most 1 MiB (a FIFO there never blocks)
+        recorded = read_json_file(job_json)
+    except JobRecordError:
         return StaleJob(result, job_json, ("job.json",))
+    recorded = recorded.get("params") if isinstance(recorded, dict) else None
     if not isinstance(recorded, dict):
         return StaleJob(result, job_json, ("job.json",))
     now = _plain({k: params[k] for k in COMPARED if k in params})

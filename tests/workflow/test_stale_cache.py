@@ -7,6 +7,7 @@ config's sweep (256 KiB - 1 GiB, CUDA graphs only) as the default config's."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from types import SimpleNamespace
 
@@ -57,6 +58,8 @@ def test_a_reused_job_with_other_values_is_stale_and_one_with_the_same_is_not(tm
     assert stale_reused([_job(tmp_path, [8, 1024])])[0].keys == ("job.json",)
     (tmp_path / "job.json").unlink()
     assert stale_reused([_job(tmp_path, [8, 4096])]) == []  # nothing recorded: Snakemake's triggers hold
+    os.mkfifo(tmp_path / "job.json")  # read through the job record's reader: refused at once, never waited on
+    assert stale_reused([_job(tmp_path, [8, 1024])])[0].keys == ("job.json",)
 
 
 def test_the_message_names_each_job_what_differs_and_the_command(tmp_path):
