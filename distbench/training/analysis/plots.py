@@ -161,7 +161,7 @@ def _lm_bars(d: pd.DataFrame, colors: dict) -> plt.Figure:
     base = {s: colors.get(s.rsplit(", ", 1)[0] if both else s, palette.NEUTRAL_COLOR) for s in order}
     compiled = [s.endswith(", compiled") for s in order]  # compiled: hatched, outlined, beside its eager twin
     bars = ax.bar([s.replace(", ", "\n") for s in order], d["tokens_per_s_median"], color=[base[s] for s in order],
-                  edgecolor=["black" if c else "none" for c in compiled], hatch=None)
+                  edgecolor=["black" if c else "none" for c in compiled])
     for bar, c in zip(bars, compiled, strict=True):
         if c:
             bar.set_hatch("//")
